@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv from nothing.
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.mpsim-installed
+export TRITON_INTERPRET ?= $(shell command -v nvidia-smi >/dev/null 2>&1 || echo 1)
+export PYTHONHASHSEED := 0
+
+.PHONY: demo test lint typecheck unit setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/bootstrap-venv.sh
+	bash scripts/bootstrap-venv.sh
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/mpsim demo --out out
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -ra
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) out build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Sweeps, tidy tables, figures and validation reports."""

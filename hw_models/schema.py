@@ -1,0 +1,348 @@
+"""The typed shape of a hardware file: frozen dataclasses for a GPU and for an NPU.
+
+The dataclass fields are the schema (validate.py walks them). Every block that holds numbers
+derives from `Block`: it names the `source` id its numbers come from, and `key_sources` may
+point single keys at another source (e.g. a DRAM latency from a microbenchmark paper inside a
+block whose other numbers come from a datasheet).
+
+Both spec classes offer the same small interface, which is all the roofline and the simulator
+use besides the nested fields: `name`, `kind`, `clock_MHz`, `compute_units`,
+`dram_bandwidth_Bps()`, `achievable_bandwidth_fraction`, `matrix_peak_flops(dtype)`,
+`matrix_flops_per_cycle(dtype)`, `vector_peak_flops()`, `launch_overhead_s()`, `sources`,
+`source_of(key)` and `describe()`.
+"""
+
+# Names carry their units (bandwidth_GBps, clock_MHz) as DESIGN.md 4.2 asks: mixedCase is the point.
+# ruff: noqa: N802, N815
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+MATRIX_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8", "int4", "tf32"})
+DECODER_BITS = frozenset(range(1, 17))
+SOURCE_KINDS = (
+    "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",
+)
+SourceKind = Literal[
+    "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",
+]
+
+
+class UnsupportedDtypeError(ValueError):
+    """A throughput was asked for a dtype the device does not list."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where numbers come from: a datasheet, paper, measurement, calibration or an assumption."""
+
+    id: str
+    kind: SourceKind
+    citation: str
+    url: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    """A group of numbers sharing one source (`key_sources` overrides it per key)."""
+
+    source: str
+    key_sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- GPU blocks
+@dataclass(frozen=True, kw_only=True)
+class GpuCompute(Block):
+    sm_count: int
+    base_clock_MHz: float
+    boost_clock_MHz: float
+    sustained_clock_MHz: float  # the clock cycles are counted in
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmLimits(Block):
+    shared_memory_KiB: float  # per SM, the configurable maximum
+    max_shared_memory_per_cta_KiB: float
+    registers_32bit: int  # per SM
+    max_registers_per_thread: int
+    max_warps: int  # resident per SM
+    max_ctas: int  # resident per SM
+    max_threads_per_cta: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorCore(Block):
+    dense_peak_TFLOPs: dict[str, float] = field(metadata={"keys": MATRIX_DTYPES})
+    flops_per_clock_per_SM: dict[str, float] = field(metadata={"keys": MATRIX_DTYPES})
+    datasheet_clock_MHz: float  # the clock the datasheet's peaks imply (see docs/hardware.md)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaCore(Block):
+    fp32_peak_TFLOPs: float
+    fp16_peak_TFLOPs: float
+    fp32_flops_per_clock_per_SM: float
+    int32_ops_per_clock_per_SM: float  # integer ops for dequantization (shift/mask/add)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cache(Block):
+    size_MiB: float
+    bandwidth_GBps: float
+    latency_ns: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dram(Block):
+    type: str
+    size_GB: float
+    bandwidth_GBps: float
+    latency_ns: float
+    channels: int  # independent channels (stacks x channels per stack for HBM)
+    achievable_bandwidth_fraction: float = field(metadata={"max": 1.0})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch(Block):
+    overhead_us: float
+
+
+def _sources_by_id(sources: tuple[Source, ...]) -> dict[str, Source]:
+    return {s.id: s for s in sources}
+
+
+def _matrix_rate(table: dict[str, float], dtype: str, device: str) -> float:
+    if dtype not in table:
+        supported = ", ".join(sorted(table))
+        raise UnsupportedDtypeError(
+            f"{device}: no matrix throughput for dtype {dtype!r}; supported: {supported}"
+        )
+    return table[dtype]
+
+
+class _Common:
+    """Methods both specs share; they read only the attributes named in HardwareSpec."""
+
+    name: str
+    sources: tuple[Source, ...]
+
+    def source_of(self, key: str) -> Source:
+        """The Source for a dotted key such as 'dram.bandwidth_GBps' or 'sram.weight_buffer.size_MiB'."""
+        node: object = self
+        block: Block | None = None
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = getattr(node, part, None)
+            if isinstance(node, Block):
+                block = node
+        leaf = parts[-1]
+        if block is None or node is not block or not hasattr(block, leaf):
+            raise KeyError(f"{self.name}: {key!r} is not a key inside a block with a source")
+        source_id = block.key_sources.get(leaf, block.source)
+        return _sources_by_id(self.sources)[source_id]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec(_Common):
+    """An NVIDIA GPU: SMs, tensor and CUDA cores, L2, DRAM, launch cost."""
+
+    name: str
+    kind: Literal["gpu"]
+    description: str
+    sources: tuple[Source, ...]
+    compute: GpuCompute
+    sm: SmLimits
+    tensor_core: TensorCore
+    cuda_core: CudaCore
+    l2: Cache
+    dram: Dram
+    launch: Launch
+
+    @property
+    def clock_MHz(self) -> float:
+        return self.compute.sustained_clock_MHz
+
+    @property
+    def compute_units(self) -> int:
+        return self.compute.sm_count
+
+    @property
+    def achievable_bandwidth_fraction(self) -> float:
+        return self.dram.achievable_bandwidth_fraction
+
+    def dram_bandwidth_Bps(self) -> float:
+        return self.dram.bandwidth_GBps * 1e9
+
+    def matrix_peak_flops(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s (int8: ops/s) as the datasheet states it."""
+        return _matrix_rate(self.tensor_core.dense_peak_TFLOPs, dtype, self.name) * 1e12
+
+    def matrix_flops_per_cycle(self, dtype: str) -> float:
+        """Per SM per `clock_MHz` cycle, chosen so SMs x this x clock == matrix_peak_flops."""
+        return self.matrix_peak_flops(dtype) / (self.compute_units * self.clock_MHz * 1e6)
+
+    def vector_peak_flops(self) -> float:
+        return self.cuda_core.fp32_peak_TFLOPs * 1e12
+
+    def launch_overhead_s(self) -> float:
+        return self.launch.overhead_us * 1e-6
+
+    def describe(self) -> str:
+        c, d, l2 = self.compute, self.dram, self.l2
+        tc = ", ".join(f"{k} {v:g}" for k, v in sorted(self.tensor_core.dense_peak_TFLOPs.items()))
+        return "\n".join([
+            f"{self.name} (gpu): {self.description}",
+            f"  SMs {c.sm_count}, clock {c.base_clock_MHz:g}/{c.boost_clock_MHz:g} MHz "
+            f"base/boost, cycles at {c.sustained_clock_MHz:g} MHz",
+            f"  tensor dense TFLOP/s: {tc}",
+            f"  CUDA cores fp32 {self.cuda_core.fp32_peak_TFLOPs:g} TFLOP/s",
+            f"  L2 {l2.size_MiB:g} MiB, {l2.bandwidth_GBps:g} GB/s, {l2.latency_ns:g} ns",
+            f"  {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak "
+            f"(x{d.achievable_bandwidth_fraction:g} achievable), {d.latency_ns:g} ns",
+            f"  launch overhead {self.launch.overhead_us:g} us; sources: "
+            + ", ".join(s.id for s in self.sources),
+        ])
+
+
+# ---------------------------------------------------------------- NPU blocks
+@dataclass(frozen=True, kw_only=True)
+class NpuCompute(Block):
+    cores: int
+    clock_MHz: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class MacArray(Block):
+    rows: int  # per core
+    cols: int
+    macs_per_pe_per_cycle: dict[str, float] = field(metadata={"keys": MATRIX_DTYPES})
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorUnit(Block):
+    lanes: int  # per core
+    flops_per_lane_per_cycle: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SramBuffer(Block):
+    size_MiB: float  # per core
+    bandwidth_GBps: float  # per core
+
+
+@dataclass(frozen=True, kw_only=True)
+class NpuSram:
+    weight_buffer: SramBuffer
+    activation_buffer: SramBuffer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dma(Block):
+    engines: int  # per chip
+    bandwidth_GBps_per_engine: float
+    setup_latency_ns: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightDecoder(Block):
+    # per core: weights decoded (bits -> compute dtype) per cycle, by stored bit width
+    weights_per_cycle: dict[int, float] = field(metadata={"keys": DECODER_BITS})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dispatch(Block):
+    overhead_us: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class NpuSpec(_Common):
+    """An NPU: cores with a MAC array and a vector unit, SRAM buffers, DMA, DRAM, decoder."""
+
+    name: str
+    kind: Literal["npu"]
+    description: str
+    sources: tuple[Source, ...]
+    compute: NpuCompute
+    mac_array: MacArray
+    vector: VectorUnit
+    sram: NpuSram
+    dma: Dma
+    dram: Dram
+    weight_decoder: WeightDecoder
+    dispatch: Dispatch
+
+    @property
+    def clock_MHz(self) -> float:
+        return self.compute.clock_MHz
+
+    @property
+    def compute_units(self) -> int:
+        return self.compute.cores
+
+    @property
+    def achievable_bandwidth_fraction(self) -> float:
+        return self.dram.achievable_bandwidth_fraction
+
+    def dram_bandwidth_Bps(self) -> float:
+        return self.dram.bandwidth_GBps * 1e9
+
+    def matrix_flops_per_cycle(self, dtype: str) -> float:
+        """Per core per cycle: rows x cols PEs, one MAC = 2 FLOPs."""
+        m = self.mac_array
+        return m.rows * m.cols * _matrix_rate(m.macs_per_pe_per_cycle, dtype, self.name) * 2
+
+    def matrix_peak_flops(self, dtype: str) -> float:
+        per_cycle = self.matrix_flops_per_cycle(dtype)
+        return per_cycle * self.compute_units * self.clock_MHz * 1e6
+
+    def vector_peak_flops(self) -> float:
+        v = self.vector
+        return v.lanes * v.flops_per_lane_per_cycle * self.compute_units * self.clock_MHz * 1e6
+
+    def launch_overhead_s(self) -> float:
+        return self.dispatch.overhead_us * 1e-6
+
+    def describe(self) -> str:
+        c, m, d, w = self.compute, self.mac_array, self.dram, self.sram.weight_buffer
+        dtypes = ", ".join(
+            f"{k} {self.matrix_peak_flops(k) / 1e12:.3g}" for k in sorted(m.macs_per_pe_per_cycle)
+        )
+        bits = ", ".join(f"{b}b {r:g}" for b, r in sorted(self.weight_decoder.weights_per_cycle.items()))
+        return "\n".join([
+            f"{self.name} (npu): {self.description}",
+            f"  {c.cores} cores at {c.clock_MHz:g} MHz, MAC array {m.rows}x{m.cols} per core",
+            f"  matrix peak TFLOP/s (TOP/s for int): {dtypes}",
+            f"  vector {self.vector_peak_flops() / 1e12:.3g} TFLOP/s; weight buffer "
+            f"{w.size_MiB:g} MiB/core at {w.bandwidth_GBps:g} GB/s",
+            f"  {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak "
+            f"(x{d.achievable_bandwidth_fraction:g} achievable), {d.latency_ns:g} ns",
+            f"  decoder weights/cycle/core: {bits}",
+            f"  dispatch overhead {self.dispatch.overhead_us:g} us; sources: "
+            + ", ".join(s.id for s in self.sources),
+        ])
+
+
+class HardwareSpec(Protocol):
+    """What the roofline and the simulator may rely on, for a GPU and an NPU alike."""
+
+    name: str
+    sources: tuple[Source, ...]
+
+    @property
+    def kind(self) -> Literal["gpu", "npu"]: ...
+    @property
+    def clock_MHz(self) -> float: ...
+    @property
+    def compute_units(self) -> int: ...
+    @property
+    def achievable_bandwidth_fraction(self) -> float: ...
+    def dram_bandwidth_Bps(self) -> float: ...
+    def matrix_peak_flops(self, dtype: str) -> float: ...
+    def matrix_flops_per_cycle(self, dtype: str) -> float: ...
+    def vector_peak_flops(self) -> float: ...
+    def launch_overhead_s(self) -> float: ...
+    def source_of(self, key: str) -> Source: ...
+    def describe(self) -> str: ...

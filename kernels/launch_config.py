@@ -1,0 +1,209 @@
+"""Launch-config choice (grid, block sizes, warps, stages, split) for every kernel family.
+
+No triton import: the launchers, the trace synthesizer and the simulator all call these functions, so
+a synthesized trace carries the grid and config the real kernel launches with. `on_gpu=False` (the
+Triton interpreter) returns one fixed small config per family, since the interpreter cannot autotune.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GEMV_MAX_ROWS = 16       # M <= 16 takes the GEMV path (PMPD fuses up to 8 rows; TurboMind ~16)
+TARGET_PROGRAMS = 264    # ~2 waves of CTAs on a 132-SM Hopper part: enough to saturate HBM
+GPU_SMS = 132            # H100/H200 SXM (FACTS.md); a pure function of shape keeps synth == capture
+PAGED_BLOCK = 64         # TurboMind's paged KV block (FACTS.md)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    kernel: str
+    grid: tuple[int, ...]
+    block_m: int | None
+    block_n: int | None
+    block_k: int | None
+    num_warps: int
+    num_stages: int
+    split_k: int = 1
+
+    def config_dict(self) -> dict[str, int]:
+        out = {"num_warps": self.num_warps, "num_stages": self.num_stages, "split_k": self.split_k}
+        for key in ("block_m", "block_n", "block_k"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    @property
+    def programs(self) -> int:
+        total = 1
+        for g in self.grid:
+            total *= g
+        return total
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _format_tag(w_format: str) -> str:
+    if w_format == "fp16":
+        return "fp16"
+    if w_format == "anyprec":
+        return "anyprec"
+    if w_format.endswith("-group"):
+        return "group"
+    raise ValueError(f"unknown w_format {w_format!r}; expected fp16, int{{8,4,3,2}}-group or anyprec")
+
+
+def gemm_config(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: int | None,
+                *, on_gpu: bool = True) -> LaunchConfig:
+    """GEMV (M <= 16, split-K over programs) or tiled GEMM (dequantize the W tile, then tl.dot).
+
+    A fixed heuristic, no autotuning, so this is the config the launcher runs with (kernels/gemm*.py)
+    and the one synthesized traces carry. `k` is the logical K; `group_size` the resolved G.
+    """
+    tag = _format_tag(w_format)
+    if m < 1 or n < 1 or k < 1:
+        raise ValueError(f"gemm_config: m, n, k must be positive, got m={m}, n={n}, k={k}")
+    if m <= GEMV_MAX_ROWS:
+        return _gemv_config(m, n, k, tag, group_size, on_gpu)
+    return _gemm_tile_config(m, n, k, tag, group_size, on_gpu)
+
+
+def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
+                 on_gpu: bool) -> LaunchConfig:
+    """One program per BLOCK_N weight rows x K split; the split fills ~2 waves of programs.
+
+    BLOCK_M = 1 takes the multiply-and-row-sum path; 2..16 rows a swap-AB tl.dot (MMA N side >= 8).
+    BLOCK_K = 256 keeps a 32 x 256 dequantized tile at 64 fp16 values per thread with 4 warps, and
+    every split keeps at least 2 K iterations so the load pipeline (3 stages) has work to overlap.
+    """
+    block_m = next_pow2(m)
+    if not on_gpu:  # interpreter: small fixed blocks; K >= 128 still exercises the split-K reduction
+        block_n, block_k = 32, _fit_block_k(32, tag, group_size)
+        split_k = 2 if k >= 128 else 1
+        return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
+                            block_k, 4, 1, split_k)
+    block_n = 32
+    block_k = _fit_block_k(256, tag, group_size)
+    n_blocks = cdiv(n, block_n)
+    max_split = max(1, k // (2 * block_k))
+    split_k = min(max_split, max(1, cdiv(TARGET_PROGRAMS, n_blocks)), 16)
+    return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
+                        4, 3, split_k)
+
+
+def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
+                      on_gpu: bool) -> LaunchConfig:
+    """Output tiles BLOCK_M x BLOCK_N over the whole K; BLOCK_N halves when tiles < SMs."""
+    if not on_gpu:
+        bm = bn = 32
+        bk = _fit_block_k(32, tag, group_size)
+        return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1)
+    bm = 128 if m >= 128 else 64
+    bn = 128 if cdiv(m, bm) * cdiv(n, 128) >= GPU_SMS else 64
+    bk = _fit_block_k(64, tag, group_size)
+    warps = 8 if bm * bn >= 128 * 128 else 4
+    stages = 4 if tag == "fp16" else 3  # the dequantized tile costs registers a 4th stage would need
+    return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
+                        stages)
+
+
+def _fit_block_k(block_k: int, tag: str, group_size: int | None) -> int:
+    """Halve BLOCK_K (a power of two >= 32) until a K tile never straddles a quantization group.
+
+    Group kernels read one scale per row per min(BLOCK_K, G) columns, so one of the two must divide
+    the other; G is a multiple of 32 (docs/formats.md), so 32 always fits.
+    """
+    if tag != "group" or not group_size:
+        return block_k
+    while block_k > 32 and (group_size % block_k if block_k <= group_size else block_k % group_size):
+        block_k //= 2
+    return block_k
+
+
+# Decode attention wants ~4 resident CTAs per SM on a 132-SM part to keep HBM busy (one CTA of 4
+# warps streaming one KV head cannot), but each split should stream at least DECODE_MIN_TILES tiles
+# so the in-launch reduction stays a small fraction of the work.
+DECODE_TARGET_PROGRAMS = 528
+DECODE_MIN_TILES = 4
+DECODE_MAX_SPLITS = 64
+DECODE_MAX_SPLITS_CPU = 8
+
+
+def decode_group_block(num_q_heads: int, num_kv_heads: int) -> int:
+    """Query heads one decode program holds: 1 (MHA, a vector dot) or the GQA group padded to >= 16
+    rows so QK^T and PV run as tl.dot (the MMA needs 16 rows)."""
+    if num_kv_heads < 1 or num_q_heads % num_kv_heads:
+        raise ValueError(f"num_q_heads={num_q_heads} must be a multiple of "
+                         f"num_kv_heads={num_kv_heads}")
+    group = num_q_heads // num_kv_heads
+    return 1 if group == 1 else max(16, next_pow2(group))
+
+
+def attention_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                            kv_len: int, k_bits: int, kv_block: int | None,
+                            *, on_gpu: bool = True) -> LaunchConfig:
+    """Flash-decoding over (sequence, KV head, KV split); the last split to finish reduces.
+
+    One program serves all query heads of a KV head (GQA), so K/V are read once per group.
+    block_m = query-head rows, block_n = KV tokens per tile, block_k = padded head_dim,
+    split_k = KV splits. The split count depends on kv_len only through the grid, not the kernel's
+    constexprs, so a growing KV length does not recompile.
+    """
+    block_g = decode_group_block(num_q_heads, num_kv_heads)
+    block_d = next_pow2(head_dim)
+    if on_gpu:
+        block_n, warps, stages = 64, 4, 2
+        wanted = cdiv(DECODE_TARGET_PROGRAMS, batch * num_kv_heads)
+        cap = DECODE_MAX_SPLITS
+        min_tiles = DECODE_MIN_TILES
+    else:
+        block_n, warps, stages = 16, 4, 1
+        wanted, cap, min_tiles = cdiv(max(kv_len, 1), 32), DECODE_MAX_SPLITS_CPU, 1
+    tiles = cdiv(max(kv_len, 1), block_n)
+    splits = max(1, min(wanted, tiles // min_tiles, cap))
+    splits = cdiv(tiles, cdiv(tiles, splits))  # no trailing empty split for the longest sequence
+    return LaunchConfig("attention_decode_kernel", (batch, num_kv_heads, splits), block_g,
+                        block_n, block_d, warps, stages, splits)
+
+
+def decode_split_tokens(kv_len: int, cfg: LaunchConfig) -> int:
+    """KV tokens per split: whole tiles, so every split starts on a tile edge."""
+    assert cfg.block_n is not None
+    tiles = cdiv(max(kv_len, 1), cfg.block_n)
+    return cdiv(tiles, cfg.split_k) * cfg.block_n
+
+
+def attention_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int,
+                             head_dim: int, *, on_gpu: bool = True) -> LaunchConfig:
+    """Causal flash attention over the prompt: programs over (query tile, sequence x query head).
+
+    block_m = query rows per program, block_n = keys per tile, block_k = padded head_dim.
+    """
+    block_d = next_pow2(head_dim)
+    if on_gpu:
+        bm, bn, warps, stages = 128, 64, 8, 2
+    else:
+        bm, bn, warps, stages = 16, 16, 4, 1
+    return LaunchConfig("attention_prefill_kernel", (cdiv(q_len, bm), batch * num_q_heads), bm, bn,
+                        block_d, warps, stages)
+
+
+def kv_quant_config(tokens: int, num_kv_heads: int, head_dim: int, bits: int,
+                    *, on_gpu: bool = True) -> LaunchConfig:
+    """One program per (token, KV head); each writes K and V codes with their scale and zero."""
+    return LaunchConfig("kv_quant_kernel", (tokens, num_kv_heads), None, next_pow2(head_dim), None,
+                        1 if on_gpu else 4, 1)
+
+
+def rowwise_config(kernel: str, rows: int, width: int, *, on_gpu: bool = True) -> LaunchConfig:
+    """Norms, RoPE, activations, residual add, embedding gather, argmax: one program per row."""
+    block = min(next_pow2(width), 4096 if on_gpu else 512)
+    warps = min(16, max(1, block // 256)) if on_gpu else 4
+    return LaunchConfig(kernel, (rows,), None, block, None, warps, 1)

@@ -1,0 +1,43 @@
+"""The front door: `mpsim <command> ...`. Each command lives in mpsim/commands/<family>.py."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from mpsim.errors import USER_ERRORS
+
+# Command families, in the order `mpsim --help` lists them. Each module has `register(subparsers)`.
+COMMAND_MODULES: tuple[str, ...] = (
+    "mpsim.commands.info",
+    "mpsim.commands.synth",
+    "mpsim.commands.roofline",
+    "mpsim.commands.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpsim",
+        description="Compare mixed-precision LLM inference policies on real and modeled hardware.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:  # bad input: one clear line, no traceback
+        print(f"mpsim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""`mpsim hw list`, `mpsim hw show NAME`, `mpsim models`: what mpsim knows about."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mpsim.hw_models.loader import list_hardware, load_hardware
+from mpsim.models import PRESETS
+
+
+def register(sub: Any) -> None:
+    hw = sub.add_parser("hw", help="list or show hardware models")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="{list,show}")
+    hw_sub.add_parser("list", help="shipped hardware files").set_defaults(func=_hw_list)
+    show = hw_sub.add_parser("show", help="one hardware model's numbers and sources")
+    show.add_argument("name", help="a shipped name or a YAML path")
+    show.set_defaults(func=_hw_show)
+    sub.add_parser("models", help="model presets").set_defaults(func=_models)
+
+
+def _hw_list(args: argparse.Namespace) -> int:
+    for name in list_hardware():
+        spec = load_hardware(name)
+        print(f"{name:<16} {spec.kind}  {spec.description}")
+    return 0
+
+
+def _hw_show(args: argparse.Namespace) -> int:
+    spec = load_hardware(args.name)
+    print(spec.describe())
+    for s in spec.sources:
+        print(f"  [{s.id}] ({s.kind}) {s.citation}" + (f" <{s.url}>" if s.url else ""))
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    print(f"{'name':<20}{'layers':>7}{'hidden':>8}{'ffn':>7}{'heads':>7}{'kv':>4}{'hdim':>6}"
+          f"{'vocab':>8}  architecture")
+    for m in PRESETS.values():
+        arch = [m.norm + "norm", m.mlp]
+        arch += ["GQA"] if m.num_kv_heads < m.num_heads else []
+        arch += [f"rotary {m.rotary_fraction:.0%}"] if m.rotary_fraction < 1 else []
+        arch += ["parallel attn+mlp"] if m.parallel_attn_mlp else []
+        arch += ["biases"] if m.qkv_bias or m.o_bias or m.mlp_bias else []
+        arch += ["tied embeddings"] if m.tied_embeddings else []
+        print(f"{m.name:<20}{m.num_layers:>7}{m.hidden:>8}{m.ffn:>7}{m.num_heads:>7}"
+              f"{m.num_kv_heads:>4}{m.head_dim:>6}{m.vocab:>8}  {', '.join(arch)}")
+    return 0

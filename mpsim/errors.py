@@ -1,0 +1,25 @@
+"""The errors that mean "bad input" (a file, key, row or value a user gave us).
+
+The CLI prints these as one line and exits non-zero; anything else is a bug and keeps its traceback.
+Lower layers (traces/, hw_models/) define their own ValueError subclasses because they import
+nothing of mpsim; this module gathers them.
+"""
+
+from __future__ import annotations
+
+from mpsim.hw_models.errors import HardwareFileError
+from mpsim.traces.errors import TraceError
+
+
+class MpsimInputError(ValueError):
+    """A value given on the command line or in a spec file is not one mpsim accepts."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    MpsimInputError,
+    TraceError,
+    HardwareFileError,
+    FileNotFoundError,
+    IsADirectoryError,
+    PermissionError,
+)

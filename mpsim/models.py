@@ -1,0 +1,186 @@
+"""Model specs: the shapes and architecture details that decide a decoder's launch list.
+
+Presets come from the models' Hugging Face config.json files (the `source` of each); `from_hf_config`
+reads a local config.json of the Llama, Mistral, Qwen2, Phi and StableLM families.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mpsim.errors import MpsimInputError
+
+NormKind = Literal["rms", "layer"]
+MlpKind = Literal["swiglu", "gelu"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    num_layers: int
+    hidden: int
+    ffn: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab: int
+    source: str
+    norm: NormKind = "rms"
+    mlp: MlpKind = "swiglu"
+    rotary_fraction: float = 1.0
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    parallel_attn_mlp: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    lm_head_bias: bool = False
+    tied_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("num_layers", "hidden", "ffn", "num_heads", "num_kv_heads", "head_dim", "vocab"):
+            if getattr(self, key) <= 0:
+                raise MpsimInputError(f"model {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
+        if self.num_heads % self.num_kv_heads:
+            raise MpsimInputError(
+                f"model {self.name!r}: num_heads {self.num_heads} is not a multiple of "
+                f"num_kv_heads {self.num_kv_heads}"
+            )
+        if not 0 < self.rotary_fraction <= 1:
+            raise MpsimInputError(
+                f"model {self.name!r}: rotary_fraction must be in (0, 1], got {self.rotary_fraction}"
+            )
+
+    @property
+    def rot_dim(self) -> int:
+        return int(self.head_dim * self.rotary_fraction)
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def mlp_in_width(self) -> int:
+        """Output width of the first MLP GEMM: gate and up fused for SwiGLU, fc1 for GELU."""
+        return 2 * self.ffn if self.mlp == "swiglu" else self.ffn
+
+    def linear_shapes(self) -> dict[str, tuple[int, int, bool]]:
+        """Decoder-block linears as module -> (N, K, has_bias), y = x @ W.T."""
+        return {
+            "qkv": (self.q_dim + 2 * self.kv_dim, self.hidden, self.qkv_bias),
+            "o": (self.hidden, self.q_dim, self.o_bias),
+            "gate_up" if self.mlp == "swiglu" else "fc1": (self.mlp_in_width, self.hidden, self.mlp_bias),
+            "down" if self.mlp == "swiglu" else "fc2": (self.hidden, self.ffn, self.mlp_bias),
+        }
+
+    def block_params(self) -> int:
+        return sum(n * k for n, k, _ in self.linear_shapes().values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hf(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+
+def _llama2_7b(name: str, repo: str) -> ModelSpec:
+    return ModelSpec(name, 32, 4096, 11008, 32, 32, 128, 32000, source=_hf(repo))
+
+PRESETS: dict[str, ModelSpec] = {
+    "vicuna-7b": _llama2_7b("vicuna-7b", "lmsys/vicuna-7b-v1.5"),
+    "llama-2-7b": _llama2_7b("llama-2-7b", "meta-llama/Llama-2-7b-hf"),
+    "mobilellama-1.4b": ModelSpec(
+        "mobilellama-1.4b", 24, 2048, 5632, 16, 16, 128, 32000,
+        source=_hf("mtgv/MobileLLaMA-1.4B-Base")),
+    "stablelm-zephyr-3b": ModelSpec(
+        "stablelm-zephyr-3b", 32, 2560, 6912, 32, 32, 80, 50304, source=_hf("stabilityai/stablelm-zephyr-3b"),
+        norm="layer", rotary_fraction=0.25),
+    "phi-1.5": ModelSpec(
+        "phi-1.5", 24, 2048, 8192, 32, 32, 64, 51200, source=_hf("microsoft/phi-1_5"),
+        norm="layer", mlp="gelu", rotary_fraction=0.5, parallel_attn_mlp=True, qkv_bias=True,
+        o_bias=True, mlp_bias=True, lm_head_bias=True),
+    "llama-3-8b": ModelSpec(
+        "llama-3-8b", 32, 4096, 14336, 32, 8, 128, 128256, source=_hf("meta-llama/Meta-Llama-3-8B"),
+        rope_theta=500000.0),
+    "qwen2.5-1.5b": ModelSpec(
+        "qwen2.5-1.5b", 28, 1536, 8960, 12, 2, 128, 151936, source=_hf("Qwen/Qwen2.5-1.5B"),
+        rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True, tied_embeddings=True),
+}
+
+
+def get_model(name_or_path: str) -> ModelSpec:
+    """A preset by name, or a local HF config.json (a file, or a folder holding one)."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" and path.exists():
+        return from_hf_config(path)
+    raise MpsimInputError(
+        f"unknown model {name_or_path!r}: expected a preset ({', '.join(PRESETS)}) "
+        "or the path of a Hugging Face config.json"
+    )
+
+
+_HF_FAMILIES = ("llama", "mistral", "qwen2", "phi", "stablelm")
+
+
+def from_hf_config(path: str | Path) -> ModelSpec:
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise MpsimInputError(f"{path}: cannot read a JSON config ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise MpsimInputError(f"{path}: expected a JSON object")
+    family = cfg.get("model_type")
+    if family not in _HF_FAMILIES:
+        raise MpsimInputError(
+            f"{path}: model_type {family!r} is not supported; expected one of {_HF_FAMILIES}"
+        )
+    return _spec_from_hf(cfg, family, path)
+
+
+def _need(cfg: dict[str, Any], key: str, path: Path) -> Any:
+    if key not in cfg:
+        raise MpsimInputError(f"{path}: missing key '{key}'")
+    return cfg[key]
+
+
+def _spec_from_hf(cfg: dict[str, Any], family: str, path: Path) -> ModelSpec:
+    heads = int(_need(cfg, "num_attention_heads", path))
+    hidden = int(_need(cfg, "hidden_size", path))
+    phi, stablelm = family == "phi", family == "stablelm"
+    bias = bool(cfg.get("attention_bias", False))
+    return ModelSpec(
+        name=str(cfg.get("_name_or_path") or path.parent.name),
+        num_layers=int(_need(cfg, "num_hidden_layers", path)),
+        hidden=hidden,
+        ffn=int(_need(cfg, "intermediate_size", path)),
+        num_heads=heads,
+        num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+        head_dim=int(cfg.get("head_dim") or hidden // heads),
+        vocab=int(_need(cfg, "vocab_size", path)),
+        source=str(path),
+        norm="layer" if phi or stablelm else "rms",
+        mlp="gelu" if phi else "swiglu",
+        rotary_fraction=float(cfg.get("partial_rotary_factor", 1.0)),
+        rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        norm_eps=float(cfg.get("rms_norm_eps") or cfg.get("layer_norm_eps") or 1e-5),
+        parallel_attn_mlp=phi or bool(cfg.get("use_parallel_residual", False)),
+        qkv_bias=phi or family == "qwen2" or bool(cfg.get("use_qkv_bias", False)) or bias,
+        o_bias=phi or bias,
+        mlp_bias=phi or bool(cfg.get("mlp_bias", False)),
+        lm_head_bias=phi,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+    )

@@ -1,0 +1,1 @@
+"""Performance models that replay traces: the roofline baseline and the SimPy simulators."""

@@ -1,0 +1,34 @@
+"""The roofline baseline: each launch takes max(t_math, t_mem) and nothing else.
+
+t_math = FLOPs / peak (tensor cores or MAC array for GEMM and attention, CUDA cores or the vector
+unit for everything else); t_mem = DRAM bytes / peak DRAM bandwidth; t_lower = max(t_math, t_mem).
+It is the lower bound every simulated time is checked against, and a selectable performance model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mpsim.hw_models.schema import HardwareSpec
+
+MATRIX_OPS = ("gemm", "attention")
+
+
+def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -> pd.DataFrame:
+    """Per-launch t_math, t_mem, t_lower (seconds) and the bounding resource."""
+    flops = rows["flops"].to_numpy(dtype=float)
+    nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
+    is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
+    peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
+    t_math = flops / peak
+    t_mem = nbytes / hw.dram_bandwidth_Bps()
+    t_lower = np.maximum(t_math, t_mem)
+    return pd.DataFrame({
+        "launch_id": rows["launch_id"].to_numpy(),
+        "t_math_s": t_math,
+        "t_mem_s": t_mem,
+        "t_lower_s": t_lower,
+        "bound": np.where(t_math >= t_mem, "math", "memory"),
+        "arithmetic_intensity": np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0),
+    })

@@ -1,0 +1,1 @@
+"""Bit-exact numba references and the quantization formats every mpsim kernel implements."""

@@ -1,0 +1,150 @@
+"""One byte/FLOP accounting for every launch: synthesis, capture and the simulators all call it.
+
+Bytes are analytic DRAM traffic assuming each operand is read once and each output written once
+(tiling re-reads that hit in cache are the simulator's business, not the accountant's). Weight bytes
+follow docs/formats.md: uniform group formats carry an fp16 scale and zero per group; any-precision at
+b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
+per token per head, for K and V separately.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mpsim.traces.errors import TraceError
+
+FP16 = 2
+INDEX_BYTES = 8  # token ids and argmax results are int64
+PAGED_BLOCK_ENTRY = 4  # int32 block-table entry per KV block
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: int
+    bytes_read: int
+    bytes_written: int
+
+
+def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | None) -> int:
+    """Bytes of an N x K weight (y = x @ W.T) stored in `w_format` and read at `w_bits`."""
+    if w_format == "fp16":
+        return n * k * FP16
+    if w_format == "anyprec":
+        return math.ceil(n * k * w_bits / 8) + n * (2**w_bits) * FP16
+    if w_format.endswith("-group"):
+        if group_size is None or group_size <= 0:  # whole row: one group of K padded to 32
+            k_padded, groups = _round_up(k, 32), 1
+        else:
+            k_padded = _round_up(k, math.lcm(32, group_size))
+            groups = k_padded // group_size
+        return k_padded * n * w_bits // 8 + n * groups * 2 * FP16
+    raise TraceError(f"unknown w_format {w_format!r}")
+
+
+def kv_bytes_per_token_head(head_dim: int, bits: int) -> int:
+    """Bytes of one cached token of one KV head, for K or for V (codes + fp16 scale/zero)."""
+    if bits == 16:
+        return head_dim * FP16
+    return math.ceil(head_dim * bits / 8) + 2 * FP16
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _gemm(r: Mapping[str, Any]) -> Cost:
+    m, n, k = r["m"], r["n"], r["k"]
+    bias = bool(r.get("bias") or False)
+    read = m * k * FP16 + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
+    read += n * FP16 if bias else 0
+    return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
+
+
+def causal_pairs(q_len: int, kv_len: int) -> int:
+    """(query, key) pairs a causal mask keeps when the q_len queries are the last of kv_len keys."""
+    return q_len * (kv_len - q_len) + q_len * (q_len + 1) // 2
+
+
+def _attention(r: Mapping[str, Any]) -> Cost:
+    b, q, kv = r["batch"], r["q_len"], r["kv_len"]
+    hq, hkv, d = r["num_q_heads"], r["num_kv_heads"], r["head_dim"]
+    pairs = causal_pairs(q, kv) if r["causal"] else q * kv
+    kv_read = b * hkv * kv * (kv_bytes_per_token_head(d, r["k_bits"])
+                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    block = r.get("kv_block")
+    table = b * math.ceil(kv / block) * PAGED_BLOCK_ENTRY if block else 0
+    q_read = b * q * hq * d * FP16
+    # QK^T and PV: 2 FLOPs per multiply-add each; softmax's exp/max/sum ~5 FLOPs per score.
+    flops = b * hq * pairs * (4 * d + 5)
+    return Cost(flops, q_read + kv_read + table, b * q * hq * d * FP16)
+
+
+def _kv_quant(r: Mapping[str, Any]) -> Cost:
+    tokens_heads = r["batch"] * r["q_len"] * r["num_kv_heads"]
+    d = r["head_dim"]
+    written = tokens_heads * (kv_bytes_per_token_head(d, r["k_bits"])
+                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    quantized = (r["k_bits"] < 16) + (r["v_bits"] < 16)
+    return Cost(tokens_heads * d * 4 * quantized, tokens_heads * d * 2 * FP16, written)
+
+
+def _rowwise(read_rows: int, write_rows: int, params: int, flops_per: int) -> Callable[..., Cost]:
+    """A row-wise op over m rows: reads `read_rows` inputs of width n (k for act), writes outputs."""
+
+    def cost(r: Mapping[str, Any]) -> Cost:
+        m, n = r["m"], r["n"]
+        width_in = r["k"] if r.get("k") is not None and r["op"] == "act" else n
+        read = m * width_in * FP16 * read_rows + params * n * FP16
+        return Cost(flops_per * m * width_in, read, m * n * FP16 * write_rows)
+
+    return cost
+
+
+def _rope(r: Mapping[str, Any]) -> Cost:
+    m, n = r["m"], r["n"]
+    return Cost(6 * m * (r["k"] or n), m * n * FP16 + m * INDEX_BYTES, m * n * FP16)
+
+
+def _embed(r: Mapping[str, Any]) -> Cost:
+    m, n = r["m"], r["n"]
+    return Cost(0, m * INDEX_BYTES + m * n * FP16, m * n * FP16)
+
+
+def _sample(r: Mapping[str, Any]) -> Cost:
+    m, n = r["m"], r["n"]
+    return Cost(m * n, m * n * FP16, m * INDEX_BYTES)
+
+
+# Small ops are told apart by kernel name (kernels/launch_config.py names them); the norm parameter
+# count differs between RMSNorm (weight) and LayerNorm (weight, bias).
+_SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
+    "rms_norm_kernel": _rowwise(1, 1, 1, 4),
+    "layer_norm_kernel": _rowwise(1, 1, 2, 8),
+    "silu_mul_kernel": _rowwise(1, 1, 0, 3),
+    "gelu_kernel": _rowwise(1, 1, 0, 8),
+    "residual_add_kernel": _rowwise(2, 1, 0, 1),
+    "rope_kernel": _rope,
+    "embedding_kernel": _embed,
+    "argmax_kernel": _sample,
+}
+SMALL_OP_KERNELS = tuple(_SMALL_OPS)
+
+
+def launch_cost(row: Mapping[str, Any]) -> Cost:
+    """FLOPs and DRAM bytes of one launch, from the shape and format columns of its trace row."""
+    op = row["op"]
+    if op == "gemm":
+        return _gemm(row)
+    if op == "attention":
+        return _attention(row)
+    if op == "kv_quant":
+        return _kv_quant(row)
+    kernel = row["kernel"]
+    if kernel in _SMALL_OPS:
+        return _SMALL_OPS[kernel](row)
+    raise TraceError(
+        f"no accounting for op {op!r} kernel {kernel!r}; small ops must be one of {SMALL_OP_KERNELS}"
+    )

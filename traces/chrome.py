@@ -1,0 +1,63 @@
+"""Export of measured or simulated launch timelines as Chrome trace-event JSON (opens in Perfetto)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from mpsim.traces.errors import TraceError
+
+ARG_COLUMNS = ("op", "phase", "step", "layer", "module", "m", "n", "k", "w_format", "w_bits",
+               "kv_len", "k_bits", "bytes_read", "bytes_written", "flops")
+
+
+def chrome_events(rows: pd.DataFrame, start_us: Sequence[float], dur_us: Sequence[float],
+                  process: str, extra_args: pd.DataFrame | None = None) -> dict[str, object]:
+    """Complete ('X') events, one per launch, on one track per stream."""
+    if len(start_us) != len(rows) or len(dur_us) != len(rows):
+        raise TraceError(
+            f"timeline has {len(rows)} launches but {len(start_us)} starts and {len(dur_us)} durations"
+        )
+    events: list[dict[str, object]] = [
+        {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": process}},
+    ]
+    for i, row in enumerate(rows.itertuples(index=False)):
+        args = {c: _plain(getattr(row, c)) for c in ARG_COLUMNS}
+        if extra_args is not None:
+            args.update({c: _plain(v) for c, v in extra_args.iloc[i].items()})
+        name = f"{row.module or row.kernel}" + (f" L{row.layer}" if row.layer >= 0 else "")
+        events.append({"ph": "X", "pid": 0, "tid": int(row.stream), "name": name,
+                       "cat": str(row.op), "ts": float(start_us[i]), "dur": float(dur_us[i]),
+                       "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def back_to_back(durations_us: Sequence[float]) -> list[float]:
+    """Start times for launches that run one after another on one stream."""
+    starts, t = [], 0.0
+    for d in durations_us:
+        starts.append(t)
+        t += float(d)
+    return starts
+
+
+def write_json_atomic(obj: object, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(obj, fh)
+    os.replace(tmp, path)
+    return path
+
+
+def _plain(value: object) -> object:
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()  # numpy scalar -> Python
+    return value

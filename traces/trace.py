@@ -1,0 +1,49 @@
+"""A trace: the launch table plus the run's metadata (model, policy, workload, environment)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from mpsim.traces.schema import COLUMNS, SCHEMA_VERSION, TraceRow
+
+SOURCES = ("synth", "capture", "kineto")
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What the trace is of. Model and workload are plain dicts: traces/ knows no model or policy."""
+
+    source: str
+    model: dict[str, Any] = field(default_factory=dict)
+    policy: str = ""
+    workload: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version, "source": self.source, "model": self.model,
+            "policy": self.policy, "workload": self.workload, "environment": self.environment,
+        }
+
+
+@dataclass
+class Trace:
+    rows: pd.DataFrame
+    meta: TraceMeta
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[TraceRow], meta: TraceMeta) -> Trace:
+        return cls(rows_to_frame(rows), meta)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def rows_to_frame(rows: Iterable[TraceRow]) -> pd.DataFrame:
+    """The canonical typed DataFrame (COLUMNS order and dtypes) of a sequence of rows."""
+    frame = pd.DataFrame([r.as_dict() for r in rows], columns=list(COLUMNS))
+    return frame.astype(COLUMNS)
