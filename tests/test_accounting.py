@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mpsim.traces.accounting import causal_pairs, kv_bytes_per_token_head, launch_cost, weight_bytes
 
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
-from mpsim.traces.accounting import causal_pairs, kv_bytes_per_token_head, launch_cost, weight_bytes
 from mpsim.workload import Workload
 
 
@@ -76,8 +76,9 @@ def test_attention_bytes_linear_in_batch(batch: int, kv_len: int, bits: int, blo
 @given(st.integers(1, 64), st.sampled_from(["fp16", "int4-group", "anyprec"]))
 def test_gemm_bytes_affine_in_batch(m: int, fmt: str) -> None:
     def read(rows: int) -> int:
-        return launch_cost({"op": "gemm", "kernel": "x", "m": rows, "n": 4096, "k": 4096, "w_format": fmt,
-                            "w_bits": 16 if fmt == "fp16" else 4, "group_size": 128, "bias": False}).bytes_read
+        row = {"op": "gemm", "kernel": "x", "m": rows, "n": 4096, "k": 4096, "w_format": fmt,
+               "w_bits": 16 if fmt == "fp16" else 4, "group_size": 128, "bias": False}
+        return launch_cost(row).bytes_read
     weights = read(1) - (read(2) - read(1))  # the batch-independent part
     assert read(m) == weights + m * 4096 * 2
     assert weights == weight_bytes(4096, 4096, fmt, 16 if fmt == "fp16" else 4, 128)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mpsim.errors import MpsimInputError
 from mpsim.policy import (
-    GRAMMAR, mean_decode_bits, parse_policy, pmpd_average_bits,
+    GRAMMAR,
+    mean_decode_bits,
+    parse_policy,
+    pmpd_average_bits,
 )
 
 
@@ -76,7 +81,7 @@ def test_anyprec_grammar_round_trip(case: tuple[str, int, list[tuple[int, int]]]
     assert p.prefill_bits == prefill and list(p.decode_schedule) == schedule
     assert p.kv_bits == (int(kv[3:]) if kv else 16)
     bits = [p.decode_bits(s) for s in range(1, 4100)]
-    assert all(a >= b for a, b in zip(bits, bits[1:], strict=False)), "precision never rises"
+    assert all(a >= b for a, b in pairwise(bits)), "precision never rises"
 
 
 @given(st.text(max_size=24))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from mpsim.traces.validate import validate_frame
 
 from mpsim.models import PRESETS, ModelSpec
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
-from mpsim.traces.validate import validate_frame
 from mpsim.workload import Workload
 
 
