@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+
 from mpsim.hw_models.errors import HardwareFileError
 from mpsim.hw_models.schema import Block, GpuSpec, NpuSpec
 from mpsim.hw_models.validate import build

@@ -13,6 +13,8 @@ GEMV_MAX_ROWS = 16       # M <= 16 takes the GEMV path (PMPD fuses up to 8 rows;
 TARGET_PROGRAMS = 264    # ~2 waves of CTAs on a 132-SM Hopper part: enough to saturate HBM
 GPU_SMS = 132            # H100/H200 SXM (FACTS.md); a pure function of shape keeps synth == capture
 PAGED_BLOCK = 64         # TurboMind's paged KV block (FACTS.md)
+ROWWISE_BLOCK_GPU = 4096
+ROWWISE_BLOCK_CPU = 128
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,20 @@ def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
     """One program per BLOCK_N weight rows x K split; the split fills ~2 waves of programs.
 
     BLOCK_M = 1 takes the multiply-and-row-sum path; 2..16 rows a swap-AB tl.dot (MMA N side >= 8).
-    BLOCK_K = 256 keeps a 32 x 256 dequantized tile at 64 fp16 values per thread with 4 warps, and
-    every split keeps at least 2 K iterations so the load pipeline (3 stages) has work to overlap.
+    A 16 x 256 tile compiles for sm_90 to 64-168 registers without spills for every format
+    (tests/test_kern_gemm_compile.py), and every split keeps at least 2 K iterations so the
+    3-stage load pipeline has work to overlap.
     """
     block_m = next_pow2(m)
-    if not on_gpu:  # interpreter: small fixed blocks; K >= 128 still exercises the split-K reduction
-        block_n, block_k = 32, _fit_block_k(32, tag, group_size)
-        split_k = 2 if k >= 128 else 1
+    if not on_gpu:
+        # Interpreter: its cost is per program and per op, not per element, so wide tiles run the
+        # tiny model fastest; K >= 1024 still takes the split-K reduction (tests force narrower
+        # configs to cover awkward splits).
+        block_n, block_k = 128, _fit_block_k(256, tag, group_size)
+        split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k)
-    block_n = 32
+    block_n = 16
     block_k = _fit_block_k(256, tag, group_size)
     n_blocks = cdiv(n, block_n)
     max_split = max(1, k // (2 * block_k))
@@ -100,16 +106,17 @@ def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
 
 def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
                       on_gpu: bool) -> LaunchConfig:
-    """Output tiles BLOCK_M x BLOCK_N over the whole K; BLOCK_N halves when tiles < SMs."""
+    """Output tiles over the whole K: 128 x 128 (8 warps) when that still gives one tile per SM,
+    else 64 x 64 (4 warps). K tiles of 64 for fp16, 32 for quantized weights (the dequantized tile
+    lives in registers: 32-column tiles keep every format under ~170 registers, no spills)."""
     if not on_gpu:
         bm = bn = 32
         bk = _fit_block_k(32, tag, group_size)
         return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1)
-    bm = 128 if m >= 128 else 64
-    bn = 128 if cdiv(m, bm) * cdiv(n, 128) >= GPU_SMS else 64
-    bk = _fit_block_k(64, tag, group_size)
-    warps = 8 if bm * bn >= 128 * 128 else 4
-    stages = 4 if tag == "fp16" else 3  # the dequantized tile costs registers a 4th stage would need
+    big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
+    bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
+    bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
+    stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
                         stages)
 
@@ -130,7 +137,7 @@ def _fit_block_k(block_k: int, tag: str, group_size: int | None) -> int:
 # Decode attention wants ~4 resident CTAs per SM on a 132-SM part to keep HBM busy (one CTA of 4
 # warps streaming one KV head cannot), but each split should stream at least DECODE_MIN_TILES tiles
 # so the in-launch reduction stays a small fraction of the work.
-DECODE_TARGET_PROGRAMS = 528
+DECODE_TARGET_PROGRAMS = 4 * GPU_SMS
 DECODE_MIN_TILES = 4
 DECODE_MAX_SPLITS = 64
 DECODE_MAX_SPLITS_CPU = 8
@@ -197,13 +204,21 @@ def attention_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_he
 
 def kv_quant_config(tokens: int, num_kv_heads: int, head_dim: int, bits: int,
                     *, on_gpu: bool = True) -> LaunchConfig:
-    """One program per (token, KV head); each writes K and V codes with their scale and zero."""
-    return LaunchConfig("kv_quant_kernel", (tokens, num_kv_heads), None, next_pow2(head_dim), None,
-                        1 if on_gpu else 4, 1)
+    """Programs over (block_m new tokens, KV head); each quantizes those tokens' K and V rows.
+
+    block_m = tokens per program, block_n = padded head_dim.
+    """
+    block_t, warps = (8, 4) if on_gpu else (16, 4)
+    return LaunchConfig("kv_quant_kernel", (cdiv(tokens, block_t), num_kv_heads), block_t,
+                        next_pow2(head_dim), None, warps, 1)
 
 
 def rowwise_config(kernel: str, rows: int, width: int, *, on_gpu: bool = True) -> LaunchConfig:
-    """Norms, RoPE, activations, residual add, embedding gather, argmax: one program per row."""
-    block = min(next_pow2(width), 4096 if on_gpu else 512)
+    """Norms, RoPE, activations, residual add, embedding gather, argmax: one program per row.
+
+    block_n is the chunk a program walks its row in; wider rows loop (the CPU chunk is small so the
+    interpreter tests exercise the loop at widths of a few hundred).
+    """
+    block = min(next_pow2(width), ROWWISE_BLOCK_GPU if on_gpu else ROWWISE_BLOCK_CPU)
     warps = min(16, max(1, block // 256)) if on_gpu else 4
     return LaunchConfig(kernel, (rows,), None, block, None, warps, 1)

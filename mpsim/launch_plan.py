@@ -113,7 +113,10 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
     rows: list[Row] = [rowwise_row(p, "embed", "embedding_kernel", "embed", -1, p.tokens, spec.hidden)]
     for layer in range(spec.num_layers):
         rows.extend(layer_rows(spec, p, layer))
-    rows.append(rowwise_row(p, "norm", _norm_kernel(spec), "final_norm", -1, p.tokens, spec.hidden))
+    if p.phase == "prefill":  # gather each sequence's last prompt position (the embedding kernel)
+        rows.append(rowwise_row(p, "embed", "embedding_kernel", "last_token_gather", -1, p.batch,
+                                spec.hidden))
+    rows.append(rowwise_row(p, "norm", _norm_kernel(spec), "final_norm", -1, p.batch, spec.hidden))
     rows.append(gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mpsim.traces.accounting import causal_pairs, kv_bytes_per_token_head, launch_cost, weight_bytes
 
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
+from mpsim.traces.accounting import causal_pairs, kv_bytes_per_token_head, launch_cost, weight_bytes
 from mpsim.workload import Workload
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.hw_models.schema import Block, GpuSpec, NpuSpec
 from mpsim.hw_models.validate import schema_keys

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from mpsim.hw_models.errors import HardwareFileError
 from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.hw_models.schema import GpuSpec, NpuSpec, UnsupportedDtypeError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mpsim.hw_models.loader import list_hardware, load_hardware
 
+from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim.roofline import roofline

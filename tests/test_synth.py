@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from mpsim.traces.validate import validate_frame
 
 from mpsim.models import PRESETS, ModelSpec
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
+from mpsim.traces.validate import validate_frame
 from mpsim.workload import Workload
 
 
@@ -26,7 +26,7 @@ def test_every_preset_synthesizes_a_valid_trace(name: str, policy: str) -> None:
     rows = synthesize(spec, parse_policy(policy), wl).rows
     validate_frame(rows, "synth")
     per_pass = 1 + spec.num_layers * _per_layer(spec) + 3
-    assert len(rows) == per_pass * wl.gen_len  # prefill + gen_len - 1 decode passes
+    assert len(rows) == per_pass * wl.gen_len + 1  # prefill (+ last-token gather) + decode passes
     assert list(rows["launch_id"]) == list(range(len(rows)))
     decode = rows[rows["phase"] == "decode"]
     assert sorted(decode["step"].unique()) == [1, 2, 3]

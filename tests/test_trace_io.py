@@ -9,15 +9,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from mpsim.models import PRESETS
+from mpsim.policy import parse_policy
+from mpsim.synth import synthesize
 from mpsim.traces.chrome import back_to_back, chrome_events
 from mpsim.traces.errors import TraceError
 from mpsim.traces.io import META_KEY, read_trace, write_trace
 from mpsim.traces.schema import COLUMNS, TraceRow
 from mpsim.traces.trace import Trace
-
-from mpsim.models import PRESETS
-from mpsim.policy import parse_policy
-from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+
 from mpsim.traces.errors import TraceError
 
 ARG_COLUMNS = ("op", "phase", "step", "layer", "module", "m", "n", "k", "w_format", "w_bits",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta

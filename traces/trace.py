@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
 from mpsim.traces.schema import COLUMNS, SCHEMA_VERSION, TraceRow
 
 SOURCES = ("synth", "capture", "kineto")

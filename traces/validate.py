@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import (
     COLUMNS,

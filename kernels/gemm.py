@@ -1,0 +1,135 @@
+"""The one weight-only linear layer: typed weight containers per format and `linear`, which dispatches.
+
+`linear(x, weight, bias)` asks launch_config.gemm_config for the path (GEMV with split-K for few
+rows, tiled GEMM for many) from the shape and the weight's format, and calls that format's launcher
+with the config, so the engine, the trace synthesizer and the simulator see the same choice.
+The containers hold torch tensors already on the kernel device; `from_reference` converts the numpy
+weights that reference/ quantizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from mpsim.kernels import runtime
+from mpsim.kernels.gemm_anyprec import gemm_anyprec
+from mpsim.kernels.gemm_fp16 import gemm_fp16
+from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
+from mpsim.kernels.launch_config import gemm_config
+from mpsim.reference import anyprec as ref_anyprec
+from mpsim.reference import group_quant as ref_group
+
+
+@dataclass(frozen=True)
+class Fp16Weight:
+    """A plain fp16 weight (N, K), y = x @ weight.T."""
+
+    weight: torch.Tensor
+
+    w_format = "fp16"
+    bits = 16
+    group_size = None
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def in_features(self) -> int:
+        return int(self.weight.shape[1])
+
+
+@dataclass(frozen=True)
+class GroupWeight:
+    """A uniform group-quantized weight (docs/formats.md); group_size is the resolved G."""
+
+    qweight: torch.Tensor  # int32 (N, KP*bits/32)
+    scales: torch.Tensor  # fp16 (N, KP/G)
+    zeros: torch.Tensor  # fp16 (N, KP/G), integer code values
+    bits: int
+    group_size: int
+    in_features: int  # K before padding
+
+    def __post_init__(self) -> None:
+        if self.bits not in GROUP_BITS:
+            raise ValueError(f"bits: expected one of {GROUP_BITS}, got {self.bits!r}")
+
+    @property
+    def w_format(self) -> str:
+        return f"int{self.bits}-group"
+
+    @property
+    def out_features(self) -> int:
+        return int(self.qweight.shape[0])
+
+    @classmethod
+    def from_reference(cls, gw: ref_group.GroupQuantWeight, device: torch.device) -> GroupWeight:
+        return cls(torch.from_numpy(gw.qweight).to(device), torch.from_numpy(gw.scales).to(device),
+                   torch.from_numpy(gw.zeros).to(device), gw.bits, gw.group_size, gw.k)
+
+
+@dataclass(frozen=True)
+class AnyPrecWeight:
+    """Any-precision weight read at `bits`: parent bit-planes and the LUTs of every readable width."""
+
+    qweight: torch.Tensor  # int32 (P, N, KP/32), plane 0 = MSB
+    luts: Mapping[int, torch.Tensor] = field(repr=False)  # b -> fp16 (N, 2^b)
+    bits: int
+    in_features: int  # K before padding
+
+    w_format = "anyprec"
+    group_size = None
+
+    def __post_init__(self) -> None:
+        if self.bits not in self.luts:
+            raise ValueError(f"bits: expected one of the stored LUT widths {sorted(self.luts)}, "
+                             f"got {self.bits!r}")
+
+    @property
+    def parent_bits(self) -> int:
+        return int(self.qweight.shape[0])
+
+    @property
+    def out_features(self) -> int:
+        return int(self.qweight.shape[1])
+
+    def at_bits(self, bits: int) -> AnyPrecWeight:
+        """The same parent weight read at another width (no copy: fewer planes are read)."""
+        return replace(self, bits=bits)
+
+    @classmethod
+    def from_reference(cls, apw: ref_anyprec.AnyPrecWeight, bits: int,
+                       device: torch.device) -> AnyPrecWeight:
+        luts = {b: torch.from_numpy(t).to(device) for b, t in apw.luts.items()}
+        return cls(torch.from_numpy(apw.qweight).to(device), luts, bits, apw.k)
+
+
+Weight = Fp16Weight | GroupWeight | AnyPrecWeight
+
+
+def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ W.T (+ bias) for x fp16 (..., K) and any weight container -> fp16 (..., N)."""
+    if not isinstance(weight, (Fp16Weight, GroupWeight, AnyPrecWeight)):
+        raise ValueError(f"weight: expected Fp16Weight, GroupWeight or AnyPrecWeight, "
+                         f"got {type(weight).__name__}")
+    if not isinstance(x, torch.Tensor) or x.dim() < 1:
+        raise ValueError(f"x: expected an fp16 tensor of shape (..., K), got {x!r:.80}")
+    if x.shape[-1] != weight.in_features:
+        raise ValueError(f"x: expected K={weight.in_features} (the weight's in_features) on the "
+                         f"last axis, got shape {tuple(x.shape)}")
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    m, k, n = int(x2.shape[0]), int(x2.shape[1]), weight.out_features
+    cfg = gemm_config(m, n, k, weight.w_format, weight.bits, weight.group_size,
+                      on_gpu=runtime.on_gpu())
+    if isinstance(weight, Fp16Weight):
+        y = gemm_fp16(x2, weight.weight, bias, config=cfg)
+    elif isinstance(weight, GroupWeight):
+        y = gemm_group(x2, weight.qweight, weight.scales, weight.zeros, bits=weight.bits,
+                       group_size=weight.group_size, bias=bias, config=cfg)
+    else:
+        y = gemm_anyprec(x2, weight.qweight, weight.luts[weight.bits], bits=weight.bits,
+                         bias=bias, config=cfg)
+    return y.reshape(*x.shape[:-1], n)

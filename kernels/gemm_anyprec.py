@@ -1,0 +1,189 @@
+# (@triton.jit parameters are typed by Triton at launch, not by annotations)
+"""Any-precision (bit-plane + per-row LUT) weight-only GEMV/GEMM in Triton, y = x @ W_hat.T (+ b).
+
+Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
+LUT (docs/formats.md), so the bytes read scale with b while one parent model serves every width.
+Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
+with shifts in registers, and looks the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays
+in L1). The same @triton.jit tile helper serves the GEMV, the GEMM and `dequant_anyprec`.
+Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from mpsim.kernels import runtime
+from mpsim.kernels.gemm_common import (
+    check_activations,
+    check_bias,
+    check_config,
+    check_weight,
+    grouped_tile,
+    k_per_split,
+    launch,
+    launch_split_k,
+    load_x_tile,
+    mma_rows,
+    splitk_finish,
+    store_output,
+)
+from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+
+MAX_PARENT_BITS = 8
+
+
+@triton.jit
+def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first."""
+    NW: tl.constexpr = BLOCK_K // 32
+    offs_w = k0 // 32 + tl.arange(0, NW)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
+    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
+    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
+    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    code = tl.reshape(code, (BLOCK_N, BLOCK_K)).to(tl.int32)
+    lut = lut_ptr + offs_n[:, None] * stride_ln + code
+    return tl.load(lut, mask=n_mask[:, None], other=0.0)
+
+
+@triton.jit
+def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
+                        M, N, K, KP, K_PER_SPLIT,
+                        stride_xm, stride_qp, stride_qn, stride_ln, stride_om,
+                        BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    k_lo = pid_k * K_PER_SPLIT
+    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                            BITS, BLOCK_N, BLOCK_K)
+        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+        acc = mma_rows(w, x, acc, BLOCK_M)
+    splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, pid_n, pid_k,
+                  M, N, stride_om, HAS_BIAS, SPLIT_K)
+
+
+@triton.jit
+def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr,
+                        M, N, K, KP,
+                        stride_xm, stride_qp, stride_qn, stride_ln, stride_om,
+                        BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Many rows: per output tile, look each W tile up to fp16 in registers, then tl.dot."""
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for k0 in range(0, KP, BLOCK_K):
+        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                            BITS, BLOCK_N, BLOCK_K)
+        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+        acc = tl.dot(w, tl.trans(x), acc)
+    store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
+
+
+@triton.jit
+def dequant_anyprec_kernel(qw_ptr, lut_ptr, out_ptr,
+                           N, K, KP, stride_qp, stride_qn, stride_ln, stride_on,
+                           BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K)."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    k0 = tl.program_id(1) * BLOCK_K
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                        BITS, BLOCK_N, BLOCK_K)
+    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
+    tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
+
+
+_KERNELS = ("gemv_anyprec_kernel", "gemm_anyprec_kernel")
+GROUP_M = 8
+DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_anyprec: a test/offline path, not timed
+
+
+def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits: int,
+                          device: torch.device) -> int:
+    """Validate parent planes and the b-bit LUT of an N x k weight; returns KP (padded K)."""
+    qweight = check_weight("qweight", qweight, torch.int32, 3, device)
+    parent, n, words = qweight.shape
+    if not 1 <= parent <= MAX_PARENT_BITS:
+        raise ValueError(f"qweight: expected 1..{MAX_PARENT_BITS} bit-planes, got {parent}")
+    if not 1 <= bits <= parent:
+        raise ValueError(f"bits: expected 1..{parent} (the parent width of qweight), got {bits!r}")
+    kp = words * 32
+    if kp != cdiv(k, 32) * 32:
+        raise ValueError(f"qweight: expected {cdiv(k, 32)} words per plane row for K={k}, "
+                         f"got {words}")
+    lut = check_weight("lut", lut, torch.float16, 2, device)
+    if tuple(lut.shape) != (n, 1 << bits):
+        raise ValueError(f"lut: expected shape {(n, 1 << bits)} (N x 2^bits, lut{bits}), "
+                         f"got {tuple(lut.shape)}")
+    return kp
+
+
+def _check_block_k(block_k: int | None) -> None:
+    if block_k is None or block_k < 32 or block_k & (block_k - 1):
+        raise ValueError(f"config: block_k must be a power of two >= 32, got {block_k}")
+
+
+def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, bits: int,
+                 bias: torch.Tensor | None = None,
+                 config: LaunchConfig | None = None) -> torch.Tensor:
+    """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits}.
+
+    `config` overrides gemm_config's choice (tests use it to force split-K widths).
+    """
+    dev = runtime.device()
+    x = check_activations(x, dev)
+    m, k = x.shape
+    kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
+    n = qweight.shape[1]
+    bias = check_bias(bias, n, dev)
+    cfg = config or gemm_config(m, n, k, "anyprec", bits, None, on_gpu=runtime.on_gpu())
+    check_config(cfg, _KERNELS, m, n)
+    _check_block_k(cfg.block_k)
+    out = torch.empty((m, n), dtype=torch.float16, device=x.device)
+    record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
+                  a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
+    args = dict(x_ptr=x, qw_ptr=qweight, lut_ptr=lut, bias_ptr=bias, out_ptr=out, M=m, N=n, K=k,
+                KP=kp, stride_xm=x.stride(0), stride_qp=qweight.stride(0),
+                stride_qn=qweight.stride(1), stride_ln=lut.stride(0), stride_om=out.stride(0),
+                BITS=bits, HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                BLOCK_K=cfg.block_k)
+    if cfg.kernel == "gemv_anyprec_kernel":
+        launch_split_k(gemv_anyprec_kernel, cfg, record, x.device, m, n,
+                       K_PER_SPLIT=k_per_split(kp, cfg.split_k, cfg.block_k),
+                       SPLIT_K=cfg.split_k, **args)
+    else:
+        launch(gemm_anyprec_kernel, cfg, record, GROUP_M=GROUP_M, **args)
+    return out
+
+
+def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int,
+                    bits: int) -> torch.Tensor:
+    """W_hat fp16 (N, k) at `bits`, looked up by the GEMM's own tile code (for bit-exact tests)."""
+    dev = runtime.device()
+    kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
+    n = qweight.shape[1]
+    block_n, block_k = DEQUANT_BLOCK
+    out = torch.empty((n, k), dtype=torch.float16, device=qweight.device)
+    grid = (cdiv(n, block_n), cdiv(k, block_k))
+    dequant_anyprec_kernel[grid](qw_ptr=qweight, lut_ptr=lut, out_ptr=out, N=n, K=k, KP=kp,
+                                 stride_qp=qweight.stride(0), stride_qn=qweight.stride(1),
+                                 stride_ln=lut.stride(0), stride_on=out.stride(0), BITS=bits,
+                                 BLOCK_N=block_n, BLOCK_K=block_k)
+    return out

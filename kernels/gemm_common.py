@@ -1,0 +1,196 @@
+# (@triton.jit parameters are typed by Triton at launch, not by annotations)
+"""What the three weight-only GEMM families share: the split-K epilogue, checks, workspaces, recording.
+
+Every GEMM/GEMV kernel keeps its accumulator as (BLOCK_N, BLOCK_M): the dequantized weight tile is the
+left operand of `tl.dot` ("swap AB"), so on Hopper it can feed wgmma straight from registers while
+the small activation tile comes from shared memory, and few activation rows pad the MMA's N side (8)
+rather than its M side (64).
+
+Split-K reduction inside the one launch (kernels_api pinned interface): each program stores its fp32
+partial in a workspace, a CTA barrier makes every thread's stores happen before one acq_rel atomic
+increment of the tile's counter, and the program that sees `SPLIT_K - 1` sums all partials in split
+order (deterministic whatever the arrival order), adds the bias, writes fp16 and resets the counter
+to 0, so the cached workspace is reused without a memset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from mpsim.kernels.launch_checks import check_contiguous, check_tensor, launch_recorded
+from mpsim.kernels.launch_config import LaunchConfig
+
+
+@triton.jit
+def load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K: tl.constexpr):
+    """Activation tile (BLOCK_M, BLOCK_K) fp16, zero past M rows and past K (the weight's padding)."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    mask = (offs_m[:, None] < M) & (offs_k[None, :] < K)
+    return tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def mma_rows(w, x, acc, BLOCK_M: tl.constexpr):
+    """acc (BLOCK_N, BLOCK_M) += w (BLOCK_N, BLOCK_K) @ x (BLOCK_M, BLOCK_K)^T, fp32 accumulation."""
+    if BLOCK_M == 1:
+        # One activation row: a broadcast multiply and a row sum beat an MMA padded to 8 columns.
+        acc += tl.sum(w.to(tl.float32) * x.to(tl.float32), axis=1)[:, None]
+    else:
+        acc = tl.dot(w, tl.trans(x), acc)
+    return acc
+
+
+@triton.jit
+def store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om,
+                 HAS_BIAS: tl.constexpr):
+    """out[m, n] = fp16(acc[n, m] + bias[n]), the bias added in fp32."""
+    n_mask = offs_n < N
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        acc += bias[:, None]
+    ptrs = out_ptr + offs_m[None, :] * stride_om + offs_n[:, None]
+    tl.store(ptrs, acc.to(tl.float16), mask=n_mask[:, None] & (offs_m[None, :] < M))
+
+
+@triton.jit
+def splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, tile_id, pid_k,
+                  M, N, stride_om, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Write the output directly (SPLIT_K == 1) or via the last-arriving program's ordered reduction.
+
+    Workspace: fp32 (SPLIT_K, M, N) contiguous; counters: int32, one per N tile, zero between launches.
+    """
+    if SPLIT_K == 1:
+        store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
+    else:
+        mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+        part = ws_ptr + offs_m[None, :] * N + offs_n[:, None]
+        tl.store(part + pid_k * M * N, acc, mask=mask)
+        # Every thread's partial must be stored before the one thread that performs the atomic
+        # publishes it; the barrier plus the release half of acq_rel make them visible GPU-wide.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + tile_id, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros_like(acc)
+            for s in range(SPLIT_K):
+                # .cg: read through L2, never a stale L1 line of another SM's partial.
+                total += tl.load(part + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+            store_output(total, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
+            tl.atomic_xchg(cnt_ptr + tile_id, 0)
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Tile (pid_m, pid_n) of a 1-D grid in GROUP_M-row bands, so neighbours share W tiles in L2."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = min(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows
+    pid_n = (pid % per_group) // rows
+    return pid_m, pid_n
+
+
+class SplitKWorkspaces:
+    """fp32 partials and zeroed int32 tile counters, cached per (device, split_k, M, N, tiles).
+
+    One cache per process is enough because kernels of one stream run in order; launches on two
+    streams at once must not share a shape (documented in docs/kernels.md).
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int, int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(self, device: torch.device, split_k: int, m: int, n: int,
+            tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (str(device), split_k, m, n, tiles)
+        if key not in self._cache:
+            ws = torch.empty((split_k, m, n), dtype=torch.float32, device=device)
+            counters = torch.zeros(tiles, dtype=torch.int32, device=device)
+            self._cache[key] = (ws, counters)
+        return self._cache[key]
+
+    def discard(self, device: torch.device, split_k: int, m: int, n: int, tiles: int) -> None:
+        """Forget a workspace whose counters a failed launch may have left non-zero."""
+        self._cache.pop((str(device), split_k, m, n, tiles), None)
+
+
+WORKSPACES = SplitKWorkspaces()
+
+
+def launch(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], **kwargs: Any) -> None:
+    """Launch `kernel` on cfg.grid with keyword args, as one trace row when a recorder is active."""
+    launch_recorded(cfg, "gemm", record, lambda: kernel[cfg.grid](
+        **kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+
+
+def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], device: torch.device,
+                   m: int, n: int, **kwargs: Any) -> None:
+    """Launch a GEMV kernel with its cached workspace and counters (none when split_k == 1)."""
+    if cfg.split_k == 1:
+        launch(kernel, cfg, record, ws_ptr=None, cnt_ptr=None, **kwargs)
+        return
+    tiles = cfg.grid[0]
+    ws, counters = WORKSPACES.get(device, cfg.split_k, m, n, tiles)
+    try:
+        launch(kernel, cfg, record, ws_ptr=ws, cnt_ptr=counters, **kwargs)
+    except BaseException:
+        WORKSPACES.discard(device, cfg.split_k, m, n, tiles)
+        raise
+
+
+def k_per_split(k_loop: int, split_k: int, block_k: int) -> int:
+    """Columns each split covers: a multiple of BLOCK_K, so splits start on tile (and group) edges."""
+    per = -(-k_loop // split_k)
+    return -(-per // block_k) * block_k
+
+
+# ---- argument checks: every error names the argument and what was expected ----------------------
+
+def check_weight(name: str, t: object, dtype: torch.dtype, ndim: int,
+                 device: torch.device) -> torch.Tensor:
+    """A weight tensor: this dtype, rank and device, and fully contiguous (kernels assume it)."""
+    t = check_tensor(name, t, (dtype,), ndim, device=device)
+    check_contiguous(name, t)
+    return t
+
+
+def check_activations(x: object, device: torch.device) -> torch.Tensor:
+    """x: fp16 (M, K) with unit stride along K (any row stride), M >= 1."""
+    t = check_tensor("x", x, (torch.float16,), 2, device=device)
+    if t.shape[0] < 1 or t.shape[1] < 1:
+        raise ValueError(f"x: expected at least one row and one column, got shape {tuple(t.shape)}")
+    if t.stride(1) != 1:  # launch_checks lets a K of 1 through with any stride; the kernel cannot
+        raise ValueError(f"x: the last axis must be contiguous (stride 1), got strides "
+                         f"{tuple(t.stride())}")
+    return t
+
+
+def check_bias(bias: object, n: int, device: torch.device) -> torch.Tensor | None:
+    if bias is None:
+        return None
+    b = check_tensor("bias", bias, (torch.float16,), 1, shape=(n,), device=device)
+    check_contiguous("bias", b)
+    return b
+
+
+def check_config(cfg: LaunchConfig, kernels: Sequence[str], m: int, n: int) -> None:
+    """A config passed in by hand must name one of this family's kernels and cover the output."""
+    if cfg.kernel not in kernels:
+        raise ValueError(f"config: kernel {cfg.kernel!r} is not one of {sorted(kernels)}")
+    if cfg.block_m is None or cfg.block_n is None or cfg.block_k is None:
+        raise ValueError(f"config: a GEMM config needs block_m/n/k, got {cfg}")
+    tiles_n = -(-n // cfg.block_n)
+    if cfg.kernel.startswith("gemv"):
+        expected: tuple[int, ...] = (tiles_n, cfg.split_k)
+        if m > cfg.block_m:
+            raise ValueError(f"config: GEMV block_m={cfg.block_m} cannot hold M={m} rows")
+    else:
+        expected = (-(-m // cfg.block_m) * tiles_n,)
+    if tuple(cfg.grid) != expected:
+        raise ValueError(f"config: grid {cfg.grid} does not cover M={m}, N={n}; expected {expected}")

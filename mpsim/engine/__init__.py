@@ -1,0 +1,1 @@
+"""The inference engine: Llama-family decoders on mpsim kernels, under a precision policy."""

@@ -1,0 +1,245 @@
+"""The two backends the engine runs on: mpsim's Triton kernels, or the numba references.
+
+Both take and return torch tensors on the backend's device (the reference backend: CPU, converting to
+numpy at each op), so the model code is one and the same; only the op implementations differ. Every
+op is one kernel launch on the triton backend and one reference call on the reference backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight
+from mpsim.kernels.kv_cache import KVCache
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    k: KVCache
+    v: KVCache
+
+
+class Backend(Protocol):
+    name: str
+    device: torch.device
+
+    def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor: ...
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
+             kind: str) -> torch.Tensor: ...
+    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor: ...
+    def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
+             theta: float) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
+                 lens: torch.Tensor | None) -> None: ...
+    def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          lens: torch.Tensor) -> torch.Tensor: ...
+    def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
+                         max_kv_len: int) -> torch.Tensor: ...
+    def silu_mul(self, x: torch.Tensor) -> torch.Tensor: ...
+    def gelu(self, x: torch.Tensor) -> torch.Tensor: ...
+    def residual_add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor: ...
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor: ...
+
+
+class TritonBackend:
+    """mpsim's Triton kernels: a CUDA GPU, or the CPU interpreter (said once on stderr)."""
+
+    name = "triton"
+
+    def __init__(self) -> None:
+        from mpsim.kernels import runtime
+
+        self.device = runtime.device()
+        self._rope_tables: dict[tuple[int, float], object] = {}
+
+    def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.elementwise import embedding
+
+        return embedding(ids, table, check_ids=False)
+
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
+             kind: str) -> torch.Tensor:
+        from mpsim.kernels.norms import layer_norm, rms_norm
+
+        return rms_norm(x, weight, eps) if kind == "rms" else layer_norm(x, weight, bias, eps)
+
+    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
+        from mpsim.kernels.gemm import linear
+
+        return linear(x, w, bias)
+
+    def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
+             theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+        from mpsim.kernels.rope import RopeTable, rope
+
+        key = (rot_dim, theta)
+        needed = int(positions.max()) + 1
+        table = self._rope_tables.get(key)
+        if not isinstance(table, RopeTable) or table.max_positions < needed:
+            table = RopeTable.build(rot_dim, theta, max(4096, 2 * needed), self.device)
+            self._rope_tables[key] = table
+        return rope(q, k, positions, table, check_positions=False)
+
+    def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
+                 lens: torch.Tensor | None) -> None:
+        from mpsim.kernels.kv_quant import kv_quant
+
+        kv_quant(k, v, cache.k, cache.v, start, new_lens=lens)
+
+    def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          lens: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.attention_prefill import attention_prefill
+
+        return attention_prefill(q, k, v, lens)
+
+    def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
+                         max_kv_len: int) -> torch.Tensor:
+        from mpsim.kernels.attention_decode import attention_decode
+
+        return attention_decode(q, cache.k, cache.v, kv_lens, max_kv_len=max_kv_len)
+
+    def silu_mul(self, x: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.activations import silu_mul
+
+        return silu_mul(x)
+
+    def gelu(self, x: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.activations import gelu
+
+        return gelu(x)
+
+    def residual_add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.elementwise import residual_add
+
+        return residual_add(a, b)
+
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor:
+        from mpsim.kernels.sampling import argmax
+
+        return argmax(logits)
+
+
+def _np(t: torch.Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.detach().cpu().numpy()
+
+
+def _t(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+class ReferenceBackend:
+    """The numba references of mpsim.reference, on the CPU."""
+
+    name = "reference"
+    device = torch.device("cpu")
+
+    def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.elementwise import embedding_ref
+
+        return _t(embedding_ref(_np(ids), _np(table)))
+
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
+             kind: str) -> torch.Tensor:
+        from mpsim.reference.norms import layer_norm_ref, rms_norm_ref
+
+        if kind == "rms":
+            return _t(rms_norm_ref(_np(x), _np(weight), eps))
+        return _t(layer_norm_ref(_np(x), _np(weight), _np(bias), eps))
+
+    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
+        from mpsim.reference.gemm_anyprec import gemm_anyprec_ref
+        from mpsim.reference.gemm_fp16 import gemm_fp16_ref
+        from mpsim.reference.gemm_group import gemm_group_ref
+
+        x2, b = _np(x.reshape(-1, x.shape[-1])), _np(bias)
+        if isinstance(w, Fp16Weight):
+            y = gemm_fp16_ref(x2, _np(w.weight), b)
+        elif isinstance(w, GroupWeight):
+            y = gemm_group_ref(x2, _np(w.qweight), _np(w.scales), _np(w.zeros), w.bits, w.group_size,
+                               w.in_features, b)
+        elif isinstance(w, AnyPrecWeight):
+            y = gemm_anyprec_ref(x2, _np(w.qweight), _np(w.luts[w.bits]), w.bits, w.in_features, b)
+        else:
+            kind = type(w).__name__
+            raise ValueError(f"weight: expected Fp16Weight, GroupWeight or AnyPrecWeight, got {kind}")
+        return _t(y).reshape(*x.shape[:-1], -1)
+
+    def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
+             theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+        from mpsim.reference.rope import rope_ref
+
+        b, t = positions.shape
+        pos = _np(positions.reshape(-1))
+
+        def one(x: torch.Tensor) -> torch.Tensor:
+            flat = _np(x.reshape(b * t, x.shape[2], x.shape[3]))
+            return _t(rope_ref(flat, pos, rot_dim, theta)).reshape(x.shape)
+
+        return one(q), one(k)
+
+    def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
+                 lens: torch.Tensor | None) -> None:
+        from mpsim.reference.kv_quant import kv_quant_ref
+
+        b, t = k.shape[:2]
+        for x, c in ((k, cache.k), (v, cache.v)):
+            rows = x.permute(0, 2, 1, 3)  # (B, H, T, D)
+            for s in range(b):
+                n = t if lens is None else int(lens[s])
+                p0 = int(start[s])
+                src = np.ascontiguousarray(_np(rows[s, :, :n]))
+                if c.bits == 16:
+                    c.data[s, :, p0:p0 + n] = _t(src)
+                    continue
+                codes, scale, zero = kv_quant_ref(src, c.bits)
+                c.data[s, :, p0:p0 + n] = _t(codes)
+                assert c.scale is not None and c.zero is not None
+                c.scale[s, :, p0:p0 + n] = _t(scale)
+                c.zero[s, :, p0:p0 + n] = _t(zero)
+
+    def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          lens: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.attention_prefill import attention_prefill_ref
+
+        return _t(attention_prefill_ref(_np(q), _np(k), _np(v), True, None, _np(lens)))
+
+    def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
+                         max_kv_len: int) -> torch.Tensor:
+        from mpsim.reference.attention_decode import attention_decode_ref
+
+        k, v = cache.k, cache.v
+        return _t(attention_decode_ref(_np(q), _np(k.data), _np(v.data), _np(kv_lens), k.bits, v.bits,
+                                       _np(k.scale), _np(k.zero), _np(v.scale), _np(v.zero)))
+
+    def silu_mul(self, x: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.activations import silu_mul_ref
+
+        return _t(silu_mul_ref(_np(x)))
+
+    def gelu(self, x: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.activations import gelu_ref
+
+        return _t(gelu_ref(_np(x)))
+
+    def residual_add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.elementwise import residual_add_ref
+
+        return _t(residual_add_ref(_np(a), _np(b)))
+
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor:
+        from mpsim.reference.sampling import argmax_ref
+
+        return _t(argmax_ref(_np(logits)))
+
+
+def make_backend(name: str) -> Backend:
+    """`triton` (GPU, or the CPU interpreter) or `reference` (numba, CPU)."""
+    if name == "triton":
+        return TritonBackend()
+    if name == "reference":
+        return ReferenceBackend()
+    raise ValueError(f"unknown backend {name!r}; expected one of ['reference', 'triton']")

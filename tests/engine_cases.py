@@ -1,0 +1,14 @@
+"""Shared fixtures for engine tests: a small random Llama with the tiny model's shape family."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mpsim.models import ModelSpec
+
+SMALL = ModelSpec("small-test", num_layers=1, hidden=128, ffn=256, num_heads=4, num_kv_heads=2,
+                  head_dim=32, vocab=256, source="tests")
+
+
+def variant(**changes: object) -> ModelSpec:
+    return dataclasses.replace(SMALL, **changes)  # type: ignore[arg-type]

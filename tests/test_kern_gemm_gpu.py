@@ -1,0 +1,94 @@
+"""GEMM kernels compiled for a real GPU at real 7B shapes (skipped without CUDA).
+
+Weights are random packed words, scales, zeros, bit-planes and LUTs (any bit pattern is a valid
+weight), so no slow quantization runs: the exact parts are checked against the numpy reference's
+unpacking on the CPU, the products against the float64 model within the tensor-core bound
+(U32_TRUNC: some MMA accumulators truncate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight, linear
+from mpsim.kernels.gemm_anyprec import dequant_anyprec
+from mpsim.kernels.gemm_group import dequant_group
+from mpsim.reference.anyprec import planes_to_codes
+from mpsim.reference.exact import gemm_float64
+from mpsim.reference.group_quant import dequantize_codes
+from mpsim.reference.packing import unpack_codes
+from mpsim.reference.tolerance import U32_TRUNC, assert_close_bound, gemm_bound
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+FORMATS = ("fp16", "int8", "int4", "int3", "int2", "ap4", "ap3", "ap2")
+GROUP = 128
+DEVICE = "cuda"
+
+
+def random_weight(fmt: str, n: int, k: int, gen: torch.Generator) -> tuple[Weight, torch.Tensor]:
+    """A container with random contents and its W_hat from the kernel's exact-parts entry point."""
+    dev = torch.device(DEVICE)
+    if fmt == "fp16":
+        w = (torch.randn(n, k, generator=gen, device=dev) * 0.02).half()
+        return Fp16Weight(w), w
+    if fmt.startswith("int"):
+        bits = int(fmt[3:])
+        q = torch.randint(-(2**31), 2**31, (n, k * bits // 32), generator=gen, device=dev,
+                          dtype=torch.int32)
+        s = (torch.rand(n, k // GROUP, generator=gen, device=dev) * 0.01 + 1e-3).half()
+        z = torch.randint(0, 1 << bits, (n, k // GROUP), generator=gen, device=dev).half()
+        return GroupWeight(q, s, z, bits, GROUP, k), dequant_group(q, s, z, k=k, bits=bits,
+                                                                  group_size=GROUP)
+    bits, parent = int(fmt[2:]), 4
+    planes = torch.randint(-(2**31), 2**31, (parent, n, k // 32), generator=gen, device=dev,
+                           dtype=torch.int32)
+    luts = {b: (torch.randn(n, 1 << b, generator=gen, device=dev) * 0.02).half()
+            for b in range(2, parent + 1)}
+    apw = AnyPrecWeight(planes, luts, bits, k)
+    return apw, dequant_anyprec(planes, luts[bits], k=k, bits=bits)
+
+
+def reference_w_hat(weight: Weight) -> np.ndarray:
+    """The numpy reference's dequantization of the same stored bits."""
+    if isinstance(weight, Fp16Weight):
+        return weight.weight.cpu().numpy()
+    if isinstance(weight, GroupWeight):
+        codes = unpack_codes(weight.qweight.cpu().numpy(), weight.bits, weight.in_features)
+        return dequantize_codes(codes, weight.scales.cpu().numpy(), weight.zeros.cpu().numpy(),
+                                weight.group_size)
+    codes = planes_to_codes(weight.qweight.cpu().numpy(), weight.bits, weight.in_features)
+    lut = weight.luts[weight.bits].cpu().numpy()
+    return np.take_along_axis(lut, codes.astype(np.intp), axis=1)
+
+
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_real_shapes_exact_dequant_and_bounded_products(fmt: str, n: int, k: int) -> None:
+    gen = torch.Generator(device=DEVICE).manual_seed(n + k)
+    weight, w_hat = random_weight(fmt, n, k, gen)
+    w_ref = reference_w_hat(weight)
+    np.testing.assert_array_equal(w_hat.cpu().numpy().view(np.uint16), w_ref.view(np.uint16))
+    for m in (1, 16, 64):  # GEMV, GEMV via tl.dot, tiled GEMM
+        x = torch.randn(m, k, generator=gen, device=DEVICE).half()
+        bias = torch.randn(n, generator=gen, device=DEVICE).half()
+        y = linear(x, weight, bias).cpu().numpy()
+        xn, bn = x.cpu().numpy(), bias.cpu().numpy()
+        assert_close_bound(y, gemm_float64(xn, w_ref, bn), gemm_bound(xn, w_ref, bn, U32_TRUNC),
+                           f"{fmt} {m}x{n}x{k}")
+
+
+def test_split_k_workspace_is_reused_across_calls() -> None:
+    """Same output bits on every call: the last-arriving program resets its tile counter to 0."""
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    weight, _ = random_weight("int4", 4096, 4096, gen)
+    x = torch.randn(1, 4096, generator=gen, device=DEVICE).half()
+    first = linear(x, weight)
+    for _ in range(20):
+        assert torch.equal(linear(x, weight), first)
