@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-from mpsim.hw_models.loader import load_hardware
 
+from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model
 from mpsim.policy import parse_policy
 from mpsim.sim.roofline import roofline

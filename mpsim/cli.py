@@ -15,6 +15,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mpsim.commands.synth",
     "mpsim.commands.roofline",
     "mpsim.commands.demo",
+    "mpsim.commands.simulate",
+    "mpsim.commands.op",
+    "mpsim.commands.validate",
+    "mpsim.commands.engine",
 )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from engine_cases import SMALL, variant
 
 from mpsim.engine.capture import capture
 from mpsim.models import ModelSpec
@@ -16,7 +17,6 @@ from mpsim.synth import synthesize
 from mpsim.traces.io import read_trace, write_trace
 from mpsim.traces.kineto import import_kineto
 from mpsim.workload import Workload
-from engine_cases import SMALL, variant
 
 COMPARED = ["kernel", "op", "phase", "step", "layer", "module", "m", "n", "k", "w_format", "w_bits",
             "group_size", "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",

@@ -1,0 +1,96 @@
+"""`mpsim simulate TRACE --hw H [--model sim|roofline] [--out F.parquet] [--timeline F.json]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mpsim.commands.common import add_hw_arg, hardware
+from mpsim.sim.engine import DEFAULT_CACHE, MODELS, simulate_trace
+from mpsim.sim.result import SimResult
+from mpsim.sim.summary import format_summary
+from mpsim.traces.chrome import chrome_events, write_json_atomic
+from mpsim.traces.io import read_trace
+
+IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
+TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s", "floored")
+
+
+def add_cache_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-dir", default=DEFAULT_CACHE,
+                   help="on-disk launch memo folder (default $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk memo")
+
+
+def cache_dir(args: argparse.Namespace) -> str | None:
+    return None if args.no_cache else args.cache_dir
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("simulate", help="replay a trace on a hardware model (SimPy or roofline)")
+    p.add_argument("trace", help="trace file (Parquet)")
+    add_hw_arg(p)
+    p.add_argument("--model", default="sim", choices=tuple(MODELS),
+                   help="performance model (default sim)")
+    p.add_argument("--out", help="write per-launch results as Parquet")
+    p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
+    add_cache_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    hw = hardware(args.hw)
+    result = simulate_trace(trace, hw, args.model, cache_dir=cache_dir(args))
+    title = (f"{args.model} of {Path(args.trace).name} on {hw.name} "
+             f"({trace.meta.policy or 'unknown policy'})")
+    print(format_summary(result.summary, title))
+    print(describe_run(result))
+    if args.out:
+        write_results(trace.rows, result, args.out)
+        print(f"wrote {args.out}")
+    if args.timeline:
+        write_timeline(trace.rows, result, args.timeline)
+        print(f"wrote {args.timeline}")
+    return 0
+
+
+def describe_run(result: SimResult) -> str:
+    s, launches = result.stats, result.launches
+    bounds = launches["bound"].value_counts()
+    share = ", ".join(f"{b} {n / len(launches):.0%}" for b, n in bounds.items())
+    floored = int(launches["floored"].sum())
+    return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
+            f"{s['wall_s']:.2f} s\n  bound: {share}"
+            + (f"\n  {floored} launches floored at their roofline bound (L2 residency)" if floored else ""))
+
+
+def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:
+    """Per-launch results with the trace's identity columns, written atomically as Parquet."""
+    path = Path(path)
+    table = pd.concat([rows[list(IDENTITY)], result.launches], axis=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        table.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def write_timeline(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:
+    launches = result.launches
+    start_us = launches["start_s"].to_numpy() * 1e6
+    dur_us = launches["time_s"].to_numpy() * 1e6
+    extra = launches[list(TIMELINE_ARGS)].reset_index(drop=True)
+    events = chrome_events(rows.reset_index(drop=True), start_us, dur_us,
+                           f"{result.model} on {result.hw_name}", extra)
+    return write_json_atomic(events, path)

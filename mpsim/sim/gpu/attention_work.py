@@ -1,0 +1,99 @@
+"""Attention launches (kernels/attention_*.py) as CTA work.
+
+Decode (flash-decoding): grid (sequence, KV head, KV split); a CTA streams its split of the cache in
+BLOCK_N-token tiles (K and V codes plus per-token scale/zero, dequantized on CUDA cores), scores on
+CUDA cores for one query head (MHA) or on tensor cores for a GQA group padded to 16 rows, online
+softmax on CUDA cores, then the splits exchange (acc, m, l) in L2 and the last one merges.
+Prefill (causal flash attention): grid (query tile, sequence x head); the CTA of query tile i walks
+the key tiles up to its last row, so its trips grow with i. QK^T, softmax, PV run one after another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mpsim.sim.gpu.memory import prefill_kv_extra_reads, residency_credit, usable_l2
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
+from mpsim.sim.params import SimParams
+from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY, kv_bytes_per_token_head
+
+FP32 = 4
+MMA_MIN_ROWS = 16
+
+
+def attention_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                   p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    if row["kernel"] == "attention_decode_kernel":
+        return _decode(row, cfg, grid, r, p, resident)
+    return _prefill(row, cfg, grid, r, p, resident)
+
+
+def _shape(row: Mapping[str, Any]) -> tuple[int, int, int, int, int, int]:
+    return (int(row["batch"]), int(row["q_len"]), int(row["kv_len"]), int(row["num_q_heads"]),
+            int(row["num_kv_heads"]), int(row["head_dim"]))
+
+
+def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+            p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    b, q, kv, hq, hkv, d = _shape(row)
+    bg, bn, bd, splits = cfg["block_m"], cfg["block_n"], cfg["block_k"], cfg.get("split_k", 1)
+    k_bits, v_bits = int(row["k_bits"]), int(row["v_bits"])
+    group = hq // hkv
+    tiles = -(-max(kv, 1) // bn)
+    per = -(-tiles // splits)
+    iters = (per,) * (splits - 1) + (max(0, tiles - per * (splits - 1)),)
+    token_bytes = kv_bytes_per_token_head(d, k_bits) + kv_bytes_per_token_head(d, v_bits)
+    block = row.get("kv_block")
+    table = bn / int(block) * PAGED_BLOCK_ENTRY if block else 0.0
+    q_share = group * q * d * FP16 / per
+    quantized = (k_bits < 16) + (v_bits < 16)
+    if bg == 1:  # one query head: vector dots on CUDA cores
+        mma, fp = 0.0, 2.0 * bn * d + bn * p.softmax_ops_per_score
+    else:
+        mma = 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
+        fp = group * bn * p.softmax_ops_per_score + group * d
+    trip = Trip(bn * token_bytes + table + q_share, mma, fp,
+                bn * d * quantized * p.kv_dequant_ops, serial=True)
+    total = b * hkv * splits
+    partial = (bg * bd + 2 * bg) * FP32
+    epi = Epilogue(float(row["bytes_written"]) / total,
+                   ws_bytes=2.0 * partial if splits > 1 else 0.0,
+                   reduce_ops=3.0 * bg * bd if splits > 1 else 0.0, sync=splits > 1)
+    res = CtaResources(cfg["num_warps"], bn * token_bytes, bg * bd * FP16, cfg["num_stages"],
+                       registers_per_thread(bg * bd, 2 * bn * bd, cfg["num_warps"] * 32,
+                                            r.max_regs_per_thread))
+    occ = occupancy(res, r)
+    q_bytes = b * q * hq * d * FP16
+    reads = float(row["bytes_read"]) - residency_credit(resident, q_bytes)
+    return KernelWork(trip, epi, iters, "outer", b * hkv, total, res, reads), occ
+
+
+def _prefill(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+             p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    b, q, kv, hq, hkv, d = _shape(row)
+    bm, bn, bd = cfg["block_m"], cfg["block_n"], cfg["block_k"]
+    q_tiles = -(-q // bm)
+    causal = bool(row["causal"])
+    iters = tuple(-(-min(kv, kv - q + (i + 1) * bm) // bn) if causal else -(-kv // bn)
+                  for i in range(q_tiles))
+    mean_iters = max(1.0, sum(iters) / q_tiles)
+    trip = Trip(bn * d * FP16 * 2 + bm * d * FP16 / mean_iters,
+                2.0 * 2.0 * bm * bn * bd, bm * bn * p.softmax_ops_per_score + bm * bd, 0.0,
+                serial=True)
+    total = q_tiles * b * hq
+    epi = Epilogue(float(row["bytes_written"]) / total)
+    res = CtaResources(cfg["num_warps"], 2.0 * bn * bd * FP16, bm * bd * FP16, cfg["num_stages"],
+                       registers_per_thread(bm * bd + bm * bn, 0, cfg["num_warps"] * 32,
+                                            r.max_regs_per_thread))
+    occ = occupancy(res, r)
+    q_bytes = b * q * hq * d * FP16
+    kv_bytes = float(row["bytes_read"]) - q_bytes
+    tile_kv = b * hq * sum(iters) * bn * d * FP16 * 2
+    heads_per_wave = max(1.0, r.sms * occ.ctas_per_sm / q_tiles / (hq // hkv))
+    extra = prefill_kv_extra_reads(tile_kv, kv_bytes, kv * d * FP16 * 2, heads_per_wave,
+                                   usable_l2(r, p))
+    reads = float(row["bytes_read"]) + extra - residency_credit(resident, q_bytes)
+    return KernelWork(trip, epi, iters, "inner", 1, total, res, reads), occ

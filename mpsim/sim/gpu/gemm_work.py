@@ -1,0 +1,124 @@
+"""GEMV and tiled GEMM launches (kernels/gemm_*.py) as CTA work.
+
+GEMV (M <= 16): grid (N tiles, K splits); each CTA streams BLOCK_N weight rows over its K split in
+BLOCK_K trips, dequantizing each tile on CUDA cores; one activation row multiplies on CUDA cores
+(fp32 FMA), 2..16 rows run a swap-AB MMA padded to 16 columns. Splits exchange fp32 partials in L2.
+Tiled GEMM: grid of BLOCK_M x BLOCK_N output tiles in grouped order, a BLOCK_K K-loop, dequantized
+W tile then MMA (dequant and MMA overlap: different warps issue to different pipes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
+from mpsim.sim.params import SimParams
+from mpsim.traces.accounting import FP16, weight_bytes
+
+MMA_MIN_COLS = 16  # tl.dot needs at least 16 along every dimension
+FP32 = 4
+
+
+def padded_k(k: int, w_format: str, group_size: int | None) -> int:
+    """K as the packed weight stores it (docs/formats.md): groups padded to lcm(32, G)."""
+    if w_format == "fp16":
+        return k
+    if w_format.endswith("-group") and group_size:
+        return -(-k // math.lcm(32, group_size)) * math.lcm(32, group_size)
+    return -(-k // 32) * 32
+
+
+def dequant_ops(w_format: str, bits: int, p: SimParams) -> float:
+    """CUDA-core integer ops per weight to produce its fp16 value."""
+    if w_format == "fp16":
+        return 0.0
+    if w_format == "anyprec":
+        return p.anyprec_ops_per_plane * bits + p.anyprec_lut_ops
+    if bits not in p.group_dequant_ops:
+        raise ValueError(f"no dequant cost for {bits}-bit {w_format}; known: {sorted(p.group_dequant_ops)}")
+    return p.group_dequant_ops[bits]
+
+
+def stored_bytes(w_format: str, bits: int) -> float:
+    return FP16 if w_format == "fp16" else bits / 8
+
+
+def gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+              p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    if str(row["kernel"]).startswith("gemv"):
+        return _gemv(row, cfg, grid, r, p, resident)
+    return _tiled(row, cfg, grid, r, p, resident)
+
+
+def _operands(row: Mapping[str, Any]) -> tuple[int, int, int, float, float, float]:
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    w = weight_bytes(n, k, row["w_format"], int(row["w_bits"]), _group(row))
+    bias = n * FP16 if bool(row.get("bias") or False) else 0
+    return m, n, k, float(w), float(m * k * FP16), float(bias)
+
+
+def _group(row: Mapping[str, Any]) -> int | None:
+    g = row.get("group_size")
+    return None if g is None else int(g)
+
+
+def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+          p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    m, _, k, w_total, a_total, bias = _operands(row)
+    fmt, bits = row["w_format"], int(row["w_bits"])
+    bm, bn, bk, split = cfg["block_m"], cfg["block_n"], cfg["block_k"], cfg.get("split_k", 1)
+    n_blocks = grid[0]
+    kp = padded_k(k, fmt, _group(row))
+    per_split = cdiv(cdiv(kp, split), bk) * bk  # kernels/gemm_common.py::k_per_split
+    full = per_split // bk
+    last = max(0, cdiv(kp - (split - 1) * per_split, bk))
+    iters = (full,) * (split - 1) + (last,)
+    trips_per_row_block = max(1, sum(iters))
+    trip = Trip(
+        load_bytes=w_total / (n_blocks * trips_per_row_block) + m * bk * FP16,
+        mma_flops=0.0 if bm == 1 else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
+        fp_ops=2.0 * bn * bk if bm == 1 else 0.0,  # fp16 -> fp32 convert and one FMA per weight
+        int_ops=bn * bk * dequant_ops(fmt, bits, p), serial=False)
+    written = float(row["bytes_written"])
+    total = n_blocks * split
+    epi = Epilogue(written / total, ws_bytes=2.0 * bn * m * FP32 if split > 1 else 0.0,
+                   reduce_ops=float(bn * m) if split > 1 else 0.0, sync=split > 1)
+    res = CtaResources(cfg["num_warps"], bn * bk * stored_bytes(fmt, bits) + bm * bk * FP16, 0.0,
+                       cfg["num_stages"], registers_per_thread(
+                           bn * bm, bn * bk * (2 if bm == 1 else 1), cfg["num_warps"] * 32,
+                           r.max_regs_per_thread))
+    occ = occupancy(res, r)
+    reads = w_total + a_total - residency_credit(resident, a_total) + bias
+    return KernelWork(trip, epi, iters, "outer", n_blocks, total, res, reads), occ
+
+
+def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+           p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
+    m, n, k, w_total, a_total, bias = _operands(row)
+    fmt, bits = row["w_format"], int(row["w_bits"])
+    bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
+    m_tiles, n_tiles = -(-m // bm), -(-n // bn)
+    iters = -(-padded_k(k, fmt, _group(row)) // bk)
+    trip = Trip(
+        load_bytes=(m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters),
+        mma_flops=2.0 * bm * bn * bk, fp_ops=0.0,
+        int_ops=bn * bk * dequant_ops(fmt, bits, p), serial=False)
+    total = m_tiles * n_tiles
+    if grid and grid[0] != total:
+        raise ValueError(f"GEMM grid {grid} does not match {m_tiles} x {n_tiles} tiles of M={m}, N={n}")
+    epi = Epilogue(float(row["bytes_written"]) / total)
+    dequant_tile = bn * bk if fmt != "fp16" else 0
+    res = CtaResources(cfg["num_warps"], bm * bk * FP16 + bn * bk * stored_bytes(fmt, bits), 0.0,
+                       cfg["num_stages"], registers_per_thread(
+                           bm * bn, dequant_tile, cfg["num_warps"] * 32, r.max_regs_per_thread))
+    occ = occupancy(res, r)
+    slots = r.sms * occ.ctas_per_sm
+    reads = gemm_dram_reads(a_total, w_total, m_tiles, n_tiles, slots, usable_l2(r, p))
+    reads += bias - residency_credit(resident, a_total)
+    return KernelWork(trip, epi, (iters,), "single", total, total, res, reads), occ

@@ -1,0 +1,87 @@
+"""The launch memo: simulated launches by key, in memory and (optionally) persisted on disk.
+
+Entries live in namespaces, one per (hardware content, simulator parameters, model version): the
+namespace is a hash of the HardwareSpec's full content (every number and source of the file it was
+loaded from), SimParams.fingerprint() and MODEL_VERSION. On disk a namespace is one JSON file
+`<cache_dir>/<namespace>.json` mapping key text -> outcome; writes merge with what is there and
+replace the file atomically, so concurrent runs at worst recompute. The default folder is
+$MPSIM_CACHE_DIR, else ~/.cache/mpsim/sim. Only plain JSON is read back (no pickles).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mpsim.errors import MpsimInputError
+from mpsim.sim.params import SimParams
+from mpsim.sim.result import LaunchOutcome
+from mpsim.traces.chrome import write_json_atomic
+
+MODEL_VERSION = "gpu-npu-1"  # bump when the models change what they compute
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MPSIM_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "mpsim" / "sim"
+
+
+def namespace(hw: Any, params: SimParams, model: str) -> str:
+    text = f"{model}|{MODEL_VERSION}|{params.fingerprint()}|{hw!r}"
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class LaunchMemo:
+    """In-memory memo with an optional disk layer. Share one object across runs to reuse entries."""
+
+    def __init__(self, cache_dir: str | Path | None = None) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._entries: dict[str, dict[str, LaunchOutcome]] = {}
+        self._dirty: set[str] = set()
+        self.hits = 0
+        self.misses = 0
+        self.sim_seconds = 0.0  # wall time spent simulating the misses
+
+    def _space(self, ns: str) -> dict[str, LaunchOutcome]:
+        if ns not in self._entries:
+            self._entries[ns] = self._load(ns)
+        return self._entries[ns]
+
+    def get(self, ns: str, key: str) -> LaunchOutcome | None:
+        found = self._space(ns).get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, ns: str, key: str, outcome: LaunchOutcome) -> None:
+        self._space(ns)[key] = outcome
+        self._dirty.add(ns)
+
+    def flush(self) -> None:
+        """Write new entries to disk (merged with the file's current content)."""
+        if self.cache_dir is None:
+            self._dirty.clear()
+            return
+        for ns in sorted(self._dirty):
+            merged = {**self._load(ns), **self._entries[ns]}
+            write_json_atomic({k: v.as_dict() for k, v in sorted(merged.items())}, self._path(ns))
+        self._dirty.clear()
+
+    def _path(self, ns: str) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / f"{ns}.json"
+
+    def _load(self, ns: str) -> dict[str, LaunchOutcome]:
+        if self.cache_dir is None or not self._path(ns).is_file():
+            return {}
+        try:
+            raw = json.loads(self._path(ns).read_text())
+            return {k: LaunchOutcome.from_dict(v) for k, v in raw.items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise MpsimInputError(f"{self._path(ns)}: not a readable mpsim launch memo ({exc}); "
+                                  "delete it to rebuild") from None

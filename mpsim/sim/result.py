@@ -1,0 +1,81 @@
+"""What a simulation returns: per-launch outcomes, the per-launch table, and the run summary.
+
+`LaunchOutcome` is one simulated launch (what the memo stores). `SimResult.launches` is a DataFrame
+aligned with the trace rows (same index, same order) holding LAUNCH_COLUMNS; `SimResult.summary` is
+the RunSummary every model reports (mpsim.sim.summary).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from mpsim.sim.summary import RunSummary
+
+# Utilization columns: GPU units (dram, l2, tensor, cuda) and NPU units (dram, dma, decoder, mac,
+# vector, sram); a unit the device does not have is NaN.
+UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sram")
+LAUNCH_COLUMNS = (
+    "launch_id", "start_s", "end_s", "time_s", "kernel_s", "overhead_s", "cycles",
+    "bytes_dram", "bytes_l2", "bytes_sram", *(f"util_{u}" for u in UNITS), "bound",
+    "t_math_s", "t_mem_s", "t_lower_s", "floored", "ctas_per_sm", "waves",
+)
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """One simulated launch. `cycles` counts the kernel body; `overhead_s` is the launch cost."""
+
+    cycles: float
+    clock_hz: float
+    overhead_s: float
+    bytes_dram: float
+    bytes_l2: float = math.nan
+    bytes_sram: float = math.nan
+    util: dict[str, float] = field(default_factory=dict)
+    bound: str = "latency"
+    ctas_per_sm: float = math.nan
+    waves: float = math.nan
+
+    @property
+    def kernel_s(self) -> float:
+        return self.cycles / self.clock_hz
+
+    @property
+    def time_s(self) -> float:
+        return self.overhead_s + self.kernel_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchOutcome:
+        return cls(**{**d, "util": dict(d.get("util") or {})})
+
+
+def pick_bound(busy: dict[str, float], kernel_s: float, overhead_s: float) -> str:
+    """The bounding resource: the busiest unit when it is busy at least half the kernel body,
+    else 'latency' (nothing saturated: fill, drain and dependent waits); 'launch' when the fixed
+    launch cost exceeds the whole kernel body."""
+    if overhead_s > kernel_s:
+        return "launch"
+    unit, frac = max(busy.items(), key=lambda kv: (kv[1], kv[0])) if busy else ("latency", 0.0)
+    return unit if frac >= 0.5 else "latency"
+
+
+@dataclass
+class SimResult:
+    """A replayed trace: per-launch table aligned with the trace rows, run summary and run facts."""
+
+    launches: pd.DataFrame
+    summary: RunSummary
+    model: str
+    hw_name: str
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_s(self) -> pd.Series:
+        return self.launches["time_s"]
