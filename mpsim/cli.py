@@ -14,6 +14,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mpsim.commands.info",
     "mpsim.commands.synth",
     "mpsim.commands.roofline",
+    "mpsim.commands.sweep",
+    "mpsim.commands.plot",
     "mpsim.commands.demo",
     "mpsim.commands.simulate",
     "mpsim.commands.op",

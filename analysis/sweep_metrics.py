@@ -1,0 +1,103 @@
+"""What a point costs in memory and bits, from the model, policy and workload alone (no trace needed).
+
+- weights: every decoder-block linear stored in the policy's format at the widest precision it reads
+  (for progressive any-precision policies the parent model: its bit-planes, plus the per-row LUT of
+  every width the policy reads), plus fp16 embeddings and fp16 lm_head (counted once when tied).
+  Norm weights and biases (under 0.1% of any preset) are left out.
+- KV cache: batch x (prompt + generated) tokens x layers x KV heads x 2 (K and V) x the bytes of one
+  token of one head at the policy's KV bits (codes plus fp16 scale and zero when quantized).
+- peak activations: an estimate, not a measurement. At prefill the largest live set is the residual
+  stream (batch x prompt x hidden) plus the input and output of the widest op of a block: QKV
+  (hidden -> q + 2 kv), gate/up (hidden -> 2 ffn for SwiGLU) or the activation (2 ffn -> ffn); plus the
+  fp16 logits of the last position of each sequence. All fp16 (2 bytes).
+- average bits: PMPD's count (decode passes 2..n) and the plain mean over decode passes 1..n, named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mpsim.models import ModelSpec
+from mpsim.policy import Policy, mean_decode_bits, pmpd_average_bits
+from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
+from mpsim.workload import Workload
+
+
+@dataclass(frozen=True)
+class PointMemory:
+    weights_bytes: int
+    kv_cache_bytes: int
+    peak_activation_bytes: int
+    weight_bits_per_param: float  # storage bits per decoder-block weight, scales and LUTs included
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.peak_activation_bytes
+
+
+@dataclass(frozen=True)
+class PointBits:
+    prefill_bits: int
+    avg_bits_pmpd: float   # PMPD: mean over decode passes 2..n
+    avg_bits_mean: float   # plain mean over decode passes 1..n
+    kv_bits: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def widths_read(policy: Policy) -> list[int]:
+    """Every weight width a generation under `policy` reads, widest first."""
+    return sorted({policy.prefill_bits, *(b for _, b in policy.decode_schedule)}, reverse=True)
+
+
+def linear_bytes(n: int, k: int, policy: Policy) -> int:
+    """Stored bytes of one N x K decoder-block linear under `policy`."""
+    parent = policy.parent_bits
+    if policy.family == "fp16":
+        return weight_bytes(n, k, "fp16", 16, None)
+    if policy.family == "uniform":
+        return weight_bytes(n, k, f"int{parent}-group", parent, policy.group_size)
+    # any-precision: the parent's planes and LUT, plus the LUT of each lower width read
+    extra_luts = sum(n * (2**b) * FP16 for b in widths_read(policy)[1:])
+    return weight_bytes(n, k, "anyprec", parent, None) + extra_luts
+
+
+def weights_bytes(spec: ModelSpec, policy: Policy) -> int:
+    block = sum(linear_bytes(n, k, policy) for n, k, _ in spec.linear_shapes().values())
+    embeddings = spec.vocab * spec.hidden * FP16
+    lm_head = 0 if spec.tied_embeddings else spec.vocab * spec.hidden * FP16
+    return spec.num_layers * block + embeddings + lm_head
+
+
+def kv_cache_bytes(spec: ModelSpec, policy: Policy, wl: Workload) -> int:
+    per_token_layer = spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, policy.kv_bits)
+    return wl.batch * (wl.prompt_len + wl.gen_len) * spec.num_layers * per_token_layer
+
+
+def peak_activation_bytes(spec: ModelSpec, wl: Workload) -> int:
+    qkv_width = spec.q_dim + 2 * spec.kv_dim
+    act_out = spec.ffn if spec.mlp == "swiglu" else spec.mlp_in_width
+    widest = max(spec.hidden + qkv_width, spec.hidden + spec.mlp_in_width, spec.mlp_in_width + act_out)
+    tokens = wl.batch * wl.prompt_len
+    return FP16 * (tokens * (spec.hidden + widest) + wl.batch * spec.vocab)
+
+
+def point_memory(spec: ModelSpec, policy: Policy, wl: Workload) -> PointMemory:
+    block_params = spec.num_layers * spec.block_params()
+    block_bytes = spec.num_layers * sum(linear_bytes(n, k, policy) for n, k, _ in
+                                        spec.linear_shapes().values())
+    return PointMemory(
+        weights_bytes=weights_bytes(spec, policy),
+        kv_cache_bytes=kv_cache_bytes(spec, policy, wl),
+        peak_activation_bytes=peak_activation_bytes(spec, wl),
+        weight_bits_per_param=8 * block_bytes / block_params,
+    )
+
+
+def point_bits(policy: Policy, wl: Workload) -> PointBits:
+    """Average decode bits of one generation, both ways (a single sample: the workload's)."""
+    per_step = [[policy.decode_bits(s) for s in range(1, wl.decode_steps + 1)]]
+    return PointBits(policy.prefill_bits, pmpd_average_bits(per_step), mean_decode_bits(per_step),
+                     policy.kv_bits)

@@ -1,0 +1,97 @@
+"""`mpsim plot [RESULTS] --kind K --out FILE`: draw one figure from a table or a trace.
+
+speedup, memory: a sweep's results table. pareto: any table with policy, a speedup and a quality
+column. roofline: --trace T --hw H. timeline: --trace T --hw H, or a table of launches with
+start_s/end_s. validation: --trace T (with measured_us) --hw H, or a table of op, measured_s and
+predicted_s. The suffix of --out picks PNG or SVG;
+no suffix writes both.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mpsim.analysis.plot_inputs import read_table, run_title, trace_run
+from mpsim.analysis.sweep_models import PERF_MODELS, available_perf_models
+from mpsim.commands.common import hardware
+from mpsim.errors import MpsimInputError
+from mpsim.traces.io import read_trace
+
+KINDS = ("speedup", "memory", "roofline", "timeline", "validation", "pareto")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("plot", help="draw a figure (speedup, memory, roofline, timeline, ...)")
+    p.add_argument("results", nargs="?", help="a table (Parquet or CSV): sweep results, launches, ...")
+    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--out", required=True, help="figure file: .png, .svg, or no suffix for both")
+    p.add_argument("--trace", help="trace file (roofline, timeline, validation)")
+    p.add_argument("--hw", help="hardware name or YAML file (with --trace)")
+    p.add_argument("--perf-model", choices=tuple(PERF_MODELS), default=None,
+                   help="performance model: for a trace, default sim if available, else roofline; "
+                        "for a sweep table, default sim if the table has it")
+    p.add_argument("--step", type=int, default=None, help="timeline: decode step to show (default 1)")
+    p.add_argument("--start-ms", type=float, default=None, help="timeline: window start (ms)")
+    p.add_argument("--window-ms", type=float, default=None, help="timeline: window width (ms)")
+    p.add_argument("--quality", default="quality", help="pareto: the quality column (higher is better)")
+    p.add_argument("--speedup", default=None,
+                   help="pareto: the speedup column (default: speedup, else speedup_vs_fp16)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = _draw(args)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _draw(args: argparse.Namespace) -> list[Path]:
+    # matplotlib loads here, not when the CLI builds its parser: other commands should not pay for it
+    from mpsim.analysis.plot_memory import plot_memory
+    from mpsim.analysis.plot_pareto import plot_pareto
+    from mpsim.analysis.plot_roofline import plot_roofline
+    from mpsim.analysis.plot_speedup import plot_speedup
+    from mpsim.analysis.plot_timeline import plot_timeline
+    from mpsim.analysis.plot_validation import plot_validation, validation_frame
+
+    if args.kind in ("speedup", "memory", "pareto"):
+        table = read_table(_need(args, "results", "a results table"))
+        if args.kind == "speedup":
+            return plot_speedup(table, args.out, args.perf_model)
+        if args.kind == "memory":
+            return plot_memory(table, args.out)
+        return plot_pareto(_pareto_table(table, args.speedup), args.out, args.quality)
+    if args.kind in ("timeline", "validation") and args.results and not args.trace:
+        table, name = read_table(args.results), Path(args.results).name
+        if args.kind == "validation":  # a table of op, measured_s, predicted_s
+            return plot_validation(table, name, args.out)
+        return plot_timeline(table, name, args.out, args.step, args.start_ms, args.window_ms)
+    trace = read_trace(_need(args, "trace", "a trace file (--trace)"))
+    hw = hardware(_need(args, "hw", "a hardware model (--hw)"))
+    model = args.perf_model or ("sim" if "sim" in available_perf_models() else "roofline")
+    run_ = trace_run(trace, hw, model)
+    title = run_title(trace, hw, model)
+    if args.kind == "roofline":
+        return plot_roofline(run_, hw, title, args.out)
+    if args.kind == "timeline":
+        return plot_timeline(run_, title, args.out, args.step, args.start_ms, args.window_ms)
+    return plot_validation(validation_frame(run_), title, args.out)
+
+
+def _need(args: argparse.Namespace, attr: str, what: str) -> str:
+    value = getattr(args, attr)
+    if not value:
+        raise MpsimInputError(f"--kind {args.kind} needs {what}")
+    return str(value)
+
+
+def _pareto_table(table: pd.DataFrame, speedup: str | None) -> pd.DataFrame:
+    column = speedup or ("speedup" if "speedup" in table.columns else "speedup_vs_fp16")
+    if column not in table.columns:
+        raise MpsimInputError(f"pareto: the table has no column {column!r}; it has "
+                              f"{', '.join(map(str, table.columns))}")
+    return table.rename(columns={column: "speedup"}) if column != "speedup" else table

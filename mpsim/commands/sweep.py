@@ -1,0 +1,42 @@
+"""`mpsim sweep SPEC.yaml --out DIR`: run a policy x hardware grid into a tidy Parquet table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mpsim.analysis.sweep_run import default_workers, run_sweep
+from mpsim.analysis.sweep_spec import load_spec
+from mpsim.analysis.sweep_store import PointStore
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("sweep", help="run a YAML grid of models x policies x hardware x workloads")
+    p.add_argument("spec", help="sweep spec (YAML; see docs/sweeps.md)")
+    p.add_argument("--out", required=True,
+                   help="results folder: points/ (one file per finished point) and results.parquet; "
+                        "rerunning into it skips finished points")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"local worker processes (default: the usable cores, here {default_workers()}; "
+                        "1 runs in this process)")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="run on a Dask distributed scheduler (e.g. tcp://host:8786); "
+                        "its workers must see the --out folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    try:
+        outcome = run_sweep(spec, args.out, workers=args.workers, dask_address=args.dask,
+                            progress=not args.no_progress)
+    except KeyboardInterrupt:
+        done = len(PointStore(args.out).finished() & set(spec.keys()))
+        print(f"\ninterrupted: {done} of {len(spec)} points are saved in {args.out}; "
+              "run the same command again to finish the rest", file=sys.stderr)
+        return 130
+    print(f"sweep {spec.name}: {len(spec)} points ({outcome.computed} computed now, "
+          f"{outcome.skipped} already done) in {outcome.seconds:.1f} s; wrote {outcome.path}")
+    return 0
