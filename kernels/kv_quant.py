@@ -51,11 +51,13 @@ def _scale_zero(a, b, mask, QMAX: tl.constexpr):
     # Rows with no valid element (past the batch or the new length) get min = max = 0, not +-inf.
     mn = tl.where(mn <= mx, mn, 0.0)
     mx = tl.maximum(mx, mn)
+    # + 0.0 turns -0 into +0: which zero min/max return among +-0 is order-dependent (numpy's SIMD
+    # min differs by position), so both are pinned to +0 before the scale and the stored zero.
+    mn = mn + 0.0
+    mx = mx + 0.0
     qmax = tl.full(mn.shape, QMAX, tl.float32)
     scale = tl.div_rn(mx - mn, qmax).to(tl.float16).to(tl.float32)
-    # + 0.0 turns a -0 minimum into +0: which zero `min` returns among +-0 is order-dependent
-    # (numpy's SIMD min differs by position), so the stored zero is pinned to +0.
-    return scale, mn + 0.0
+    return scale, mn
 
 
 @triton.jit

@@ -32,8 +32,8 @@ def rne_magic(v: np.ndarray) -> np.ndarray:
 
 def kv_row_params(x32: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """(scale, zero) fp16 over the last axis of an fp32 array holding fp16 values."""
-    mn, mx = x32.min(axis=-1), x32.max(axis=-1)
-    mn = mn + np.float32(0)  # -0 + 0 = +0: the stored zero of a row whose minimum is 0 is +0
+    # -0 + 0 = +0: a minimum or maximum of -0 counts as +0 (the scale and the stored zero).
+    mn, mx = x32.min(axis=-1) + np.float32(0), x32.max(axis=-1) + np.float32(0)
     scale = ((mx - mn) / np.float32((1 << bits) - 1)).astype(np.float16)
     return scale, mn.astype(np.float16)
 

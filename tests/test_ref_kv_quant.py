@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -28,9 +28,10 @@ FP16_ROWS = _rows(60000)
 def _scalar_quant(row: np.ndarray, bits: int) -> tuple[list[int], np.float16, np.float16]:
     """The contract, one fp32 scalar operation at a time (an independent implementation)."""
     f32 = np.float32
-    mn, mx = f32(min(row.astype(np.float32))), f32(max(row.astype(np.float32)))
+    mn = f32(min(row.astype(np.float32))) + f32(0)  # +-0 extremes count as +0 (docs/formats.md)
+    mx = f32(max(row.astype(np.float32))) + f32(0)
     scale = np.float16(f32(mx - mn) / f32((1 << bits) - 1))
-    zero = np.float16(mn + f32(0))  # a minimum of -0 is stored as +0 (docs/formats.md)
+    zero = np.float16(mn)
     codes = []
     for x in row:
         if scale == 0:
@@ -44,6 +45,7 @@ def _scalar_quant(row: np.ndarray, bits: int) -> tuple[list[int], np.float16, np
 
 @SETTINGS
 @given(x=FP16_ROWS, bits=st.sampled_from((8, 4)))
+@example(x=np.array([[-0.0, -0.0], [0.0, -0.0]], dtype=np.float16), bits=8)  # +-0 extremes
 def test_matches_scalar_contract(x: np.ndarray, bits: int) -> None:
     codes, scale, zero = kv_quant_ref(x, bits)
     flat = unpack_int4(codes) if bits == 4 else codes
