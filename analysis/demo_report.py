@@ -78,7 +78,7 @@ def _wrote(paths: list[Path]) -> str:
 def draw_validation(folder: Path, perf_model: str, data: Traversable | None = None) -> Iterator[str]:
     """validation.png from the first captured trace (of a known GPU) in traces/data, if there is one."""
     data = data or resources.files("mpsim.traces").joinpath("data")
-    captured = sorted((p for p in data.iterdir() if p.name.endswith(".parquet")), key=lambda p: p.name)
+    captured = sorted(_parquet_files(data), key=lambda p: p.name)
     for item in captured:
         trace = read_trace(str(item))
         device = str(trace.rows["device"].dropna().iloc[0]) if trace.rows["device"].notna().any() else ""
@@ -91,6 +91,19 @@ def draw_validation(folder: Path, perf_model: str, data: Traversable | None = No
                                      folder / "validation.png"))
         return
     yield "validation chart: skipped (no captured trace with measured times in traces/data)"
+
+
+def _parquet_files(folder: Traversable) -> list[Traversable]:
+    """Parquet files in `folder` and its subfolders one level down (traces/data/<device>/...)."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for item in folder.iterdir():
+        if item.is_dir():
+            found += [p for p in item.iterdir() if p.name.endswith(".parquet")]
+        elif item.name.endswith(".parquet"):
+            found.append(item)
+    return found
 
 
 def summary_text(table: pd.DataFrame) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mpsim.errors import MpsimInputError
+from mpsim.traces.io import write_parquet_atomic
 
 # The group a point's speedup is measured within: same model, hardware, perf model and workload.
 BASELINE_POLICY = "fp16"
@@ -72,7 +72,7 @@ class PointStore:
     def write_point(self, key: str, row: dict[str, Any]) -> Path:
         path = self.point_path(key)
         table = pa.Table.from_pandas(pd.DataFrame([row]), preserve_index=False)
-        _write_atomic(table, path)
+        write_parquet_atomic(table, path)
         return path
 
     def log_computed(self, key: str, label: str, seconds: float) -> None:
@@ -109,7 +109,7 @@ class PointStore:
     def merge(self, keys: list[str]) -> pd.DataFrame:
         """Write DIR/results.parquet from the points of `keys` (in that order) and return it."""
         table = with_speedups(self.read_points(keys))
-        _write_atomic(pa.Table.from_pandas(table, preserve_index=False), self.results)
+        write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), self.results)
         return table
 
 
@@ -123,15 +123,3 @@ def with_speedups(table: pd.DataFrame) -> pd.DataFrame:
     index = pd.MultiIndex.from_frame(table[SPEEDUP_KEYS])
     table["speedup_vs_fp16"] = table["tokens_per_s"].to_numpy() / base.reindex(index).to_numpy()
     return table
-
-
-def _write_atomic(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -27,7 +27,12 @@ def write_trace(trace: Trace, path: str | Path) -> Path:
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[META_KEY] = json.dumps(trace.meta.as_dict(), sort_keys=True).encode()
-    table = table.replace_schema_metadata(meta)
+    return write_parquet_atomic(table.replace_schema_metadata(meta), path)
+
+
+def write_parquet_atomic(table: pa.Table, path: str | Path) -> Path:
+    """Write a Parquet file so readers see the old file or the whole new one, never a part."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
