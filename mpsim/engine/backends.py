@@ -13,8 +13,28 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight
+from mpsim.kernels import runtime
+from mpsim.kernels.activations import gelu, silu_mul
+from mpsim.kernels.attention_decode import attention_decode
+from mpsim.kernels.attention_prefill import attention_prefill
+from mpsim.kernels.elementwise import embedding, residual_add
+from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight, linear
 from mpsim.kernels.kv_cache import KVCache
+from mpsim.kernels.kv_quant import kv_quant
+from mpsim.kernels.norms import layer_norm, rms_norm
+from mpsim.kernels.rope import RopeTable, rope
+from mpsim.kernels.sampling import argmax
+from mpsim.reference.activations import gelu_ref, silu_mul_ref
+from mpsim.reference.attention_decode import attention_decode_ref
+from mpsim.reference.attention_prefill import attention_prefill_ref
+from mpsim.reference.elementwise import embedding_ref, residual_add_ref
+from mpsim.reference.gemm_anyprec import gemm_anyprec_ref
+from mpsim.reference.gemm_fp16 import gemm_fp16_ref
+from mpsim.reference.gemm_group import gemm_group_ref
+from mpsim.reference.kv_quant import kv_quant_ref
+from mpsim.reference.norms import layer_norm_ref, rms_norm_ref
+from mpsim.reference.rope import rope_ref
+from mpsim.reference.sampling import argmax_ref
 
 
 @dataclass(frozen=True)
@@ -32,7 +52,7 @@ class Backend(Protocol):
              kind: str) -> torch.Tensor: ...
     def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor: ...
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
-             theta: float) -> tuple[torch.Tensor, torch.Tensor]: ...
+             theta: float, max_position: int) -> tuple[torch.Tensor, torch.Tensor]: ...
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
                  lens: torch.Tensor | None) -> None: ...
     def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -51,33 +71,24 @@ class TritonBackend:
     name = "triton"
 
     def __init__(self) -> None:
-        from mpsim.kernels import runtime
-
         self.device = runtime.device()
         self._rope_tables: dict[tuple[int, float], object] = {}
 
     def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.elementwise import embedding
-
         return embedding(ids, table, check_ids=False)
 
     def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
              kind: str) -> torch.Tensor:
-        from mpsim.kernels.norms import layer_norm, rms_norm
-
         return rms_norm(x, weight, eps) if kind == "rms" else layer_norm(x, weight, bias, eps)
 
     def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
-        from mpsim.kernels.gemm import linear
-
         return linear(x, w, bias)
 
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
-             theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-        from mpsim.kernels.rope import RopeTable, rope
-
+             theta: float, max_position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`max_position` is the host's bound on the positions (no device sync to find it)."""
         key = (rot_dim, theta)
-        needed = int(positions.max()) + 1
+        needed = max_position + 1
         table = self._rope_tables.get(key)
         if not isinstance(table, RopeTable) or table.max_positions < needed:
             table = RopeTable.build(rot_dim, theta, max(4096, 2 * needed), self.device)
@@ -86,40 +97,27 @@ class TritonBackend:
 
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
                  lens: torch.Tensor | None) -> None:
-        from mpsim.kernels.kv_quant import kv_quant
-
-        kv_quant(k, v, cache.k, cache.v, start, new_lens=lens)
+        # Positions are in range by construction (the cache holds prompt + gen_len): no host sync.
+        kv_quant(k, v, cache.k, cache.v, start, new_lens=lens, check_positions=False)
 
     def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           lens: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.attention_prefill import attention_prefill
-
         return attention_prefill(q, k, v, lens)
 
     def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
                          max_kv_len: int) -> torch.Tensor:
-        from mpsim.kernels.attention_decode import attention_decode
-
         return attention_decode(q, cache.k, cache.v, kv_lens, max_kv_len=max_kv_len)
 
     def silu_mul(self, x: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.activations import silu_mul
-
         return silu_mul(x)
 
     def gelu(self, x: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.activations import gelu
-
         return gelu(x)
 
     def residual_add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.elementwise import residual_add
-
         return residual_add(a, b)
 
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
-        from mpsim.kernels.sampling import argmax
-
         return argmax(logits)
 
 
@@ -138,23 +136,15 @@ class ReferenceBackend:
     device = torch.device("cpu")
 
     def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.elementwise import embedding_ref
-
         return _t(embedding_ref(_np(ids), _np(table)))
 
     def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
              kind: str) -> torch.Tensor:
-        from mpsim.reference.norms import layer_norm_ref, rms_norm_ref
-
         if kind == "rms":
             return _t(rms_norm_ref(_np(x), _np(weight), eps))
         return _t(layer_norm_ref(_np(x), _np(weight), _np(bias), eps))
 
     def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
-        from mpsim.reference.gemm_anyprec import gemm_anyprec_ref
-        from mpsim.reference.gemm_fp16 import gemm_fp16_ref
-        from mpsim.reference.gemm_group import gemm_group_ref
-
         x2, b = _np(x.reshape(-1, x.shape[-1])), _np(bias)
         if isinstance(w, Fp16Weight):
             y = gemm_fp16_ref(x2, _np(w.weight), b)
@@ -169,9 +159,7 @@ class ReferenceBackend:
         return _t(y).reshape(*x.shape[:-1], -1)
 
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
-             theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-        from mpsim.reference.rope import rope_ref
-
+             theta: float, max_position: int) -> tuple[torch.Tensor, torch.Tensor]:
         b, t = positions.shape
         pos = _np(positions.reshape(-1))
 
@@ -183,8 +171,6 @@ class ReferenceBackend:
 
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
                  lens: torch.Tensor | None) -> None:
-        from mpsim.reference.kv_quant import kv_quant_ref
-
         b, t = k.shape[:2]
         for x, c in ((k, cache.k), (v, cache.v)):
             rows = x.permute(0, 2, 1, 3)  # (B, H, T, D)
@@ -203,36 +189,24 @@ class ReferenceBackend:
 
     def attention_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           lens: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.attention_prefill import attention_prefill_ref
-
         return _t(attention_prefill_ref(_np(q), _np(k), _np(v), True, None, _np(lens)))
 
     def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
                          max_kv_len: int) -> torch.Tensor:
-        from mpsim.reference.attention_decode import attention_decode_ref
-
         k, v = cache.k, cache.v
         return _t(attention_decode_ref(_np(q), _np(k.data), _np(v.data), _np(kv_lens), k.bits, v.bits,
                                        _np(k.scale), _np(k.zero), _np(v.scale), _np(v.zero)))
 
     def silu_mul(self, x: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.activations import silu_mul_ref
-
         return _t(silu_mul_ref(_np(x)))
 
     def gelu(self, x: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.activations import gelu_ref
-
         return _t(gelu_ref(_np(x)))
 
     def residual_add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.elementwise import residual_add_ref
-
         return _t(residual_add_ref(_np(a), _np(b)))
 
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
-        from mpsim.reference.sampling import argmax_ref
-
         return _t(argmax_ref(_np(logits)))
 
 

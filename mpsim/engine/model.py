@@ -134,7 +134,7 @@ class Decoder:
         k = qkv[..., s.q_dim: s.q_dim + s.kv_dim].view(b, t, s.num_kv_heads, s.head_dim)
         v = qkv[..., s.q_dim + s.kv_dim:].view(b, t, s.num_kv_heads, s.head_dim)
         with scope(module="rope"):
-            q, k = ops.rope(q, k, inp.positions, s.rot_dim, s.rope_theta)
+            q, k = ops.rope(q, k, inp.positions, s.rot_dim, s.rope_theta, inp.max_kv_len - 1)
         with scope(module="kv_write"):
             ops.kv_write(k, v, cache, inp.start, inp.lens if inp.phase == "prefill" else None)
         with scope(module="attn"):
