@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mpsim.commands.op",
     "mpsim.commands.validate",
     "mpsim.commands.engine",
+    "mpsim.commands.evaluate",
 )
 
 
