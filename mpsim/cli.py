@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -36,7 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interpreter_without_gpu() -> None:
+    """Without an NVIDIA driver, Triton kernels can only run on its CPU interpreter, and Triton reads
+    TRITON_INTERPRET when kernels are defined, so set it before any command imports them (the kernels
+    say on stderr that they run interpreted when they first run; a user's explicit setting wins)."""
+    if shutil.which("nvidia-smi") is None:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _interpreter_without_gpu()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -102,3 +102,8 @@ def test_bad_hardware_file(fp16_trace: Path, tmp_path: Path, edit: str, needle: 
     bad = tmp_path / "myhw.yaml"
     bad.write_text(head + tail.replace("  bandwidth_GBps: 4800\n", replacement, 1))
     _assert_clean_error(mpsim("roofline", str(fp16_trace), "--hw", str(bad)), "myhw.yaml", needle)
+
+
+def test_capture_needs_weights_or_dummy() -> None:
+    _assert_clean_error(mpsim("capture", "--model", "vicuna-7b", "--policy", "w4", "--prompt-len", "8",
+                              "--gen-len", "2", "--out", "/tmp/never.parquet"), "--weights DIR or --dummy")

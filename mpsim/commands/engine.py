@@ -15,8 +15,9 @@ from mpsim.workload import Workload
 def register(sub: Any) -> None:
     cap = sub.add_parser("capture", help="run the engine on mpsim's kernels and record every launch")
     add_generation_args(cap)
-    src = cap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--weights", help="HF-style folder: config.json + *.safetensors")
+    src = cap.add_mutually_exclusive_group()
+    src.add_argument("--weights", help="HF-style folder: config.json + *.safetensors "
+                     "(default for --model tiny: the shipped weights)")
     src.add_argument("--dummy", action="store_true", help="random weights at the real shapes (timing)")
     cap.add_argument("--out", required=True, help="trace file to write (Parquet)")
     cap.add_argument("--profile", help="also write a torch.profiler (Kineto) JSON with mpsim ranges")
@@ -50,9 +51,10 @@ def _capture(args: argparse.Namespace) -> int:
     from mpsim.engine.tiny import resolve_model
     from mpsim.traces.io import write_trace
 
-    spec, weights = resolve_model(args.model, args.weights)
+    spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
+        else resolve_model(args.model, args.weights)
     if weights is None and not args.dummy:
-        raise MpsimInputError("capture needs --weights DIR or --dummy")
+        raise MpsimInputError(f"capture --model {args.model}: give --weights DIR or --dummy")
     trace = capture(spec, parse_policy(args.policy), Workload(args.prompt_len, args.gen_len, args.batch),
                     weights=weights, profile=args.profile)
     path = write_trace(trace, args.out)

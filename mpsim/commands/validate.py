@@ -37,6 +37,10 @@ def _validate(args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
     v = validate_trace(trace, hw, cache_dir(args))
     print(f"validation of {Path(args.trace).name} on {hw.name}: {len(v.measured_s)} measured launches")
+    devices = set(trace.rows["device"].dropna().astype(str))
+    if any("interpreter" in d or d.startswith("cpu") for d in devices):
+        print(f"note: the measured times come from {sorted(devices)}, not from {hw.name}: "
+              "the errors below compare a CPU interpreter's host time with a GPU model")
     print(format_table(v.table))
     plot = args.plot or f"{Path(args.trace).stem}-validation.png"
     scatter_plot(v, plot, f"{Path(args.trace).name} on {hw.name}")
