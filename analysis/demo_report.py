@@ -52,8 +52,6 @@ def draw_figures(table: pd.DataFrame, folder: Path) -> Iterator[str]:
         yield _wrote(plot_roofline(run, hw, title, folder / f"roofline-{hw_name}.png"))
         yield _wrote(plot_timeline(run, title, folder / f"timeline-{hw_name}.png"))
     yield from draw_validation(folder, pm)
-    yield ("pareto chart: skipped (it needs a quality column, e.g. an evaluation table; "
-           "draw it with `mpsim plot TABLE --kind pareto`)")
 
 
 def showcase(table: pd.DataFrame) -> tuple[str, str, Workload, list[str]]:

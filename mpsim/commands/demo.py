@@ -3,12 +3,15 @@
 Runs analysis/specs/default.yaml (3 models x 9 policies x 4 devices x 2 workloads) with every
 performance model of the spec this checkout can run (the simulator and the roofline; a missing one is
 named on the console), writes OUT/sweep/ (points, results.parquet), OUT/results.csv and
-OUT/figures/*.png, and prints a short summary. Rerunning into the same OUT reuses finished points.
+OUT/figures/*.png, runs a small scheduler evaluation on the tiny model (OUT/evaluation/, its Pareto
+chart copied to OUT/figures/pareto.png), and prints a short summary. Rerunning into the same OUT
+reuses finished sweep points.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")
     p.add_argument("--spec", default=None, help="a sweep spec to use instead of the default one")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-evaluation", action="store_true",
+                   help="skip the small scheduler evaluation on the tiny model (quality vs speedup)")
     p.set_defaults(func=run)
 
 
@@ -40,8 +45,31 @@ def run(args: argparse.Namespace) -> int:
           f"{outcome.seconds:.1f} s; wrote {outcome.path} and {out / 'results.csv'}")
     for line in draw_figures(table, out / "figures"):
         print(line)
+    if args.spec is None and not args.no_evaluation:
+        _evaluation(out)
+    else:
+        print("pareto chart: skipped (no evaluation run; `mpsim evaluate --out DIR` draws it)")
     text = summary_text(table)
     (out / "summary.txt").write_text(text + "\n")
     print()
     print(text)
     return 0
+
+
+# A small PMPD-style comparison on the tiny model: real generations for quality, the simulator for
+# speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound). ~30-60 s on 2 cores.
+EVALUATION_ARGS = ("--policies", "fp16,ap4,ap3,ap4-3,ap4-4@8-3", "--schedulers",
+                   "uniform-high,uniform-low,phase-aware,static,learned,random,budget",
+                   "--hw", "h200-sxm,npu-llm", "--speed-model", "mobilellama-1.4b", "--slack", "0.01",
+                   "--val-samples", "12", "--test-samples", "12")
+
+
+def _evaluation(out: Path) -> None:
+    from mpsim.cli import build_parser  # the evaluate command, as a user would call it
+
+    folder = out / "evaluation"
+    print(f"\nevaluation: tiny model, {' '.join(EVALUATION_ARGS)} -> {folder}")
+    args = build_parser().parse_args(["evaluate", *EVALUATION_ARGS, "--out", str(folder)])
+    args.func(args)
+    shutil.copyfile(folder / "pareto.png", out / "figures" / "pareto.png")
+    print(f"wrote {out / 'figures' / 'pareto.png'} (quality vs speedup)")
