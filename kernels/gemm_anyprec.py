@@ -1,4 +1,3 @@
-# (@triton.jit parameters are typed by Triton at launch, not by annotations)
 """Any-precision (bit-plane + per-row LUT) weight-only GEMV/GEMM in Triton, y = x @ W_hat.T (+ b).
 
 Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
@@ -22,9 +21,7 @@ from mpsim.kernels.gemm_common import (
     check_config,
     check_weight,
     grouped_tile,
-    k_per_split,
-    launch,
-    launch_split_k,
+    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
     splitk_finish,
@@ -164,12 +161,8 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
                 stride_qn=qweight.stride(1), stride_ln=lut.stride(0), stride_om=out.stride(0),
                 BITS=bits, HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 BLOCK_K=cfg.block_k)
-    if cfg.kernel == "gemv_anyprec_kernel":
-        launch_split_k(gemv_anyprec_kernel, cfg, record, x.device, m, n,
-                       K_PER_SPLIT=k_per_split(kp, cfg.split_k, cfg.block_k),
-                       SPLIT_K=cfg.split_k, **args)
-    else:
-        launch(gemm_anyprec_kernel, cfg, record, GROUP_M=GROUP_M, **args)
+    launch_gemv_or_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, cfg, record, x.device, m, n, kp,
+                        GROUP_M, **args)
     return out
 
 

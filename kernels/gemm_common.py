@@ -1,4 +1,3 @@
-# (@triton.jit parameters are typed by Triton at launch, not by annotations)
 """What the three weight-only GEMM families share: the split-K epilogue, checks, workspaces, recording.
 
 Every GEMM/GEMV kernel keeps its accumulator as (BLOCK_N, BLOCK_M): the dequantized weight tile is the
@@ -142,6 +141,18 @@ def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], devic
     except BaseException:
         WORKSPACES.discard(device, cfg.split_k, m, n, tiles)
         raise
+
+
+def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any],
+                        device: torch.device, m: int, n: int, k_loop: int, group_m: int,
+                        **kwargs: Any) -> None:
+    """Run the path gemm_config chose: the split-K GEMV over k_loop columns, or the tiled GEMM."""
+    if cfg.kernel == gemv.__name__:
+        launch_split_k(gemv, cfg, record, device, m, n,
+                       K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, cfg.block_k or 1),
+                       SPLIT_K=cfg.split_k, **kwargs)
+    else:
+        launch(gemm, cfg, record, GROUP_M=group_m, **kwargs)
 
 
 def k_per_split(k_loop: int, split_k: int, block_k: int) -> int:

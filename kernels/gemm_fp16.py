@@ -1,4 +1,3 @@
-# (@triton.jit parameters are typed by Triton at launch, not by annotations)
 """fp16-weight GEMV/GEMM in Triton, y = x @ W.T (+ b): the like-for-like baseline of the quantized kernels.
 
 Same tiling, split-K and epilogue as kernels/gemm_group.py and kernels/gemm_anyprec.py, only the weight
@@ -19,9 +18,7 @@ from mpsim.kernels.gemm_common import (
     check_config,
     check_weight,
     grouped_tile,
-    k_per_split,
-    launch,
-    launch_split_k,
+    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
     splitk_finish,
@@ -106,10 +103,6 @@ def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
                 stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
                 HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 BLOCK_K=cfg.block_k)
-    if cfg.kernel == "gemv_fp16_kernel":
-        launch_split_k(gemv_fp16_kernel, cfg, record, x.device, m, n,
-                       K_PER_SPLIT=k_per_split(k, cfg.split_k, cfg.block_k),
-                       SPLIT_K=cfg.split_k, **args)
-    else:
-        launch(gemm_fp16_kernel, cfg, record, GROUP_M=GROUP_M, **args)
+    launch_gemv_or_gemm(gemv_fp16_kernel, gemm_fp16_kernel, cfg, record, x.device, m, n, k,
+                        GROUP_M, **args)
     return out

@@ -1,4 +1,3 @@
-# (@triton.jit parameters are typed by Triton at launch, not by annotations)
 """Uniform group-quantized (int8/4/3/2) weight-only GEMV/GEMM in Triton, y = x @ W_hat.T (+ b).
 
 The weight tile is loaded as packed int32 words, unpacked with shifts and masks in registers
@@ -24,9 +23,7 @@ from mpsim.kernels.gemm_common import (
     check_config,
     check_weight,
     grouped_tile,
-    k_per_split,
-    launch,
-    launch_split_k,
+    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
     splitk_finish,
@@ -203,12 +200,8 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
                 stride_sn=scales.stride(0), stride_om=out.stride(0), BITS=bits, GROUP=group_size,
                 HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 BLOCK_K=cfg.block_k)
-    if cfg.kernel == "gemv_group_kernel":
-        launch_split_k(gemv_group_kernel, cfg, record, x.device, m, n,
-                       K_PER_SPLIT=k_per_split(kp, cfg.split_k, cfg.block_k),
-                       SPLIT_K=cfg.split_k, **args)
-    else:
-        launch(gemm_group_kernel, cfg, record, GROUP_M=GROUP_M, **args)
+    launch_gemv_or_gemm(gemv_group_kernel, gemm_group_kernel, cfg, record, x.device, m, n, kp,
+                        GROUP_M, **args)
     return out
 
 
