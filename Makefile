@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.mpsim-installed
 export TRITON_INTERPRET ?= $(shell command -v nvidia-smi >/dev/null 2>&1 || echo 1)
 export PYTHONHASHSEED := 0
 
-.PHONY: demo test lint typecheck unit setup clean
+.PHONY: demo test lint typecheck unit test-slow setup clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -m "not slow" --durations=15
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -ra -m slow --durations=15
 
 test: lint typecheck unit
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpsim.analysis.plot_common import pick_perf_model
-from mpsim.analysis.plot_inputs import run_title, trace_run
-from mpsim.analysis.plot_memory import plot_memory
-from mpsim.analysis.plot_roofline import plot_roofline
-from mpsim.analysis.plot_speedup import plot_speedup
-from mpsim.analysis.plot_timeline import plot_timeline
-from mpsim.analysis.plot_validation import plot_validation, validation_frame
+from mpsim.analysis.plots.common import pick_perf_model
+from mpsim.analysis.plots.inputs import run_title, trace_run
+from mpsim.analysis.plots.memory import plot_memory
+from mpsim.analysis.plots.roofline import plot_roofline
+from mpsim.analysis.plots.speedup import plot_speedup
+from mpsim.analysis.plots.timeline import plot_timeline
+from mpsim.analysis.plots.validation import plot_validation, validation_frame
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model
 from mpsim.policy import parse_policy

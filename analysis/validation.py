@@ -17,7 +17,7 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
-from mpsim.sim.engine import DEFAULT_CACHE, simulate_trace
+from mpsim.sim import DEFAULT_CACHE, simulate
 from mpsim.traces.trace import Trace
 
 matplotlib.use("Agg")
@@ -62,7 +62,7 @@ def validate_trace(trace: Trace, hw: HardwareSpec,
     measured = rows["measured_us"].to_numpy(dtype=float)[has] * 1e-6
     if (measured <= 0).any():
         raise MpsimInputError("measured_us must be > 0 for every measured launch")
-    predicted = {m: simulate_trace(trace, hw, m, cache_dir=cache_dir).launches["time_s"].to_numpy()[has]
+    predicted = {m: simulate(trace, hw, m, cache_dir=cache_dir).launches["time_s"].to_numpy()[has]
                  for m in ("sim", "roofline")}
     ops = rows["op"].astype(str).to_numpy()[has]
     return Validation(error_table(ops, measured, predicted), measured, predicted, ops)

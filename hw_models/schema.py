@@ -12,7 +12,7 @@ use besides the nested fields: `name`, `kind`, `clock_MHz`, `compute_units`,
 `source_of(key)` and `describe()`.
 """
 
-# Names carry their units (bandwidth_GBps, clock_MHz) as DESIGN.md 4.2 asks: mixedCase is the point.
+# Names carry their units (bandwidth_GBps, clock_MHz) docs/design.md#hardware-files: mixedCase is the point.
 # ruff: noqa: N802, N815
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from typing import Literal, Protocol
 
 MATRIX_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8", "int4", "tf32"})
 DECODER_BITS = frozenset(range(1, 17))
-SOURCE_KINDS = (
-    "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",
-)
 SourceKind = Literal[
     "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",
 ]

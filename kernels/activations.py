@@ -16,7 +16,7 @@ import triton.language as tl
 from mpsim.kernels.launch_checks import check_tensor, launch_recorded
 from mpsim.kernels.launch_config import rowwise_config
 from mpsim.kernels.runtime import on_gpu
-from mpsim.reference.exact import GELU_A, GELU_C
+from mpsim.opspec import GELU_A, GELU_C
 
 
 @triton.jit
@@ -65,8 +65,13 @@ def silu_mul(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty((m, f), dtype=torch.float16, device=x.device)
 
     def launch() -> None:
-        silu_mul_kernel[cfg.grid](x, y, f, x.stride(0), y.stride(0), BLOCK=cfg.block_n,
-                                  num_warps=cfg.num_warps)
+        silu_mul_kernel[cfg.grid](
+            x_ptr=x, y_ptr=y,  # pointers
+            F=f,  # sizes
+            stride_x=x.stride(0), stride_y=y.stride(0),  # strides
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "act", dict(m=m, n=f, k=width), launch)
     return y
@@ -79,8 +84,14 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty((m, n), dtype=torch.float16, device=x.device)
 
     def launch() -> None:
-        gelu_kernel[cfg.grid](x, y, n, x.stride(0), y.stride(0), GELU_C, GELU_A,
-                              BLOCK=cfg.block_n, num_warps=cfg.num_warps)
+        gelu_kernel[cfg.grid](
+            x_ptr=x, y_ptr=y,  # pointers
+            N=n,  # sizes
+            stride_x=x.stride(0), stride_y=y.stride(0),  # strides
+            c=GELU_C, a=GELU_A,  # the op's coefficients (mpsim/opspec.py)
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "act", dict(m=m, n=n, k=n), launch)
     return y

@@ -234,13 +234,23 @@ def _launch(q: torch.Tensor, out: torch.Tensor, k_cache: KVCache, v_cache: KVCac
     table, stride_tab, paged, kv_block = slot_args(k_cache, block_table, kv_lens)
     ks, kz = k_cache.scale_or_data()
     vs, vz = v_cache.scale_or_data()
+    kst, vst = k_cache.data.stride(), v_cache.data.stride()
     sz = k_cache.scale_strides() if k_cache.bits < 16 else v_cache.scale_strides()
     attention_decode_kernel[cfg.grid](
-        q, out, k_cache.data, ks, kz, v_cache.data, vs, vz, kv_lens, table,
-        ws_acc, ws_ml, counters,
-        qk_scale, decode_split_tokens(max_kv_len, cfg), splits, ws_splits, hq // hkv, d,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        *k_cache.data.stride()[:3], *v_cache.data.stride()[:3], *sz, stride_tab,
+        # pointers
+        q_ptr=q, o_ptr=out, kd_ptr=k_cache.data, ks_ptr=ks, kz_ptr=kz,
+        vd_ptr=v_cache.data, vs_ptr=vs, vz_ptr=vz, lens_ptr=kv_lens, table_ptr=table,
+        ws_acc=ws_acc, ws_ml=ws_ml, counters=counters,
+        # sizes (and the score scale)
+        qk_scale=qk_scale, split_len=decode_split_tokens(max_kv_len, cfg), num_splits=splits,
+        ws_splits=ws_splits, GROUP=hq // hkv, D=d,
+        # strides
+        stride_qb=q.stride(0), stride_qh=q.stride(1), stride_ob=out.stride(0),
+        stride_oh=out.stride(1),
+        stride_kb=kst[0], stride_kh=kst[1], stride_kt=kst[2],
+        stride_vb=vst[0], stride_vh=vst[1], stride_vt=vst[2],
+        stride_sb=sz[0], stride_sh=sz[1], stride_st=sz[2], stride_tab=stride_tab,
+        # constexprs
         K_BITS=k_cache.bits, V_BITS=v_cache.bits, PAGED=paged, KV_BLOCK=kv_block,
         BLOCK_G=block_g, BLOCK_N=cfg.block_n, BLOCK_D=block_d, ONE_SPLIT=splits == 1,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,

@@ -6,7 +6,7 @@ query rows of one (sequence, query head) and walks the key tiles up to its last 
 bound), keeping an fp32 online softmax (exp2 with log2(e) folded into the scale); QK^T and PV are
 tl.dot on fp16 operands with fp32 accumulation, P rounded to fp16 for PV (as flash attention does,
 and as the attention bound's p_fp16 term accounts for). Quantized KV only speeds up decode
-(FACTS.md): the prompt attends to its fp16 K/V; kv_quant writes the cache beside it.
+(docs/sources.md#turbomind-formats): the prompt attends to its fp16 K/V; kv_quant writes the cache beside it.
 Reference twin: reference/attention_prefill.py::attention_prefill_ref.
 """
 
@@ -102,11 +102,20 @@ def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
     def launch() -> None:
         attention_prefill_kernel[cfg.grid](
-            q, k, v, out, seq_lens if seq_lens is not None else q,
-            scale * LOG2E, t, hq, hq // hkv, d,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
+            # pointers (without seq_lens, q stands in for lens_ptr: HAS_LENS=False never reads it)
+            q_ptr=q, k_ptr=k, v_ptr=v, o_ptr=out,
+            lens_ptr=seq_lens if seq_lens is not None else q,
+            # sizes (and the score scale)
+            qk_scale=scale * LOG2E, T=t, H=hq, GROUP=hq // hkv, D=d,
+            # strides
+            stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2),
+            stride_kb=k.stride(0), stride_kt=k.stride(1), stride_kh=k.stride(2),
+            stride_vb=v.stride(0), stride_vt=v.stride(1), stride_vh=v.stride(2),
+            stride_ob=out.stride(0), stride_ot=out.stride(1), stride_oh=out.stride(2),
+            # constexprs
             HAS_LENS=seq_lens is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            BLOCK_D=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            BLOCK_D=cfg.block_k,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
 
     launch_recorded(cfg, "attention", columns, launch)

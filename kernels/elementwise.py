@@ -50,8 +50,13 @@ def residual_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     y = torch.empty((m, n), dtype=torch.float16, device=a.device)
 
     def launch() -> None:
-        residual_add_kernel[cfg.grid](a, b, y, n, a.stride(0), b.stride(0), y.stride(0),
-                                      BLOCK=cfg.block_n, num_warps=cfg.num_warps)
+        residual_add_kernel[cfg.grid](
+            a_ptr=a, b_ptr=b, y_ptr=y,  # pointers
+            N=n,  # sizes
+            stride_a=a.stride(0), stride_b=b.stride(0), stride_y=y.stride(0),  # strides
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "other", dict(m=m, n=n, k=None), launch)
     return y
@@ -77,8 +82,13 @@ def embedding(ids: torch.Tensor, table: torch.Tensor, *, check_ids: bool = True)
     y = torch.empty((m, n), dtype=torch.float16, device=ids.device)
 
     def launch() -> None:
-        embedding_kernel[cfg.grid](ids, table, y, n, table.stride(0), y.stride(0),
-                                   BLOCK=cfg.block_n, num_warps=cfg.num_warps)
+        embedding_kernel[cfg.grid](
+            ids_ptr=ids, table_ptr=table, y_ptr=y,  # pointers
+            N=n,  # sizes
+            stride_t=table.stride(0), stride_y=y.stride(0),  # strides
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "embed", dict(m=m, n=n, k=None), launch)
     return y

@@ -3,8 +3,8 @@
 `linear(x, weight, bias)` asks launch_config.gemm_config for the path (GEMV with split-K for few
 rows, tiled GEMM for many) from the shape and the weight's format, and calls that format's launcher
 with the config, so the engine, the trace synthesizer and the simulator see the same choice.
-The containers hold torch tensors already on the kernel device; `from_reference` converts the numpy
-weights that reference/ quantizes.
+The containers hold torch tensors already on the kernel device; mpsim/engine/kernel_weights.py
+converts the numpy weights that reference/ quantizes into them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from mpsim.kernels.gemm_anyprec import gemm_anyprec
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
 from mpsim.kernels.launch_config import gemm_config
-from mpsim.reference import anyprec as ref_anyprec
-from mpsim.reference import group_quant as ref_group
 
 
 @dataclass(frozen=True)
@@ -65,11 +63,6 @@ class GroupWeight:
     def out_features(self) -> int:
         return int(self.qweight.shape[0])
 
-    @classmethod
-    def from_reference(cls, gw: ref_group.GroupQuantWeight, device: torch.device) -> GroupWeight:
-        return cls(torch.from_numpy(gw.qweight).to(device), torch.from_numpy(gw.scales).to(device),
-                   torch.from_numpy(gw.zeros).to(device), gw.bits, gw.group_size, gw.k)
-
 
 @dataclass(frozen=True)
 class AnyPrecWeight:
@@ -99,12 +92,6 @@ class AnyPrecWeight:
     def at_bits(self, bits: int) -> AnyPrecWeight:
         """The same parent weight read at another width (no copy: fewer planes are read)."""
         return replace(self, bits=bits)
-
-    @classmethod
-    def from_reference(cls, apw: ref_anyprec.AnyPrecWeight, bits: int,
-                       device: torch.device) -> AnyPrecWeight:
-        luts = {b: torch.from_numpy(t).to(device) for b, t in apw.luts.items()}
-        return cls(torch.from_numpy(apw.qweight).to(device), luts, bits, apw.k)
 
 
 Weight = Fp16Weight | GroupWeight | AnyPrecWeight

@@ -28,6 +28,7 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+from mpsim.traces.accounting import padded_k
 
 MAX_PARENT_BITS = 8
 
@@ -108,7 +109,6 @@ def dequant_anyprec_kernel(qw_ptr, lut_ptr, out_ptr,
 
 
 _KERNELS = ("gemv_anyprec_kernel", "gemm_anyprec_kernel")
-GROUP_M = 8
 DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_anyprec: a test/offline path, not timed
 
 
@@ -122,9 +122,9 @@ def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits
     if not 1 <= bits <= parent:
         raise ValueError(f"bits: expected 1..{parent} (the parent width of qweight), got {bits!r}")
     kp = words * 32
-    if kp != cdiv(k, 32) * 32:
-        raise ValueError(f"qweight: expected {cdiv(k, 32)} words per plane row for K={k}, "
-                         f"got {words}")
+    if kp != padded_k(k, None):
+        raise ValueError(f"qweight: expected {padded_k(k, None) // 32} words per plane row for "
+                         f"K={k}, got {words}")
     lut = check_weight("lut", lut, torch.float16, 2, device)
     if tuple(lut.shape) != (n, 1 << bits):
         raise ValueError(f"lut: expected shape {(n, 1 << bits)} (N x 2^bits, lut{bits}), "
@@ -156,13 +156,20 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
-    args = dict(x_ptr=x, qw_ptr=qweight, lut_ptr=lut, bias_ptr=bias, out_ptr=out, M=m, N=n, K=k,
-                KP=kp, stride_xm=x.stride(0), stride_qp=qweight.stride(0),
-                stride_qn=qweight.stride(1), stride_ln=lut.stride(0), stride_om=out.stride(0),
-                BITS=bits, HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                BLOCK_K=cfg.block_k)
+    args = dict(
+        # pointers
+        x_ptr=x, qw_ptr=qweight, lut_ptr=lut, bias_ptr=bias, out_ptr=out,
+        # sizes
+        M=m, N=n, K=k, KP=kp,
+        # strides
+        stride_xm=x.stride(0), stride_qp=qweight.stride(0), stride_qn=qweight.stride(1),
+        stride_ln=lut.stride(0), stride_om=out.stride(0),
+        # constexprs
+        BITS=bits, HAS_BIAS=bias is not None,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+    )
     launch_gemv_or_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, cfg, record, x.device, m, n, kp,
-                        GROUP_M, **args)
+                        **args)
     return out
 
 
@@ -175,8 +182,15 @@ def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int,
     block_n, block_k = DEQUANT_BLOCK
     out = torch.empty((n, k), dtype=torch.float16, device=qweight.device)
     grid = (cdiv(n, block_n), cdiv(k, block_k))
-    dequant_anyprec_kernel[grid](qw_ptr=qweight, lut_ptr=lut, out_ptr=out, N=n, K=k, KP=kp,
-                                 stride_qp=qweight.stride(0), stride_qn=qweight.stride(1),
-                                 stride_ln=lut.stride(0), stride_on=out.stride(0), BITS=bits,
-                                 BLOCK_N=block_n, BLOCK_K=block_k)
+    dequant_anyprec_kernel[grid](
+        # pointers
+        qw_ptr=qweight, lut_ptr=lut, out_ptr=out,
+        # sizes
+        N=n, K=k, KP=kp,
+        # strides
+        stride_qp=qweight.stride(0), stride_qn=qweight.stride(1), stride_ln=lut.stride(0),
+        stride_on=out.stride(0),
+        # constexprs
+        BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k,
+    )
     return out

@@ -144,15 +144,15 @@ def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], devic
 
 
 def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any],
-                        device: torch.device, m: int, n: int, k_loop: int, group_m: int,
-                        **kwargs: Any) -> None:
-    """Run the path gemm_config chose: the split-K GEMV over k_loop columns, or the tiled GEMM."""
+                        device: torch.device, m: int, n: int, k_loop: int, **kwargs: Any) -> None:
+    """Run the path gemm_config chose: the split-K GEMV over k_loop columns, or the tiled GEMM in
+    the config's GROUP_M-row bands (check_config makes sure a tiled config has group_m)."""
     if cfg.kernel == gemv.__name__:
         launch_split_k(gemv, cfg, record, device, m, n,
                        K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, cfg.block_k or 1),
                        SPLIT_K=cfg.split_k, **kwargs)
     else:
-        launch(gemm, cfg, record, GROUP_M=group_m, **kwargs)
+        launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
 
 
 def k_per_split(k_loop: int, split_k: int, block_k: int) -> int:
@@ -203,5 +203,8 @@ def check_config(cfg: LaunchConfig, kernels: Sequence[str], m: int, n: int) -> N
             raise ValueError(f"config: GEMV block_m={cfg.block_m} cannot hold M={m} rows")
     else:
         expected = (-(-m // cfg.block_m) * tiles_n,)
+        if cfg.group_m is None or cfg.group_m < 1:
+            raise ValueError(f"config: a tiled GEMM config needs group_m >= 1 (its tile bands), "
+                             f"got {cfg.group_m}")
     if tuple(cfg.grid) != expected:
         raise ValueError(f"config: grid {cfg.grid} does not cover M={m}, N={n}; expected {expected}")

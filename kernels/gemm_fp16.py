@@ -76,7 +76,6 @@ def gemm_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr,
 
 
 _KERNELS = {"gemv_fp16_kernel": gemv_fp16_kernel, "gemm_fp16_kernel": gemm_fp16_kernel}
-GROUP_M = 8
 
 
 def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -99,10 +98,16 @@ def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="fp16", w_bits=16, group_size=None, a_dtype="fp16",
                   out_dtype="fp16", bias=bias is not None)
-    args = dict(x_ptr=x, w_ptr=weight, bias_ptr=bias, out_ptr=out, M=m, N=n, K=k,
-                stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
-                HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                BLOCK_K=cfg.block_k)
+    args = dict(
+        # pointers
+        x_ptr=x, w_ptr=weight, bias_ptr=bias, out_ptr=out,
+        # sizes
+        M=m, N=n, K=k,
+        # strides
+        stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
+        # constexprs
+        HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+    )
     launch_gemv_or_gemm(gemv_fp16_kernel, gemm_fp16_kernel, cfg, record, x.device, m, n, k,
-                        GROUP_M, **args)
+                        **args)
     return out

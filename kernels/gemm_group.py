@@ -10,8 +10,6 @@ Reference twin: reference/gemm_group.py::gemm_group_ref.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -30,6 +28,7 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+from mpsim.traces.accounting import padded_k
 
 GROUP_BITS = (2, 3, 4, 8)
 
@@ -147,7 +146,6 @@ def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, out_ptr,
 
 
 _KERNELS = ("gemv_group_kernel", "gemm_group_kernel")
-GROUP_M = 8
 DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_group: a test/offline path, not timed
 
 
@@ -163,10 +161,9 @@ def _check_group_weight(qweight: torch.Tensor, scales: torch.Tensor, zeros: torc
     kp = words // bits * 32
     if group_size < 32 or group_size % 32 or kp % group_size:
         raise ValueError(f"group_size: expected a multiple of 32 dividing KP={kp}, got {group_size}")
-    whole_row = group_size == kp and kp == cdiv(k, 32) * 32
-    if not whole_row and kp != cdiv(k, math.lcm(32, group_size)) * math.lcm(32, group_size):
+    if kp != padded_k(k, group_size):
         raise ValueError(f"qweight: packs KP={kp} columns, but K={k} with group {group_size} pads "
-                         f"to {cdiv(k, math.lcm(32, group_size)) * math.lcm(32, group_size)}")
+                         f"to {padded_k(k, group_size)}")
     for name, t in (("scales", scales), ("zeros", zeros)):
         t = check_weight(name, t, torch.float16, 2, device)
         if tuple(t.shape) != (n, kp // group_size):
@@ -195,13 +192,20 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format=w_format, w_bits=bits, group_size=group_size,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
-    args = dict(x_ptr=x, qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, bias_ptr=bias, out_ptr=out,
-                M=m, N=n, K=k, KP=kp, stride_xm=x.stride(0), stride_qn=qweight.stride(0),
-                stride_sn=scales.stride(0), stride_om=out.stride(0), BITS=bits, GROUP=group_size,
-                HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                BLOCK_K=cfg.block_k)
+    args = dict(
+        # pointers
+        x_ptr=x, qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, bias_ptr=bias, out_ptr=out,
+        # sizes
+        M=m, N=n, K=k, KP=kp,
+        # strides
+        stride_xm=x.stride(0), stride_qn=qweight.stride(0), stride_sn=scales.stride(0),
+        stride_om=out.stride(0),
+        # constexprs
+        BITS=bits, GROUP=group_size, HAS_BIAS=bias is not None,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+    )
     launch_gemv_or_gemm(gemv_group_kernel, gemm_group_kernel, cfg, record, x.device, m, n, kp,
-                        GROUP_M, **args)
+                        **args)
     return out
 
 
@@ -224,8 +228,14 @@ def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tens
     _check_block_k(block_k, group_size)
     out = torch.empty((n, k), dtype=torch.float16, device=qweight.device)
     grid = (cdiv(n, block_n), cdiv(k, block_k))
-    dequant_group_kernel[grid](qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, out_ptr=out, N=n, K=k,
-                               KP=kp, stride_qn=qweight.stride(0), stride_sn=scales.stride(0),
-                               stride_on=out.stride(0), BITS=bits, GROUP=group_size,
-                               BLOCK_N=block_n, BLOCK_K=block_k)
+    dequant_group_kernel[grid](
+        # pointers
+        qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, out_ptr=out,
+        # sizes
+        N=n, K=k, KP=kp,
+        # strides
+        stride_qn=qweight.stride(0), stride_sn=scales.stride(0), stride_on=out.stride(0),
+        # constexprs
+        BITS=bits, GROUP=group_size, BLOCK_N=block_n, BLOCK_K=block_k,
+    )
     return out

@@ -224,16 +224,26 @@ def kv_quant(k_new: torch.Tensor, v_new: torch.Tensor, k_cache: KVCache, v_cache
     ks, kz = k_cache.scale_or_data()
     vs, vz = v_cache.scale_or_data()
     sz = k_cache.scale_strides() if k_cache.bits < 16 else v_cache.scale_strides()
+    xst, yst = k_new.stride(), v_new.stride()
+    kst, vst = k_cache.data.stride(), v_cache.data.stride()
     columns = dict(batch=b, q_len=t, num_kv_heads=k_cache.num_kv_heads, head_dim=d,
                    k_bits=k_cache.bits, v_bits=v_cache.bits, kv_block=k_cache.kv_block)
 
     def launch() -> None:
         kv_quant_kernel[cfg.grid](
-            k_new, v_new, k_cache.data, ks, kz, v_cache.data, vs, vz,
-            start_pos, new_lens if new_lens is not None else start_pos, table,
-            b * t, t, d, *k_new.stride()[:3], *v_new.stride()[:3],
-            *k_cache.data.stride()[:3], *v_cache.data.stride()[:3],
-            *sz, stride_tab,
+            # pointers (without new_lens, start_pos stands in: HAS_LENS=False never reads it)
+            k_ptr=k_new, v_ptr=v_new, kc_ptr=k_cache.data, ks_ptr=ks, kz_ptr=kz,
+            vc_ptr=v_cache.data, vs_ptr=vs, vz_ptr=vz, start_ptr=start_pos,
+            lens_ptr=new_lens if new_lens is not None else start_pos, table_ptr=table,
+            # sizes
+            TOKENS=b * t, T=t, D=d,
+            # strides
+            stride_xb=xst[0], stride_xt=xst[1], stride_xh=xst[2],
+            stride_yb=yst[0], stride_yt=yst[1], stride_yh=yst[2],
+            stride_kcb=kst[0], stride_kch=kst[1], stride_kct=kst[2],
+            stride_vcb=vst[0], stride_vch=vst[1], stride_vct=vst[2],
+            stride_sb=sz[0], stride_sh=sz[1], stride_st=sz[2], stride_tab=stride_tab,
+            # constexprs
             K_BITS=k_cache.bits, V_BITS=v_cache.bits, HAS_LENS=new_lens is not None,
             PAGED=paged, KV_BLOCK=kv_block, BLOCK_T=cfg.block_m, BLOCK_D=cfg.block_n,
             num_warps=cfg.num_warps,
@@ -271,10 +281,16 @@ def kv_dequant(cache: KVCache, kv_lens: torch.Tensor, max_len: int, *,
     table, stride_tab, paged, kv_block = slot_args(cache, block_table, kv_lens)
     scale, zero = cache.scale_or_data()
     grid = (b, cache.num_kv_heads, cdiv(max_len, DEQUANT_BLOCK_N))
+    cst, sst = cache.data.stride(), cache.scale_strides()
     kv_dequant_kernel[grid](
-        cache.data, scale, zero, kv_lens, table, out,
-        cache.num_kv_heads, max_len, cache.head_dim, *cache.data.stride()[:3],
-        *cache.scale_strides(), stride_tab,
+        # pointers
+        c_ptr=cache.data, s_ptr=scale, z_ptr=zero, lens_ptr=kv_lens, table_ptr=table, o_ptr=out,
+        # sizes
+        H=cache.num_kv_heads, T_out=max_len, D=cache.head_dim,
+        # strides
+        stride_cb=cst[0], stride_ch=cst[1], stride_ct=cst[2],
+        stride_sb=sst[0], stride_sh=sst[1], stride_st=sst[2], stride_tab=stride_tab,
+        # constexprs
         BITS=cache.bits, PAGED=paged, KV_BLOCK=kv_block, BLOCK_N=DEQUANT_BLOCK_N,
         BLOCK_D=next_pow2(cache.head_dim),
     )

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 GEMV_MAX_ROWS = 16       # M <= 16 takes the GEMV path (PMPD fuses up to 8 rows; TurboMind ~16)
 TARGET_PROGRAMS = 264    # ~2 waves of CTAs on a 132-SM Hopper part: enough to saturate HBM
-GPU_SMS = 132            # H100/H200 SXM (FACTS.md); a pure function of shape keeps synth == capture
-PAGED_BLOCK = 64         # TurboMind's paged KV block (FACTS.md)
+GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture
+PAGED_BLOCK = 64         # TurboMind's paged KV block (docs/sources.md#turbomind-formats)
 ROWWISE_BLOCK_GPU = 4096
 ROWWISE_BLOCK_CPU = 128
+GEMM_GROUP_M = 8         # tiled GEMM: output tiles run in bands of 8 row tiles that share W tiles in L2
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,11 @@ class LaunchConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1
+    group_m: int | None = None  # tiled GEMM only: row tiles per band of the grouped tile order
 
     def config_dict(self) -> dict[str, int]:
         out = {"num_warps": self.num_warps, "num_stages": self.num_stages, "split_k": self.split_k}
-        for key in ("block_m", "block_n", "block_k"):
+        for key in ("block_m", "block_n", "block_k", "group_m"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -83,7 +85,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
 
     BLOCK_M = 1 takes the multiply-and-row-sum path; 2..16 rows a swap-AB tl.dot (MMA N side >= 8).
     A 16 x 256 tile compiles for sm_90 to 64-168 registers without spills for every format
-    (tests/test_kern_gemm_compile.py), and every split keeps at least 2 K iterations so the
+    (tests/kernels/test_kern_gemm_compile.py), and every split keeps at least 2 K iterations so the
     3-stage load pipeline has work to overlap.
     """
     block_m = next_pow2(m)
@@ -108,17 +110,21 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
                       on_gpu: bool) -> LaunchConfig:
     """Output tiles over the whole K: 128 x 128 (8 warps) when that still gives one tile per SM,
     else 64 x 64 (4 warps). K tiles of 64 for fp16, 32 for quantized weights (the dequantized tile
-    lives in registers: 32-column tiles keep every format under ~170 registers, no spills)."""
+    lives in registers: 32-column tiles keep every format under ~170 registers, no spills). Tiles
+    run in bands of group_m = GEMM_GROUP_M row tiles (the kernel's GROUP_M; recorded in the trace)."""
     if not on_gpu:
-        bm = bn = 32
-        bk = _fit_block_k(32, tag, group_size)
-        return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1)
+        # Interpreter: as for the GEMV, few wide programs beat many small ones (its cost is per
+        # program and per op); the tiny model's prefill GEMMs take 1-2 programs per 128 columns.
+        bm, bn = 64, 128
+        bk = _fit_block_k(128, tag, group_size)
+        return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1,
+                            group_m=GEMM_GROUP_M)
     big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
     bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
     bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
     stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
-                        stages)
+                        stages, group_m=GEMM_GROUP_M)
 
 
 def _fit_block_k(block_k: int, tag: str, group_size: int | None) -> int:

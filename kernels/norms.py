@@ -91,8 +91,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     y = torch.empty((m, n), dtype=torch.float16, device=x.device)
 
     def launch() -> None:
-        rms_norm_kernel[cfg.grid](x, weight, y, n, float(eps), x.stride(0), y.stride(0),
-                                  BLOCK=cfg.block_n, num_warps=cfg.num_warps)
+        rms_norm_kernel[cfg.grid](
+            x_ptr=x, w_ptr=weight, y_ptr=y,  # pointers
+            N=n, eps=float(eps),  # sizes (and eps)
+            stride_x=x.stride(0), stride_y=y.stride(0),  # strides
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "norm", dict(m=m, n=n, k=None), launch)
     return y
@@ -107,10 +112,14 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     y = torch.empty((m, n), dtype=torch.float16, device=x.device)
 
     def launch() -> None:
-        layer_norm_kernel[cfg.grid](x, weight, bias if bias is not None else weight, y, n,
-                                    float(eps), x.stride(0), y.stride(0),
-                                    HAS_BIAS=bias is not None, BLOCK=cfg.block_n,
-                                    num_warps=cfg.num_warps)
+        layer_norm_kernel[cfg.grid](
+            # pointers (without a bias, weight stands in for b_ptr: HAS_BIAS=False never reads it)
+            x_ptr=x, w_ptr=weight, b_ptr=bias if bias is not None else weight, y_ptr=y,
+            N=n, eps=float(eps),  # sizes (and eps)
+            stride_x=x.stride(0), stride_y=y.stride(0),  # strides
+            HAS_BIAS=bias is not None, BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "norm", dict(m=m, n=n, k=None), launch)
     return y

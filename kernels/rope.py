@@ -1,7 +1,7 @@
 """Rotary position embedding (GPT-NeoX rotate-half) on the first rot_dim dims of q and k, one launch.
 
 For i < rot_dim/2: out[i] = x[i] cos(a_i) - x[i + h] sin(a_i), out[i + h] = x[i + h] cos(a_i) +
-x[i] sin(a_i), with a_i = pos * inv_freq_i the op's fp32 angle (reference/rope.py defines it); dims
+x[i] sin(a_i), with a_i = pos * inv_freq_i the op's fp32 angle (mpsim/opspec.py defines it); dims
 from rot_dim on pass through (partial rotary). cos and sin come from a `RopeTable` computed once on the
 host in float64 from those fp32 angles and rounded to fp32, so no GPU trig approximation enters and
 the kernel is a gather plus two products and a sum per value. One program per token rotates all
@@ -21,7 +21,7 @@ import triton.language as tl
 from mpsim.kernels.launch_checks import check_positive, check_tensor, launch_recorded
 from mpsim.kernels.launch_config import next_pow2, rowwise_config
 from mpsim.kernels.runtime import on_gpu
-from mpsim.reference.rope import rope_angles
+from mpsim.opspec import rope_angles
 
 
 @dataclass(frozen=True)
@@ -131,11 +131,20 @@ def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, table: RopeT
 
     def launch() -> None:
         rope_kernel[cfg.grid](
-            q, k, q_out, k_out, positions, table.cos, table.sin, t, hq, hk, d, half,
-            *q.stride()[:3], *k.stride()[:3], positions.stride(0), positions.stride(1),
-            table.cos.stride(0),
+            # pointers
+            q_ptr=q, k_ptr=k, qo_ptr=q_out, ko_ptr=k_out, pos_ptr=positions,
+            cos_ptr=table.cos, sin_ptr=table.sin,
+            # sizes
+            T=t, HQ=hq, HK=hk, D=d, HALF=half,
+            # strides
+            stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2),
+            stride_kb=k.stride(0), stride_kt=k.stride(1), stride_kh=k.stride(2),
+            stride_pb=positions.stride(0), stride_pt=positions.stride(1),
+            stride_c=table.cos.stride(0),
+            # constexprs
             BLOCK_HQ=next_pow2(hq), BLOCK_HK=next_pow2(hk), BLOCK_HALF=next_pow2(half),
-            BLOCK_PASS=next_pow2(max(d - 2 * half, 1)), num_warps=cfg.num_warps,
+            BLOCK_PASS=next_pow2(max(d - 2 * half, 1)),
+            num_warps=cfg.num_warps,
         )
 
     launch_recorded(cfg, "rope", dict(m=tokens, n=(hq + hk) * d, k=table.rot_dim), launch)

@@ -44,8 +44,13 @@ def argmax(logits: torch.Tensor) -> torch.Tensor:
     y = torch.empty(m, dtype=torch.int64, device=logits.device)
 
     def launch() -> None:
-        argmax_kernel[cfg.grid](logits, y, v, logits.stride(0), BLOCK=cfg.block_n,
-                                num_warps=cfg.num_warps)
+        argmax_kernel[cfg.grid](
+            x_ptr=logits, y_ptr=y,  # pointers
+            V=v,  # sizes
+            stride_x=logits.stride(0),  # strides
+            BLOCK=cfg.block_n,  # constexprs
+            num_warps=cfg.num_warps,
+        )
 
     launch_recorded(cfg, "sample", dict(m=m, n=v, k=None), launch)
     return y

@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 
+from mpsim.commands import (
+    demo,
+    engine,
+    evaluate,
+    info,
+    op,
+    plot,
+    roofline,
+    simulate,
+    sweep,
+    synth,
+    validate,
+)
 from mpsim.errors import USER_ERRORS
 
 # Command families, in the order `mpsim --help` lists them. Each module has `register(subparsers)`.
-COMMAND_MODULES: tuple[str, ...] = (
-    "mpsim.commands.info",
-    "mpsim.commands.synth",
-    "mpsim.commands.roofline",
-    "mpsim.commands.sweep",
-    "mpsim.commands.plot",
-    "mpsim.commands.demo",
-    "mpsim.commands.simulate",
-    "mpsim.commands.op",
-    "mpsim.commands.validate",
-    "mpsim.commands.engine",
-    "mpsim.commands.evaluate",
-)
+COMMANDS = (info, synth, roofline, sweep, plot, demo, simulate, op, validate, engine, evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare mixed-precision LLM inference policies on real and modeled hardware.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 
@@ -55,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:  # bad input: one clear line, no traceback
         print(f"mpsim: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `mpsim ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

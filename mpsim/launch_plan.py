@@ -1,6 +1,8 @@
-"""The launch list of one forward pass of a decoder, as trace-row dicts (no kernels run).
+"""Launch rows from shapes: one launch (`gemm_row`, `attention_row`, what `mpsim op` prices) and
+the launch list of one forward pass of a decoder (`pass_rows`, what synthesis tiles), as trace-row
+dicts (no kernels run). This module is the one place trace rows are built from shapes.
 
-This is the order the engine launches its kernels in: embed; per layer norm, QKV, RoPE, KV write,
+A forward pass launches in the engine's order: embed; per layer norm, QKV, RoPE, KV write,
 attention, O, residual, norm, MLP up, activation, MLP down, residual (a parallel attention+MLP block
 uses one norm and adds both branches); then the final norm, lm_head on the last position of each
 sequence, and greedy sampling. Launch configs come from kernels.launch_config, the launchers' own.
@@ -8,15 +10,20 @@ sequence, and greedy sampling. Launch configs come from kernels.launch_config, t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.models import ModelSpec
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
+from mpsim.traces.accounting import launch_cost
+from mpsim.traces.schema import KV_BITS, W_FORMATS
 
 Row = dict[str, Any]
+FORMAT_FAMILIES = ("fp16", "group", "anyprec")
 
 
 @dataclass(frozen=True)
@@ -43,12 +50,41 @@ def _cfg(row: Row, cfg: lc.LaunchConfig) -> Row:
     return row
 
 
-def gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
-             bias: bool) -> Row:
-    cfg = lc.gemm_config(m, n, k, w.w_format, w.bits, w.group_size, on_gpu=p.on_gpu)
-    return _cfg({"op": "gemm", "module": module, "layer": layer, "m": m, "n": n, "k": k,
-                 "w_format": w.w_format, "w_bits": w.bits, "group_size": w.group_size,
-                 "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}, cfg)
+def costed(row: Row) -> Row:
+    """The row as the trace stores it: grid and config as JSON text, analytic FLOPs and bytes."""
+    cost = launch_cost(row)
+    row.update(flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
+               grid=json.dumps(row["grid"]), config=json.dumps(row["config"], sort_keys=True))
+    return row
+
+
+def _gemm(m: int, n: int, k: int, w_format: str, bits: int, group_size: int | None, bias: bool,
+          on_gpu: bool) -> Row:
+    cfg = lc.gemm_config(m, n, k, w_format, bits, group_size, on_gpu=on_gpu)
+    return _cfg({"op": "gemm", "m": m, "n": n, "k": k, "w_format": w_format, "w_bits": bits,
+                 "group_size": group_size, "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}, cfg)
+
+
+def _attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+               kv_bits: int, kv_block: int | None, on_gpu: bool) -> Row:
+    """Decode attention (q_len 1) over a cache of kv_bits, or causal prefill over fp16 K/V."""
+    decode = q_len == 1
+    if decode:
+        cfg = lc.attention_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_bits, kv_block,
+                                         on_gpu=on_gpu)
+    else:
+        cfg = lc.attention_prefill_config(batch, q_len, heads, kv_heads, head_dim, on_gpu=on_gpu)
+    return _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
+                 "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
+                 "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
+                 "kv_block": kv_block if decode else None}, cfg)
+
+
+def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
+                  bias: bool) -> Row:
+    row = _gemm(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
+    row.update(module=module, layer=layer)
+    return row
 
 
 def rowwise_row(p: PassShape, op: str, kernel: str, module: str, layer: int, m: int, n: int,
@@ -57,19 +93,13 @@ def rowwise_row(p: PassShape, op: str, kernel: str, module: str, layer: int, m: 
     return _cfg({"op": op, "module": module, "layer": layer, "m": m, "n": n, "k": k}, cfg)
 
 
-def attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
+def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     decode = p.phase == "decode"
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
-    if decode:
-        cfg = lc.attention_decode_config(p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim,
-                                         p.kv_len, bits, p.kv_block, on_gpu=p.on_gpu)
-    else:
-        cfg = lc.attention_prefill_config(p.batch, p.q_len, spec.num_heads, spec.num_kv_heads,
-                                          spec.head_dim, on_gpu=p.on_gpu)
-    return _cfg({"op": "attention", "module": "attn", "layer": layer, "batch": p.batch,
-                 "q_len": p.q_len, "kv_len": p.kv_len, "num_q_heads": spec.num_heads,
-                 "num_kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim, "k_bits": bits,
-                 "v_bits": bits, "causal": True, "kv_block": p.kv_block if decode else None}, cfg)
+    row = _attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
+                     bits, p.kv_block, p.on_gpu)
+    row["layer"] = layer
+    return row
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
@@ -89,20 +119,20 @@ def layer_rows(spec: ModelSpec, p: PassShape, layer: int) -> Iterator[Row]:
     shapes = spec.linear_shapes()
     mlp_up, mlp_down = ("gate_up", "down") if spec.mlp == "swiglu" else ("fc1", "fc2")
     yield rowwise_row(p, "norm", _norm_kernel(spec), "attn_norm", layer, m, h)
-    yield gemm_row(p, "qkv", layer, m, *shapes["qkv"][:2], w, shapes["qkv"][2])
+    yield pass_gemm_row(p, "qkv", layer, m, *shapes["qkv"][:2], w, shapes["qkv"][2])
     yield rowwise_row(p, "rope", "rope_kernel", "rope", layer, m, spec.q_dim + spec.kv_dim, spec.rot_dim)
     yield kv_write_row(spec, p, layer)
-    yield attention_row(spec, p, layer)
-    yield gemm_row(p, "o", layer, m, *shapes["o"][:2], w, shapes["o"][2])
+    yield pass_attention_row(spec, p, layer)
+    yield pass_gemm_row(p, "o", layer, m, *shapes["o"][:2], w, shapes["o"][2])
     if not spec.parallel_attn_mlp:
         yield rowwise_row(p, "other", "residual_add_kernel", "attn_residual", layer, m, h)
         yield rowwise_row(p, "norm", _norm_kernel(spec), "mlp_norm", layer, m, h)
-    yield gemm_row(p, mlp_up, layer, m, *shapes[mlp_up][:2], w, shapes[mlp_up][2])
+    yield pass_gemm_row(p, mlp_up, layer, m, *shapes[mlp_up][:2], w, shapes[mlp_up][2])
     if spec.mlp == "swiglu":
         yield rowwise_row(p, "act", "silu_mul_kernel", "act", layer, m, spec.ffn, 2 * spec.ffn)
     else:
         yield rowwise_row(p, "act", "gelu_kernel", "act", layer, m, spec.ffn, spec.ffn)
-    yield gemm_row(p, mlp_down, layer, m, *shapes[mlp_down][:2], w, shapes[mlp_down][2])
+    yield pass_gemm_row(p, mlp_down, layer, m, *shapes[mlp_down][:2], w, shapes[mlp_down][2])
     if spec.parallel_attn_mlp:
         yield rowwise_row(p, "other", "residual_add_kernel", "attn_residual", layer, m, h)
     yield rowwise_row(p, "other", "residual_add_kernel", "mlp_residual", layer, m, h)
@@ -117,9 +147,61 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
         rows.append(rowwise_row(p, "embed", "embedding_kernel", "last_token_gather", -1, p.batch,
                                 spec.hidden))
     rows.append(rowwise_row(p, "norm", _norm_kernel(spec), "final_norm", -1, p.batch, spec.hidden))
-    rows.append(gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
+    rows.append(pass_gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows
+
+
+# ---- one launch from shapes, as `mpsim op` prices it: user input, checked ------------------------
+
+def weight_format(family: str, bits: int) -> str:
+    """The trace's w_format for a family ("fp16", "group", "anyprec") or a full spelling."""
+    if family in W_FORMATS:
+        return family
+    if family == "group":
+        return f"int{bits}-group"
+    raise MpsimInputError(f"weight format {family!r}: expected one of {FORMAT_FAMILIES} or {W_FORMATS}")
+
+
+def _single(row: Row) -> Row:
+    row.update(launch_id=0, stream=0, step=0, layer=0)
+    return costed(row)
+
+
+def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
+             group_size: int | None = None, bias: bool = False, *, on_gpu: bool = True) -> Row:
+    """y = x @ W.T for an M x K activation and an N x K weight stored in `w_format` at `bits`."""
+    fmt = weight_format(w_format, bits)
+    if fmt == "fp16":
+        bits, group_size = 16, None
+    elif fmt.endswith("-group"):
+        bits = int(fmt[3:fmt.index("-")])
+        group_size = 128 if group_size is None else group_size
+    if min(m, n, k) < 1:
+        raise MpsimInputError(f"gemm: m, n, k must be >= 1, got m={m}, n={n}, k={k}")
+    try:
+        row = _gemm(m, n, k, fmt, bits, group_size, bias, on_gpu)
+    except ValueError as exc:
+        raise MpsimInputError(f"gemm: {exc}") from None
+    row.update(phase="decode" if m <= lc.GEMV_MAX_ROWS else "prefill", module="gemm")
+    return _single(row)
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True) -> Row:
+    """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16)."""
+    if kv_bits not in KV_BITS:
+        raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
+    if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
+        raise MpsimInputError("attention: sizes must be >= 1 and kv_len >= q_len")
+    if heads % kv_heads:
+        raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
+    if q_len > 1 and kv_bits != 16:
+        raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
+                              "applies to decode (q_len 1)")
+    row = _attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu)
+    row["phase"] = "decode" if q_len == 1 else "prefill"
+    return _single(row)

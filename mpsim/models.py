@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,17 +118,30 @@ PRESETS: dict[str, ModelSpec] = {
 }
 
 
+TINY_NAME = "tiny"  # the byte-level model shipped in mpsim/data/tiny/ (mpsim.tiny)
+
+
+def tiny_config_path() -> Path:
+    return Path(str(resources.files("mpsim") / "data" / "tiny" / "config.json"))
+
+
 def get_model(name_or_path: str) -> ModelSpec:
-    """A preset by name, or a local HF config.json (a file, or a folder holding one)."""
+    """A preset by name, "tiny" (the shipped byte-level model), or a local HF config.json (a file,
+    or a folder holding one)."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
+    if name_or_path == TINY_NAME:
+        path = tiny_config_path()
+        if not path.exists():
+            raise MpsimInputError(f"{path}: the tiny model is not there; run `mpsim train-tiny` to make it")
+        return from_hf_config(path)
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" and path.exists():
         return from_hf_config(path)
     raise MpsimInputError(
-        f"unknown model {name_or_path!r}: expected a preset ({', '.join(PRESETS)}) "
+        f"unknown model {name_or_path!r}: expected a preset ({', '.join(PRESETS)}), {TINY_NAME!r} "
         "or the path of a Hugging Face config.json"
     )
 

@@ -1,6 +1,6 @@
 """Precision policies: which weight format/bits and KV bits every launch of a generation uses.
 
-Grammar (DESIGN.md 4.3):
+Grammar (docs/design.md#policies):
     policy  := weights [ "+kv8" | "+kv4" ]
     weights := "fp16"
              | "w" B [ "g" G | "grow" ]          uniform group quantization, B in 8,4,3,2, G default 128

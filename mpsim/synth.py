@@ -7,17 +7,15 @@ so each such segment is built once and tiled, and only the attention rows are re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mpsim.launch_plan import PassShape, Row, attention_row, pass_rows
+from mpsim.launch_plan import PassShape, Row, costed, pass_attention_row, pass_rows
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, WeightChoice
-from mpsim.traces.accounting import launch_cost
 from mpsim.traces.schema import COLUMNS
 from mpsim.traces.trace import Trace, TraceMeta
 from mpsim.workload import Workload
@@ -54,12 +52,7 @@ def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[Weight
 
 
 def _costed_frame(rows: list[Row]) -> pd.DataFrame:
-    for r in rows:
-        cost = launch_cost(r)
-        r.update(flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written)
-        r["grid"] = json.dumps(r["grid"])
-        r["config"] = json.dumps(r["config"], sort_keys=True)
-    frame = pd.DataFrame.from_records(rows).reindex(columns=list(COLUMNS))
+    frame = pd.DataFrame.from_records([costed(r) for r in rows]).reindex(columns=list(COLUMNS))
     return frame.astype(COLUMNS)
 
 
@@ -85,10 +78,7 @@ def _attention_by_step(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> 
     for s in steps:
         p = PassShape("decode", int(s), first.batch, 1, first.kv_len - first.step + int(s),
                       first.weights, first.kv_bits, first.kv_block, first.on_gpu)
-        row = attention_row(spec, p, 0)
-        cost = launch_cost(row)
-        row.update(flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
-                   grid=json.dumps(row["grid"]), config=json.dumps(row["config"], sort_keys=True))
+        row = costed(pass_attention_row(spec, p, 0))
         for col in out:
             out[col].append(row[col])
     return out

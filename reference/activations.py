@@ -3,7 +3,7 @@
 Elementwise in fp32, one rounding to fp16:
     silu_mul: y = fp16((g / (1 + exp(-g))) * u)     g = gate_up[..., :F], u = gate_up[..., F:]
     gelu:     y = fp16((0.5 * x) * (1 + tanh(c * (x + a * ((x * x) * x)))))
-with c = fp32(sqrt(2/pi)) and a = fp32(0.044715) (reference/exact.py holds both).
+with c = fp32(sqrt(2/pi)) and a = fp32(0.044715) (mpsim/opspec.py holds both).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mpsim.reference.exact import GELU_A, GELU_C
+from mpsim.opspec import GELU_A, GELU_C
 from mpsim.reference.fp16 import widen
 
 _C = np.float32(GELU_C)

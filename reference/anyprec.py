@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpsim.reference.anyprec_cluster import cluster_rows
+from mpsim.traces.accounting import padded_k
 
 PARENT_BITS = (4, 5, 6, 7, 8)
 SEED_BITS = (1, 2, 3)
@@ -113,7 +114,7 @@ def quantize_anyprec(
     codes, luts64 = cluster_rows(
         np.ascontiguousarray(w, dtype=np.float64), sens, seed_bits, parent_bits, KMEANS_ITERS
     )
-    kp = -(-k // 32) * 32
+    kp = padded_k(k, None)
     padded = np.zeros((n, kp), dtype=np.uint8)
     padded[:, :k] = codes
     luts = {b: luts64[:, b, : 1 << b].astype(np.float16) for b in range(seed_bits, parent_bits + 1)}

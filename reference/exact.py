@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-GELU_C = float(np.float32(np.sqrt(2.0 / np.pi)))  # the fp32 constants of "gelu_new"
-GELU_A = float(np.float32(0.044715))
+from mpsim.opspec import GELU_A, GELU_C
 
 
 def gemm_float64(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:

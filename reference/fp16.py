@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-FP16_MAX = 65504.0
 # fp32 bit patterns of the thresholds used by the rounding below.
 _F32_MIN_FP16_NORMAL_BITS = 0x38800000  # 2^-14, the smallest fp16 normal
 _F32_FP16_MAX_BITS = 0x477FE000  # 65504.0

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpsim.reference.packing import check_bits, pack_codes, unpack_codes
+from mpsim.traces.accounting import padded_k
 
 __all__ = [
     "GroupQuantWeight",
@@ -30,7 +31,6 @@ __all__ = [
     "dequantize_group",
     "group_codes",
     "pack_codes",
-    "padded_k",
     "quantize_group",
     "resolve_group_size",
     "unpack_codes",
@@ -58,19 +58,12 @@ class GroupQuantWeight:
         return self.scales.shape[1] * self.group_size
 
 
-def padded_k(k: int, group_size: int) -> int:
-    """Kp: K rounded up to a multiple of 32 and of G (G = -1 or G = K means whole-row)."""
-    k32 = -(-k // 32) * 32
-    g = resolve_group_size(k, group_size)
-    return -(-k32 // g) * g
-
-
 def resolve_group_size(k: int, group_size: int) -> int:
     """The G actually used: whole-row (-1 or K) -> K rounded up to 32; else a positive multiple of 32."""
     if k < 1:
         raise ValueError(f"K={k}: a weight needs at least one column")
     if group_size in (WHOLE_ROW, k):
-        return -(-k // 32) * 32
+        return padded_k(k, group_size)
     if group_size < 32 or group_size % 32:
         raise ValueError(
             f"group_size={group_size!r}: expected 32, 64, 128 (any positive multiple of 32), "
@@ -119,8 +112,8 @@ def quantize_group(w: np.ndarray, bits: int, group_size: int, symmetric: bool = 
     if not np.isfinite(w).all():
         raise ValueError("w: contains inf or nan")
     n, k = w.shape
-    g = resolve_group_size(k, group_size)
-    kp = padded_k(k, group_size)
+    g = resolve_group_size(k, group_size)  # validates G before padded_k (traces/accounting.py) pads
+    kp = padded_k(k, g)
     w32 = np.zeros((n, kp), dtype=np.float32)
     w32[:, :k] = w
     wg = w32.reshape(n, kp // g, g)

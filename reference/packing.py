@@ -18,13 +18,6 @@ def check_bits(bits: int) -> None:
         raise ValueError(f"bits={bits!r} is not a packed weight width; expected one of {PACKED_BITS}")
 
 
-def packed_words(k_padded: int, bits: int) -> int:
-    """int32 words per row for k_padded codes (k_padded a multiple of 32)."""
-    if k_padded % 32:
-        raise ValueError(f"packed length {k_padded} is not a multiple of 32")
-    return k_padded // 32 * bits
-
-
 def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     """uint8 codes (N, Kp), Kp a multiple of 32, each < 2^bits -> int32 words (N, Kp*bits/32)."""
     check_bits(bits)

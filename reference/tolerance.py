@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpsim.reference.exact import GELU_A, GELU_C
+from mpsim.opspec import GELU_A, GELU_C
 
 U32 = 2.0**-24  # fp32 unit roundoff (round to nearest)
 U32_TRUNC = 2.0**-23  # an fp32 adder that truncates (some tensor-core accumulators)
@@ -54,16 +54,6 @@ def fp16_output_bound(abs_exact: np.ndarray, compute_bound: np.ndarray) -> np.nd
     """
     b = np.asarray(compute_bound, dtype=np.float64)
     return b * (1 + U16) + U16 * np.abs(abs_exact) + FP16_HALF_SUBNORMAL
-
-
-def dot_error_bound(abs_x: np.ndarray, abs_w: np.ndarray, k: int, u: float = U32) -> np.ndarray:
-    """|fl(x . w) - x . w| <= gamma_k * sum_i |x_i||w_i|, for abs_x (..., K), abs_w (N, K) -> (..., N).
-
-    Holds for every summation order (serial, blocked, split-K, tree) of k products in fp32, with or
-    without FMA; adds the float64 model's own (tiny) error gamma_k(2^-53) * sum |x||w|.
-    """
-    mag = np.asarray(abs_x, dtype=np.float64) @ np.asarray(abs_w, dtype=np.float64).T
-    return (gamma(k, u) + gamma(k, U64)) * mag
 
 
 def gemm_bound(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, u: float = U32) -> np.ndarray:

@@ -35,13 +35,27 @@ def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | N
     if w_format == "anyprec":
         return math.ceil(n * k * w_bits / 8) + n * (2**w_bits) * FP16
     if w_format.endswith("-group"):
-        if group_size is None or group_size <= 0:  # whole row: one group of K padded to 32
-            k_padded, groups = _round_up(k, 32), 1
-        else:
-            k_padded = _round_up(k, math.lcm(32, group_size))
-            groups = k_padded // group_size
+        k_padded = padded_k(k, group_size)
+        groups = 1 if group_size is None or _whole_row(k, group_size) else k_padded // group_size
         return k_padded * n * w_bits // 8 + n * groups * 2 * FP16
     raise TraceError(f"unknown w_format {w_format!r}")
+
+
+def padded_k(k: int, group_size: int | None) -> int:
+    """K as a quantized weight stores it (docs/formats.md): rounded up to 32 and to the group G.
+
+    Whole-row groups (G None, <= 0 such as -1, or G == K) and formats without groups (any-precision,
+    G None) pad K to a multiple of 32 only; the whole-row group is then that padded K.
+    """
+    k32 = _round_up(k, 32)
+    if group_size is None or _whole_row(k, group_size):
+        return k32
+    return _round_up(k32, group_size)
+
+
+def _whole_row(k: int, group_size: int) -> bool:
+    """-1 (reference/group_quant.py's WHOLE_ROW), 0 (a policy's "grow") or K: one group per row."""
+    return group_size <= 0 or group_size == k
 
 
 def kv_bytes_per_token_head(head_dim: int, bits: int) -> int:

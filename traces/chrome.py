@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -35,25 +31,6 @@ def chrome_events(rows: pd.DataFrame, start_us: Sequence[float], dur_us: Sequenc
                        "cat": str(row.op), "ts": float(start_us[i]), "dur": float(dur_us[i]),
                        "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
-
-
-def back_to_back(durations_us: Sequence[float]) -> list[float]:
-    """Start times for launches that run one after another on one stream."""
-    starts, t = [], 0.0
-    for d in durations_us:
-        starts.append(t)
-        t += float(d)
-    return starts
-
-
-def write_json_atomic(obj: object, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(obj, fh)
-    os.replace(tmp, path)
-    return path
 
 
 def _plain(value: object) -> object:

@@ -6,13 +6,12 @@ Writes are atomic (temporary file in the same folder, then rename); reads valida
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mpsim.traces.atomic import write_parquet_atomic
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
@@ -28,21 +27,6 @@ def write_trace(trace: Trace, path: str | Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[META_KEY] = json.dumps(trace.meta.as_dict(), sort_keys=True).encode()
     return write_parquet_atomic(table.replace_schema_metadata(meta), path)
-
-
-def write_parquet_atomic(table: pa.Table, path: str | Path) -> Path:
-    """Write a Parquet file so readers see the old file or the whole new one, never a part."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 def read_trace(path: str | Path) -> Trace:

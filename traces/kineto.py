@@ -24,7 +24,6 @@ from typing import Any
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.errors import TraceError
 from mpsim.traces.recorder import ANNOTATION_PREFIX
-from mpsim.traces.schema import TraceRow
 from mpsim.traces.trace import Trace, TraceMeta
 
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
@@ -81,8 +80,9 @@ def import_kineto(path: str | Path) -> Trace:
     return Trace.from_rows(rows, meta)
 
 
-def _row(launch_id: int, fields: dict[str, Any], measured_us: float, on_gpu: bool) -> TraceRow:
+def _row(launch_id: int, fields: dict[str, Any], measured_us: float, on_gpu: bool) -> dict[str, Any]:
     cost = launch_cost(fields)
     device = "gpu (kineto kernel time)" if on_gpu else "cpu (kineto host range)"
-    return TraceRow(launch_id=launch_id, flops=cost.flops, bytes_read=cost.bytes_read,
-                    bytes_written=cost.bytes_written, measured_us=measured_us, device=device, **fields)
+    return {"launch_id": launch_id, "stream": 0, "flops": cost.flops, "bytes_read": cost.bytes_read,
+            "bytes_written": cost.bytes_written, "measured_us": measured_us, "device": device,
+            **fields}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import TraceRow
+from mpsim.traces.schema import COLUMNS
 
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("mpsim_active_recorder", default=None)
 
@@ -108,7 +108,7 @@ class Recorder:
             end = time.perf_counter_ns()
         self._pending.append(_Pending(fields, start, end))
 
-    def finish(self) -> list[TraceRow]:
+    def finish(self) -> list[dict[str, Any]]:
         """Resolve the timings (one synchronize on a GPU) and return the rows in launch order."""
         if self.use_cuda_events and self._pending:
             import torch
@@ -118,12 +118,12 @@ class Recorder:
         self._pending = []
         return rows
 
-    def _row(self, launch_id: int, pending: _Pending) -> TraceRow:
+    def _row(self, launch_id: int, pending: _Pending) -> dict[str, Any]:
         if self.use_cuda_events:
             measured = float(pending.start.elapsed_time(pending.end)) * 1e3
         else:
             measured = (pending.end - pending.start) / 1e3
         cost = launch_cost(pending.fields)
-        return TraceRow(launch_id=launch_id, flops=cost.flops, bytes_read=cost.bytes_read,
-                        bytes_written=cost.bytes_written, measured_us=measured,
-                        device=self.device_name, **pending.fields)
+        return {**dict.fromkeys(COLUMNS), "launch_id": launch_id, "stream": 0, "flops": cost.flops,
+                "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written,
+                "measured_us": measured, "device": self.device_name, **pending.fields}

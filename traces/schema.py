@@ -1,12 +1,10 @@
 """The trace row: one kernel launch, the contract between engine, synthesizer, simulator and analysis.
 
+COLUMNS is the one list of the trace's columns (name -> pandas dtype; None/<NA> = not applicable).
 Change it here only, and bump SCHEMA_VERSION when columns or their meaning change.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, fields
-from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -14,7 +12,6 @@ OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample"
 PHASES = ("prefill", "decode")
 W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec")
 KV_BITS = (16, 8, 4)
-DTYPES = ("fp16", "bf16", "fp32", "int8", "int32", "int64")
 
 # Column name -> pandas dtype (nullable extension types, so "not applicable" is <NA>, not NaN or -1).
 COLUMNS: dict[str, str] = {
@@ -49,46 +46,3 @@ REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
 NON_NEGATIVE = ("step", "m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len",
                 "num_q_heads", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_block",
                 "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")
-
-
-@dataclass(frozen=True)
-class TraceRow:
-    """One launch. Field names and meaning are those of COLUMNS; None means not applicable."""
-
-    launch_id: int
-    kernel: str
-    op: str
-    phase: str
-    step: int
-    layer: int
-    module: str
-    grid: str
-    config: str
-    flops: int
-    bytes_read: int
-    bytes_written: int
-    stream: int = 0
-    m: int | None = None
-    n: int | None = None
-    k: int | None = None
-    w_format: str | None = None
-    w_bits: int | None = None
-    group_size: int | None = None
-    a_dtype: str | None = None
-    out_dtype: str | None = None
-    bias: bool | None = None
-    batch: int | None = None
-    q_len: int | None = None
-    kv_len: int | None = None
-    num_q_heads: int | None = None
-    num_kv_heads: int | None = None
-    head_dim: int | None = None
-    k_bits: int | None = None
-    v_bits: int | None = None
-    causal: bool | None = None
-    kv_block: int | None = None
-    measured_us: float | None = None
-    device: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

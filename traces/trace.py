@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from mpsim.traces.schema import COLUMNS, SCHEMA_VERSION, TraceRow
+from mpsim.traces.errors import TraceError
+from mpsim.traces.schema import COLUMNS, REQUIRED, SCHEMA_VERSION
 
 SOURCES = ("synth", "capture", "kineto")
 
@@ -37,14 +38,24 @@ class Trace:
     meta: TraceMeta
 
     @classmethod
-    def from_rows(cls, rows: Iterable[TraceRow], meta: TraceMeta) -> Trace:
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]], meta: TraceMeta) -> Trace:
         return cls(rows_to_frame(rows), meta)
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
-def rows_to_frame(rows: Iterable[TraceRow]) -> pd.DataFrame:
-    """The canonical typed DataFrame (COLUMNS order and dtypes) of a sequence of rows."""
-    frame = pd.DataFrame([r.as_dict() for r in rows], columns=list(COLUMNS))
+def rows_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """The canonical typed DataFrame (COLUMNS order and dtypes) of launch rows given as mappings.
+
+    A key that is not a trace column, or a missing required one, is a TraceError naming the launch
+    (the guard a typo in a launcher's recorded fields would otherwise slip past).
+    """
+    rows = list(rows)
+    for i, r in enumerate(rows):
+        unknown = sorted(set(r) - set(COLUMNS))
+        missing = [c for c in REQUIRED if c not in r]
+        if unknown or missing:
+            raise TraceError(f"launch row {i}: unknown columns {unknown}, missing required {missing}")
+    frame = pd.DataFrame.from_records(rows).reindex(columns=list(COLUMNS))
     return frame.astype(COLUMNS)

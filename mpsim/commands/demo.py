@@ -1,8 +1,7 @@
 """`mpsim demo --out out`: the main job (`make demo`): the default sweep, its tables and its charts.
 
-Runs analysis/specs/default.yaml (3 models x 9 policies x 4 devices x 2 workloads) with every
-performance model of the spec this checkout can run (the simulator and the roofline; a missing one is
-named on the console), writes OUT/sweep/ (points, results.parquet), OUT/results.csv and
+Runs analysis/specs/default.yaml (3 models x 9 policies x 4 devices x 2 workloads) on the simulator
+and the roofline, writes OUT/sweep/ (points, results.parquet), OUT/results.csv and
 OUT/figures/*.png, runs a small scheduler evaluation on the tiny model (OUT/evaluation/, its Pareto
 chart copied to OUT/figures/pareto.png), and prints a short summary. Rerunning into the same OUT
 reuses finished sweep points.
@@ -16,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from mpsim.analysis.demo_report import draw_figures, summary_text
-from mpsim.analysis.sweep_default import runnable_spec
-from mpsim.analysis.sweep_run import run_sweep
+from mpsim.analysis.sweep.default import demo_spec
+from mpsim.analysis.sweep.run import run_sweep
 
 
 def register(sub: Any) -> None:
@@ -33,9 +32,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    spec, dropped = runnable_spec(args.spec)
-    for name in dropped:
-        print(f"note: performance model {name!r} is not available in this checkout; the demo skips it")
+    spec = demo_spec(args.spec)
     print(f"demo: {len(spec)} points ({len(spec.groups())} traces) into {out}/sweep "
           f"with perf models {', '.join(spec.perf_models)}")
     outcome = run_sweep(spec, out / "sweep", workers=args.workers, progress=not args.no_progress)
@@ -58,18 +55,20 @@ def run(args: argparse.Namespace) -> int:
 
 # A small PMPD-style comparison on the tiny model: real generations for quality, the simulator for
 # speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound). ~30-60 s on 2 cores.
-EVALUATION_ARGS = ("--policies", "fp16,ap4,ap3,ap4-3,ap4-4@8-3", "--schedulers",
-                   "uniform-high,uniform-low,phase-aware,static,learned,random,budget",
-                   "--hw", "h200-sxm,npu-llm", "--speed-model", "mobilellama-1.4b", "--slack", "0.01",
-                   "--val-samples", "12", "--test-samples", "12")
+EVALUATION_SPEED_MODEL = "mobilellama-1.4b"
 
 
 def _evaluation(out: Path) -> None:
-    from mpsim.cli import build_parser  # the evaluate command, as a user would call it
+    # The engine (torch, the kernels) loads here, not when the CLI builds its parser.
+    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.commands.evaluate import run_evaluation
 
     folder = out / "evaluation"
-    print(f"\nevaluation: tiny model, {' '.join(EVALUATION_ARGS)} -> {folder}")
-    args = build_parser().parse_args(["evaluate", *EVALUATION_ARGS, "--out", str(folder)])
-    args.func(args)
+    cfg = EvalConfig(
+        policies=("fp16", "ap4", "ap3", "ap4-3", "ap4-4@8-3"),
+        schedulers=("uniform-high", "uniform-low", "phase-aware", "static", "learned", "random", "budget"),
+        hw=("h200-sxm", "npu-llm"), slack=0.01, val_samples=12, test_samples=12)
+    print(f"\nevaluation: tiny model, timed on {EVALUATION_SPEED_MODEL}, {cfg} -> {folder}")
+    run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL)
     shutil.copyfile(folder / "pareto.png", out / "figures" / "pareto.png")
     print(f"wrote {out / 'figures' / 'pareto.png'} (quality vs speedup)")

@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
 
 def _capture(args: argparse.Namespace) -> int:
     from mpsim.engine.capture import capture
-    from mpsim.engine.tiny import resolve_model
+    from mpsim.tiny.shipped import resolve_model
     from mpsim.traces.io import write_trace
 
     spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
@@ -75,7 +75,7 @@ def _generate(args: argparse.Namespace) -> int:
     from mpsim.engine.generate import generate
     from mpsim.engine.model import Decoder
     from mpsim.engine.scheduler import FixedScheduler
-    from mpsim.engine.tiny import load_tiny
+    from mpsim.tiny.shipped import load_tiny
 
     _tiny_only(args.model)
     _, params = load_tiny()
@@ -87,8 +87,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _quality(args: argparse.Namespace) -> int:
-    from mpsim.engine.quality import fp16_baseline, heldout_windows, measure_quality
-    from mpsim.engine.tiny import load_tiny
+    from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
+    from mpsim.tiny.shipped import load_tiny
 
     _tiny_only(args.model)
     _, params = load_tiny()
@@ -107,8 +107,8 @@ def _quality(args: argparse.Namespace) -> int:
 def _train_tiny(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from mpsim.engine.tiny import tiny_dir
-    from mpsim.engine.train_tiny import TinyConfig, train_tiny
+    from mpsim.tiny.shipped import tiny_dir
+    from mpsim.tiny.train import TinyConfig, train_tiny
 
     cfg = TinyConfig() if args.steps is None else dataclasses.replace(TinyConfig(), steps=args.steps)
     out = train_tiny(Path(args.out) if args.out else tiny_dir(), cfg)

@@ -61,7 +61,8 @@ def register(sub: Any) -> None:
 
 
 def _tiny(model: str) -> Any:
-    from mpsim.engine.tiny import TINY_NAME, load_tiny
+    from mpsim.models import TINY_NAME
+    from mpsim.tiny.shipped import load_tiny
 
     if model != TINY_NAME:
         raise MpsimInputError(f"--model {model!r}: schedulers are evaluated on generated text, which needs "
@@ -70,30 +71,38 @@ def _tiny(model: str) -> Any:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from mpsim.analysis.evaluate import EvalConfig, evaluate
-    from mpsim.analysis.evaluate_report import markdown, write_evaluation
-    from mpsim.engine.tiny import tiny_dir
-    from mpsim.models import get_model
+    from mpsim.analysis.evaluate.run import EvalConfig
 
-    spec, params = _tiny(args.model)
-    speed_spec = spec if args.speed_model in (None, args.model) else get_model(args.speed_model)
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)
-    learned = Path(args.learned) if args.learned else tiny_dir()
-    ev = evaluate(params, cfg, speed_spec, learned)
-    paths = write_evaluation(ev, args.out)
-    print(markdown(ev))
-    print(f"\n{ev.timings['total_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    run_evaluation(cfg, args.out, args.model, args.speed_model, args.learned)
     return 0
 
 
+def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: str | None = None,
+                   learned: str | None = None) -> list[Path]:
+    """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out`."""
+    from mpsim.analysis.evaluate.report import markdown, write_evaluation
+    from mpsim.analysis.evaluate.run import evaluate
+    from mpsim.models import get_model
+    from mpsim.tiny.shipped import tiny_dir
+
+    spec, params = _tiny(model)
+    speed_spec = spec if speed_model in (None, model) else get_model(str(speed_model))
+    ev = evaluate(params, cfg, speed_spec, Path(learned) if learned else tiny_dir())
+    paths = write_evaluation(ev, out)
+    print(markdown(ev))
+    print(f"\n{ev.timings['total_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    return list(paths)
+
+
 def _train(args: argparse.Namespace) -> int:
-    from mpsim.engine.sched_learned import save_classifier
-    from mpsim.engine.sched_runs import DecoderPool
-    from mpsim.engine.sched_train import TrainConfig, make_training_data, train_classifier
     from mpsim.engine.scheduler import Ladder
-    from mpsim.engine.tiny import tiny_dir
+    from mpsim.schedulers.learned import save_classifier
+    from mpsim.schedulers.runs import DecoderPool
+    from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
+    from mpsim.tiny.shipped import tiny_dir
 
     _, params = _tiny(args.model)
     cfg = TrainConfig(samples=args.samples, prompt_len=args.prompt_len, gen_len=args.gen_len,

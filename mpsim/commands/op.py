@@ -1,6 +1,7 @@
-"""`mpsim op gemm|attention ... --hw H`: simulate one launch from its shapes and print time and bound.
+"""`mpsim op gemm|attention ... --hw H`: price one launch from its shapes and print time and bound.
 
-The launch gets the config kernels/launch_config.py would choose for it, as in a synthesized trace.
+The launch row comes from mpsim.launch_plan (the config kernels/launch_config.py would choose, as in a
+synthesized trace) and goes through `mpsim.sim.simulate` like any trace.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from typing import Any
 import pandas as pd
 
 from mpsim.commands.common import add_hw_arg, hardware
-from mpsim.sim.engine import simulate_launch
-from mpsim.sim.op_rows import attention_row, gemm_row
-from mpsim.sim.result import LaunchOutcome
-from mpsim.sim.roofline import roofline
+from mpsim.launch_plan import attention_row, gemm_row
+from mpsim.sim import PERF_MODELS, simulate
+from mpsim.traces.trace import rows_to_frame
 
 
 def register(sub: Any) -> None:
@@ -29,49 +29,55 @@ def register(sub: Any) -> None:
     g.add_argument("--bits", type=int, default=16, help="weight bits (group: 8,4,3,2; anyprec: 2..8)")
     g.add_argument("--group", type=int, default=None, help="group size for group formats (default 128)")
     g.add_argument("--bias", action="store_true")
-    add_hw_arg(g)
-    g.set_defaults(func=_gemm)
+    _common(g, _gemm)
     a = ops.add_parser("attention", help="decode (q-len 1) or causal prefill attention")
     for name in ("batch", "q-len", "kv-len", "heads", "kv-heads", "head-dim"):
         a.add_argument(f"--{name}", type=int, required=True)
     a.add_argument("--kv-bits", type=int, default=16, help="KV cache bits for decode: 16, 8, 4")
     a.add_argument("--kv-block", type=int, default=None, help="paged KV block (default contiguous)")
-    add_hw_arg(a)
-    a.set_defaults(func=_attention)
+    _common(a, _attention)
+
+
+def _common(p: argparse.ArgumentParser, func: Any) -> None:
+    add_hw_arg(p)
+    p.add_argument("--perf-model", default="sim", choices=tuple(PERF_MODELS),
+                   help="performance model (default sim)")
+    p.set_defaults(func=func)
 
 
 def _gemm(args: argparse.Namespace) -> int:
     row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias)
-    return _report(row, args.hw)
+    return _report(row, args)
 
 
 def _attention(args: argparse.Namespace) -> int:
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
                         args.head_dim, args.kv_bits, args.kv_block)
-    return _report(row, args.hw)
+    return _report(row, args)
 
 
-def _report(row: dict[str, Any], hw_name: str) -> int:
-    hw = hardware(hw_name)
-    out = simulate_launch(row, hw)
-    bound = roofline(pd.DataFrame([row]), hw).iloc[0]
-    print(format_launch(row, out, bound, hw.name))
+def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
+    hw = hardware(args.hw)
+    result = simulate(rows_to_frame([row]), hw, args.perf_model, cache_dir=None)
+    print(format_launch(row, result.launches.iloc[0], hw.name))
     return 0
 
 
-def format_launch(row: dict[str, Any], out: LaunchOutcome, bound: pd.Series, hw_name: str) -> str:
-    time_s = max(out.time_s, float(bound["t_lower_s"]))
-    utils = ", ".join(f"{u} {v:.0%}" for u, v in sorted(out.util.items()) if v == v)
-    levels = [f"DRAM {out.bytes_dram / 1e6:.3f} MB"]
-    levels += [f"L2 {out.bytes_l2 / 1e6:.3f} MB"] if out.bytes_l2 == out.bytes_l2 else []
-    levels += [f"SRAM {out.bytes_sram / 1e6:.3f} MB"] if out.bytes_sram == out.bytes_sram else []
+def format_launch(row: dict[str, Any], out: pd.Series, hw_name: str) -> str:
+    """What one priced launch costs: time, bound, roofline terms, bytes per level, utilisation."""
+    utils = ", ".join(f"{c[5:]} {v:.0%}" for c, v in sorted(out.items())
+                      if str(c).startswith("util_") and v == v)
+    levels = [f"DRAM {out['bytes_dram'] / 1e6:.3f} MB"]
+    levels += [f"L2 {out['bytes_l2'] / 1e6:.3f} MB"] if out["bytes_l2"] == out["bytes_l2"] else []
+    levels += [f"SRAM {out['bytes_sram'] / 1e6:.3f} MB"] if out["bytes_sram"] == out["bytes_sram"] else []
+    time_s, lower = float(out["time_s"]), float(out["t_lower_s"])
     return "\n".join([
         f"{row['kernel']} on {hw_name}  grid {row['grid']}  config {json.dumps(json.loads(row['config']))}",
-        f"  time      {time_s * 1e6:10.3f} us  ({out.cycles:.0f} cycles + "
-        f"{out.overhead_s * 1e6:.2f} us launch)",
-        f"  bound     {out.bound}",
-        f"  roofline  t_math {bound['t_math_s'] * 1e6:.3f} us, t_mem {bound['t_mem_s'] * 1e6:.3f} us, "
-        f"t_lower {bound['t_lower_s'] * 1e6:.3f} us ({time_s / bound['t_lower_s']:.2f}x)",
+        f"  time      {time_s * 1e6:10.3f} us  ({out['cycles']:.0f} cycles + "
+        f"{out['overhead_s'] * 1e6:.2f} us launch)",
+        f"  bound     {out['bound']}",
+        f"  roofline  t_math {out['t_math_s'] * 1e6:.3f} us, t_mem {out['t_mem_s'] * 1e6:.3f} us, "
+        f"t_lower {lower * 1e6:.3f} us ({time_s / lower:.2f}x)",
         f"  bytes     {', '.join(levels)}; analytic {row['bytes_read'] + row['bytes_written']:,} B, "
         f"{row['flops']:,} FLOP",
         f"  util      {utils}",

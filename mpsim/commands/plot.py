@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from mpsim.analysis.plot_inputs import read_table, run_title, trace_run
-from mpsim.analysis.sweep_models import PERF_MODELS, available_perf_models
+from mpsim.analysis.plots.inputs import read_table, run_title, trace_run
 from mpsim.commands.common import hardware
 from mpsim.errors import MpsimInputError
+from mpsim.sim import PERF_MODELS
 from mpsim.traces.io import read_trace
 
 KINDS = ("speedup", "memory", "roofline", "timeline", "validation", "pareto")
@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--trace", help="trace file (roofline, timeline, validation)")
     p.add_argument("--hw", help="hardware name or YAML file (with --trace)")
     p.add_argument("--perf-model", choices=tuple(PERF_MODELS), default=None,
-                   help="performance model: for a trace, default sim if available, else roofline; "
+                   help="performance model: for a trace, default sim; "
                         "for a sweep table, default sim if the table has it")
     p.add_argument("--step", type=int, default=None, help="timeline: decode step to show (default 1)")
     p.add_argument("--start-ms", type=float, default=None, help="timeline: window start (ms)")
@@ -51,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _draw(args: argparse.Namespace) -> list[Path]:
     # matplotlib loads here, not when the CLI builds its parser: other commands should not pay for it
-    from mpsim.analysis.plot_memory import plot_memory
-    from mpsim.analysis.plot_pareto import plot_pareto
-    from mpsim.analysis.plot_roofline import plot_roofline
-    from mpsim.analysis.plot_speedup import plot_speedup
-    from mpsim.analysis.plot_timeline import plot_timeline
-    from mpsim.analysis.plot_validation import plot_validation, validation_frame
+    from mpsim.analysis.plots.memory import plot_memory
+    from mpsim.analysis.plots.pareto import plot_pareto
+    from mpsim.analysis.plots.roofline import plot_roofline
+    from mpsim.analysis.plots.speedup import plot_speedup
+    from mpsim.analysis.plots.timeline import plot_timeline
+    from mpsim.analysis.plots.validation import plot_validation, validation_frame
 
     if args.kind in ("speedup", "memory", "pareto"):
         table = read_table(_need(args, "results", "a results table"))
@@ -72,7 +72,7 @@ def _draw(args: argparse.Namespace) -> list[Path]:
         return plot_timeline(table, name, args.out, args.step, args.start_ms, args.window_ms)
     trace = read_trace(_need(args, "trace", "a trace file (--trace)"))
     hw = hardware(_need(args, "hw", "a hardware model (--hw)"))
-    model = args.perf_model or ("sim" if "sim" in available_perf_models() else "roofline")
+    model = args.perf_model or "sim"
     run_ = trace_run(trace, hw, model)
     title = run_title(trace, hw, model)
     if args.kind == "roofline":

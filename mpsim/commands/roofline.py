@@ -1,4 +1,7 @@
-"""`mpsim roofline TRACE --hw H`: the roofline bound of every launch and the run it adds up to."""
+"""`mpsim roofline TRACE --hw H`: the roofline bound of every launch and the run it adds up to.
+
+The same as `mpsim simulate TRACE --hw H --perf-model roofline`, with the per-launch bounds as CSV.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from mpsim.commands.common import add_hw_arg, hardware
-from mpsim.sim.roofline import roofline
-from mpsim.sim.summary import format_summary, summarize
-from mpsim.traces.chrome import back_to_back, chrome_events, write_json_atomic
+from mpsim.sim import simulate
+from mpsim.sim.summary import format_summary
+from mpsim.traces.atomic import atomic_write, write_json_atomic
+from mpsim.traces.chrome import chrome_events
 from mpsim.traces.io import read_trace
+
+BOUND_COLUMNS = ("launch_id", "t_math_s", "t_mem_s", "t_lower_s", "bound")
 
 
 def register(sub: Any) -> None:
@@ -25,19 +31,21 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     hw = hardware(args.hw)
-    bounds = roofline(trace.rows, hw)
-    workload = trace.meta.workload
-    batch, gen_len = int(workload.get("batch", 1)), int(workload.get("gen_len", 1))
-    summary = summarize(trace.rows, bounds["t_lower_s"].to_numpy(), batch, gen_len)
+    result = simulate(trace, hw, "roofline", cache_dir=None)
     title = f"roofline of {Path(args.trace).name} on {hw.name} ({trace.meta.policy or 'unknown policy'})"
-    print(format_summary(summary, title))
+    print(format_summary(result.summary, title))
+    launches = result.launches.reset_index(drop=True)
     if args.out:
-        bounds.to_csv(args.out, index=False)
+        rows = trace.rows.reset_index(drop=True)
+        nbytes = (rows["bytes_read"] + rows["bytes_written"]).astype(float)
+        table = launches[list(BOUND_COLUMNS)].assign(
+            arithmetic_intensity=(rows["flops"].astype(float) / nbytes).where(nbytes > 0, 0.0))
+        atomic_write(args.out, lambda tmp: table.to_csv(tmp, index=False))
         print(f"wrote {args.out}")
     if args.timeline:
-        dur_us = bounds["t_lower_s"].to_numpy() * 1e6
-        events = chrome_events(trace.rows, back_to_back(dur_us), dur_us, f"roofline on {hw.name}",
-                               bounds[["t_math_s", "t_mem_s", "bound"]])
+        events = chrome_events(trace.rows.reset_index(drop=True), launches["start_s"].to_numpy() * 1e6,
+                               launches["time_s"].to_numpy() * 1e6, f"roofline on {hw.name}",
+                               launches[["t_math_s", "t_mem_s", "bound"]])
         write_json_atomic(events, args.timeline)
         print(f"wrote {args.timeline}")
     return 0

@@ -1,20 +1,19 @@
-"""`mpsim simulate TRACE --hw H [--model sim|roofline] [--out F.parquet] [--timeline F.json]`."""
+"""`mpsim simulate TRACE --hw H [--perf-model sim|roofline] [--out F.parquet] [--timeline F.json]`."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from mpsim.commands.common import add_hw_arg, hardware
-from mpsim.sim.engine import DEFAULT_CACHE, MODELS, simulate_trace
+from mpsim.sim import DEFAULT_CACHE, PERF_MODELS, simulate
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import format_summary
-from mpsim.traces.chrome import chrome_events, write_json_atomic
+from mpsim.traces.atomic import atomic_write, write_json_atomic
+from mpsim.traces.chrome import chrome_events
 from mpsim.traces.io import read_trace
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
@@ -35,7 +34,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("simulate", help="replay a trace on a hardware model (SimPy or roofline)")
     p.add_argument("trace", help="trace file (Parquet)")
     add_hw_arg(p)
-    p.add_argument("--model", default="sim", choices=tuple(MODELS),
+    p.add_argument("--perf-model", default="sim", choices=tuple(PERF_MODELS),
                    help="performance model (default sim)")
     p.add_argument("--out", help="write per-launch results as Parquet")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
@@ -46,8 +45,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     hw = hardware(args.hw)
-    result = simulate_trace(trace, hw, args.model, cache_dir=cache_dir(args))
-    title = (f"{args.model} of {Path(args.trace).name} on {hw.name} "
+    result = simulate(trace, hw, args.perf_model, cache_dir=cache_dir(args))
+    title = (f"{args.perf_model} of {Path(args.trace).name} on {hw.name} "
              f"({trace.meta.policy or 'unknown policy'})")
     print(format_summary(result.summary, title))
     print(describe_run(result))
@@ -72,18 +71,8 @@ def describe_run(result: SimResult) -> str:
 
 def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:
     """Per-launch results with the trace's identity columns, written atomically as Parquet."""
-    path = Path(path)
     table = pd.concat([rows[list(IDENTITY)], result.launches], axis=1)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        table.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
 
 
 def write_timeline(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from mpsim.analysis.sweep_run import default_workers, run_sweep
-from mpsim.analysis.sweep_spec import load_spec
-from mpsim.analysis.sweep_store import PointStore
+from mpsim.analysis.sweep.run import default_workers, run_sweep
+from mpsim.analysis.sweep.spec import load_spec
+from mpsim.analysis.sweep.store import PointStore
 
 
 def register(sub: Any) -> None:
@@ -21,8 +21,8 @@ def register(sub: Any) -> None:
                    help=f"local worker processes (default: the usable cores, here {default_workers()}; "
                         "1 runs in this process)")
     p.add_argument("--dask", metavar="ADDRESS", default=None,
-                   help="run on a Dask distributed scheduler (e.g. tcp://host:8786); "
-                        "its workers must see the --out folder")
+                   help="run on Dask: 'local' starts a LocalCluster of --workers processes here; "
+                        "or a scheduler address (e.g. tcp://host:8786) whose workers see --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

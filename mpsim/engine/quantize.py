@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mpsim.engine.kernel_weights import anyprec_weight, group_weight
 from mpsim.engine.weights import Linear, ModelParams
-from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight
+from mpsim.kernels.gemm import Fp16Weight, Weight
 from mpsim.policy import Policy
 from mpsim.reference.anyprec import AnyPrecWeight as RefAnyPrec
 from mpsim.reference.anyprec import quantize_anyprec
-from mpsim.reference.group_quant import WHOLE_ROW, GroupQuantWeight, padded_k, quantize_group
+from mpsim.reference.group_quant import WHOLE_ROW, GroupQuantWeight, quantize_group
+from mpsim.traces.accounting import padded_k
 
 SEED_BITS = 2  # any-precision seed width (PMPD uses 2); the smallest width a policy can read
 
@@ -50,12 +52,12 @@ def quantize_linear(lin: Linear, policy: Policy, device: torch.device, *,
         group = WHOLE_ROW if policy.group_size == 0 else int(policy.group_size or 128)
         gw = (quantize_group(lin.weight, policy.prefill_bits, group) if rng is None
               else random_group(lin.weight.shape, policy.prefill_bits, group, rng))
-        return LinearSet({policy.prefill_bits: GroupWeight.from_reference(gw, device)}, bias)
+        return LinearSet({policy.prefill_bits: group_weight(gw, device)}, bias)
     parent = max(4, policy.parent_bits)  # the any-precision parent is 4..8 bits (ap3 reads 3 of 4)
     seed = min(SEED_BITS, min(policy_widths(policy)))
     apw = (quantize_anyprec(lin.weight, parent_bits=parent, seed_bits=seed) if rng is None
            else random_anyprec(lin.weight.shape, parent, seed, rng))
-    base = AnyPrecWeight.from_reference(apw, parent, device)
+    base = anyprec_weight(apw, parent, device)
     return LinearSet({b: base.at_bits(b) for b in range(seed, parent + 1)}, bias)
 
 
@@ -85,7 +87,7 @@ def random_group(shape: tuple[int, ...], bits: int, group: int, rng: np.random.G
 
 def random_anyprec(shape: tuple[int, ...], parent: int, seed: int, rng: np.random.Generator) -> RefAnyPrec:
     n, k = shape
-    kp = -(-k // 32) * 32
+    kp = padded_k(k, None)
     planes = rng.integers(-(2**31), 2**31, size=(parent, n, kp // 32), dtype=np.int64).astype(np.int32)
     luts = {b: np.sort(rng.standard_normal((n, 2**b)).astype(np.float32) * 0.02, axis=1).astype(np.float16)
             for b in range(seed, parent + 1)}

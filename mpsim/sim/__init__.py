@@ -1,11 +1,20 @@
 """Performance models that replay traces: the roofline baseline and the SimPy simulators.
 
-`simulate(trace, hw, model="sim")` (= `mpsim.sim.engine.simulate_trace`) is the entry point;
-docs/simulator.md describes the models.
+The one door: `simulate(trace, hw, model="sim"|"roofline") -> SimResult` (mpsim/sim/registry.py),
+with `PERF_MODELS`, `check_model` and `model_version` beside it. docs/simulator.md describes the
+models.
 """
 
-from mpsim.sim.engine import simulate_trace
+from mpsim.sim.registry import (
+    DEFAULT_CACHE,
+    PERF_MODELS,
+    PerfModel,
+    check_model,
+    model_version,
+    register_model,
+    simulate,
+)
+from mpsim.sim.result import SimResult
 
-simulate = simulate_trace
-
-__all__ = ["simulate", "simulate_trace"]
+__all__ = ["DEFAULT_CACHE", "PERF_MODELS", "PerfModel", "SimResult", "check_model", "model_version",
+           "register_model", "simulate"]

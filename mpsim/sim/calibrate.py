@@ -24,9 +24,9 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, NpuSpec
-from mpsim.sim.engine import resident_cap, simulate_launch
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.replay import resident_cap, simulate_launch
 from mpsim.sim.roofline import roofline
 
 BOUNDS = {"bandwidth_fraction": (0.2, 1.0), "overhead_us": (0.0, 50.0), "dequant_scale": (0.1, 10.0)}

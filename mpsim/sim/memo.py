@@ -19,7 +19,7 @@ from typing import Any
 from mpsim.errors import MpsimInputError
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome
-from mpsim.traces.chrome import write_json_atomic
+from mpsim.traces.atomic import write_json_atomic
 
 MODEL_VERSION = "gpu-npu-1"  # bump when the models change what they compute
 

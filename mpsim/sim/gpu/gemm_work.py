@@ -9,29 +9,26 @@ W tile then MMA (dequant and MMA overlap: different warps issue to different pip
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from mpsim.kernels.launch_config import cdiv
+from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
 from mpsim.sim.params import SimParams
-from mpsim.traces.accounting import FP16, weight_bytes
+from mpsim.traces.accounting import FP16, padded_k, weight_bytes
 
 MMA_MIN_COLS = 16  # tl.dot needs at least 16 along every dimension
 FP32 = 4
 
 
-def padded_k(k: int, w_format: str, group_size: int | None) -> int:
-    """K as the packed weight stores it (docs/formats.md): groups padded to lcm(32, G)."""
+def loop_k(k: int, w_format: str, group_size: int | None) -> int:
+    """The K a GEMM's K loop covers: fp16 K as is, a quantized weight's padded K (accounting)."""
     if w_format == "fp16":
         return k
-    if w_format.endswith("-group") and group_size:
-        return -(-k // math.lcm(32, group_size)) * math.lcm(32, group_size)
-    return -(-k // 32) * 32
+    return padded_k(k, group_size if w_format.endswith("-group") else None)
 
 
 def dequant_ops(w_format: str, bits: int, p: SimParams) -> float:
@@ -74,7 +71,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     fmt, bits = row["w_format"], int(row["w_bits"])
     bm, bn, bk, split = cfg["block_m"], cfg["block_n"], cfg["block_k"], cfg.get("split_k", 1)
     n_blocks = grid[0]
-    kp = padded_k(k, fmt, _group(row))
+    kp = loop_k(k, fmt, _group(row))
     per_split = cdiv(cdiv(kp, split), bk) * bk  # kernels/gemm_common.py::k_per_split
     full = per_split // bk
     last = max(0, cdiv(kp - (split - 1) * per_split, bk))
@@ -104,7 +101,7 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
     fmt, bits = row["w_format"], int(row["w_bits"])
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     m_tiles, n_tiles = -(-m // bm), -(-n // bn)
-    iters = -(-padded_k(k, fmt, _group(row)) // bk)
+    iters = -(-loop_k(k, fmt, _group(row)) // bk)
     trip = Trip(
         load_bytes=(m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters),
         mma_flops=2.0 * bm * bn * bk, fp_ops=0.0,
@@ -119,6 +116,8 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
                            bm * bn, dequant_tile, cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
     slots = r.sms * occ.ctas_per_sm
-    reads = gemm_dram_reads(a_total, w_total, m_tiles, n_tiles, slots, usable_l2(r, p))
+    # Traces written before the config recorded group_m ran every tiled GEMM in GEMM_GROUP_M bands.
+    group_m = int(cfg.get("group_m", GEMM_GROUP_M))
+    reads = gemm_dram_reads(a_total, w_total, m_tiles, n_tiles, slots, usable_l2(r, p), group_m)
     reads += bias - residency_credit(resident, a_total)
     return KernelWork(trip, epi, (iters,), "single", total, total, res, reads), occ

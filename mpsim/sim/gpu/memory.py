@@ -15,8 +15,6 @@ import math
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.params import SimParams
 
-GROUP_M = 8  # kernels/gemm_*.py: grouped tile order, GROUP_M-row bands of output tiles
-
 
 def usable_l2(r: GpuRates, p: SimParams) -> float:
     return r.l2_bytes * p.l2_usable_fraction
@@ -28,17 +26,18 @@ def residency_credit(resident: float, input_bytes: float) -> float:
 
 
 def gemm_dram_reads(a_bytes: float, w_bytes: float, m_tiles: int, n_tiles: int, slots: int,
-                    l2: float) -> float:
-    """DRAM reads of a tiled GEMM with grouped tile order (GROUP_M bands of output rows).
+                    l2: float, group_m: int) -> float:
+    """DRAM reads of a tiled GEMM with grouped tile order (bands of group_m output row tiles, the
+    launch config's group_m).
 
-    Inside a band, the GROUP_M CTAs of one W column are consecutive, so they share W tiles
+    Inside a band, the group_m CTAs of one W column are consecutive, so they share W tiles
     concurrently (hits). A later band re-reads all of W: a hit only if A and W fit in L2 together.
     The band's A rows are re-read by every column of the band: hits if that A panel fits in half
     the L2 (the other half streams W); otherwise each wave of the band reads it again.
     """
-    bands = math.ceil(m_tiles / GROUP_M)
+    bands = math.ceil(m_tiles / group_m)
     w_reads = w_bytes * (1 if a_bytes + w_bytes <= l2 else bands)
-    band_rows = min(m_tiles, GROUP_M)
+    band_rows = min(m_tiles, group_m)
     a_band = a_bytes * band_rows / m_tiles
     waves_per_band = math.ceil(band_rows * n_tiles / slots)
     a_reads = a_bytes * (1 if a_band <= l2 / 2 else waves_per_band)

@@ -1,0 +1,1 @@
+"""Benchmarks that write tables (analysis/results/): GPU kernels, references, simulator, sweeps."""

@@ -1,0 +1,152 @@
+"""`mpsim evaluate`: policies and precision schedulers, quality against fp16 and simulated speed.
+
+Quality runs on the byte-level tiny model (reference backend): held-out prompts split into a
+validation half (searches, calibration) and a test half (every number in the table). Speed replays
+each test generation's own precision schedule on each hardware model (analysis/evaluate/speed.py),
+optionally on a larger model's shapes (`speed_model`): the precision schedule is the tiny model's,
+the time is what that schedule costs on the bigger model.
+
+Table columns (one row per entry and hardware): label, kind, detail, avg_bits_pmpd (PMPD's count:
+decode passes 2..n per sample, then the mean over samples), avg_bits_mean (plain mean over every
+decode pass), prefill_bits, rouge_l_bytes / rouge_l_words (greedy continuation vs fp16's),
+agreement (teacher-forced next-token agreement with fp16), bits_per_byte (of the true text),
+kept_vs_high (share of prompts whose Rouge-L is >= uniform high's), mean_switch_step, hw,
+perf_model, speed_model, ttft_ms, tpot_ms, tokens_per_s, speedup_vs_fp16, speedup_vs_high.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mpsim.analysis.evaluate.schedulers import (
+    Context,
+    Entry,
+    build_entry,
+    fixed_entry,
+)
+from mpsim.analysis.evaluate.speed import SpeedModel
+from mpsim.analysis.evaluate.switch import switch_table
+from mpsim.engine.scheduler import Ladder
+from mpsim.engine.weights import ModelParams
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.models import ModelSpec
+from mpsim.policy import parse_policy
+from mpsim.schedulers.runs import DecoderPool, Runner, prompt_set
+from mpsim.schedulers.static import QualityTarget
+from mpsim.workload import Workload
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    policies: tuple[str, ...] = ("fp16", "ap4", "ap3", "ap4-3", "ap4-4@8-3")
+    schedulers: tuple[str, ...] = ("static", "learned")
+    hw: tuple[str, ...] = ("h200-sxm", "npu-llm")
+    ladder: tuple[int, ...] | None = None  # default: highest and lowest ap widths of the policies
+    prompt_len: int = 64
+    gen_len: int = 32
+    val_samples: int = 24
+    test_samples: int = 24
+    segments: int = 3
+    metric: str = "rouge_bytes"
+    slack: float = 0.0
+    budget_bits: float | None = None
+    perf_model: str = "sim"
+    seed: int = 0
+
+
+@dataclass
+class Evaluation:
+    table: pd.DataFrame
+    switch_table: pd.DataFrame
+    choices: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def ladder_of(cfg: EvalConfig) -> Ladder:
+    if cfg.ladder is not None:
+        return Ladder(tuple(cfg.ladder))
+    widths = {b for p in cfg.policies for b in _ap_widths(p)}
+    if len(widths) < 2:
+        raise MpsimInputError(f"policies {list(cfg.policies)}: the schedulers switch between the highest and "
+                              "lowest `ap` widths listed; list two (e.g. ap4,ap3) or give --ladder 4,3")
+    return Ladder((max(widths), min(widths)))
+
+
+def _ap_widths(spelling: str) -> list[int]:
+    p = parse_policy(spelling)
+    return [] if p.family != "anyprec" else [p.prefill_bits, *(b for _, b in p.decode_schedule)]
+
+
+def evaluate(params: ModelParams, cfg: EvalConfig, speed_spec: ModelSpec, learned_dir: Path | None,
+             progress: Callable[[str], None] = print) -> Evaluation:
+    start = time.perf_counter()
+    ladder = ladder_of(cfg)
+    pool = DecoderPool(params)
+    val = Runner(pool, prompt_set("val", cfg.val_samples, cfg.prompt_len, cfg.gen_len, cfg.seed), cfg.gen_len)
+    test = Runner(pool, prompt_set("test", cfg.test_samples, cfg.prompt_len, cfg.gen_len, cfg.seed),
+                  cfg.gen_len, forced=True)
+    ctx = Context(ladder, val, test, QualityTarget(cfg.metric, cfg.slack), cfg.segments, cfg.budget_bits,
+                  learned_dir, cfg.seed)
+    entries = _entries(ctx, cfg, progress)
+    quality_s = time.perf_counter() - start
+    progress(f"quality: {len(entries)} entries in {quality_s:.0f} s; simulating")
+    speed = SpeedModel(speed_spec, Workload(cfg.prompt_len, cfg.gen_len, 1), cfg.perf_model)
+    table = _table(entries, ctx, cfg, speed, speed_spec.name)
+    choices = ctx.choices | {"ladder": list(ladder.widths), "config": asdict(cfg)}
+    timings = {"quality_s": quality_s, "total_s": time.perf_counter() - start}
+    return Evaluation(table, switch_table(entries, ctx), choices, timings)
+
+
+def _entries(ctx: Context, cfg: EvalConfig, progress: Callable[[str], None]) -> list[Entry]:
+    out: list[Entry] = []
+    seen: set[str] = set()
+    for p in dict.fromkeys(("fp16", *cfg.policies)):
+        out.append(fixed_entry(ctx, p))
+        seen.add(p)
+        progress(f"  {p}")
+    for name in dict.fromkeys(cfg.schedulers):
+        e = build_entry(ctx, name)
+        if e.kind == "policy" and e.label in seen:
+            continue
+        out.append(e)
+        progress(f"  {name}: {e.detail}")
+    return out
+
+
+def _quality_columns(e: Entry, high_rouge: np.ndarray, high: int) -> dict[str, Any]:
+    s = e.score
+    switch = [sum(1 for b in log if b == high) if s.prefill_bits == high else np.nan for log in s.bits]
+    return {
+        "label": e.label, "kind": e.kind, "detail": e.detail,
+        "avg_bits_pmpd": s.avg_bits_pmpd, "avg_bits_mean": s.avg_bits_mean, "prefill_bits": s.prefill_bits,
+        "rouge_l_bytes": float(np.mean(s.rouge_bytes)), "rouge_l_words": float(np.mean(s.rouge_words)),
+        "agreement": s.agreement, "bits_per_byte": s.bits_per_byte,
+        "kept_vs_high": float(np.mean(s.rouge_bytes >= high_rouge)),
+        "mean_switch_step": float(np.mean(switch)),
+    }
+
+
+def _table(entries: list[Entry], ctx: Context, cfg: EvalConfig, speed: SpeedModel,
+           speed_name: str) -> pd.DataFrame:
+    high_rouge = ctx.test.fixed(f"ap{ctx.ladder.high}").rouge_bytes
+    rows = []
+    for hw_name in cfg.hw:
+        hw = load_hardware(hw_name)
+        base = {sp: speed.speed([sp], hw).tokens_per_s for sp in ("fp16", f"ap{ctx.ladder.high}")}
+        for e in entries:
+            sp = speed.speed(e.spellings, hw)
+            rows.append(_quality_columns(e, high_rouge, ctx.ladder.high) | {
+                "hw": hw.name, "perf_model": speed.perf_model, "speed_model": speed_name,
+                "ttft_ms": sp.ttft_s * 1e3, "tpot_ms": sp.tpot_s * 1e3, "tokens_per_s": sp.tokens_per_s,
+                "speedup_vs_fp16": sp.tokens_per_s / base["fp16"],
+                "speedup_vs_high": sp.tokens_per_s / base[f"ap{ctx.ladder.high}"],
+            })
+    return pd.DataFrame(rows)

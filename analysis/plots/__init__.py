@@ -1,0 +1,1 @@
+"""Figures, one module per chart; each reads a tidy table or a simulated run."""

@@ -1,0 +1,72 @@
+"""Memory per policy, stacked: weights, KV cache, peak activations; one panel per model and workload.
+
+Read from a sweep's results table (memory does not depend on the hardware). Dotted lines mark the
+memory of the swept devices that fall inside the panel's range, so "does it fit?" reads at a glance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from mpsim.analysis.plots.common import MEMORY_COLORS, new_axes, require_columns, save, styled, workload_label
+
+NEEDS = ("model", "policy", "prompt_len", "gen_len", "batch", "weights_bytes", "kv_cache_bytes",
+         "peak_activation_bytes")
+WORKLOAD = ["prompt_len", "gen_len", "batch"]
+PARTS = {"weights": "weights_bytes", "KV cache": "kv_cache_bytes", "activations": "peak_activation_bytes"}
+GB = 1e9
+
+
+@styled
+def memory_figure(table: pd.DataFrame) -> Figure:
+    require_columns(table, NEEDS, "memory chart")
+    data = table.drop_duplicates(subset=["model", "policy", *WORKLOAD])
+    models = list(dict.fromkeys(data["model"]))
+    loads = list(dict.fromkeys(data[WORKLOAD].itertuples(index=False, name=None)))
+    capacity = _capacities(table)
+    fig, axes = new_axes(len(loads), len(models), (5.2 * len(models), 3.6 * len(loads) + 0.6))
+    for r, load in enumerate(loads):
+        for c, model in enumerate(models):
+            sel = data[(data["model"] == model) & (data[WORKLOAD].apply(tuple, axis=1) == load)]
+            _panel(axes[r][c], sel, capacity)
+            axes[r][c].set_title(f"{model} | {workload_label(*load)}")
+        axes[r][0].set_ylabel("memory (GB)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def _capacities(table: pd.DataFrame) -> dict[str, float]:
+    if "hw" not in table.columns or "hw_memory_bytes" not in table.columns:
+        return {}
+    caps = table.drop_duplicates("hw").set_index("hw")["hw_memory_bytes"]
+    return {str(k): float(v) / GB for k, v in caps.items()}
+
+
+def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float]) -> None:
+    x = np.arange(len(sel))
+    bottom = np.zeros(len(sel))
+    for label, col in PARTS.items():
+        vals = sel[col].to_numpy(dtype=float) / GB
+        ax.bar(x, vals, 0.7, bottom=bottom, color=MEMORY_COLORS[label], label=label)
+        bottom += vals
+    top = float(bottom.max()) * 1.3
+    for hw, gb in capacity.items():
+        if gb <= top:
+            ax.axhline(gb, color="0.25", lw=1, ls=":")
+            ax.text(len(sel) - 0.5, gb, f" {hw} {gb:g} GB", va="bottom", ha="right", fontsize=8)
+    ax.set_ylim(0, top)
+    ax.set_xticks(x, sel["policy"], rotation=35, ha="right")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+@styled
+def plot_memory(table: pd.DataFrame, out: str | Path) -> list[Path]:
+    return save(memory_figure(table), out)

@@ -1,0 +1,167 @@
+"""Running a sweep: skip finished points, farm groups out, show progress, merge the table.
+
+Three executors with one contract (yield each task as it finishes): the calling process (1 worker),
+local processes (concurrent.futures), or a Dask distributed cluster (`dask_address`). Workers save
+their own points (sweep/point.py), so the table is the same whichever ran them and however often the
+sweep was interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from mpsim.analysis.sweep.point import GroupTask, run_group
+from mpsim.analysis.sweep.spec import Group, SweepSpec
+from mpsim.analysis.sweep.store import PointStore
+from mpsim.errors import MpsimInputError
+from mpsim.traces.atomic import write_text_atomic
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    table: pd.DataFrame
+    computed: int  # points computed by this run
+    skipped: int   # points already finished before it
+    seconds: float
+    path: Path
+
+
+LOCAL_DASK = "local"  # --dask local: a LocalCluster on this machine, as Dask users expect
+DASK_ADDRESS = re.compile(r"^([a-z][a-z0-9+]*://\S+|[\w.\-\[\]:]+:\d+)$")
+
+
+def check_dask_address(address: str) -> str:
+    """'local' or a scheduler address (tcp://host:port, host:port); else one clear error."""
+    if address != LOCAL_DASK and not DASK_ADDRESS.match(address):
+        raise MpsimInputError(f"--dask {address!r}: expected 'local' (a LocalCluster on this machine) "
+                              "or a scheduler address such as tcp://host:8786")
+    return address
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = None,
+              dask_address: str | None = None, progress: bool = True,
+              dask_timeout_s: float = 20.0) -> SweepOutcome:
+    """Run every unfinished point of `spec` into `out_dir` and merge DIR/results.parquet."""
+    n = default_workers() if workers is None else workers
+    if n < 1:
+        raise MpsimInputError(f"--workers must be >= 1, got {n}")
+    if dask_address is not None:
+        check_dask_address(dask_address)
+    store = PointStore(out_dir)
+    t0 = time.perf_counter()
+    with store.locked():
+        store.remove_partial()
+        _write_spec_copy(spec, store.root / "spec.yaml")
+        tasks = pending_tasks(spec, store)
+        todo = sum(t.size for t in tasks)
+        with tqdm(total=len(spec), initial=len(spec) - todo, unit="point", desc=f"sweep {spec.name}",
+                  disable=not progress, dynamic_ncols=True) as bar:
+            for task in _execute(tasks, n, dask_address, dask_timeout_s):
+                bar.update(task.size)
+        table = store.merge(spec.keys())
+    return SweepOutcome(table, todo, len(spec) - todo, time.perf_counter() - t0, store.results)
+
+
+def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
+    """One task per group that still has unfinished points, holding only those points."""
+    done = store.finished()
+    tasks = []
+    for g in spec.groups():
+        todo = tuple(p for p in g.points if p.key not in done)
+        if todo:
+            hardware = {p.hw: spec.hardware[p.hw] for p in todo}
+            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo), hardware,
+                                   str(store.root)))
+    return tasks
+
+
+def _execute(tasks: Sequence[GroupTask], workers: int, dask_address: str | None,
+             dask_timeout_s: float) -> Iterator[GroupTask]:
+    if not tasks:
+        return iter(())
+    if dask_address is not None:
+        return _on_dask(tasks, dask_address, dask_timeout_s, workers)
+    if workers == 1 or len(tasks) <= 1:
+        return _in_process(tasks)
+    return _on_processes(tasks, workers)
+
+
+def _in_process(tasks: Sequence[GroupTask]) -> Iterator[GroupTask]:
+    for task in tasks:
+        run_group(task)
+        yield task
+
+
+def _on_processes(tasks: Sequence[GroupTask], workers: int) -> Iterator[GroupTask]:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)))
+    pending: dict[Future[list[str]], GroupTask] = {pool.submit(run_group, t): t for t in tasks}
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                fut.result()  # a worker's exception stops the sweep; saved points stay saved
+                yield pending.pop(fut)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _on_dask(tasks: Sequence[GroupTask], address: str, timeout_s: float,
+             workers: int) -> Iterator[GroupTask]:
+    """On the scheduler at `address`, or on a LocalCluster of `workers` processes for "local"."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise MpsimInputError("--dask needs dask[distributed]: pip install 'mpsim[cluster]'") from None
+    if address == LOCAL_DASK:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = _connect(Client, address, timeout_s)
+    with client:
+        futures = {client.submit(run_group, t, pure=False): t for t in tasks}
+        for fut in as_completed(list(futures)):
+            fut.result()
+            yield futures[fut]
+    if address == LOCAL_DASK:
+        cluster.close()
+
+
+def _connect(client_cls: Any, address: str, timeout_s: float) -> Any:
+    """A client of the scheduler at `address`; a malformed or unreachable one is one clear error."""
+    try:
+        return client_cls(address, timeout=f"{timeout_s}s")
+    except ValueError as exc:
+        raise MpsimInputError(f"--dask {address!r}: not a scheduler address ({exc}); expected "
+                              "'local' or e.g. tcp://host:8786") from None
+    except (OSError, TimeoutError) as exc:
+        raise MpsimInputError(f"cannot connect to the Dask scheduler at {address!r}: {exc}") from None
+
+
+def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
+    """The spec as names, next to its points: what the folder holds, for people reading it later."""
+    data: dict[str, Any] = {
+        "name": spec.name,
+        "models": [m.name for m in spec.models],
+        "policies": list(spec.policies),
+        "hardware": list(spec.hardware),
+        "workloads": [w.as_dict() for w in spec.workloads],
+        "perf_models": list(spec.perf_models),
+    }
+    write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"
+                      + yaml.safe_dump(data, sort_keys=False), path)

@@ -1,0 +1,223 @@
+"""Sweep specs: a YAML grid of models x policies x hardware x workloads x performance models.
+
+The spec is untrusted input: it is read with `yaml.safe_load`, every key is checked against the
+allowed ones, and every name is resolved (model preset or config.json, policy grammar, hardware file,
+performance model) before any work starts. A bad spec is one `MpsimInputError` naming the file and key.
+
+Expansion yields `Group`s, one per (model, policy, workload): the trace is synthesized once per group
+and replayed on every (hardware, performance model) point of it. Each point has a stable key, a hash
+of everything that decides its numbers, so a rerun recognises the points it already has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.models import ModelSpec, get_model
+from mpsim.policy import parse_policy
+from mpsim.sim import check_model, model_version
+from mpsim.workload import Workload
+
+# Bump when a change to the point computation makes old point files stale.
+POINT_FORMAT = 1
+REQUIRED_KEYS = ("models", "policies", "hardware", "workloads")
+OPTIONAL_KEYS = ("name", "perf_models")
+DEFAULT_PERF_MODELS = ("sim", "roofline")
+WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row of the results table: a trace of its group replayed on one hw by one perf model."""
+
+    key: str
+    hw: str
+    perf_model: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """The points that share one synthesized trace."""
+
+    model: ModelSpec
+    policy: str
+    workload: Workload
+    points: tuple[Point, ...]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    models: tuple[ModelSpec, ...]
+    policies: tuple[str, ...]
+    hardware: dict[str, HardwareSpec]  # by the name the table uses (the file's `name:`)
+    workloads: tuple[Workload, ...]
+    perf_models: tuple[str, ...]
+    source: str = "<spec>"
+
+    def groups(self) -> list[Group]:
+        """Every group in grid order: model, workload, policy; inside: hardware, perf model."""
+        out = []
+        for model, wl, pol in itertools.product(self.models, self.workloads, self.policies):
+            points = tuple(Point(point_key(model, pol, wl, hw, pm), name, pm)
+                           for name, hw in self.hardware.items() for pm in self.perf_models)
+            out.append(Group(model, pol, wl, points))
+        return out
+
+    def keys(self) -> list[str]:
+        return [p.key for g in self.groups() for p in g.points]
+
+    def __len__(self) -> int:
+        return (len(self.models) * len(self.policies) * len(self.hardware) * len(self.workloads)
+                * len(self.perf_models))
+
+
+def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str) -> str:
+    """A stable hash of everything that decides a point's numbers (not of names alone)."""
+    ident = {"format": POINT_FORMAT, "model": model.as_dict(), "policy": policy,
+             "workload": workload.as_dict(), "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
+             "perf_model": perf_model, "perf_model_version": model_version(perf_model)}
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and fully validate a sweep spec file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MpsimInputError(f"{path}: cannot read sweep spec ({exc.strerror})") from None
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(unknown place)"
+        raise MpsimInputError(f"{source}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise MpsimInputError(f"{source}: a sweep spec must be a mapping with keys {REQUIRED_KEYS}")
+    return spec_from_dict(data, source)
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> SweepSpec:
+    allowed = REQUIRED_KEYS + OPTIONAL_KEYS
+    for key in data:
+        if key not in allowed:
+            raise MpsimInputError(f"{source}: {key}: unknown key; expected one of: {', '.join(allowed)}")
+    for key in REQUIRED_KEYS:
+        if key not in data:
+            raise MpsimInputError(f"{source}: {key}: missing (required keys: {', '.join(REQUIRED_KEYS)})")
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        raise MpsimInputError(f"{source}: name: expected a string, got {name!r}")
+    return SweepSpec(
+        name=name,
+        models=_unique(source, "models", [_resolve(source, "models", i, m, get_model)
+                                          for i, m in enumerate(_names(source, data, "models"))]),
+        policies=_policies(source, data),
+        hardware=_hardware(source, data),
+        workloads=_workloads(source, data["workloads"]),
+        perf_models=_perf_models(source, data),
+        source=source,
+    )
+
+
+def _names(source: str, data: dict[str, Any], key: str) -> list[str]:
+    value = data[key]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise MpsimInputError(f"{source}: {key}: expected a non-empty list of names, got {value!r}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise MpsimInputError(f"{source}: {key}[{i}]: expected a string, got {item!r}")
+    return value
+
+
+def _resolve(source: str, key: str, i: int, name: str, fn: Any) -> Any:
+    try:
+        return fn(name)
+    except ValueError as exc:  # MpsimInputError, HardwareFileError: both name the bad value
+        raise MpsimInputError(f"{source}: {key}[{i}]: {exc}") from None
+
+
+def _unique(source: str, key: str, items: list[Any]) -> tuple[Any, ...]:
+    labels = [getattr(x, "name", x) for x in items]
+    dupes = sorted({str(x) for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise MpsimInputError(f"{source}: {key}: listed more than once: {', '.join(dupes)}")
+    return tuple(items)
+
+
+def _policies(source: str, data: dict[str, Any]) -> tuple[str, ...]:
+    names = _names(source, data, "policies")
+    spellings = [_resolve(source, "policies", i, p, parse_policy).spelling for i, p in enumerate(names)]
+    return _unique(source, "policies", spellings)
+
+
+def _hardware(source: str, data: dict[str, Any]) -> dict[str, HardwareSpec]:
+    specs = [_resolve(source, "hardware", i, h, load_hardware)
+             for i, h in enumerate(_names(source, data, "hardware"))]
+    return {hw.name: hw for hw in _unique(source, "hardware", specs)}
+
+
+def _perf_models(source: str, data: dict[str, Any]) -> tuple[str, ...]:
+    names = _names(source, data, "perf_models") if "perf_models" in data else list(DEFAULT_PERF_MODELS)
+    for i, name in enumerate(names):
+        _resolve(source, "perf_models", i, name, check_model)
+    return _unique(source, "perf_models", names)
+
+
+def _workloads(source: str, value: Any) -> tuple[Workload, ...]:
+    """A list of {prompt_len, gen_len, batch} mappings, or one mapping of lists (their product)."""
+    if isinstance(value, dict):
+        grid = {k: v if isinstance(v, list) else [v] for k, v in value.items()}
+        _check_workload_keys(source, "workloads", grid)
+        combos = itertools.product(*(grid.get(k, [1]) for k in WORKLOAD_KEYS))
+        items: list[Any] = [dict(zip(WORKLOAD_KEYS, c, strict=True)) for c in combos]
+    elif isinstance(value, list) and value:
+        items = value
+    else:
+        raise MpsimInputError(f"{source}: workloads: expected a non-empty list of "
+                              f"{{prompt_len, gen_len, batch}} mappings, got {value!r}")
+    loads = [_workload(source, f"workloads[{i}]", item) for i, item in enumerate(items)]
+    return _unique(source, "workloads", loads)
+
+
+def _check_workload_keys(source: str, where: str, item: dict[str, Any]) -> None:
+    for key in item:
+        if key not in WORKLOAD_KEYS:
+            raise MpsimInputError(f"{source}: {where}.{key}: unknown key; expected one of: "
+                                  f"{', '.join(WORKLOAD_KEYS)}")
+    for key in ("prompt_len", "gen_len"):
+        if key not in item:
+            raise MpsimInputError(f"{source}: {where}.{key}: missing")
+
+
+def _workload(source: str, where: str, item: Any) -> Workload:
+    if not isinstance(item, dict):
+        raise MpsimInputError(f"{source}: {where}: expected a mapping with keys {WORKLOAD_KEYS}, "
+                              f"got {item!r}")
+    _check_workload_keys(source, where, item)
+    values = {}
+    for key in WORKLOAD_KEYS:
+        v = item.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise MpsimInputError(f"{source}: {where}.{key}: expected an integer >= 1, got {v!r}")
+        values[key] = v
+    return Workload(**values)

@@ -1,0 +1,92 @@
+"""The performance models by name, and the one door into them: `simulate(trace, hw, model)`.
+
+"sim" is the SimPy model (GPU or NPU, by the hardware's kind), "roofline" the baseline (each launch
+takes max(t_math, t_mem)). Every caller (the CLI's simulate, roofline and op, sweeps, evaluate,
+validate, plots) comes through `simulate`, which returns a SimResult: a per-launch table aligned with
+the trace rows (times, bounds, bytes per level, utilisation) and the run summary. An unknown name
+fails loudly with the valid ones; nothing falls back to another model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.replay import finish, replay_roofline, replay_sim, rows_and_workload
+from mpsim.sim.result import SimResult
+from mpsim.sim.summary import summarize
+from mpsim.traces.trace import Trace
+
+DEFAULT_CACHE = "default"
+ReplayFn = Callable[[pd.DataFrame, Any, SimParams, LaunchMemo], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class PerfModel:
+    """A named performance model: its per-launch replay and the version its results carry."""
+
+    replay: ReplayFn
+    version: Callable[[], str]  # part of every sweep point key: a new version, new points
+    description: str
+
+
+def _sim_version() -> str:
+    return f"{MODEL_VERSION}|{DEFAULT_PARAMS.fingerprint()}"
+
+
+PERF_MODELS: dict[str, PerfModel] = {
+    "sim": PerfModel(replay_sim, _sim_version, "the SimPy simulator (GPU or NPU model)"),
+    "roofline": PerfModel(replay_roofline, lambda: "roofline-1", "max(t_math, t_mem) per launch"),
+}
+
+
+def register_model(name: str, model: PerfModel) -> None:
+    """Add a performance model (a plug-in, or a test double) under a new name."""
+    if name in PERF_MODELS:
+        raise MpsimInputError(f"performance model {name!r} is already registered")
+    PERF_MODELS[name] = model
+
+
+def check_model(name: str) -> str:
+    """`name` if it is a registered performance model, else an error listing the valid names."""
+    if name not in PERF_MODELS:
+        raise MpsimInputError(f"unknown performance model {name!r}; valid: {', '.join(PERF_MODELS)}")
+    return name
+
+
+def model_version(name: str) -> str:
+    return PERF_MODELS[check_model(name)].version()
+
+
+def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str = "sim", *,
+             params: SimParams = DEFAULT_PARAMS, memo: LaunchMemo | None = None,
+             cache_dir: str | Path | None = DEFAULT_CACHE) -> SimResult:
+    """Replay every launch of a trace on `hw`; per-launch table aligned with the rows + summary.
+
+    `memo`: share one LaunchMemo across calls to reuse simulated launches in memory; otherwise a
+    new one is made over `cache_dir` ("default": $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim; None: no
+    disk cache).
+    """
+    start = time.perf_counter()
+    replay = PERF_MODELS[check_model(model)].replay
+    rows, batch, gen_len = rows_and_workload(trace_or_rows)
+    if memo is None:
+        memo = LaunchMemo(default_cache_dir() if cache_dir == DEFAULT_CACHE else cache_dir)
+    hits, misses, sim_s = memo.hits, memo.misses, memo.sim_seconds
+    per_launch = replay(rows, hw, params, memo)
+    memo.flush()
+    launches = finish(rows, per_launch, hw)
+    summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len)
+    stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
+             "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
+             "wall_s": time.perf_counter() - start}
+    return SimResult(launches, summary, model, hw.name, stats)

@@ -1,0 +1,173 @@
+"""The shipped hardware files: all load, all numbers cite sources, published values pinned."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from mpsim.hw_models.loader import list_hardware, load_hardware
+from mpsim.hw_models.schema import Block, GpuSpec, NpuSpec
+from mpsim.hw_models.validate import schema_keys
+
+SHIPPED = [
+    "a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s", "rtx-4090", "npu-llm", "npu-edge",
+]
+
+
+def blocks(obj: object, path: str = "") -> list[tuple[str, Block]]:
+    out: list[tuple[str, Block]] = []
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        key = f"{path}.{f.name}" if path else f.name
+        if isinstance(value, Block):
+            out.append((key, value))
+        if dataclasses.is_dataclass(value):
+            out.extend(blocks(value, key))
+    return out
+
+
+def test_list_hardware_is_exactly_the_shipped_set() -> None:
+    assert list_hardware() == sorted(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_file_loads_with_its_name(name: str) -> None:
+    spec = load_hardware(name)
+    assert spec.name == name
+    assert spec.kind == ("npu" if name.startswith("npu") else "gpu")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_block_cites_a_known_source(name: str) -> None:
+    spec = load_hardware(name)
+    ids = {s.id for s in spec.sources}
+    found = blocks(spec)
+    assert len(found) >= 7
+    for path, block in found:
+        assert block.source in ids, path
+        assert set(block.key_sources.values()) <= ids, path
+        for f in dataclasses.fields(block):
+            if f.name not in ("source", "key_sources"):
+                assert spec.source_of(f"{path}.{f.name}").id in ids
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_source_is_cited(name: str) -> None:
+    # Uncited sources may only be background papers (PMPD motivates npu-llm but gives no numbers).
+    spec = load_hardware(name)
+    cited = set()
+    for _, block in blocks(spec):
+        cited.add(block.source)
+        cited.update(block.key_sources.values())
+    uncited = [s for s in spec.sources if s.id not in cited]
+    assert all(s.kind == "paper" for s in uncited), uncited
+
+
+@pytest.mark.parametrize("name", ["npu-llm", "npu-edge"])
+def test_npu_numbers_are_labelled_assumptions(name: str) -> None:
+    spec = load_hardware(name)
+    keys = ("compute.cores", "mac_array.rows", "weight_decoder.weights_per_cycle",
+            "sram.weight_buffer.size_MiB")
+    kinds = {spec.source_of(k).kind for k in keys}
+    assert kinds == {"assumption"}
+    assert spec.source_of("dram.bandwidth_GBps").kind == "datasheet"
+
+
+@pytest.mark.parametrize(
+    ("name", "sms", "bandwidth_GBps", "fp16_TFLOPs", "l2_MiB"),
+    [
+        ("a100-sxm-80gb", 108, 2039, 312, 40),
+        ("h100-sxm", 132, 3350, 989.4, 50),
+        ("h200-sxm", 132, 4800, 989.4, 60),
+        ("l40s", 142, 864, 362.05, 96),
+        ("rtx-4090", 128, 1008, 165.2, 72),
+    ],
+)
+def test_published_gpu_numbers(
+    name: str, sms: int, bandwidth_GBps: float, fp16_TFLOPs: float, l2_MiB: float
+) -> None:
+    spec = load_hardware(name)
+    assert isinstance(spec, GpuSpec)
+    assert spec.compute.sm_count == sms
+    assert spec.dram_bandwidth_Bps() == bandwidth_GBps * 1e9
+    assert spec.matrix_peak_flops("fp16") == fp16_TFLOPs * 1e12
+    assert spec.l2.size_MiB == l2_MiB
+
+
+@pytest.mark.parametrize("name", [n for n in SHIPPED if not n.startswith("npu")])
+def test_tensor_peak_matches_per_sm_rate_within_2_percent(name: str) -> None:
+    spec = load_hardware(name)
+    assert isinstance(spec, GpuSpec)
+    tc = spec.tensor_core
+    for dtype, per_sm in tc.flops_per_clock_per_SM.items():
+        derived = spec.compute.sm_count * per_sm * tc.datasheet_clock_MHz * 1e6
+        assert derived == pytest.approx(spec.matrix_peak_flops(dtype), rel=0.02), dtype
+    fp32 = spec.compute.sm_count * spec.cuda_core.fp32_flops_per_clock_per_SM
+    assert fp32 * spec.compute.boost_clock_MHz * 1e6 == pytest.approx(
+        spec.vector_peak_flops(), rel=0.02
+    )
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_per_cycle_rate_reproduces_peak(name: str) -> None:
+    # The simulator counts cycles with matrix_flops_per_cycle; it must agree with the roofline.
+    spec = load_hardware(name)
+    per_cycle = spec.matrix_flops_per_cycle("fp16")
+    total = per_cycle * spec.compute_units * spec.clock_MHz * 1e6
+    assert total == pytest.approx(spec.matrix_peak_flops("fp16"), rel=1e-12)
+
+
+def test_sanity_relations() -> None:
+    h100, h200, a100 = (load_hardware(n) for n in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"))
+    assert h200.dram_bandwidth_Bps() > h100.dram_bandwidth_Bps() > a100.dram_bandwidth_Bps()
+    assert h200.matrix_peak_flops("fp16") == h100.matrix_peak_flops("fp16")
+    fp8, fp16 = h100.matrix_peak_flops("fp8"), h100.matrix_peak_flops("fp16")
+    assert fp8 == pytest.approx(2 * fp16, rel=1e-3)
+    edge, llm = load_hardware("npu-edge"), load_hardware("npu-llm")
+    assert 10 * edge.dram_bandwidth_Bps() < llm.dram_bandwidth_Bps()
+    assert 1.6e12 <= llm.dram_bandwidth_Bps() <= 3.2e12
+    for spec in (h100, h200, a100, edge, llm):
+        assert 0.5 < spec.achievable_bandwidth_fraction <= 1.0
+        assert 0 < spec.launch_overhead_s() < 1e-4
+
+
+@pytest.mark.parametrize("name", ["npu-llm", "npu-edge"])
+def test_npu_decoder_never_bounds_at_peak_bandwidth(name: str) -> None:
+    spec = load_hardware(name)
+    assert isinstance(spec, NpuSpec)
+    for bits, per_cycle in spec.weight_decoder.weights_per_cycle.items():
+        decoded_per_s = per_cycle * spec.compute_units * spec.clock_MHz * 1e6
+        streamed_per_s = spec.dram_bandwidth_Bps() * 8 / bits
+        assert decoded_per_s >= streamed_per_s, bits
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_describe_names_device_and_sources(name: str) -> None:
+    spec = load_hardware(name)
+    text = spec.describe()
+    assert text.startswith(name)
+    assert all(s.id in text for s in spec.sources)
+    assert len(text.splitlines()) >= 5
+
+
+def test_source_of_follows_key_sources_and_rejects_non_keys() -> None:
+    spec = load_hardware("h100-sxm")
+    assert spec.source_of("dram.bandwidth_GBps").id == "nvidia-h100-datasheet"
+    assert spec.source_of("dram.latency_ns").kind == "assumption"
+    with pytest.raises(KeyError):
+        spec.source_of("dram.colour")
+    with pytest.raises(KeyError):
+        spec.source_of("name")
+
+
+def test_docs_describe_every_schema_key() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "hardware.md"
+    text = docs.read_text(encoding="utf-8")
+    for spec_class in (GpuSpec, NpuSpec):
+        for key, _ in schema_keys(spec_class):
+            leaf = key.rsplit(".", 1)[-1]
+            if leaf in ("source", "key_sources", "sources"):
+                continue
+            assert f"`{key}" in text or f"`{key.split('.')[0]}.*`" in text, key
