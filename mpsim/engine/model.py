@@ -11,10 +11,11 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from mpsim.engine.backends import Backend, LayerCache
-from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_model
+from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_layer
 from mpsim.engine.weights import ModelParams, Norm
 from mpsim.kernels.gemm import Fp16Weight
 from mpsim.kernels.kv_cache import KVCache
@@ -49,13 +50,21 @@ class Decoder:
     """Weights on a backend, quantized at load per the policy, and the forward pass."""
 
     def __init__(self, params: ModelParams, policy: Policy, backend: Backend, *,
-                 dummy_seed: int | None = None) -> None:
+                 dummy_seed: int | None = None, quantized: list[QuantizedLayer] | None = None) -> None:
+        """`quantized`: the decoder-block linears already quantized (a quantized checkpoint); else
+        they are quantized here, one layer at a time (a lazily loaded layer is read once)."""
         self.spec, self.policy, self.backend = params.spec, policy, backend
         dev = backend.device
         self.embed = torch.from_numpy(params.embed).to(dev)
-        self.layers: list[QuantizedLayer] = quantize_model(params, policy, dev, dummy_seed=dummy_seed)
-        self.attn_norms = [self._norm(p.attn_norm) for p in params.layers]
-        self.mlp_norms = [None if p.mlp_norm is None else self._norm(p.mlp_norm) for p in params.layers]
+        rng = None if dummy_seed is None else np.random.default_rng(dummy_seed)
+        self.layers: list[QuantizedLayer] = []
+        self.attn_norms: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        self.mlp_norms: list[tuple[torch.Tensor, torch.Tensor | None] | None] = []
+        for i, p in enumerate(params.layers):
+            self.layers.append(quantized[i] if quantized is not None
+                               else quantize_layer(p, policy, dev, rng=rng))
+            self.attn_norms.append(self._norm(p.attn_norm))
+            self.mlp_norms.append(None if p.mlp_norm is None else self._norm(p.mlp_norm))
         self.final_norm = self._norm(params.final_norm)
         head = params.lm_head
         self.lm_head = Fp16Weight(self.embed if head.weight is params.embed
