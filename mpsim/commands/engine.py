@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     src.add_argument("--dummy", action="store_true", help="random weights at the real shapes (timing)")
     cap.add_argument("--out", required=True, help="trace file to write (Parquet)")
     cap.add_argument("--profile", help="also write a torch.profiler (Kineto) JSON with mpsim ranges")
+    cap.add_argument("--decode", choices=("auto", "graphs", "eager"), default="auto",
+                     help="decode steps as CUDA-graph replays (auto: on a CUDA device) or launched eagerly")
     cap.set_defaults(func=_capture)
 
     gen = sub.add_parser("generate", help="greedy continuation of a prompt (tiny, or a model folder)")
@@ -54,19 +56,30 @@ def register(sub: Any) -> None:
 
 def _capture(args: argparse.Namespace) -> int:
     from mpsim.engine.capture import capture
-    from mpsim.tiny.shipped import resolve_model
+    from mpsim.engine.quantized import is_quantized
+    from mpsim.tiny.shipped import open_text_model, resolve_model
     from mpsim.traces.io import write_trace
 
-    spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
-        else resolve_model(args.model, args.weights)
-    if weights is None and not args.dummy:
-        raise MpsimInputError(f"capture --model {args.model}: give --weights DIR or --dummy")
-    trace = capture(spec, parse_policy(args.policy), Workload(args.prompt_len, args.gen_len, args.batch),
-                    weights=weights, profile=args.profile)
+    model = None
+    if not args.dummy and args.weights is None and is_quantized(args.model):
+        model = open_text_model(args.model)  # a quantized folder: read its stored weights
+        spec, weights = model.spec, None
+    else:
+        spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
+            else resolve_model(args.model, args.weights)
+        if weights is None and not args.dummy:
+            raise MpsimInputError(f"capture --model {args.model}: give --weights DIR or --dummy")
+    policy = parse_policy(args.policy)
+    if model is not None:
+        model.check_policy(policy)
+    trace = capture(spec, policy, Workload(args.prompt_len, args.gen_len, args.batch),
+                    weights=weights, profile=args.profile, decode=args.decode, model=model)
     path = write_trace(trace, args.out)
+    env = trace.meta.environment
     total_ms = trace.rows["measured_us"].sum() / 1e3
     print(f"wrote {path}: {len(trace.rows)} launches, {total_ms:.1f} ms measured "
-          f"({trace.meta.environment['timer']}, {trace.meta.environment['device']})")
+          f"({env['timer']}, {env['device']}); decode {env['decode']}, protocol {env['protocol']}, "
+          f"{env['tokens_per_s']:.1f} tokens/s over the whole generation")
     return 0
 
 

@@ -103,7 +103,7 @@ def _decode_pass(decoder: Decoder, cache: list[LayerCache], last: torch.Tensor, 
 
     def run(bits: int) -> torch.Tensor:
         inp = PassInput(last, p[:, None], p, p + 1, max_kv, "decode", step, bits)
-        return decoder.forward(inp, cache)
+        return decoder.decode(inp, cache)
 
     if len(present) == 1:
         return run(present[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,6 +71,7 @@ class Decoder:
         self.lm_head = Fp16Weight(self.embed if head.weight is params.embed
                                   else torch.from_numpy(head.weight).to(dev))
         self.lm_head_bias = None if head.bias is None else torch.from_numpy(head.bias).to(dev)
+        self.graphs: Any = None  # mpsim.engine.graphs.DecodeGraphs when decode steps replay CUDA graphs
 
     def _norm(self, n: Norm) -> tuple[torch.Tensor, torch.Tensor | None]:
         dev = self.backend.device
@@ -77,10 +79,20 @@ class Decoder:
         return torch.from_numpy(n.weight).to(dev), bias
 
     def new_cache(self, batch: int, max_len: int) -> list[LayerCache]:
+        """A KV cache for `batch` sequences of up to max_len tokens (pooled under CUDA graphs)."""
+        if self.graphs is not None:
+            return self.graphs.cache(batch, max_len)
+        return self.eager_cache(batch, max_len)
+
+    def eager_cache(self, batch: int, max_len: int) -> list[LayerCache]:
         s, dev, bits = self.spec, self.backend.device, self.policy.kv_bits
         return [LayerCache(KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev),
                            KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev))
                 for _ in range(s.num_layers)]
+
+    def decode(self, inp: PassInput, cache: list[LayerCache]) -> torch.Tensor:
+        """A decode pass: a CUDA-graph replay when graphs are on (mpsim/engine/graphs.py), else eager."""
+        return self.graphs.run(inp, cache) if self.graphs is not None else self.forward(inp, cache)
 
     def forward(self, inp: PassInput, cache: list[LayerCache]) -> torch.Tensor:
         """One pass; returns the logits (B, V) of each sequence's last new token."""
