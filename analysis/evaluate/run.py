@@ -96,11 +96,12 @@ NEEDS_CLASSIFIER = ("learned", "random-prior")
 
 def evaluate(model: ModelParams | TextModel, cfg: EvalConfig, speed_spec: ModelSpec, learned_dir: Path | None,
              progress: Callable[[str], None] = print,
-             prompts: tuple[PromptSet, PromptSet] | None = None) -> Evaluation:
-    """`prompts`: (validation, test) prompt sets; default: the held-out stdlib windows (tiny model)."""
+             prompts: tuple[PromptSet, PromptSet] | None = None, backend: str = "reference") -> Evaluation:
+    """`prompts`: (validation, test) prompt sets; default: the held-out stdlib windows (tiny model).
+    `backend`: reference (numba, CPU) or triton (mpsim's kernels: a GPU, or the CPU interpreter)."""
     start = time.perf_counter()
     ladder = ladder_of(cfg)
-    pool = DecoderPool(model)
+    pool = DecoderPool(model, backend)
     if prompts is None:
         prompts = (prompt_set("val", cfg.val_samples, cfg.prompt_len, cfg.gen_len, cfg.seed),
                    prompt_set("test", cfg.test_samples, cfg.prompt_len, cfg.gen_len, cfg.seed))

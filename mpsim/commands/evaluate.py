@@ -52,6 +52,8 @@ def register(sub: Any) -> None:
     ev.add_argument("--learned", default=None,
                     help="classifier folder (default: the model's own folder; tiny: the shipped one)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--backend", choices=("reference", "triton"), default="reference",
+                    help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
     ev.set_defaults(func=_evaluate)
 
@@ -66,6 +68,7 @@ def register(sub: Any) -> None:
     tr.add_argument("--gen-len", type=int, default=32)
     tr.add_argument("--segments", type=int, default=3)
     tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--backend", choices=("reference", "triton"), default="reference")
     tr.add_argument("--out", default=None, help="folder (default: the model's folder; tiny: mpsim/data/tiny)")
     tr.set_defaults(func=_train)
 
@@ -110,12 +113,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         val, test = prompts
         mean_len = round(sum(len(p) for p in test.prompts) / len(test))
         cfg = dataclasses.replace(cfg, prompt_len=mean_len, val_samples=len(val), test_samples=len(test))
-    run_evaluation(cfg, args.out, args.model, args.speed_model, args.learned, opened=model, prompts=prompts)
+    run_evaluation(cfg, args.out, args.model, args.speed_model, args.learned, opened=model, prompts=prompts,
+                   backend=args.backend)
     return 0
 
 
 def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: str | None = None,
-                   learned: str | None = None, *, prompts: Any = None, opened: Any = None) -> list[Path]:
+                   learned: str | None = None, *, prompts: Any = None, opened: Any = None,
+                   backend: str = "reference") -> list[Path]:
     """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out`."""
     from mpsim.analysis.evaluate.report import markdown, write_evaluation
     from mpsim.analysis.evaluate.run import evaluate
@@ -126,7 +131,7 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
     speed_spec = spec if speed_model in (None, model) else get_model(str(speed_model))
     folder = Path(learned) if learned else text_model.folder
     target: Any = text_model.params() if text_model.name == "tiny" else text_model
-    ev = evaluate(target, cfg, speed_spec, folder, prompts=prompts)
+    ev = evaluate(target, cfg, speed_spec, folder, prompts=prompts, backend=backend)
     paths = write_evaluation(ev, out)
     print(markdown(ev))
     print(f"\n{ev.timings['total_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
@@ -150,7 +155,7 @@ def _train(args: argparse.Namespace) -> int:
                       gen_len=args.gen_len, segments=args.segments, seed=args.seed, queries=queries)
     ladder = Ladder(tuple(args.ladder))
     start = time.perf_counter()
-    data = make_training_data(DecoderPool(model), ladder, cfg, progress=print, prompts=pset)
+    data = make_training_data(DecoderPool(model, args.backend), ladder, cfg, progress=print, prompts=pset)
     clf, record = train_classifier(data, cfg)
     record |= {"ladder": list(ladder.widths), "model": args.model,
                "prompts": args.prompts or "stdlib training windows"}
