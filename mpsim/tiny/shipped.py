@@ -28,6 +28,8 @@ def resolve_model(name: str, weights: str | None) -> tuple[ModelSpec, str | Path
     """`--model tiny` means the shipped model and its weights; anything else is a spec name/path."""
     if name == TINY_NAME:
         return tiny_spec(), weights or tiny_dir()
+    if weights is None and Path(name).is_dir() and any(Path(name).glob("*.safetensors")):
+        weights = name  # a model folder: its own weights
     return get_model(name), weights
 
 
