@@ -84,6 +84,7 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
     prompts = rng.integers(0, spec.vocab, size=(workload.batch, workload.prompt_len)).tolist()
     if mode == "graphs":  # warm-up, unrecorded: JIT compilation, and every graph captured
         generate(decoder, prompts, workload.gen_len, FixedScheduler(policy))
+        decoder.graphs.replay_log.clear()  # only the recorded generation's replays are reported
     else:
         generate(decoder, [p[: min(8, len(p))] for p in prompts], 2, FixedScheduler(policy))
     gpu = on_gpu()
