@@ -39,6 +39,7 @@ class PassShape:
     kv_bits: int
     kv_block: int | None = None
     on_gpu: bool = True
+    graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
 
     @property
     def tokens(self) -> int:
@@ -98,6 +99,9 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
     row = _attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
                      bits, p.kv_block, p.on_gpu)
+    if decode and p.graph_capacity is not None:  # CUDA-graph replay: the grid follows the capacity
+        _cfg(row, lc.attention_decode_graph_config(p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim,
+                                                   p.graph_capacity, bits, p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
     return row
 

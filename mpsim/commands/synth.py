@@ -17,13 +17,16 @@ def register(sub: Any) -> None:
     p.add_argument("--launch-configs", choices=("gpu", "interpreter"), default="gpu",
                    help="record the launch configs of the GPU kernels (default) or of the CPU interpreter")
     p.add_argument("--kv-block", type=int, default=None, help="paged KV block size (default contiguous)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode attention launched as under CUDA-graph replay (splits sized for the cache "
+                        "capacity), as `mpsim capture --decode graphs` records it")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec, policy, workload = generation_from_args(args)
     trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
-                       kv_block=args.kv_block)
+                       kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
     path = write_trace(trace, args.out)
     rows = trace.rows
     print(f"wrote {path}: {len(rows)} launches ({spec.name}, {policy}, prompt {workload.prompt_len}, "
