@@ -20,6 +20,9 @@ from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
 from mpsim.sim.calibrate import Knobs, calibrate, knobs_of, with_knobs
+from mpsim.sim.keys import launch_keys, rep_row
+from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.sim.replay import resident_cap, simulate_launch
 from mpsim.synth import synthesize
 from mpsim.traces.io import write_trace
 from mpsim.workload import Workload
@@ -31,7 +34,12 @@ NOISE = 0.02
 def _measured_trace(hw_name: str, path: Path) -> Path:
     tr = synthesize(PRESETS["qwen2.5-1.5b"], parse_policy("ap4-3"), Workload(64, 6, 1))
     true_hw = with_knobs(load_hardware(hw_name), TRUE)
-    t = simulate(tr, true_hw, cache_dir=None).launches["time_s"].to_numpy()
+    if true_hw.kind == "npu":  # measured one operator at a time: the isolated-launch model
+        codes, reps = launch_keys(tr.rows, resident_cap(true_hw, DEFAULT_PARAMS))
+        t = np.asarray([simulate_launch(rep_row(x), true_hw, resident=float(x["resident"])).time_s
+                        for x in reps.to_dict("records")])[codes]
+    else:
+        t = simulate(tr, true_hw, cache_dir=None).launches["time_s"].to_numpy()
     noise = 1 + NOISE * np.random.default_rng(7).standard_normal(len(t))
     tr.rows["measured_us"] = pd.array(t * 1e6 * noise, dtype="Float64")
     write_trace(tr, path)
