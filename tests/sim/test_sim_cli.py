@@ -51,6 +51,19 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _measured_trace("h200-sxm", tmp_path_factory.mktemp("sim_cli") / "measured.parquet")
 
 
+@pytest.mark.parametrize("model", ["sim", "roofline"])
+@pytest.mark.parametrize("hw_name", ["npu-llm", "a100-sxm-80gb"])
+def test_simulate_out_has_energy_for_both_models(measured: Path, tmp_path: Path, model: str,
+                                                 hw_name: str) -> None:
+    out = tmp_path / "res.parquet"
+    assert main(["simulate", str(measured), "--hw", hw_name, "--perf-model", model, "--out", str(out),
+                 "--no-cache"]) == 0
+    table = pd.read_parquet(out)
+    assert (table["energy_j"] > 0).all()
+    assert {"busy_start_s", "busy_end_s"} <= set(table.columns)
+    assert (table["busy_start_s"] <= table["busy_end_s"]).all()
+
+
 def test_simulate_writes_results_and_a_perfetto_timeline(measured: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     out, timeline = tmp_path / "res.parquet", tmp_path / "tl.json"
@@ -61,6 +74,7 @@ def test_simulate_writes_results_and_a_perfetto_timeline(measured: Path, tmp_pat
     table = pd.read_parquet(out)
     rows = pd.read_parquet(measured)
     assert len(table) == len(rows) and {"time_s", "bound", "t_lower_s", "module"} <= set(table.columns)
+    assert (table["energy_j"] > 0).all() and "J/token decode" in text
     events = json.loads(timeline.read_text())["traceEvents"]
     launches = [e for e in events if e["ph"] == "X"]
     assert len(launches) == len(rows)
