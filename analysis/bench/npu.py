@@ -32,7 +32,7 @@ from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
 from mpsim.traces.trace import Trace
 from mpsim.workload import Workload
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "vicuna-7b"
 DECODE = Workload(256, 32, 1)
 PREFILL = Workload(512, 2, 1)
@@ -214,7 +214,8 @@ def variants(hw: NpuSpec) -> dict[str, NpuSpec]:
                                                        anyprec_weights_per_cycle=half_ap)),
         "no operator fusion": r(hw, compiler=None if compiler is None else r(compiler, fusion=False)),
         "dispatch x5": r(hw, dispatch=r(hw.dispatch, overhead_us=hw.dispatch.overhead_us * 5)),
-        "achievable bandwidth 0.7": r(hw, dram=r(hw.dram, achievable_bandwidth_fraction=0.7)),
+        "achievable bandwidth x0.8": r(hw, dram=r(
+            hw.dram, achievable_bandwidth_fraction=hw.dram.achievable_bandwidth_fraction * 0.8)),
     }
 
 
@@ -240,7 +241,7 @@ def markdown(table: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
         cells = []
         for c, v in zip(cols, row, strict=True):
             if isinstance(v, float):
-                cells.append(format(v, formats.get(c, ".3g")))
+                cells.append(format(v, formats.get(c, ".4g")))
             else:
                 cells.append(str(v))
         lines.append("| " + " | ".join(cells) + " |")

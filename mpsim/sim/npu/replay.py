@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +38,7 @@ def npu_resident_cap(r: NpuRates) -> float:
 
 def step_bounds(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) row positions of every step: runs of equal (phase, step)."""
-    phase = rows["phase"].astype(str).to_numpy()
+    phase = pd.factorize(rows["phase"])[0]
     step = rows["step"].to_numpy()
     change = np.ones(len(rows), dtype=bool)
     change[1:] = (phase[1:] != phase[:-1]) | (step[1:] != step[:-1])
@@ -88,12 +87,13 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
     stacked = [np.column_stack([o.columns[c] for c in FLOAT_COLUMNS]) for o in outcomes]
     table = np.concatenate([stacked[s] for s in step_sig]) if len(step_sig) else \
         np.zeros((0, len(FLOAT_COLUMNS)))
-    col = {c: table[:, j] for j, c in enumerate(FLOAT_COLUMNS)}
+    j = {c: i for i, c in enumerate(FLOAT_COLUMNS)}
     durations = np.asarray([outcomes[s].duration_s for s in step_sig])
     offset = np.repeat(np.cumsum(durations) - durations, lengths)
-    end = col["end"] + offset
-    time_s = np.diff(end, prepend=0.0)
-    kernel = time_s - col["overhead"]
+    for c in ("end", "busy_start", "busy_end"):
+        table[:, j[c]] += offset
+    end = table[:, j["end"]]
+    kernel = np.diff(end, prepend=0.0) - table[:, j["overhead"]]
     names = sorted({b for o in outcomes for b in o.bound})
     index = {b: i for i, b in enumerate(names)}
     bound_codes = np.concatenate([np.asarray([index[b] for b in outcomes[s].bound], dtype=np.int64)
@@ -101,14 +101,15 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
     firsts = np.cumsum([0] + [len(o.bound) for o in outcomes])
     per_sig = [bound_codes[firsts[s]:firsts[s + 1]] for s in range(len(outcomes))]
     bounds = np.concatenate([per_sig[s] for s in step_sig]) if len(step_sig) else np.zeros(0, int)
-    out: dict[str, Any] = {
-        "kernel_s": kernel, "overhead_s": col["overhead"], "cycles": kernel * r.clock_hz,
-        "bytes_dram": col["bytes_dram"], "bytes_l2": np.nan, "bytes_sram": col["bytes_sram"],
-        "bound": pd.Categorical.from_codes(bounds, categories=names),
-        "ctas_per_sm": np.nan, "waves": np.nan,
-    }
-    for u in UNITS:
-        out[f"util_{u}"] = col[f"util_{u}"] if u in STEP_UTILS else np.nan
-    out.update(end_s=end, busy_start_s=col["busy_start"] + offset,
-               busy_end_s=col["busy_end"] + offset, energy_dyn_j=col["energy_dyn"])
-    return pd.DataFrame(out)
+    # One float block for the step model's columns (no per-column copies of ~10^6 rows).
+    frame = pd.DataFrame(table, columns=[_NAMES.get(c, c) for c in FLOAT_COLUMNS], copy=False)
+    frame["kernel_s"] = kernel
+    frame["cycles"] = kernel * r.clock_hz
+    frame["bound"] = pd.Categorical.from_codes(bounds, categories=names)
+    for c in ("bytes_l2", "ctas_per_sm", "waves", *(f"util_{u}" for u in UNITS if u not in STEP_UTILS)):
+        frame[c] = np.nan
+    return frame
+
+
+_NAMES = {"end": "end_s", "busy_start": "busy_start_s", "busy_end": "busy_end_s",
+          "overhead": "overhead_s", "energy_dyn": "energy_dyn_j"}
