@@ -81,9 +81,10 @@ class StepOutcome:
 
 def chunks_of(nbytes: float, r: NpuRates, p: SimParams) -> list[float]:
     """The prefetch of one operator as DMA chunks: at least `npu_min_chunks` (so an operator's own
-    compute overlaps its stream) of at most 1/`npu_window_chunks` of the run-ahead window, then one
-    DMA tile per core last (the compute after the last chunk lands is the only part of a stream not
-    hidden behind it)."""
+    compute overlaps its stream) of at most 1/`npu_window_chunks` of the run-ahead window, but no
+    more than `npu_max_chunks` (a longer stream's chunks stand for several window-sized ones and
+    occupy one window share: `occupancy`), then one DMA tile per core last (the compute after the
+    last chunk lands is the only part of a stream not hidden behind it)."""
     if nbytes <= 0:
         return []
     total = math.ceil(nbytes)  # whole bytes: the SRAM window's level stays exact
@@ -94,8 +95,14 @@ def chunks_of(nbytes: float, r: NpuRates, p: SimParams) -> list[float]:
     body = total - tile
     n = max(math.ceil(body / (pool / p.npu_window_chunks)),
             min(p.npu_min_chunks, math.ceil(body / tile)))
+    n = min(n, p.npu_max_chunks)  # beyond it a chunk stands for several window-sized ones
     q, rem = divmod(body, n)
     return [float(q + 1)] * rem + [float(q)] * (n - rem) + [float(tile)]
+
+
+def occupancy(nbytes: float, r: NpuRates, p: SimParams) -> float:
+    """SRAM a chunk holds while in flight: its bytes, at most one window share."""
+    return float(min(nbytes, (r.cores * r.wbuf_bytes) // p.npu_window_chunks))
 
 
 def plan_items(works: Sequence[OpWork], r: NpuRates, p: SimParams) -> tuple[list[_Item], list[int]]:
@@ -169,7 +176,7 @@ class StepSim:
             if self.isolated:
                 yield self.dispatched[i]
             for c, nbytes in enumerate(item.chunks):
-                yield self.pool.get(nbytes)
+                yield self.pool.get(occupancy(nbytes, self.r, self.p))
                 self.first_dma[i] = min(self.first_dma[i], self.env.now)
                 owed, self.stolen = self.stolen, 0.0
                 yield self.env.timeout((nbytes + owed) / self.pipe_Bpc)
@@ -206,7 +213,7 @@ class StepSim:
                 if cycles > 0:
                     yield env.timeout(cycles)
                 self.compute[i] += cycles
-                yield self.pool.put(nbytes)
+                yield self.pool.put(occupancy(nbytes, self.r, self.p))
             if w.tail_cycles > 0:
                 yield env.timeout(w.tail_cycles)
                 self.compute[i] += w.tail_cycles
