@@ -6,6 +6,11 @@ once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outco
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
 carries its roofline bound; a launch whose simulated time falls below it (possible only when L2
 residency saved DRAM reads the roofline counts) reports the bound, with `floored` set.
+On an NPU the SimPy model runs whole steps instead (mpsim/sim/npu/replay.py): operators overlap,
+each launch's `time_s` is its end minus the previous launch's end (no floor: an overlapped
+launch's share of the step can be below its own bound; the step as a whole is not), and the
+overlapped interval is `busy_start_s`..`busy_end_s`. Every model's rows get `energy_j`
+(mpsim/sim/energy.py).
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
 
@@ -20,12 +25,15 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
+from mpsim.sim.energy import launch_energy_j, roofline_dynamic_j
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.model import simulate_gpu_launch
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.npu.model import simulate_npu_launch
+from mpsim.sim.npu.rates import npu_rates
+from mpsim.sim.npu.replay import npu_resident_cap, replay_npu
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
 from mpsim.sim.roofline import roofline
@@ -43,11 +51,16 @@ def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams 
 
 
 def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
-    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2)."""
+    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2, the
+    NPU's activation SRAM)."""
+    if isinstance(hw, NpuSpec):
+        return npu_resident_cap(npu_rates(hw))
     return usable_l2(gpu_rates(hw), params) if isinstance(hw, GpuSpec) else 0.0
 
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:
+    if isinstance(hw, NpuSpec):
+        return replay_npu(rows, hw, params, memo)
     codes, reps = launch_keys(rows, resident_cap(hw, params))
     ns = namespace(hw, params, "sim")
     outcomes = []
@@ -107,6 +120,7 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
         out[f"util_{u}"] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["util_dram"] = np.where(t > 0, b["t_mem_s"].to_numpy() / t, 0.0)
+    out["energy_dyn_j"] = roofline_dynamic_j(rows, hw)
     return out
 
 
@@ -114,12 +128,20 @@ def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFr
     bounds = roofline(rows, hw)
     raw = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
     lower = bounds["t_lower_s"].to_numpy()
-    time_s = np.maximum(raw, lower)
-    end = np.cumsum(time_s)
+    if "end_s" in per:  # a step model: ends come from overlapped steps, shares are not floored
+        end = per["end_s"].to_numpy(dtype=float)
+        time_s = np.diff(end, prepend=0.0)
+        floored = np.zeros(len(per), dtype=bool)
+    else:
+        time_s = np.maximum(raw, lower)
+        end = np.cumsum(time_s)
+        floored = raw < lower
     start = np.concatenate([[0.0], end[:-1]])
+    busy = {"busy_start_s": start, "busy_end_s": end} if "busy_start_s" not in per else {}
     out = per.assign(launch_id=rows["launch_id"].to_numpy(), start_s=start, end_s=end,
                      time_s=time_s, t_math_s=bounds["t_math_s"].to_numpy(),
-                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower, floored=raw < lower)
+                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower, floored=floored,
+                     energy_j=launch_energy_j(per, rows, hw, time_s), **busy)
     out = out[list(LAUNCH_COLUMNS)]
     out.index = rows.index
     return out
