@@ -20,7 +20,13 @@ from typing import Any
 
 from mpsim.sim.npu.rates import NpuRates
 from mpsim.sim.params import SimParams
-from mpsim.traces.accounting import FP16, causal_pairs, kv_bytes_per_token_head, weight_bytes
+from mpsim.traces.accounting import (
+    FP16,
+    causal_pairs,
+    decode_kv_tokens,
+    kv_bytes_per_token_head,
+    weight_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -82,18 +88,32 @@ def _attention(row: Mapping[str, Any], r: NpuRates, p: SimParams) -> NpuWork:
     token = kv_bytes_per_token_head(d, k_bits) + kv_bytes_per_token_head(d, v_bits)
     tile_tokens = max(1, min(kv, int(_tile_bytes(r.abuf_bytes, p) // token)))
     per_item = max(1, math.ceil(kv / tile_tokens))
+    core_tiles = _item_tiles(row, per_item, tile_tokens, r.cores)
     frac = causal_pairs(q, kv) / (q * kv) if bool(row["causal"]) and kv > 0 else 1.0
     quantized = (k_bits < 16) + (v_bits < 16)
     tile = NpuTile(
-        dma_bytes=float(row["bytes_read"]) / (items * per_item), weights=0.0, bits=16,
+        dma_bytes=float(row["bytes_read"]) / sum(core_tiles), weights=0.0, bits=16,
         macs=2.0 * rows * tile_tokens * d * frac, products=2.0,
         vec_flops=(rows * tile_tokens * frac * p.softmax_ops_per_score
                    + quantized * tile_tokens * d * p.kv_dequant_ops + rows * d),
         serial=True)
     per_core = _deal(items, r.cores)
     written = float(row["bytes_written"])
-    return NpuWork(tile, tuple(i * per_item for i in per_core),
-                   tuple(written * i / items for i in per_core))
+    return NpuWork(tile, core_tiles, tuple(written * i / items for i in per_core))
+
+
+def _item_tiles(row: Mapping[str, Any], per_item: int, tile_tokens: int, cores: int) -> tuple[int, ...]:
+    """Tiles per core, (sequence, KV head) items dealt round-robin. Decode over sequences of different
+    lengths (kv_tokens < batch x kv_len): the longest sequence's items (dealt first) walk kv_len, the
+    others the mean of the rest, so the batch's KV tokens are kept."""
+    b, hkv, kv = int(row["batch"]), int(row["num_kv_heads"]), int(row["kv_len"])
+    tokens = decode_kv_tokens(row)
+    per_core = _deal(b * hkv, cores)
+    if tokens is None or b == 1 or tokens >= b * kv:
+        return tuple(i * per_item for i in per_core)
+    rest = max(1, math.ceil(math.ceil((tokens - kv) / (b - 1)) / tile_tokens))
+    longest = _deal(hkv, cores)  # items 0..hkv-1 land on cores 0, 1, ... first
+    return tuple(n * per_item + (i - n) * rest for i, n in zip(per_core, longest, strict=True))
 
 
 def _streaming(row: Mapping[str, Any], r: NpuRates, p: SimParams) -> NpuWork:
