@@ -4,7 +4,7 @@ arithmetic; w4 frees its weights' memory; running past the capacity preempts, an
 from __future__ import annotations
 
 import pytest
-from conftest import requests, serve, together
+from serve_cases import requests, serve, together
 
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model

@@ -4,7 +4,7 @@ of the equivalent synthesized trace (serve's KV block size, its protocols: no ex
 from __future__ import annotations
 
 import pytest
-from conftest import requests, serve, together
+from serve_cases import requests, serve, together
 
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model

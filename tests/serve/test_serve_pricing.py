@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import requests, serve
+from serve_cases import requests, serve
 
 from mpsim.serve.config import Buckets
 

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import requests, serve
+from serve_cases import requests, serve
 
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model

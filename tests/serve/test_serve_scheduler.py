@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import requests, serve, together
+from serve_cases import requests, serve, together
 
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy

@@ -1,4 +1,5 @@
-"""Shared helpers of the serving tests: small, fast runs (the roofline prices the queueing tests)."""
+"""Shared helpers of the serving tests (tests/serve/, tests/analysis/): small, fast runs (the roofline
+prices the queueing tests)."""
 
 from __future__ import annotations
 
