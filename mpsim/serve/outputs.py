@@ -3,8 +3,9 @@
 Per request (as vLLM's benchmark defines them): TTFT = first token - arrival; TPOT = (finish - first
 token) / (gen_len - 1) (NaN for one-token outputs); E2E = finish - arrival. The summary gives
 throughput (requests/s and output tokens/s over the run: from the first arrival to the last
-finish), TTFT/TPOT/E2E mean and p50/p90/p99 (numpy's linear percentiles), goodput (requests per
-second meeting every SLO given), whether each p99 meets its SLO, preemptions, and
+finish; with warm-up/cool-down left out, the rate the counted requests finish at), TTFT/TPOT/E2E
+mean and p50/p90/p99 (numpy's linear percentiles), goodput (requests per second meeting every SLO
+given), whether each p99 meets its SLO, preemptions, and
 `peak_concurrent_sequences` (sequences holding KV blocks at once). `warmup_frac`/`cooldown_frac`
 leave the first/last requests by arrival out of the steady-state figures.
 """
@@ -82,7 +83,12 @@ def summarize(requests: pd.DataFrame, iterations: pd.DataFrame, cfg: ServeConfig
               cap: KvCapacity, pricing: dict[str, Any], info: dict[str, Any],
               wall_s: float) -> dict[str, Any]:
     kept = steady(requests, cfg)
-    span = float(kept["finish_s"].max() - kept["arrival_s"].min())
+    whole = float(requests["finish_s"].max() - requests["arrival_s"].min())
+    if cfg.warmup_frac or cfg.cooldown_frac:  # steady state: the rate the kept requests finish at
+        window = float(kept["finish_s"].max() - kept["finish_s"].min())
+        span = window * len(kept) / (len(kept) - 1) if len(kept) > 1 else float("nan")
+    else:  # vLLM's benchmark: from the first arrival to the last completion
+        span = whole
     span = span if span > 0 else float("nan")
     out: dict[str, Any] = {**info, "requests": len(requests), "requests_counted": len(kept),
                            "arrivals": reqs.source, "lengths_cut_to_context": reqs.clipped,
@@ -100,7 +106,7 @@ def summarize(requests: pd.DataFrame, iterations: pd.DataFrame, cfg: ServeConfig
         "peak_concurrent_sequences": int(iterations["running"].max()) if len(iterations) else 0,
         "mean_batch": float(np.average(iterations["batch"], weights=iterations["time_s"])) if busy else 0.0,
         "peak_kv_occupancy": float(iterations["kv_occupancy"].max()) if len(iterations) else 0.0,
-        "mean_in_system": float((iterations["in_system"] * iterations["time_s"]).sum() / span),
+        "mean_in_system": float((iterations["in_system"] * iterations["time_s"]).sum() / whole),
         "iterations": len(iterations), "busy_s": float(busy),
         "kv_capacity": cap.as_dict(), "config": cfg.as_dict(), "pricing": pricing, "wall_s": wall_s,
     })
