@@ -41,7 +41,8 @@ def serve_latency_figure(table: pd.DataFrame) -> Figure:
     colors = policy_colors(policies)
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = new_axes(rows, cols, (4.8 * cols, 3.6 * rows + 0.8))
+    width = max(4.8 * cols, 7.5)
+    fig, axes = new_axes(rows, cols, (width, 3.6 * rows + 0.9))
     for i, (model, hw) in enumerate(panels):
         ax = axes[i // cols][i % cols]
         sel = table[(table["model"] == model) & (table["hw"] == hw)]
@@ -55,7 +56,7 @@ def serve_latency_figure(table: pd.DataFrame) -> Figure:
             ax.annotate(f"SLO {float(slo.iloc[0]) * MS:g} ms", (0.02, float(slo.iloc[0]) * MS),
                         xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
         _log_if_wide(ax, sel["rate"])
-        ax.set_title(f"{model} on {hw}")
+        ax.set_title(f"{model} on {hw}{_priced_by(sel)}")
         ax.set_xlabel("offered request rate (requests/s)")
         ax.set_ylabel("time per output token (ms)")
         ax.grid(alpha=0.3)
@@ -64,9 +65,16 @@ def serve_latency_figure(table: pd.DataFrame) -> Figure:
     handles = [Line2D([], [], color=colors[p], marker="o", label=p) for p in policies]
     handles += [Line2D([], [], color="0.3", ls="-", label="p99"), Line2D([], [], color="0.3", ls="--",
                                                                            label="p50")]
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), frameon=False)
-    fig.tight_layout(rect=(0, 0.12 if rows == 1 else 0.06, 1, 1))
+    per_row = max(2, int(width / 1.6))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), per_row), frameon=False)
+    legend_rows = -(-len(handles) // per_row)
+    fig.tight_layout(rect=(0, (0.07 if rows == 1 else 0.035) * legend_rows + 0.02, 1, 1))
     return fig
+
+
+def _priced_by(sel: pd.DataFrame) -> str:
+    models = list(dict.fromkeys(sel["perf_model"])) if "perf_model" in sel.columns else []
+    return f" ({', '.join(models)})" if models else ""
 
 
 def _log_if_wide(ax: Axes, values: pd.Series) -> None:
@@ -96,7 +104,8 @@ def serve_capacity_figure(table: pd.DataFrame) -> Figure:
         sel = rates[rates["model"] == model]
         goal = slo_goal(sel.iloc[0])
         swept = ", ".join(f"{r:g}" for r in sorted(set(table.loc[table["model"] == model, "rate"])))
-        ax.set_title(f"{model}: highest rate with {goal}\n(rates swept: {swept} requests/s)", fontsize=10)
+        by = _priced_by(table[table["model"] == model])
+        ax.set_title(f"{model}{by}: highest rate with {goal}\n(rates swept: {swept} requests/s)", fontsize=10)
         if sel["max_rate_rps"].isna().all():
             _nobody(ax, sel, goal)
             continue

@@ -27,7 +27,7 @@ def test_latency_lines_per_policy() -> None:
     fig = serve_latency_figure(_table([True] * 4))
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert len(ax.get_lines()) == 2 * 2 + 1  # p99 and p50 per policy, the SLO
-    assert ax.get_title() == "vicuna-7b on h200-sxm"
+    assert ax.get_title() == "vicuna-7b on h200-sxm"  # (the perf model too, when the table has it)
 
 
 def test_capacity_bars_and_the_no_policy_panel() -> None:
