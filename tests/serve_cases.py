@@ -30,7 +30,7 @@ def together(reqs: Requests) -> Requests:
 
 def serve(reqs: Requests, model: str = "mobilellama-1.4b", policy: str = "fp16", hw: str = "h200-sxm",
           perf_model: str = "roofline", pricer: IterationPricer | None = None, audit_every: int = 0,
-          **sched: Any) -> ServeResult:
-    cfg = ServeConfig(scheduler=SchedulerConfig(**sched), perf_model=perf_model)
+          pricing: str = "auto", **sched: Any) -> ServeResult:
+    cfg = ServeConfig(scheduler=SchedulerConfig(**sched), perf_model=perf_model, pricing=pricing)
     return run_serve(get_model(model), parse_policy(policy), load_hardware(hw), reqs, cfg, pricer=pricer,
                      audit_every=audit_every)

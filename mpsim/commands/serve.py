@@ -40,6 +40,10 @@ def register(sub: Any) -> None:
                    help="share of requests (last arrivals) left out of steady-state figures (default 0)")
     p.add_argument("--exact-pricing", action="store_true",
                    help="price every iteration shape exactly (no buckets; slower)")
+    p.add_argument("--pricing", default="auto", choices=("auto", "components", "iterations"),
+                   help="components: an iteration as the sum of separately priced parts; iterations: "
+                        "each (rounded) iteration as one launch list; auto (default): iterations on "
+                        "an NPU simulated step by step, components elsewhere")
     p.add_argument("--audit", type=int, default=0, metavar="K",
                    help="also price every K-th iteration as one exact launch list and report the error")
     p.add_argument("--timeline", action="store_true", help="write DIR/timeline.json (Perfetto)")
@@ -97,7 +101,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     protocol = ProtocolCosts(args.decode_protocol, args.prefill_protocol,
                              host_overhead_s=args.host_overhead_us * 1e-6)
     return ServeConfig(sched, slo, args.perf_model, protocol, Buckets(enabled=not args.exact_pricing),
-                       args.warmup_frac, args.cooldown_frac, args.allow_beyond_context)
+                       args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing)
 
 
 def run(args: argparse.Namespace) -> int:

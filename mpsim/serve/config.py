@@ -17,6 +17,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.serve.protocol import ProtocolCosts
 
 MIXED_PRECISION = ("per-group", "highest")
+PRICING = ("auto", "components", "iterations")
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,15 @@ class ServeConfig:
     warmup_frac: float = 0.0     # share of requests (by arrival) left out of steady-state figures
     cooldown_frac: float = 0.0
     allow_beyond_context: bool = False
+    pricing: str = "auto"        # components | iterations | auto (mpsim/serve/pricing.py)
 
     def __post_init__(self) -> None:
         for key in ("warmup_frac", "cooldown_frac"):
             value = getattr(self, key)
             if not 0 <= value < 1:
                 raise MpsimInputError(f"--{key.replace('_', '-')} must be in [0, 1), got {value}")
+        if self.pricing not in PRICING:
+            raise MpsimInputError(f"--pricing {self.pricing!r}: expected one of {', '.join(PRICING)}")
         if self.warmup_frac + self.cooldown_frac >= 1:
             raise MpsimInputError("--warmup-frac + --cooldown-frac must leave some requests (< 1)")
 

@@ -11,6 +11,7 @@ orders simultaneous events by the order they were scheduled.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -44,7 +45,17 @@ class ServeResult:
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
-                           cfg.scheduler.block_size)
+                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw))
+
+
+def whole_iterations(pricing: str, hw: HardwareSpec) -> bool:
+    """`iterations`: each iteration's launch list as one `simulate` call (one step of a step-level
+    model). `auto`: so on an NPU whose performance model simulates whole steps (the NPU step model,
+    mpsim/sim/npu/step.py, where operators overlap across launches and components would not add
+    up); components everywhere else."""
+    if pricing != "auto":
+        return pricing == "iterations"
+    return hw.kind == "npu" and importlib.util.find_spec("mpsim.sim.npu.step") is not None
 
 
 class _Wake:

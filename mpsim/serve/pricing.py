@@ -97,9 +97,11 @@ class IterationPricer:
     """Prices iterations of one (model, policy, hardware, performance model); reusable across runs."""
 
     def __init__(self, spec: ModelSpec, kv_bits: int, hw: HardwareSpec, perf_model: str,
-                 buckets: Buckets, protocol: ProtocolCosts, kv_block: int) -> None:
+                 buckets: Buckets, protocol: ProtocolCosts, kv_block: int,
+                 whole_iterations: bool = False) -> None:
         self.spec, self.kv_bits, self.hw, self.perf_model = spec, kv_bits, hw, perf_model
         self.buckets, self.protocol, self.kv_block = buckets, protocol, kv_block
+        self.whole = whole_iterations  # price each (rounded) iteration as one launch list
         self.layers = spec.num_layers
         self.two = replace(spec, num_layers=min(2, spec.num_layers))
         self.memo = LaunchMemo(None)
@@ -134,10 +136,15 @@ class IterationPricer:
         """Each component's price interpolated (multi-linearly) between the corners of the bucket
         segments its shape lies in; every corner is priced once, on first need."""
         self.stats.iterations += 1
+        if self.whole:
+            s = self.rounded(s)
         found = self.signatures.get(s)
         if found is not None:
             self.stats.signature_hits += 1
             return found
+        if self.whole:
+            self.signatures[s] = self._whole(s)
+            return self.signatures[s]
         b = self.buckets
 
         def seg(x: int, floor_step: int = 16) -> Axis:
@@ -171,10 +178,33 @@ class IterationPricer:
 
     def reference(self, s: Shape) -> float:
         """The exact iteration: every launch of iteration_rows(s) through one `simulate` call."""
+        return self._whole(s)[0]
+
+    def _whole(self, s: Shape) -> tuple[float, int]:
         rows = iteration_rows(self.spec, s, self.kv_bits, self.kv_block)
+        start = time.perf_counter()
         result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo)
+        self.stats.simulate_s += time.perf_counter() - start
+        self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
-        return seconds + self.protocol.cost_s(s.has_prefill, len(rows))
+        return seconds + self.protocol.cost_s(s.has_prefill, len(rows)), len(rows)
+
+    def rounded(self, s: Shape) -> Shape:
+        """The shape with every count rounded up to its segment's end and KV to whole tiles (the
+        signature of `whole_iterations` pricing, where interpolating would price 2^k iterations)."""
+        b = self.buckets
+
+        def up(x: int) -> int:  # at most 1/2^token_bits up (exact below 2^(token_bits + 1))
+            return b.tokens(x, floor_step=1)
+
+        groups = tuple((w, up(m)) for w, m in s.groups)
+        prefill = tuple((c, up(q), b.kv(before) if before else 0) for c, q, before in s.prefill)
+        decode = None
+        if s.decode is not None:
+            n, kv_max, kv_tokens = s.decode
+            decode = (up(n), b.kv(kv_max), up(n) * b.kv(-(-kv_tokens // n)))
+        tokens = sum(m for _, m in groups)
+        return Shape(groups, tokens, up(s.seqs), s.has_prefill, decode, prefill)
 
     def _price_parts(self, keys: list[tuple[Any, ...]]) -> None:
         if not keys:

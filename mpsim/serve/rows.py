@@ -48,7 +48,7 @@ class Shape:
 def base_pass(tokens: int, kv_bits: int, kv_block: int, phase: str = "decode",
               weights: WeightChoice = FP16_WEIGHTS) -> PassShape:
     """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens."""
-    return PassShape(phase, 1, tokens, 1, 1, weights, kv_bits, kv_block)
+    return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block)
 
 
 def stand_in(pred: Row, layer: int = -1) -> Row:
@@ -96,6 +96,8 @@ def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int) -> li
             else:
                 rows.append(row)
     rows += tail_rows(spec, s.seqs, s.has_prefill, kv_bits, kv_block)
+    for row in rows:  # one (phase, step): the iteration is one step of a step-level model
+        row.update(phase=base.phase, step=base.step)
     return rows
 
 

@@ -36,3 +36,21 @@ def test_priced_iterations_match_their_exact_launch_lists(policy: str, perf_mode
     audit = res.summary["pricing"]["audit"]
     assert audit["iterations"] >= 15
     assert audit["mean_abs_rel"] < tolerance and abs(audit["total_rel"]) < tolerance
+
+
+def test_whole_iteration_pricing_agrees_with_the_components() -> None:
+    """`pricing: iterations` (what an NPU step model needs: one launch list per rounded iteration)
+    against the components on the same run: a few percent apart (it rounds up where they
+    interpolate); a lone request with round shapes on the simulator (which rounds KV to the same
+    tiles itself) is the same."""
+    reqs = requests(rate=150.0, n=40, prompt="uniform:40:500", gen="uniform:2:40")
+    parts = serve(reqs, policy="w4+kv8", max_num_batched_tokens=768).summary
+    whole = serve(reqs, policy="w4+kv8", max_num_batched_tokens=768, pricing="iterations").summary
+    assert whole["pricing"]["signature_hits"] > 0
+    for key in ("throughput_rps", "tpot_p50_s", "tpot_p99_s", "e2e_mean_s"):
+        assert whole[key] == pytest.approx(parts[key], rel=0.05)
+    lone = requests(rate=1e-3, n=1, prompt=512, gen=16)
+    a = serve(lone, policy="w4+kv8", perf_model="sim").requests.iloc[0]
+    b = serve(lone, policy="w4+kv8", perf_model="sim", pricing="iterations").requests.iloc[0]
+    assert a["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-9)
+    assert a["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-9)
