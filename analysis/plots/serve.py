@@ -98,14 +98,15 @@ def serve_capacity_figure(table: pd.DataFrame) -> Figure:
     models = list(dict.fromkeys(rates["model"]))
     policies = list(dict.fromkeys(rates["policy"]))
     colors = policy_colors(policies)
-    fig, axes = new_axes(1, len(models), (max(5.0, 1.2 * len(policies) * rates["hw"].nunique()) *
-                                          len(models), 4.2))
+    fig, axes = new_axes(1, len(models), (max(6.0, 1.2 * len(policies) * rates["hw"].nunique()) *
+                                          len(models), 4.6))
     for ax, model in zip(axes[0], models, strict=True):
         sel = rates[rates["model"] == model]
         goal = slo_goal(sel.iloc[0])
         swept = ", ".join(f"{r:g}" for r in sorted(set(table.loc[table["model"] == model, "rate"])))
         by = _priced_by(table[table["model"] == model])
-        ax.set_title(f"{model}{by}: highest rate with {goal}\n(rates swept: {swept} requests/s)", fontsize=10)
+        ax.set_title(f"{model}{by}: highest rate meeting\n{goal}\n(rates swept: {swept} requests/s)",
+                     fontsize=10)
         if sel["max_rate_rps"].isna().all():
             _nobody(ax, sel, goal)
             continue
