@@ -17,6 +17,7 @@ from mpsim.commands import (
     plot,
     quantize,
     roofline,
+    serve,
     simulate,
     sweep,
     synth,
@@ -25,7 +26,8 @@ from mpsim.commands import (
 from mpsim.errors import USER_ERRORS
 
 # Command families, in the order `mpsim --help` lists them. Each module has `register(subparsers)`.
-COMMANDS = (info, synth, roofline, sweep, plot, demo, simulate, op, validate, engine, quantize, evaluate)
+COMMANDS = (info, synth, roofline, sweep, plot, demo, simulate, serve, op, validate, engine, quantize,
+            evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -78,7 +78,8 @@ def _attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, h
     return _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
                  "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
                  "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
-                 "kv_block": kv_block if decode else None}, cfg)
+                 "kv_block": kv_block if decode else None,
+                 "kv_tokens": batch * kv_len if decode else None}, cfg)
 
 
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,

@@ -77,8 +77,8 @@ def _tile(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> pd.DataFrame:
 
 
 def _attention_by_step(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {c: [] for c in ("kv_len", "grid", "config", "flops", "bytes_read",
-                                                  "bytes_written")}
+    out: dict[str, list[Any]] = {c: [] for c in ("kv_len", "kv_tokens", "grid", "config", "flops",
+                                                  "bytes_read", "bytes_written")}
     for s in steps:
         p = PassShape("decode", int(s), first.batch, 1, first.kv_len - first.step + int(s),
                       first.weights, first.kv_bits, first.kv_block, first.on_gpu, first.graph_capacity)

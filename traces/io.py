@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mpsim.traces.atomic import write_parquet_atomic
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import SCHEMA_VERSION
+from mpsim.traces.schema import READABLE_VERSIONS, SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import validate_frame
 
@@ -38,7 +39,23 @@ def read_trace(path: str | Path) -> Trace:
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
     meta = _read_meta(table.schema.metadata or {}, path)
-    return Trace(validate_frame(table.to_pandas(), str(path)), meta)
+    frame = table.to_pandas()
+    if meta.schema_version == 1:  # before kv_tokens: every batch was uniform
+        frame = with_kv_tokens(frame)
+        meta = TraceMeta(meta.source, meta.model, meta.policy, meta.workload, meta.environment,
+                         SCHEMA_VERSION)
+    return Trace(validate_frame(frame, str(path)), meta)
+
+
+def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
+    """A version-1 launch table with the version-2 `kv_tokens` column: batch x kv_len for decode
+    attention (q_len 1), <NA> elsewhere."""
+    if "kv_tokens" in frame.columns:
+        return frame
+    decode = ((frame["op"] == "attention") & (frame["q_len"] == 1)).fillna(False).to_numpy(dtype=bool)
+    tokens = pd.array([pd.NA] * len(frame), dtype="Int64")
+    tokens[decode] = (frame["batch"].astype("Int64") * frame["kv_len"].astype("Int64")).to_numpy()[decode]
+    return frame.assign(kv_tokens=tokens)
 
 
 def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
@@ -49,9 +66,10 @@ def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
     except ValueError as exc:
         raise TraceError(f"{path}: mpsim metadata is not JSON ({exc})") from None
     version = meta.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise TraceError(
-            f"{path}: trace schema_version {version!r}; this mpsim reads version {SCHEMA_VERSION}"
+            f"{path}: trace schema_version {version!r}; this mpsim reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
     if meta.get("source") not in SOURCES:
         raise TraceError(f"{path}: metadata 'source' is {meta.get('source')!r}; expected one of {SOURCES}")

@@ -6,7 +6,8 @@ Change it here only, and bump SCHEMA_VERSION when columns or their meaning chang
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: kv_tokens (decode attention over a batch of different KV lengths)
+READABLE_VERSIONS = (1, 2)  # version-1 files get kv_tokens filled on read (traces/io.py)
 
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")
@@ -25,6 +26,9 @@ COLUMNS: dict[str, str] = {
     "batch": "Int64", "q_len": "Int64", "kv_len": "Int64", "num_q_heads": "Int64",
     "num_kv_heads": "Int64", "head_dim": "Int64", "k_bits": "Int64", "v_bits": "Int64",
     "causal": "boolean", "kv_block": "Int64",
+    # decode attention: KV tokens read over the whole batch (the sum of the sequences' lengths;
+    # kv_len is the longest, which sets the grid); batch x kv_len for a uniform batch, <NA> elsewhere
+    "kv_tokens": "Int64",
     # launch config, JSON text
     "grid": "string", "config": "string",
     # analytic accounting (traces.accounting.launch_cost)
@@ -45,4 +49,4 @@ REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
 }
 NON_NEGATIVE = ("step", "m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len",
                 "num_q_heads", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_block",
-                "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")
+                "kv_tokens", "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")

@@ -25,7 +25,7 @@ from mpsim.models import get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import SimResult, simulate
 from mpsim.sim.energy import energy_breakdown
-from mpsim.sim.keys import bucketed_kv_len
+from mpsim.sim.keys import bucketed_kv
 from mpsim.sim.memo import LaunchMemo
 from mpsim.synth import synthesize
 from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
@@ -77,7 +77,7 @@ def decode_costs(rows: pd.DataFrame, hw: NpuSpec) -> dict[str, float]:
     writes = float(dec["bytes_written"].astype(float).sum())
     gather = float(dec.loc[dec["op"] == "embed", "bytes_read"].astype(float).sum())
     attn = dec["op"] == "attention"
-    pad_tokens = (bucketed_kv_len(dec)[attn] - dec.loc[attn, "kv_len"]).astype(float)
+    pad_tokens = (bucketed_kv(dec)[0][attn] - dec.loc[attn, "kv_len"]).astype(float)
     a = dec[attn]
     per_token = np.asarray([
         (kv_bytes_per_token_head(int(d), int(kb)) + kv_bytes_per_token_head(int(d), int(vb))) * h * b

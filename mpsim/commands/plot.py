@@ -3,7 +3,9 @@
 speedup, memory, energy: a sweep's results table (energy: J per generated token). pareto: any
 table with policy, a speedup and a quality column. roofline: --trace T --hw H. timeline: --trace T
 --hw H, or a table of launches with start_s/end_s. validation: --trace T (with measured_us) --hw H,
-or a table of op, measured_s and predicted_s. The suffix of --out picks PNG or SVG;
+or a table of op, measured_s and predicted_s. serve-latency, serve-capacity: a sweep's
+serve_results.parquet; serve-timeline: a `mpsim serve` run's iterations.parquet. The suffix of --out
+picks PNG or SVG;
 no suffix writes both.
 """
 
@@ -21,7 +23,8 @@ from mpsim.errors import MpsimInputError
 from mpsim.sim import PERF_MODELS
 from mpsim.traces.io import read_trace
 
-KINDS = ("speedup", "memory", "energy", "roofline", "timeline", "validation", "pareto")
+KINDS = ("speedup", "memory", "energy", "roofline", "timeline", "validation", "pareto", "serve-latency",
+         "serve-capacity", "serve-timeline")
 
 
 def register(sub: Any) -> None:
@@ -59,6 +62,8 @@ def _draw(args: argparse.Namespace) -> list[Path]:
     from mpsim.analysis.plots.timeline import plot_timeline
     from mpsim.analysis.plots.validation import plot_validation, validation_frame
 
+    if args.kind.startswith("serve-"):
+        return _serve_chart(args)
     if args.kind in ("speedup", "memory", "energy", "pareto"):
         table = read_table(_need(args, "results", "a results table"))
         if args.kind == "speedup":
@@ -83,6 +88,30 @@ def _draw(args: argparse.Namespace) -> list[Path]:
     if args.kind == "timeline":
         return plot_timeline(run_, title, args.out, args.step, args.start_ms, args.window_ms)
     return plot_validation(validation_frame(run_), title, args.out)
+
+
+def _serve_chart(args: argparse.Namespace) -> list[Path]:
+    from mpsim.analysis.plots.serve import plot_serve_capacity, plot_serve_latency, plot_serve_timeline
+
+    path = _need(args, "results", "a serve table (serve_results.parquet or iterations.parquet)")
+    table = read_table(path)
+    if args.kind == "serve-latency":
+        return plot_serve_latency(table, args.out)
+    if args.kind == "serve-capacity":
+        return plot_serve_capacity(table, args.out)
+    return plot_serve_timeline(table, run_label(Path(path)), args.out)
+
+
+def run_label(path: Path) -> str:
+    """A serve run's title from the summary.json beside its iterations table, else the file's name."""
+    summary = path.with_name("summary.json")
+    if summary.is_file():
+        import json
+
+        s = json.loads(summary.read_text())
+        return (f"{s.get('model')} {s.get('policy')} on {s.get('hw')}: {s.get('requests')} requests "
+                f"({s.get('arrivals')})")
+    return path.name
 
 
 def _need(args: argparse.Namespace, attr: str, what: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import list_hardware, load_hardware
+from mpsim.launch_plan import attention_row, costed
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import PERF_MODELS, check_model, simulate
@@ -21,10 +22,18 @@ from mpsim.sim.npu.replay import step_bounds
 from mpsim.sim.result import LAUNCH_COLUMNS
 from mpsim.sim.roofline import roofline
 from mpsim.synth import synthesize
+from mpsim.traces.schema import COLUMNS
 from mpsim.traces.trace import Trace
 from mpsim.workload import Workload
 
 REL = 1e-9
+
+
+def costed_again(row: dict[str, Any]) -> dict[str, Any]:
+    """A `mpsim op`-style row (costed, grid/config JSON) re-costed after a shape edit."""
+    import json
+    row = dict(row, grid=json.loads(row["grid"]), config=json.loads(row["config"]))
+    return costed(row)
 
 
 SMALL = Workload(64, 4, 2)
@@ -138,6 +147,25 @@ def test_decode_attention_is_bucketed_by_kv_tiles() -> None:
     t = out.loc[attn, "time_s"].to_numpy()
     assert len(set(t[kv <= 64])) == 1  # one bucket, one simulated time
     assert (out.loc[attn, "time_s"] >= out.loc[attn, "t_lower_s"]).all()
+
+
+@pytest.mark.parametrize("hw", ["h200-sxm", "npu-llm"])
+def test_decode_attention_over_sequences_of_different_lengths(hw: str) -> None:
+    """kv_tokens (the batch's KV tokens) prices decode attention below the uniform batch at the longest
+    length (and, on the GPU, above the uniform batch at the mean: the longest sequence's splits make
+    the tail); equal kv_tokens give one key, different ones two."""
+    def row(kv_len: int, kv_tokens: int) -> dict[str, Any]:
+        r = attention_row(16, 1, kv_len, 32, 32, 128, 8, 16)
+        r.update(kv_tokens=kv_tokens)
+        return costed_again(r)
+
+    frame = pd.DataFrame([row(2048, 16 * 512), row(2048, 16 * 512), row(2048, 16 * 2048),
+                          row(512, 16 * 512)]).reindex(columns=list(COLUMNS)).astype(COLUMNS)
+    codes, _ = launch_keys(frame, 0.0)
+    assert codes[0] == codes[1] and len(set(codes)) == 3
+    t = simulate(frame, load_hardware(hw), cache_dir=None).launches["time_s"].to_numpy()
+    assert t[0] < t[2]
+    assert t[3] < t[0] or hw != "h200-sxm"
 
 
 def test_every_preset_and_policy_runs_on_every_hardware() -> None:

@@ -152,3 +152,16 @@ def test_chrome_export_has_one_event_per_launch(small_trace: Trace) -> None:
     assert events[1]["ts"] == pytest.approx(dur[0])
     assert events[0]["args"]["op"] == rows["op"].iloc[0]
     json.dumps(doc)  # serializable as Perfetto reads it
+
+
+def test_version_1_files_stay_readable_with_kv_tokens_filled(small_trace: Trace, tmp_path: Path) -> None:
+    """A schema-1 file (before kv_tokens) reads as version 2: batch x kv_len for decode attention."""
+    old = small_trace.rows.drop(columns=["kv_tokens"])
+    trace = read_trace(_write_frame(old, tmp_path / "v1.parquet", {"schema_version": 1, "source": "synth"}))
+    assert trace.meta.schema_version == 2
+    rows = trace.rows
+    decode = (rows["op"] == "attention") & (rows["q_len"] == 1)
+    assert decode.any()
+    assert (rows.loc[decode, "kv_tokens"] == rows.loc[decode, "batch"] * rows.loc[decode, "kv_len"]).all()
+    assert rows.loc[~decode, "kv_tokens"].isna().all()
+    pd.testing.assert_frame_equal(rows, small_trace.rows)

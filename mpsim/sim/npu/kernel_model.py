@@ -24,7 +24,7 @@ from typing import Any
 
 from mpsim.sim.npu.rates import NpuRates
 from mpsim.sim.params import SimParams
-from mpsim.traces.accounting import FP16, causal_pairs, weight_bytes
+from mpsim.traces.accounting import FP16, causal_pairs, decode_kv_tokens, weight_bytes
 
 UNITS = ("decoder", "mac", "vector", "sram")
 FUSABLE = ("norm", "rope", "act", "other")  # folded into a neighbouring GEMM/attention (fusion.py)
@@ -120,18 +120,36 @@ def _attention(row: Mapping[str, Any], r: NpuRates, p: SimParams, resident: floa
     # q tokens were written by this step (all of them in a prefill).
     kv_bytes = max(0.0, read - q_bytes) * max(0, kv - q) / kv if kv > 0 else 0.0
     act = read - kv_bytes
-    qk, _ = r.matrix_cycles(rows, kv, d)
-    pv, _ = r.matrix_cycles(rows, d, kv)
     quantized = (k_bits < 16) + (v_bits < 16)
-    vec_ops = rows * kv * frac * p.softmax_ops_per_score + quantized * kv * d * p.kv_dequant_ops \
-        + rows * d
+
+    def item_mac(n: int) -> float:  # QK^T and PV of one (sequence, KV head) item over n keys
+        return r.matrix_cycles(rows, n, d)[0] + r.matrix_cycles(rows, d, n)[0]
+
+    def item_vec(n: int) -> float:
+        return rows * n * frac * p.softmax_ops_per_score + quantized * n * d * p.kv_dequant_ops + rows * d
+
+    # Decode over sequences of different lengths (kv_tokens < batch x kv_len): the longest
+    # sequence's items (dealt first, one per core) walk kv_len, the others the mean of the rest.
+    rest = _rest_kv(row, b, kv)
+    longest = min(per_core, math.ceil(hkv / r.cores))
+    mac = (longest * item_mac(kv) + (per_core - longest) * item_mac(rest)) * frac
+    vec = longest * item_vec(kv) + (per_core - longest) * item_vec(rest)
     item_bytes = read / items
-    units = {"mac": per_core * (qk + pv) * frac, "vector": per_core * vec_ops / r.vec_pc,
-             "sram": per_core * 2 * item_bytes / r.wbuf_Bpc}
+    units = {"mac": mac, "vector": vec / r.vec_pc, "sram": per_core * 2 * item_bytes / r.wbuf_Bpc}
+    keys = kv + (b - 1) * rest  # per KV head, over the batch
     return _pipeline(
         "attention", units, prefetch_bytes=kv_bytes, dep_bytes=max(0.0, act - resident),
         write_bytes=float(row["bytes_written"]), tail_cycles=float(r.rows + r.cols),
-        macs=2.0 * b * hq * q * kv * d * frac, vector_ops=items * vec_ops, sram_bytes=2 * read)
+        macs=2.0 * hq * q * keys * d * frac,
+        vector_ops=hkv * (item_vec(kv) + (b - 1) * item_vec(rest)), sram_bytes=2 * read)
+
+
+def _rest_kv(row: Mapping[str, Any], b: int, kv: int) -> int:
+    """Mean keys of the sequences other than the longest (kv_len for a uniform batch)."""
+    tokens = decode_kv_tokens(row)
+    if tokens is None or b == 1 or tokens >= b * kv:
+        return kv
+    return max(1, math.ceil((tokens - kv) / (b - 1)))
 
 
 def _streaming(row: Mapping[str, Any], r: NpuRates, resident: float) -> OpWork:
