@@ -1,4 +1,10 @@
-"""Argument helpers shared by the commands: workloads, hardware, models, policies."""
+"""Argument helpers shared by the commands: workloads, hardware, models, policies.
+
+Building the parser must stay light (`mpsim --help`, `mpsim op` in well under a second): this module
+and every command module import at the top only what is light (argparse, the core's model, policy
+and workload specs, the hardware loader); a command imports the heavy parts (numpy, pandas, pyarrow,
+SimPy, matplotlib, the engine's torch) inside the function that runs it, where it says why.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,12 @@ from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import Policy, parse_policy
 from mpsim.workload import Workload
+
+# The shipped performance models (the keys of mpsim.sim.PERF_MODELS), spelled here so that building
+# the parser does not import the simulator (pandas, SimPy); tests/commands/test_startup.py holds the
+# two equal.
+PERF_MODEL_NAMES = ("sim", "roofline")
+DEFAULT_CACHE = "default"  # mpsim.sim.DEFAULT_CACHE: $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim
 
 
 def add_generation_args(p: argparse.ArgumentParser) -> None:

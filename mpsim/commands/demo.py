@@ -14,10 +14,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mpsim.analysis.demo_report import draw_figures, summary_text
-from mpsim.analysis.sweep.default import demo_spec
-from mpsim.analysis.sweep.run import run_sweep
-
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the default sweep and write its tables and charts to --out")
@@ -31,6 +27,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The sweep (pandas, the simulator) and the charts (matplotlib) load here, not when the CLI
+    # builds its parser: other commands do not pay for them.
+    from mpsim.analysis.demo_report import draw_figures, summary_text
+    from mpsim.analysis.sweep.default import demo_spec
+    from mpsim.analysis.sweep.run import run_sweep
+
     out = Path(args.out)
     spec = demo_spec(args.spec)
     print(f"demo: {len(spec)} points ({len(spec.groups())} traces) into {out}/sweep "

@@ -47,6 +47,7 @@ def register(sub: Any) -> None:
 
 
 def _capture(args: argparse.Namespace) -> int:
+    # the engine (torch, the Triton kernels) loads here, not when the CLI builds its parser
     from mpsim.engine.capture import capture
     from mpsim.tiny.shipped import resolve_model
     from mpsim.traces.io import write_trace
@@ -71,6 +72,7 @@ def _tiny_only(model: str) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    # torch and the kernels load here, not when the CLI builds its parser
     from mpsim.engine.backends import make_backend
     from mpsim.engine.generate import generate
     from mpsim.engine.model import Decoder
@@ -87,6 +89,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _quality(args: argparse.Namespace) -> int:
+    # torch and the kernels load here, not when the CLI builds its parser
     from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
     from mpsim.tiny.shipped import load_tiny
 
@@ -105,6 +108,7 @@ def _quality(args: argparse.Namespace) -> int:
 
 
 def _train_tiny(args: argparse.Namespace) -> int:
+    # torch loads here, not when the CLI builds its parser
     import dataclasses
 
     from mpsim.tiny.shipped import tiny_dir

@@ -61,6 +61,7 @@ def register(sub: Any) -> None:
 
 
 def _tiny(model: str) -> Any:
+    # the tiny model (torch) loads here, not when the CLI builds its parser
     from mpsim.models import TINY_NAME
     from mpsim.tiny.shipped import load_tiny
 
@@ -71,6 +72,7 @@ def _tiny(model: str) -> Any:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    # the engine, the schedulers and the simulator load here, not when the CLI builds its parser
     from mpsim.analysis.evaluate.run import EvalConfig
 
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
@@ -82,6 +84,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: str | None = None,
                    learned: str | None = None) -> list[Path]:
+    # the engine, the schedulers, the simulator and the plots load only when an evaluation runs
     """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out`."""
     from mpsim.analysis.evaluate.report import markdown, write_evaluation
     from mpsim.analysis.evaluate.run import evaluate
@@ -98,6 +101,7 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
 
 
 def _train(args: argparse.Namespace) -> int:
+    # torch and the schedulers' training load here, not when the CLI builds its parser
     from mpsim.engine.scheduler import Ladder
     from mpsim.schedulers.learned import save_classifier
     from mpsim.schedulers.runs import DecoderPool

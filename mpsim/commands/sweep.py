@@ -6,9 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from mpsim.analysis.sweep.run import default_workers, run_sweep
-from mpsim.analysis.sweep.spec import load_spec
-from mpsim.analysis.sweep.store import PointStore
+from mpsim.analysis.sweep import default_workers
 
 
 def register(sub: Any) -> None:
@@ -28,6 +26,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # pandas, the simulator and the executors load here, not when the CLI builds its parser
+    from mpsim.analysis.sweep.run import run_sweep
+    from mpsim.analysis.sweep.spec import load_spec
+    from mpsim.analysis.sweep.store import PointStore
+
     spec = load_spec(args.spec)
     try:
         outcome = run_sweep(spec, args.out, workers=args.workers, dask_address=args.dask,

@@ -6,8 +6,6 @@ import argparse
 from typing import Any
 
 from mpsim.commands.common import add_generation_args, generation_from_args
-from mpsim.synth import synthesize
-from mpsim.traces.io import write_trace
 
 
 def register(sub: Any) -> None:
@@ -21,6 +19,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # numpy, pandas and pyarrow load here, not when the CLI builds its parser (`mpsim --help`)
+    from mpsim.synth import synthesize
+    from mpsim.traces.io import write_trace
+
     spec, policy, workload = generation_from_args(args)
     trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
                        kv_block=args.kv_block)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mpsim.sim.launch import DECODE_ATTENTION
 from mpsim.traces.accounting import launch_cost
 
 KEY_COLUMNS = (
@@ -25,7 +26,6 @@ KEY_COLUMNS = (
     "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim", "k_bits",
     "v_bits", "causal", "kv_block", "grid", "config",
 )
-DECODE_ATTENTION = "attention_decode_kernel"
 
 
 def bucketed_kv_len(rows: pd.DataFrame) -> pd.Series:

@@ -6,45 +6,28 @@ once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outco
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
 carries its roofline bound; a launch whose simulated time falls below it (possible only when L2
 residency saved DRAM reads the roofline counts) reports the bound, with `floored` set.
+One launch alone: mpsim/sim/launch.py (`simulate_launch`, `price_launch`).
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
-from mpsim.sim.gpu.memory import usable_l2
-from mpsim.sim.gpu.model import simulate_gpu_launch
-from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim.keys import key_text, launch_keys, rep_row
+from mpsim.sim.launch import resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
-from mpsim.sim.npu.model import simulate_npu_launch
-from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.params import SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
 from mpsim.sim.roofline import roofline
 from mpsim.traces.trace import Trace
-
-
-def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
-                    resident: float = 0.0) -> LaunchOutcome:
-    """One launch (a trace-row mapping) on `hw`, with no memo."""
-    if isinstance(hw, GpuSpec):
-        return simulate_gpu_launch(row, hw, params, resident)
-    if isinstance(hw, NpuSpec):
-        return simulate_npu_launch(row, hw, params, resident)
-    raise MpsimInputError(f"no simulator for hardware of kind {hw.kind!r}; expected gpu or npu")
-
-
-def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
-    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2)."""
-    return usable_l2(gpu_rates(hw), params) if isinstance(hw, GpuSpec) else 0.0
 
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # annotations only: the SimPy models import this module without loading pandas
+    import pandas as pd
 
-from mpsim.sim.summary import RunSummary
+    from mpsim.sim.summary import RunSummary
 
 # Utilization columns: GPU units (dram, l2, tensor, cuda) and NPU units (dram, dma, decoder, mac,
 # vector, sram); a unit the device does not have is NaN.
