@@ -1,6 +1,9 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
+Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
+and a read converts the Arrow table column by column, releasing each as it goes, so a trace is held
+once in memory, not twice.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ def read_trace(path: str | Path) -> Trace:
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
     meta = _read_meta(table.schema.metadata or {}, path)
-    return Trace(validate_frame(table.to_pandas(), str(path)), meta)
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table  # self_destruct: the Arrow buffers went to pandas column by column
+    return Trace(validate_frame(frame, str(path)), meta)
 
 
 def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:

@@ -1,9 +1,15 @@
-"""Validation of a launch table on read: every problem names the file, the row and the column."""
+"""Validation of a launch table on read: every problem names the file, the row and the column.
+
+Columnar: every check runs over whole columns (dtypes, ranges, allowed values); text columns are
+categorical, so the grid and config JSON is parsed once per distinct string, not once per row. Only
+when a column fails does a search find the first bad row, and it takes O(n), not a per-row loop.
+"""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from mpsim.traces.errors import TraceError
@@ -15,19 +21,20 @@ from mpsim.traces.schema import (
     PHASES,
     REQUIRED,
     REQUIRED_BY_OP,
+    STORAGE,
     W_FORMATS,
 )
 
 
 def validate_frame(frame: pd.DataFrame, where: str) -> pd.DataFrame:
-    """Check columns, types and values; return the frame with the canonical dtypes."""
+    """Check columns, types and values; return the frame with the storage dtypes (schema.STORAGE)."""
     _check_columns(frame, where)
-    typed = _coerce_types(frame[list(COLUMNS)], where)
+    typed = coerce_types(frame.reset_index(drop=True), where)
     _check_required(typed, where)
     _check_enums(typed, where)
     _check_non_negative(typed, where)
     _check_json(typed, where)
-    return typed.reset_index(drop=True)
+    return typed
 
 
 def _fail(where: str, row: int, column: str, reason: str) -> TraceError:
@@ -43,24 +50,68 @@ def _check_columns(frame: pd.DataFrame, where: str) -> None:
         raise TraceError(f"{where}: unexpected column(s) {extra}; the trace schema has {list(COLUMNS)}")
 
 
-def _coerce_types(frame: pd.DataFrame, where: str) -> pd.DataFrame:
-    out = {}
-    for col, dtype in COLUMNS.items():
-        try:
-            out[col] = frame[col].astype(dtype)
-        except (TypeError, ValueError) as exc:
-            row = _first_uncastable(frame[col], dtype)
-            raise _fail(where, row, col, f"expected {dtype} values ({exc})") from None
-    return pd.DataFrame(out)
+def coerce_types(frame: pd.DataFrame, where: str) -> pd.DataFrame:
+    """The COLUMNS of `frame`, each in its storage dtype (no value checks beyond the types): cast to
+    the contract's type (COLUMNS) first, so a value of the wrong kind fails with the contract's name
+    for it, then narrowed (STORAGE); a column already in its storage dtype is kept as it is."""
+    return pd.DataFrame({col: _coerce(frame[col], col, where) for col in COLUMNS}, copy=False)
+
+
+def _coerce(series: pd.Series, col: str, where: str) -> pd.Series:
+    storage = STORAGE[col]
+    if storage == "category":
+        if _text_categories(series):
+            return _canonical_categories(series)
+        return _canonical_categories(_cast(series, col, where).astype("category"))
+    if series.dtype == storage:
+        return series
+    typed = _cast(series, col, where)
+    if storage.startswith("Int") and storage != COLUMNS[col]:
+        info = np.iinfo(storage.lower())
+        row = _first((typed < info.min) | (typed > info.max))
+        if row is not None:
+            raise _fail(where, row, col, f"{typed.iloc[row]} is out of the range this column holds "
+                                         f"({info.min}..{info.max})")
+    return typed.astype(storage)
+
+
+def _cast(series: pd.Series, col: str, where: str) -> pd.Series:
+    """`series` as the contract's type of `col`; a value that is not one names its row."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype(object)
+    try:
+        return series.astype(COLUMNS[col])
+    except (TypeError, ValueError) as exc:
+        row = _first_uncastable(series, COLUMNS[col])
+        raise _fail(where, row, col, f"expected {COLUMNS[col]} values ({exc})") from None
+
+
+def _text_categories(series: pd.Series) -> bool:
+    return (isinstance(series.dtype, pd.CategoricalDtype)
+            and series.cat.categories.inferred_type in ("string", "empty"))
+
+
+def _canonical_categories(series: pd.Series) -> pd.Series:
+    """Categories of pandas' default text type, sorted and all used, so that equal columns compare
+    equal whatever their history (synthesized, read from Parquet, sliced)."""
+    cats, codes = series.cat.categories, series.cat.codes.to_numpy()
+    used = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
+    if used.all() and cats.is_monotonic_increasing and cats.dtype == "str":
+        return series
+    return series.cat.set_categories(pd.Index(sorted(cats[used]), dtype="str"))
 
 
 def _first_uncastable(series: pd.Series, dtype: str) -> int:
-    for i, value in enumerate(series):
+    """The first row whose value does not cast to `dtype`: bisection over whole slices, O(n)."""
+    lo, hi = 0, len(series)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
         try:
-            pd.Series([value]).astype(dtype)
+            series.iloc[lo:mid].astype(dtype)
+            lo = mid
         except (TypeError, ValueError):
-            return i
-    return 0
+            hi = mid
+    return lo
 
 
 def _first(mask: pd.Series) -> int | None:
@@ -75,6 +126,8 @@ def _check_required(frame: pd.DataFrame, where: str) -> None:
             raise _fail(where, row, col, "is empty but required for every launch")
     for op, cols in REQUIRED_BY_OP.items():
         is_op = frame["op"] == op
+        if not is_op.any():
+            continue
         for col in cols:
             row = _first(is_op & frame[col].isna())
             if row is not None:
@@ -102,9 +155,18 @@ def _check_non_negative(frame: pd.DataFrame, where: str) -> None:
 
 
 def _check_json(frame: pd.DataFrame, where: str) -> None:
+    """Each distinct grid and config string parsed once; a bad one is reported at its first row."""
     for col in ("grid", "config"):
-        for i, text in enumerate(frame[col]):
-            try:
-                json.loads(text)
-            except (TypeError, ValueError):
-                raise _fail(where, i, col, f"not JSON text: {text!r}") from None
+        series = frame[col]
+        bad = [code for code, text in enumerate(series.cat.categories) if not _is_json(text)]
+        if bad:
+            row = int(np.flatnonzero(np.isin(series.cat.codes.to_numpy(), bad))[0])
+            raise _fail(where, row, col, f"not JSON text: {series.iloc[row]!r}")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return True
