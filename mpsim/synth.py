@@ -24,7 +24,7 @@ from mpsim.policy import Policy, WeightChoice
 from mpsim.traces.schema import COLUMNS, STORAGE
 from mpsim.traces.trace import Trace, TraceMeta
 from mpsim.traces.validate import coerce_types
-from mpsim.workload import Workload
+from mpsim.workload import Workload, check_size
 
 TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
@@ -36,7 +36,9 @@ def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: b
     table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
                         kv_block, on_gpu)
-    table.add_pass(pass_launches(spec, prefill), np.array([0]))
+    prefill_rows = pass_launches(spec, prefill)
+    check_size(len(prefill_rows), workload)
+    table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
                           policy.kv_bits, kv_block, on_gpu)

@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mpsim.commands.common import warn
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the default sweep and write its tables and charts to --out")
@@ -35,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     spec = demo_spec(args.spec)
+    for message in spec.warnings:
+        warn(message)
     print(f"demo: {len(spec)} points ({len(spec.groups())} traces) into {out}/sweep "
           f"with perf models {', '.join(spec.perf_models)}")
     outcome = run_sweep(spec, out / "sweep", workers=args.workers, progress=not args.no_progress)

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import add_hw_arg, hardware
+from mpsim.commands.common import add_context_arg, add_hw_arg, check_trace_context, hardware
 
 BOUND_COLUMNS = ("launch_id", "t_math_s", "t_mem_s", "t_lower_s", "bound")
 
@@ -20,6 +20,7 @@ def register(sub: Any) -> None:
     add_hw_arg(p)
     p.add_argument("--out", help="write per-launch t_math/t_mem/t_lower as CSV")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.traces.io import read_trace
 
     trace = read_trace(args.trace)
+    check_trace_context(trace.meta, args)
     hw = hardware(args.hw)
     result = simulate(trace, hw, "roofline", cache_dir=None)
     title = f"roofline of {Path(args.trace).name} on {hw.name} ({trace.meta.policy or 'unknown policy'})"

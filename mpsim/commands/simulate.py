@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpsim.commands.common import DEFAULT_CACHE, PERF_MODEL_NAMES, add_hw_arg, hardware
+from mpsim.commands.common import (
+    DEFAULT_CACHE,
+    PERF_MODEL_NAMES,
+    add_context_arg,
+    add_hw_arg,
+    check_trace_context,
+    hardware,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--out", help="write per-launch results as Parquet")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
     add_cache_args(p)
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
@@ -46,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.traces.io import read_trace
 
     trace = read_trace(args.trace)
+    check_trace_context(trace.meta, args)
     hw = hardware(args.hw)
     result = simulate(trace, hw, args.perf_model, cache_dir=cache_dir(args))
     title = (f"{args.perf_model} of {Path(args.trace).name} on {hw.name} "

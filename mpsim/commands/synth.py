@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mpsim.commands.common import add_generation_args, generation_from_args
+from mpsim.commands.common import add_context_arg, add_generation_args, generation_from_args, warn
+from mpsim.workload import check_context
 
 
 def register(sub: Any) -> None:
@@ -15,6 +16,7 @@ def register(sub: Any) -> None:
     p.add_argument("--launch-configs", choices=("gpu", "interpreter"), default="gpu",
                    help="record the launch configs of the GPU kernels (default) or of the CPU interpreter")
     p.add_argument("--kv-block", type=int, default=None, help="paged KV block size (default contiguous)")
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
@@ -24,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.traces.io import write_trace
 
     spec, policy, workload = generation_from_args(args)
+    warn(check_context(spec, workload.prompt_len, workload.gen_len,
+                       allow_beyond=args.allow_beyond_context))
     trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
                        kv_block=args.kv_block)
     path = write_trace(trace, args.out)
