@@ -2,8 +2,8 @@
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
-and a read converts the Arrow table column by column, releasing each as it goes, so a trace is held
-once in memory, not twice.
+and a read takes the file one column at a time into pandas, handing each column's Arrow memory back
+before the next, so a trace is held once in memory, not twice.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,13 +38,29 @@ def read_trace(path: str | Path) -> Trace:
     if not path.is_file():
         raise TraceError(f"{path}: no such trace file")
     try:
-        table = pq.read_table(path)
+        file = pq.ParquetFile(path)
+        meta = _read_meta(file.schema_arrow.metadata or {}, path)
+        frame = _read_columns(file)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
-    meta = _read_meta(table.schema.metadata or {}, path)
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
-    del table  # self_destruct: the Arrow buffers went to pandas column by column
     return Trace(validate_frame(frame, str(path)), meta)
+
+
+def _read_columns(file: pq.ParquetFile) -> pd.DataFrame:
+    """The file's columns (not a stored index) as a DataFrame, read one at a time: each column's
+    Arrow buffers go back to the pool before the next is read."""
+    pool = pa.default_memory_pool()
+    index = {c for c in (file.schema_arrow.pandas_metadata or {}).get("index_columns", [])
+             if isinstance(c, str)}
+    columns = {}
+    for name in file.schema_arrow.names:
+        if name in index:
+            continue
+        table = file.read(columns=[name])
+        columns[name] = table.to_pandas(split_blocks=True, self_destruct=True)[name]
+        del table
+        pool.release_unused()
+    return pd.DataFrame(columns, copy=False)
 
 
 def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:

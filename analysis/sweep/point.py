@@ -85,7 +85,7 @@ def _point_columns(point: Point, hw: HardwareSpec, run: SimResult) -> dict[str, 
         "key": point.key, "hw": point.hw, "hw_kind": hw.kind, "perf_model": point.perf_model,
         "ttft_s": s.ttft_s, "tpot_s": s.tpot_mean_s, "tpot_p50_s": s.tpot_p50_s,
         "tpot_p99_s": s.tpot_p99_s, "total_s": s.total_s,
-        "lower_bound_s": float(run.launches["t_lower_s"].sum()),
+        "lower_bound_s": float(run.column("t_lower_s").sum()),
         "tokens_per_s": s.tokens_per_s, "decode_tokens_per_s": s.decode_tokens_per_s,
         "hw_memory_bytes": int(_memory_gb(hw) * 1e9),
     }

@@ -71,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe_run(result: SimResult) -> str:
-    s, launches = result.stats, result.launches
-    bounds = launches["bound"].value_counts()
-    share = ", ".join(f"{b} {n / len(launches):.0%}" for b, n in bounds.items())
-    floored = int(launches["floored"].sum())
+    """Run facts and the share of launches per bound (from two columns: the per-launch table is
+    not built for this)."""
+    s, bound = result.stats, result.column("bound")
+    share = ", ".join(f"{b} {n / len(bound):.0%}" for b, n in bound.value_counts().items())
+    floored = int(result.column("floored").sum())
     return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
             f"{s['wall_s']:.2f} s\n  bound: {share}"
             + (f"\n  {floored} launches floored at their roofline bound (L2 residency)" if floored else ""))

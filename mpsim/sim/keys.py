@@ -6,7 +6,9 @@ attention is bucketed: its KV length is rounded up to a whole number of the kern
 decode steps of a generation hit a few dozen keys instead of 2048. Rounding up keeps every simulated
 time at or above the exact launch's roofline bound. Cache state is the bytes the previous launch
 wrote, capped at what can stay resident (the usable L2; 0 on a model without residency).
-All of it is vectorized over the trace: one grouping pass, no per-row Python.
+All of it is vectorized over the trace, no per-row Python: each key column is factorized on its
+own (a categorical's codes as they are) and the codes are combined column by column into one
+integer per launch, so no copy of the key columns is ever made.
 """
 
 from __future__ import annotations
@@ -30,16 +32,23 @@ KEY_COLUMNS = (
 
 def bucketed_kv_len(rows: pd.DataFrame) -> pd.Series:
     """kv_len, rounded up to whole KV tiles (config block_n) for decode attention rows."""
-    kv = rows["kv_len"].copy()
+    kv = rows["kv_len"]
     decode = (rows["kernel"] == DECODE_ATTENTION).fillna(False).to_numpy(dtype=bool)
     if not decode.any():
         return kv
-    configs = rows.loc[decode, "config"].astype(str)
-    tile_of = {c: int(json.loads(c).get("block_n") or 1) for c in configs.unique()}
-    tiles = configs.map(tile_of).to_numpy(dtype=np.int64)
-    lengths = kv[decode].to_numpy(dtype=np.int64)
-    kv.loc[decode] = -(-lengths // tiles) * tiles
-    return kv
+    codes, configs = _codes(rows["config"])  # each distinct config parsed once
+    tile_of = np.array([int(json.loads(str(c)).get("block_n") or 1) for c in configs], dtype=np.int64)
+    values = kv.to_numpy(dtype=np.int64, na_value=0)
+    tiles = tile_of[codes[decode]]
+    values[decode] = -(-values[decode] // tiles) * tiles
+    return pd.Series(pd.arrays.IntegerArray(values, kv.isna().to_numpy()), index=kv.index, name="kv_len")
+
+
+def _codes(series: pd.Series) -> tuple[np.ndarray, Any]:
+    """(code per row, distinct values): a categorical's own codes, else a factorization."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.codes.to_numpy(), series.cat.categories
+    return pd.factorize(series)
 
 
 def resident_bytes(rows: pd.DataFrame, cap: float) -> np.ndarray:
@@ -50,15 +59,43 @@ def resident_bytes(rows: pd.DataFrame, cap: float) -> np.ndarray:
 
 
 def launch_keys(rows: pd.DataFrame, resident_cap: float) -> tuple[np.ndarray, pd.DataFrame]:
-    """(code per row, one representative row per code) with bucketed kv_len and `resident`."""
-    frame = rows.loc[:, list(KEY_COLUMNS)].copy()
-    frame["kv_len"] = bucketed_kv_len(rows)
-    frame["resident"] = resident_bytes(rows, resident_cap)
-    codes = frame.groupby(list(frame.columns), dropna=False, sort=False).ngroup().to_numpy()
-    _, first = np.unique(codes, return_index=True)
-    reps = frame.iloc[first].copy()
+    """(code per row, one representative row per code) with bucketed kv_len and `resident`.
+
+    Codes number the distinct keys in order of first appearance (0, 1, ...); NA is a value of its
+    own in every column."""
+    kv, resident = bucketed_kv_len(rows), resident_bytes(rows, resident_cap)
+    combined, size = np.zeros(len(rows), dtype=np.int64), 1
+    for col in (*KEY_COLUMNS, "resident"):
+        series = kv if col == "kv_len" else rows[col] if col != "resident" else pd.Series(resident)
+        codes, count = _factor(series)
+        if size * count >= 2**62:  # keep the combined code small: renumber the keys so far
+            combined, uniques = pd.factorize(combined)
+            size = len(uniques)
+        combined, size = combined * count + codes, size * count
+    codes, _ = pd.factorize(combined)  # numbered in order of first appearance, so a launch is the
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # first of its key
+    reps = rows.iloc[first][list(KEY_COLUMNS)].reset_index(drop=True)
+    reps["kv_len"] = kv.iloc[first].array
+    reps["resident"] = resident[first]
     reps["launch_id"] = rows["launch_id"].to_numpy()[first]
-    return codes, reps.reset_index(drop=True)
+    return codes, reps
+
+
+def _factor(series: pd.Series) -> tuple[np.ndarray, int]:
+    """(code per row in 0..count-1, count) with NA a code of its own. Integers in a narrow range
+    (shapes, bit widths) are their own codes (value - min + 1), no hashing."""
+    if isinstance(series.dtype, pd.core.dtypes.dtypes.BaseMaskedDtype) and series.dtype.kind in "iu":
+        na = series.isna().to_numpy()
+        values = series.to_numpy(dtype=np.int64, na_value=0)
+        if na.all():
+            return np.zeros(len(series), dtype=np.int64), 1
+        low, high = int(values[~na].min()), int(values[~na].max())
+        if high - low < 2 * len(series) + 1024:
+            codes = values - (low - 1)
+            codes[na] = 0
+            return codes, high - low + 2
+    codes, uniques = _codes(series)
+    return codes.astype(np.int64) + 1, len(uniques) + 1  # NA (-1) -> 0
 
 
 def plain(value: Any) -> Any:

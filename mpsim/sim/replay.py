@@ -6,6 +6,12 @@ once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outco
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
 carries its roofline bound; a launch whose simulated time falls below it (possible only when L2
 residency saved DRAM reads the roofline counts) reports the bound, with `floored` set.
+
+Memory: the replay's outcomes stay one row per distinct launch (`Broadcast`: ~60 rows for a
+794k-launch trace, with a code per launch); `finish` keeps per launch only what the timeline needs
+(times and roofline bounds) in a `LaunchTable`, which builds the full per-launch DataFrame
+(LAUNCH_COLUMNS, ~200 bytes a launch) when it is first asked for (`SimResult.launches`; `mpsim
+simulate` asks only for --out or --timeline) and single columns without it.
 One launch alone: mpsim/sim/launch.py (`simulate_launch`, `price_launch`).
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +37,16 @@ from mpsim.sim.roofline import roofline
 from mpsim.traces.trace import Trace
 
 
-def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Broadcast:
+    """Per-launch outcomes as one row per distinct launch (`per_key`) and, per launch, the row of
+    its distinct launch (`codes`). A replay returns this or a plain per-launch DataFrame."""
+
+    per_key: pd.DataFrame
+    codes: np.ndarray | None  # None: one row per launch already
+
+
+def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
     codes, reps = launch_keys(rows, resident_cap(hw, params))
     ns = namespace(hw, params, "sim")
     outcomes = []
@@ -56,26 +72,27 @@ def _simulate_row(row: dict[str, Any], hw: Any, params: SimParams) -> LaunchOutc
             f"simulate on {hw.name}: {exc}") from exc
 
 
-def _broadcast(outcomes: list[LaunchOutcome], codes: np.ndarray) -> pd.DataFrame:
+def _broadcast(outcomes: list[LaunchOutcome], codes: np.ndarray) -> Broadcast:
+    """The outcomes as columns, one row per distinct launch; `codes` maps every launch to its row."""
     def col(f: Callable[[LaunchOutcome], Any], dtype: Any = np.float64) -> np.ndarray:
-        return np.asarray([f(o) for o in outcomes], dtype=dtype)[codes]
+        return np.asarray([f(o) for o in outcomes], dtype=dtype)
 
     out = {
         "kernel_s": col(lambda o: o.kernel_s), "overhead_s": col(lambda o: o.overhead_s),
         "cycles": col(lambda o: o.cycles), "bytes_dram": col(lambda o: o.bytes_dram),
         "bytes_l2": col(lambda o: o.bytes_l2), "bytes_sram": col(lambda o: o.bytes_sram),
-        "bound": _bounds(outcomes, codes), "ctas_per_sm": col(lambda o: o.ctas_per_sm),
+        "bound": _bounds(outcomes), "ctas_per_sm": col(lambda o: o.ctas_per_sm),
         "waves": col(lambda o: o.waves),
     }
     for u in UNITS:
-        out[f"util_{u}"] = np.asarray([o.util.get(u, np.nan) for o in outcomes], dtype=float)[codes]
-    return pd.DataFrame(out)
+        out[f"util_{u}"] = np.asarray([o.util.get(u, np.nan) for o in outcomes], dtype=float)
+    return Broadcast(pd.DataFrame(out), codes)
 
 
-def _bounds(outcomes: list[LaunchOutcome], codes: np.ndarray) -> pd.Categorical:
-    """The bound of every row as a categorical (a few names over ~10^6 rows)."""
+def _bounds(outcomes: list[LaunchOutcome]) -> pd.Categorical:
+    """The bound of every distinct launch as a categorical (a few names, sorted)."""
     names, index = np.unique([o.bound for o in outcomes], return_inverse=True)
-    return pd.Categorical.from_codes(index[codes], categories=names)
+    return pd.Categorical.from_codes(index, categories=names)
 
 
 def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
@@ -85,7 +102,7 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
     nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
     out = pd.DataFrame({"kernel_s": t, "overhead_s": 0.0, "cycles": t * hw.clock_MHz * 1e6,
                         "bytes_dram": nbytes, "bytes_l2": np.nan, "bytes_sram": np.nan,
-                        "bound": b["bound"].to_numpy(), "ctas_per_sm": np.nan, "waves": np.nan})
+                        "bound": b["bound"].array, "ctas_per_sm": np.nan, "waves": np.nan})
     for u in UNITS:
         out[f"util_{u}"] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -93,19 +110,51 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
     return out
 
 
-def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFrame:
-    bounds = roofline(rows, hw)
-    raw = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
-    lower = bounds["t_lower_s"].to_numpy()
-    time_s = np.maximum(raw, lower)
-    end = np.cumsum(time_s)
-    start = np.concatenate([[0.0], end[:-1]])
-    out = per.assign(launch_id=rows["launch_id"].to_numpy(), start_s=start, end_s=end,
-                     time_s=time_s, t_math_s=bounds["t_math_s"].to_numpy(),
-                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower, floored=raw < lower)
-    out = out[list(LAUNCH_COLUMNS)]
-    out.index = rows.index
-    return out
+def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec) -> LaunchTable:
+    """The run's per-launch table: the replay's outcomes on one timeline beside the roofline."""
+    return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw)
+
+
+class LaunchTable:
+    """Per-launch results, compact: the replay's outcomes once per distinct launch, and per launch
+    only time_s, the roofline terms and the launch id. `table["time_s"]` (any LAUNCH_COLUMNS
+    name) is one column as a Series; `frame()` the whole DataFrame, built on demand."""
+
+    def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
+        bounds = roofline(rows, hw)
+        self.per, self.index = per, rows.index
+        self.launch_id = rows["launch_id"].to_numpy()
+        self.t_math, self.t_mem = bounds["t_math_s"].to_numpy(), bounds["t_mem_s"].to_numpy()
+        self.t_lower = bounds["t_lower_s"].to_numpy()
+        raw = self._outcome("kernel_s") + self._outcome("overhead_s")
+        self.time_s = np.maximum(raw, self.t_lower)  # never below the roofline bound
+        self.floored = raw < self.t_lower
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _outcome(self, name: str) -> Any:
+        values = self.per.per_key[name].array
+        if self.per.codes is None:
+            return values if isinstance(values, pd.Categorical) else values.to_numpy()
+        if isinstance(values, pd.Categorical):
+            return pd.Categorical.from_codes(values.codes[self.per.codes], dtype=values.dtype)
+        return values.to_numpy()[self.per.codes]
+
+    def column(self, name: str) -> Any:
+        """One of LAUNCH_COLUMNS as an array aligned with the rows."""
+        if name in ("start_s", "end_s"):
+            end = np.cumsum(self.time_s)
+            return end if name == "end_s" else np.concatenate([[0.0], end[:-1]])
+        own = {"launch_id": self.launch_id, "time_s": self.time_s, "t_math_s": self.t_math,
+               "t_mem_s": self.t_mem, "t_lower_s": self.t_lower, "floored": self.floored}
+        return own[name] if name in own else self._outcome(name)
+
+    def __getitem__(self, name: str) -> pd.Series:
+        return pd.Series(self.column(name), index=self.index, name=name, copy=False)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({c: self.column(c) for c in LAUNCH_COLUMNS}, index=self.index, copy=False)
 
 
 def rows_and_workload(t: Trace | pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
