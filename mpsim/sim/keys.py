@@ -64,21 +64,27 @@ def launch_keys(rows: pd.DataFrame, resident_cap: float) -> tuple[np.ndarray, pd
     Codes number the distinct keys in order of first appearance (0, 1, ...); NA is a value of its
     own in every column."""
     kv, resident = bucketed_kv_len(rows), resident_bytes(rows, resident_cap)
-    combined, size = np.zeros(len(rows), dtype=np.int64), 1
-    for col in (*KEY_COLUMNS, "resident"):
-        series = kv if col == "kv_len" else rows[col] if col != "resident" else pd.Series(resident)
-        codes, count = _factor(series)
-        if size * count >= 2**62:  # keep the combined code small: renumber the keys so far
-            combined, uniques = pd.factorize(combined)
-            size = len(uniques)
-        combined, size = combined * count + codes, size * count
-    codes, _ = pd.factorize(combined)  # numbered in order of first appearance, so a launch is the
-    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # first of its key
+    codes, first = distinct([kv if c == "kv_len" else rows[c] for c in KEY_COLUMNS] + [pd.Series(resident)])
     reps = rows.iloc[first][list(KEY_COLUMNS)].reset_index(drop=True)
     reps["kv_len"] = kv.iloc[first].array
     reps["resident"] = resident[first]
     reps["launch_id"] = rows["launch_id"].to_numpy()[first]
     return codes, reps
+
+
+def distinct(columns: list[pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, first row of each code) for the rows' values across `columns`: codes number
+    the distinct value tuples in order of first appearance (0, 1, ...), NA a value of its own."""
+    combined, size = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for series in columns:
+        codes, count = _factor(series)
+        if size * count >= 2**62:  # keep the combined code small: renumber the tuples so far
+            combined, uniques = pd.factorize(combined)
+            size = len(uniques)
+        combined, size = combined * count + codes, size * count
+    codes, _ = pd.factorize(combined)  # in order of first appearance, so a row is the first of its
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # code when the
+    return codes, first  # running maximum of the codes steps up there
 
 
 def _factor(series: pd.Series) -> tuple[np.ndarray, int]:

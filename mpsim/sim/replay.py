@@ -28,7 +28,7 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
-from mpsim.sim.keys import key_text, launch_keys, rep_row
+from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
 from mpsim.sim.launch import resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import SimParams
@@ -95,8 +95,14 @@ def _bounds(outcomes: list[LaunchOutcome]) -> pd.Categorical:
     return pd.Categorical.from_codes(index, categories=names)
 
 
-def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
-                    memo: LaunchMemo) -> pd.DataFrame:
+def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
+    """max(t_math, t_mem) of every launch, computed once per distinct (op, FLOPs, bytes)."""
+    nbytes = rows["bytes_read"] + rows["bytes_written"]
+    codes, first = distinct([rows["op"], rows["flops"], nbytes])
+    return Broadcast(_roofline_outcomes(rows.iloc[first], hw), codes)
+
+
+def _roofline_outcomes(rows: pd.DataFrame, hw: Any) -> pd.DataFrame:
     b = roofline(rows, hw)
     t = b["t_lower_s"].to_numpy()
     nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
