@@ -95,7 +95,7 @@ def _canonical_categories(series: pd.Series) -> pd.Series:
     """Categories of pandas' default text type, sorted and all used, so that equal columns compare
     equal whatever their history (synthesized, read from Parquet, sliced)."""
     cats, codes = series.cat.categories, series.cat.codes.to_numpy()
-    used = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
+    used = np.bincount(codes.astype(np.intp) + 1, minlength=len(cats) + 1)[1:] > 0  # code -1: NA
     if used.all() and cats.is_monotonic_increasing and cats.dtype == "str":
         return series
     return series.cat.set_categories(pd.Index(sorted(cats[used]), dtype="str"))
@@ -114,24 +114,34 @@ def _first_uncastable(series: pd.Series, dtype: str) -> int:
     return lo
 
 
-def _first(mask: pd.Series) -> int | None:
-    hits = mask.to_numpy(dtype=bool, na_value=False).nonzero()[0]
+def _first(mask: pd.Series | np.ndarray) -> int | None:
+    """The first row where `mask` holds (NA counts as not), or None."""
+    values = mask.to_numpy(dtype=bool, na_value=False) if isinstance(mask, pd.Series) else mask
+    hits = values.nonzero()[0]
     return int(hits[0]) if len(hits) else None
 
 
 def _check_required(frame: pd.DataFrame, where: str) -> None:
+    na: dict[str, np.ndarray] = {}
+
+    def missing(col: str) -> np.ndarray:
+        if col not in na:
+            na[col] = frame[col].isna().to_numpy()
+        return na[col]
+
     for col in REQUIRED:
-        row = _first(frame[col].isna())
+        row = _first(missing(col))
         if row is not None:
             raise _fail(where, row, col, "is empty but required for every launch")
+    ops = frame["op"]
     for op, cols in REQUIRED_BY_OP.items():
-        is_op = frame["op"] == op
-        if not is_op.any():
+        if op not in ops.cat.categories:
             continue
+        rows = np.flatnonzero(ops.cat.codes.to_numpy() == ops.cat.categories.get_loc(op))
         for col in cols:
-            row = _first(is_op & frame[col].isna())
-            if row is not None:
-                raise _fail(where, row, col, f"is empty but required for op '{op}'")
+            hit = _first(missing(col)[rows])
+            if hit is not None:
+                raise _fail(where, int(rows[hit]), col, f"is empty but required for op '{op}'")
 
 
 def _check_enums(frame: pd.DataFrame, where: str) -> None:
@@ -139,8 +149,13 @@ def _check_enums(frame: pd.DataFrame, where: str) -> None:
         "op": OPS, "phase": PHASES, "w_format": W_FORMATS, "k_bits": KV_BITS, "v_bits": KV_BITS,
     }
     for col, values in allowed.items():
-        bad = frame[col].notna() & ~frame[col].isin(values)
-        row = _first(bad)
+        series = frame[col]
+        if isinstance(series.dtype, pd.CategoricalDtype):  # check the few categories, then find them
+            unknown = [i for i, c in enumerate(series.cat.categories) if c not in values]
+            row = _first(np.isin(series.cat.codes.to_numpy(), unknown)) if unknown else None
+        else:
+            known = np.isin(series.to_numpy(dtype=np.int64, na_value=values[0]), np.array(values))
+            row = _first(~known)
         if row is not None:
             value = frame[col].iloc[row]
             value = value.item() if hasattr(value, "item") else value
@@ -149,7 +164,8 @@ def _check_enums(frame: pd.DataFrame, where: str) -> None:
 
 def _check_non_negative(frame: pd.DataFrame, where: str) -> None:
     for col in NON_NEGATIVE:
-        row = _first(frame[col] < 0)
+        series = frame[col]
+        row = _first(series.to_numpy(dtype=series.dtype.numpy_dtype, na_value=0) < 0)
         if row is not None:
             raise _fail(where, row, col, f"must be >= 0, got {frame[col].iloc[row]}")
 
