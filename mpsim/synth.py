@@ -12,6 +12,7 @@ FLOPs, bytes) are computed per step, once per step for all layers. No per-row Py
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,6 @@ from mpsim.models import ModelSpec
 from mpsim.policy import Policy, WeightChoice
 from mpsim.traces.schema import COLUMNS, STORAGE
 from mpsim.traces.trace import Trace, TraceMeta
-from mpsim.traces.validate import coerce_types
 from mpsim.workload import Workload, check_size
 
 TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
@@ -59,91 +59,106 @@ def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[Weight
         yield policy.weights_at("decode", int(run[0])), run
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """One pass's costed rows, repeated at every step of `steps`; with `attention` (one value per
+    step for each of ATTENTION_STEP_COLUMNS) the attention rows take their step's values."""
+
+    rows: Sequence[Row]
+    steps: np.ndarray
+    attention: dict[str, list[Any]] | None = None
+
+    @property
+    def launches(self) -> int:
+        return len(self.rows) * len(self.steps)
+
+    def attention_rows(self) -> np.ndarray:
+        return np.flatnonzero([r["op"] == "attention" for r in self.rows])
+
+
 class _Columns:
-    """Trace columns under construction: per column a list of numpy chunks (values and an NA mask
-    for numbers and booleans, codes into one vocabulary per text column), concatenated once."""
+    """Trace columns under construction. Passes are collected first; `frame` then allocates each
+    column once, in its storage width (text: codes into the sorted vocabulary), and fills it pass
+    by pass with broadcast writes: no tiled copies, no concatenation."""
 
     def __init__(self) -> None:
-        self.chunks: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
-        self.masks: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS if c not in TEXT}
-        self.vocab: dict[str, dict[str, int]] = {c: {} for c in TEXT}
+        self.passes: list[_Pass] = []
 
     def add_pass(self, rows: Sequence[Row], steps: np.ndarray,
                  attention: dict[str, list[Any]] | None = None) -> None:
-        """One pass's rows repeated for every step of `steps`; with `attention` (one value per step
-        for each of ATTENTION_STEP_COLUMNS), the attention rows take the values of their step."""
-        n, per_pass = len(steps), len(rows)
-        attn = np.flatnonzero([r["op"] == "attention" for r in rows])
-        where = (np.arange(n)[:, None] * per_pass + attn[None, :]).ravel() if attention else None
-        for col in COLUMNS:
-            if col in ("launch_id", "stream", "step"):
-                continue
-            values, mask = self._template(col, [r.get(col) for r in rows], rows)
-            values = np.tile(values, n)
-            if attention is not None and where is not None and col in ATTENTION_STEP_COLUMNS:
-                step_values, _ = self._template(col, attention[col], [rows[attn[0]]] * n)
-                values[where] = np.repeat(step_values, len(attn))
-            self.chunks[col].append(values)
-            if mask is not None:
-                self.masks[col].append(np.tile(mask, n))
-        self.chunks["step"].append(np.repeat(steps.astype(np.int64), per_pass))
-        self.masks["step"].append(np.zeros(n * per_pass, dtype=bool))
-
-    def _template(self, col: str, values: list[Any],
-                  rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray | None]:
-        """Codes of a text column, or (values in the storage width, NA mask) of a number or boolean
-        column; `rows[i]` is the launch `values[i]` belongs to (named when a value is too large)."""
-        if col in TEXT:
-            vocab = self.vocab[col]
-            return np.array([-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values],
-                            dtype=np.int32), None
-        mask = np.array([v is None for v in values], dtype=bool)
-        storage = STORAGE[col]
-        if storage == "boolean":
-            return np.array([bool(v) for v in values], dtype=bool), mask
-        if storage == "Float64":
-            return np.array([np.nan if v is None else v for v in values], dtype=np.float64), mask
-        info = np.iinfo(storage.lower())
-        for i, v in enumerate(values):
-            if v is not None and not info.min <= v <= info.max:
-                raise _too_large(col, v, rows[i], storage)
-        return np.array([0 if v is None else v for v in values], dtype=storage.lower()), mask
+        self.passes.append(_Pass(rows, steps, attention))
 
     def frame(self) -> pd.DataFrame:
-        """The trace rows: COLUMNS in order, each in its storage dtype."""
-        out: dict[str, Any] = {}
+        """The trace rows: COLUMNS in order, each in its storage dtype, categories sorted."""
+        n = sum(p.launches for p in self.passes)
+        out: dict[str, Any] = {
+            "launch_id": pd.arrays.IntegerArray(np.arange(n, dtype=np.int64), np.zeros(n, dtype=bool)),
+            "stream": pd.arrays.IntegerArray(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)),
+        }
         for col in COLUMNS:
-            if col in ("launch_id", "stream"):
+            if col not in out:
+                out[col] = self._text(col, n) if col in TEXT else self._numbers(col, n)
+        return pd.DataFrame({c: out[c] for c in COLUMNS}, copy=False)
+
+    def _fill(self, col: str, out: np.ndarray, encode: Any, mask: np.ndarray | None = None) -> None:
+        """Write every pass's values of `col` into `out` (and NA flags into `mask`); `encode(values,
+        rows)` gives (values, NA flags) of a list of row values as arrays."""
+        offset = 0
+        for p in self.passes:
+            block = slice(offset, offset + p.launches)
+            shape = (len(p.steps), len(p.rows))
+            offset += p.launches
+            if col == "step":
+                out[block].reshape(shape)[:] = p.steps[:, None]
                 continue
-            values = np.concatenate(self.chunks[col])
-            if col in TEXT:
-                out[col] = _categorical(values, self.vocab[col])
-            else:
-                out[col] = _numbers(col, values, np.concatenate(self.masks[col]))
-        n = len(out["op"])
-        out["launch_id"] = pd.array(np.arange(n, dtype=np.int64), dtype=STORAGE["launch_id"])
-        out["stream"] = pd.array(np.zeros(n, dtype=np.int32), dtype=STORAGE["stream"])
-        return coerce_types(pd.DataFrame({c: out[c] for c in COLUMNS}, copy=False), "synthesized trace")
+            values, na = encode([r.get(col) for r in p.rows], p.rows)
+            out[block].reshape(shape)[:] = values
+            if mask is not None:
+                mask[block].reshape(shape)[:] = na
+            if p.attention is not None and col in ATTENTION_STEP_COLUMNS:
+                attn = p.attention_rows()
+                step_values, _ = encode(p.attention[col], [p.rows[attn[0]]] * len(p.steps))
+                out[block].reshape(shape)[:, attn] = step_values[:, None]
+
+    def _text(self, col: str, n: int) -> pd.Categorical:
+        values = {v for p in self.passes for v in [r.get(col) for r in p.rows]
+                  + (p.attention[col] if p.attention and col in p.attention else [])}
+        names = sorted(v for v in values if v is not None)
+        code_of = {v: i for i, v in enumerate(names)}
+        codes = np.empty(n, dtype=np.int8 if len(names) < 127 else np.int32)
+
+        def encode(vals: list[Any], rows: Sequence[Row]) -> tuple[np.ndarray, None]:
+            return np.array([-1 if v is None else code_of[v] for v in vals], dtype=codes.dtype), None
+
+        self._fill(col, codes, encode)
+        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(names, dtype="str")))
+
+    def _numbers(self, col: str, n: int) -> Any:
+        storage = STORAGE[col]
+        kind = {"boolean": np.bool_, "Float64": np.float64}.get(storage) or storage.lower()
+        values, mask = np.empty(n, dtype=kind), np.zeros(n, dtype=bool)
+        self._fill(col, values, lambda vals, rows: _encode(col, vals, rows), mask)
+        if storage == "boolean":
+            return pd.arrays.BooleanArray(values, mask)
+        if storage == "Float64":
+            return pd.arrays.FloatingArray(values, mask)
+        return pd.arrays.IntegerArray(values, mask)
 
 
-def _categorical(codes: np.ndarray, vocab: dict[str, int]) -> pd.Categorical:
-    """Codes into `vocab` as a categorical with sorted categories (the storage form)."""
-    names = list(vocab)
-    order = sorted(range(len(names)), key=names.__getitem__)
-    rank = np.empty(len(names) + 1, dtype=np.int32)
-    rank[order] = np.arange(len(names), dtype=np.int32)
-    rank[-1] = -1  # NA stays NA (code -1 indexes the last slot)
-    return pd.Categorical.from_codes(rank[codes], pd.Index([names[i] for i in order], dtype="str"))
-
-
-def _numbers(col: str, values: np.ndarray, mask: np.ndarray) -> Any:
-    """Values (already in the storage width) and NA mask as the storage's pandas array, no copy."""
+def _encode(col: str, values: list[Any], rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
+    """(values in the storage width, NA flags) of a number or boolean column; `rows[i]` is the
+    launch `values[i]` belongs to (named when a value is too large for the column)."""
+    mask = np.array([v is None for v in values], dtype=bool)
     storage = STORAGE[col]
     if storage == "boolean":
-        return pd.arrays.BooleanArray(values, mask)
+        return np.array([bool(v) for v in values], dtype=bool), mask
     if storage == "Float64":
-        return pd.arrays.FloatingArray(values, mask)
-    return pd.arrays.IntegerArray(values, mask)
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64), mask
+    info = np.iinfo(storage.lower())
+    for i, v in enumerate(values):
+        if v is not None and not info.min <= v <= info.max:
+            raise _too_large(col, v, rows[i], storage)
+    return np.array([0 if v is None else v for v in values], dtype=storage.lower()), mask
 
 
 def _too_large(col: str, value: int, row: Row, storage: str) -> MpsimInputError:

@@ -33,7 +33,7 @@ from mpsim.sim.launch import resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
-from mpsim.sim.roofline import roofline
+from mpsim.sim.roofline import roofline, roofline_terms
 from mpsim.traces.trace import Trace
 
 
@@ -127,11 +127,9 @@ class LaunchTable:
     name) is one column as a Series; `frame()` the whole DataFrame, built on demand."""
 
     def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
-        bounds = roofline(rows, hw)
         self.per, self.index = per, rows.index
         self.launch_id = rows["launch_id"].to_numpy()
-        self.t_math, self.t_mem = bounds["t_math_s"].to_numpy(), bounds["t_mem_s"].to_numpy()
-        self.t_lower = bounds["t_lower_s"].to_numpy()
+        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw)
         raw = self._outcome("kernel_s") + self._outcome("overhead_s")
         self.time_s = np.maximum(raw, self.t_lower)  # never below the roofline bound
         self.floored = raw < self.t_lower

@@ -28,13 +28,7 @@ def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -
     import numpy as np
     import pandas as pd
 
-    flops = rows["flops"].to_numpy(dtype=float)
-    nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
-    is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
-    peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
-    t_math = flops / peak
-    t_mem = nbytes / hw.dram_bandwidth_Bps()
-    t_lower = np.maximum(t_math, t_mem)
+    flops, nbytes, t_math, t_mem, t_lower = roofline_terms(rows, hw, matrix_dtype)
     return pd.DataFrame({
         "launch_id": rows["launch_id"].to_numpy(),
         "t_math_s": t_math,
@@ -44,6 +38,20 @@ def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -
         "bound": pd.Categorical.from_codes((t_math < t_mem).astype(np.int8), categories=BOUNDS),
         "arithmetic_intensity": np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0),
     })
+
+
+def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -> tuple[Any, ...]:
+    """The arrays behind `roofline`: (FLOPs, bytes, t_math, t_mem, t_lower), one entry per launch
+    (no DataFrame: the replay keeps only what its timeline needs)."""
+    import numpy as np  # see roofline
+
+    flops = rows["flops"].to_numpy(dtype=float)
+    nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
+    is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
+    peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
+    t_math = flops / peak
+    t_mem = nbytes / hw.dram_bandwidth_Bps()
+    return flops, nbytes, t_math, t_mem, np.maximum(t_math, t_mem)
 
 
 def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16") -> dict[str, Any]:

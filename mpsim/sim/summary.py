@@ -37,7 +37,8 @@ def summarize(rows: pd.DataFrame, launch_s: np.ndarray, batch: int, gen_len: int
     steps = per_step.to_numpy()
     tpot = (float(steps.mean()), float(np.percentile(steps, 50)), float(np.percentile(steps, 99))) \
         if len(steps) else (float("nan"),) * 3
-    by_op = {str(k): float(v) for k, v in t.groupby(rows["op"].astype(str)).sum().items()}
+    # grouped by the op column as it is (categorical in a trace: no string per launch is made)
+    by_op = {str(k): float(v) for k, v in t.groupby(rows["op"], observed=True).sum().items()}
     decode_total = float(steps.sum()) if len(steps) else 0.0
     return RunSummary(
         ttft_s=ttft, tpot_mean_s=tpot[0], tpot_p50_s=tpot[1], tpot_p99_s=tpot[2], total_s=total,

@@ -54,6 +54,7 @@ def test_synthesized_rows_are_in_storage_dtypes(small: Trace) -> None:
     for col in small.rows.select_dtypes("category"):
         cats = small.rows[col].cat.categories
         assert cats.is_monotonic_increasing and cats.dtype == "str"
+        assert set(small.rows[col].dropna()) == set(cats)  # every category used
 
 
 def test_malformed_config_in_row_700001_is_named(small: Trace, tmp_path: Path) -> None:
