@@ -2,11 +2,12 @@
 
 One prefill pass over the prompt (it yields the first new token), then gen_len - 1 decode passes.
 Decode passes that share a weight format differ only in their attention rows (the KV length grows),
-so each such segment is built once by the launch plan (mpsim/launch_plan.py, the one place launch
-rows are built) and tiled column by column; only the attention columns (kv_len, grid, config,
-FLOPs, bytes) are computed per step, once per step for all layers. No per-row Python objects: a
-2.4M-launch trace is a few dozen numpy arrays until it becomes one DataFrame in the storage dtypes
-(traces/schema.py STORAGE).
+so each such segment's pass is built once by the launch plan (mpsim/launch_plan.py, the one place
+launch rows are built) and repeated column by column; only the attention columns (kv_len, grid,
+config, FLOPs, bytes) are computed per step, once per step for all layers. No per-row Python
+objects: each column is allocated once in its storage width (traces/schema.py STORAGE) and filled
+by broadcast writes, pass by pass; a 2.4M-launch trace is a few dozen numpy arrays wrapped, without
+a copy, into one DataFrame.
 """
 
 from __future__ import annotations
