@@ -2,7 +2,8 @@
 
 Every case runs `mpsim ...` as a child process, the way a user's shell does, and records its wall
 time (start of the process to its exit: interpreter start-up, imports, the work, writing files) and
-its peak resident memory (the child's own rusage, `os.wait4`). Cases:
+its peak resident memory (the child's own rusage, `os.wait4`; Linux counts in it the memory of the
+forking process, so this one imports nothing heavy until the runs are done). Cases:
 
 - `mpsim --help`; `mpsim op gemm` (one GEMV priced with the default config);
 - vicuna-7b, prompt 512, 2048 new tokens, `ap4-4@680-3` on h200-sxm: `synth`, then `simulate` with a
@@ -33,8 +34,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "analysis" / "results" / "cli_speed.csv"
@@ -93,6 +96,11 @@ class Checkout:
     root: Path
     work: Path  # traces, memo folders, sweep outputs of this checkout
 
+    def commit(self) -> str:
+        done = subprocess.run(["git", "-C", str(self.root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True)
+        return done.stdout.strip() or str(self.root)
+
     @property
     def mpsim(self) -> str:
         return str(self.root / ".venv" / "bin" / "mpsim")
@@ -130,6 +138,10 @@ def bench(checkouts: list[Checkout], runs: int, sweep: bool, quick: bool = False
                 continue  # a sweep takes a minute or more: half the runs
             for co in checkouts:
                 rows.append(measure(case, co, run))
+    # pandas loads only now: a child's peak RSS (rusage) counts the memory of the process that
+    # forked it, so this one stays small (~10 MB) while it measures
+    import pandas as pd
+
     table = pd.DataFrame(rows)
     table["cpus"] = os.cpu_count()
     table["date"] = time.strftime("%Y-%m-%d")
@@ -158,7 +170,7 @@ def update_doc(doc: Path, table_md: str, runs: int, checkouts: list[Checkout]) -
         raise ValueError(f"{doc}: no {BEGIN} ... {END} block to fill")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    who = ", ".join(f"{c.label} = {c.root}" for c in checkouts)
+    who = ", ".join(f"{c.label} = commit {c.commit()}" for c in checkouts)
     note = (f"\nProcess wall time and peak RSS of each command as a child process, medians of {runs} "
             f"runs ({who}; `python -m mpsim.analysis.bench.cli`), on {os.cpu_count()} cores; the last "
             "column is the 1-minute load average seen before the runs.\n\n")
