@@ -165,6 +165,9 @@ def _check_enums(frame: pd.DataFrame, where: str) -> None:
 def _check_non_negative(frame: pd.DataFrame, where: str) -> None:
     for col in NON_NEGATIVE:
         series = frame[col]
+        low = series.min()  # a reduction first; the rows are searched only when one is negative
+        if low is pd.NA or low >= 0:
+            continue
         row = _first(series.to_numpy(dtype=series.dtype.numpy_dtype, na_value=0) < 0)
         if row is not None:
             raise _fail(where, row, col, f"must be >= 0, got {frame[col].iloc[row]}")

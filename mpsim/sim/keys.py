@@ -81,7 +81,9 @@ def distinct(columns: list[pd.Series]) -> tuple[np.ndarray, np.ndarray]:
         if size * count >= 2**62:  # keep the combined code small: renumber the tuples so far
             combined, uniques = pd.factorize(combined)
             size = len(uniques)
-        combined, size = combined * count + codes, size * count
+        combined *= count  # in place: no new arrays per column
+        combined += codes
+        size *= count
     codes, _ = pd.factorize(combined)  # in order of first appearance, so a row is the first of its
     first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # code when the
     return codes, first  # running maximum of the codes steps up there
@@ -91,17 +93,17 @@ def _factor(series: pd.Series) -> tuple[np.ndarray, int]:
     """(code per row in 0..count-1, count) with NA a code of its own. Integers in a narrow range
     (shapes, bit widths) are their own codes (value - min + 1), no hashing."""
     if isinstance(series.dtype, pd.core.dtypes.dtypes.BaseMaskedDtype) and series.dtype.kind in "iu":
-        na = series.isna().to_numpy()
-        values = series.to_numpy(dtype=np.int64, na_value=0)
-        if na.all():
+        low, high = series.min(), series.max()  # over the values present
+        if low is pd.NA:
             return np.zeros(len(series), dtype=np.int64), 1
-        low, high = int(values[~na].min()), int(values[~na].max())
-        if high - low < 2 * len(series) + 1024:
-            codes = values - (low - 1)
-            codes[na] = 0
-            return codes, high - low + 2
+        if int(high) - int(low) < 2 * len(series) + 1024:
+            codes = series.to_numpy(dtype=np.int64, na_value=int(low) - 1)
+            codes -= int(low) - 1  # NA -> 0, values -> 1..
+            return codes, int(high) - int(low) + 2
     codes, uniques = _codes(series)
-    return codes.astype(np.int64) + 1, len(uniques) + 1  # NA (-1) -> 0
+    out = codes.astype(np.int64)
+    out += 1  # NA (-1) -> 0
+    return out, len(uniques) + 1
 
 
 def plain(value: Any) -> Any:
