@@ -38,7 +38,7 @@ def bucketed_kv_len(rows: pd.DataFrame) -> pd.Series:
         return kv
     codes, configs = _codes(rows["config"])  # each distinct config parsed once
     tile_of = np.array([int(json.loads(str(c)).get("block_n") or 1) for c in configs], dtype=np.int64)
-    values = kv.to_numpy(dtype=np.int64, na_value=0)
+    values = kv.to_numpy(dtype=np.int64, na_value=0, copy=True)  # changed below: never the trace's
     tiles = tile_of[codes[decode]]
     values[decode] = -(-values[decode] // tiles) * tiles
     return pd.Series(pd.arrays.IntegerArray(values, kv.isna().to_numpy()), index=kv.index, name="kv_len")
@@ -97,7 +97,8 @@ def _factor(series: pd.Series) -> tuple[np.ndarray, int]:
         if low is pd.NA:
             return np.zeros(len(series), dtype=np.int64), 1
         if int(high) - int(low) < 2 * len(series) + 1024:
-            codes = series.to_numpy(dtype=np.int64, na_value=int(low) - 1)
+            # copy=True: an Int64 column would give its own buffer, which the next line changes
+            codes = series.to_numpy(dtype=np.int64, na_value=int(low) - 1, copy=True)
             codes -= int(low) - 1  # NA -> 0, values -> 1..
             return codes, int(high) - int(low) + 2
     codes, uniques = _codes(series)

@@ -9,6 +9,7 @@ import pytest
 
 from mpsim.commands.simulate import describe_run
 from mpsim.hw_models.loader import load_hardware
+from mpsim.launch_plan import attention_row
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
@@ -16,7 +17,7 @@ from mpsim.sim.keys import KEY_COLUMNS, bucketed_kv_len, launch_keys, resident_b
 from mpsim.sim.result import LAUNCH_COLUMNS
 from mpsim.synth import synthesize
 from mpsim.traces.schema import COLUMNS
-from mpsim.traces.trace import Trace
+from mpsim.traces.trace import Trace, rows_to_frame
 from mpsim.workload import Workload
 
 
@@ -55,3 +56,13 @@ def test_the_per_launch_table_is_built_only_when_read(trace: Trace) -> None:
     for c in LAUNCH_COLUMNS:
         pd.testing.assert_series_equal(table[c], columns[c])
     assert table["bound"].dtype == "category"
+
+
+@pytest.mark.parametrize("model", ["sim", "roofline"])
+def test_simulating_leaves_the_rows_as_they_were(trace: Trace, model: str) -> None:
+    one = rows_to_frame([attention_row(1, 1, 3000, 32, 8, 128, 4)])  # no NA: columns are views
+    for rows in (trace.rows, one):
+        for typed in (rows.copy(), rows.astype(COLUMNS)):  # storage and wide (Int64) dtypes
+            before = typed.copy()
+            simulate(typed, load_hardware("h100-sxm"), model, cache_dir=None)
+            pd.testing.assert_frame_equal(typed, before)
