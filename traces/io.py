@@ -31,10 +31,11 @@ def write_trace(trace: Trace, path: str | Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[META_KEY] = json.dumps(trace.meta.as_dict(), sort_keys=True).encode()
     # Dictionary pages for the text columns only (they are dictionaries already; numbers encode
-    # plainly, a third faster to write) and no column statistics (nothing filters on them).
+    # plainly, a third faster to write), no column statistics (nothing filters on them), and zstd:
+    # a third of snappy's file size, written as fast and decoded faster on read.
     text = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
     return write_parquet_atomic(table.replace_schema_metadata(meta), path, use_dictionary=text,
-                                write_statistics=False)
+                                write_statistics=False, compression="zstd")
 
 
 def read_trace(path: str | Path) -> Trace:
