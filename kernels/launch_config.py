@@ -17,6 +17,8 @@ ROWWISE_BLOCK_GPU = 4096
 ROWWISE_BLOCK_CPU = 128
 GEMM_GROUP_M = 8         # tiled GEMM: output tiles run in bands of 8 row tiles that share W tiles in L2
 
+DECODE_ATTENTION_KERNEL = "attention_decode_kernel"  # its launch config and KV buckets key on it
+
 
 @dataclass(frozen=True)
 class LaunchConfig:
@@ -182,7 +184,7 @@ def attention_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, hea
     tiles = cdiv(max(kv_len, 1), block_n)
     splits = max(1, min(wanted, tiles // min_tiles, cap))
     splits = cdiv(tiles, cdiv(tiles, splits))  # no trailing empty split for the longest sequence
-    return LaunchConfig("attention_decode_kernel", (batch, num_kv_heads, splits), block_g,
+    return LaunchConfig(DECODE_ATTENTION_KERNEL, (batch, num_kv_heads, splits), block_g,
                         block_n, block_d, warps, stages, splits)
 
 

@@ -1,6 +1,12 @@
 """Launch rows from shapes: one launch (`gemm_row`, `attention_row`, what `mpsim op` prices) and
-the launch list of one forward pass of a decoder (`pass_rows`, what synthesis tiles), as trace-row
-dicts (no kernels run). This module is the one place trace rows are built from shapes.
+the launch list of one forward pass of a decoder, as trace-row dicts (no kernels run). This module
+is the one place trace rows are built from shapes.
+
+Entry points for a caller that builds passes itself (synthesis; a serving simulator, once per
+iteration): `pass_launches(spec, PassShape(...))`, every launch of one forward pass as costed
+trace rows (grid and config as JSON text, analytic FLOPs and bytes), and
+`decode_attention_costs(spec, first_pass, steps)`, the columns of a decode pass that change from
+step to step (the attention rows: kv_len, grid, config, FLOPs, bytes), one value per step.
 
 A forward pass launches in the engine's order: embed; per layer norm, QKV, RoPE, KV write,
 attention, O, residual, norm, MLP up, activation, MLP down, residual (a parallel attention+MLP block
@@ -11,8 +17,8 @@ sequence, and greedy sampling. Launch configs come from kernels.launch_config, t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim.errors import MpsimInputError
@@ -158,6 +164,36 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows
+
+
+def pass_launches(spec: ModelSpec, p: PassShape) -> list[Row]:
+    """Every launch of one forward pass, in launch order, as costed trace rows (launch_id and
+    stream left to the caller)."""
+    return [costed(r) for r in pass_rows(spec, p)]
+
+
+# What changes between the decode passes of one weight format: the attention rows' KV length and
+# what follows from it (the split count in grid and config, FLOPs and bytes).
+ATTENTION_STEP_COLUMNS = ("kv_len", "kv_tokens", "grid", "config", "flops", "bytes_read", "bytes_written")
+
+
+def decode_attention_costs(spec: ModelSpec, first: PassShape, steps: Iterable[int]) -> dict[str, list[Any]]:
+    """ATTENTION_STEP_COLUMNS of the decode attention rows (the same for every layer) of the
+    passes at `steps`, `first` being the pass at steps[0]: one list entry per step."""
+    out: dict[str, list[Any]] = {c: [] for c in ATTENTION_STEP_COLUMNS}
+    text: dict[tuple[Any, ...], tuple[str, str]] = {}  # one JSON encoding per distinct config
+    for s in steps:
+        at_step = replace(first, step=int(s), kv_len=first.kv_len - first.step + int(s))
+        row = pass_attention_row(spec, at_step, 0)
+        cost = launch_cost(row)
+        key = (tuple(row["grid"]), tuple(sorted(row["config"].items())))
+        if key not in text:
+            text[key] = (json.dumps(row["grid"]), json.dumps(row["config"], sort_keys=True))
+        values = (row["kv_len"], row["kv_tokens"], *text[key], cost.flops, cost.bytes_read,
+                  cost.bytes_written)
+        for col, value in zip(ATTENTION_STEP_COLUMNS, values, strict=True):
+            out[col].append(value)
+    return out
 
 
 # ---- one launch from shapes, as `mpsim op` prices it: user input, checked ------------------------

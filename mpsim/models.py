@@ -1,13 +1,15 @@
 """Model specs: the shapes and architecture details that decide a decoder's launch list.
 
 Presets come from the models' Hugging Face config.json files (the `source` of each); `from_hf_config`
-reads a local config.json of the Llama, Mistral, Qwen2, Phi and StableLM families.
+reads a local config.json of the Llama, Mistral, Qwen2, Phi and StableLM families. Each spec carries
+its context length (`max_context_len`: the config's `max_position_embeddings`, named with its file in
+`context_source`); mpsim/workload.py's `check_context` holds workloads to it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +42,8 @@ class ModelSpec:
     mlp_bias: bool = False
     lm_head_bias: bool = False
     tied_embeddings: bool = False
+    max_context_len: int | None = None  # tokens a sequence may hold (prompt + new); None: not known
+    context_source: str = ""  # where max_context_len comes from (file and key)
 
     def __post_init__(self) -> None:
         for key in ("num_layers", "hidden", "ffn", "num_heads", "num_kv_heads", "head_dim", "vocab"):
@@ -50,6 +54,9 @@ class ModelSpec:
                 f"model {self.name!r}: num_heads {self.num_heads} is not a multiple of "
                 f"num_kv_heads {self.num_kv_heads}"
             )
+        if self.max_context_len is not None and self.max_context_len < 1:
+            raise MpsimInputError(f"model {self.name!r}: max_context_len must be >= 1, got "
+                                  f"{self.max_context_len}")
         if not 0 < self.rotary_fraction <= 1:
             raise MpsimInputError(
                 f"model {self.name!r}: rotary_fraction must be in (0, 1], got {self.rotary_fraction}"
@@ -92,29 +99,35 @@ def _hf(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
 
 
+def _context(repo: str, tokens: int) -> dict[str, Any]:
+    """A preset's context length: `max_position_embeddings` of its config.json."""
+    return {"max_context_len": tokens, "context_source": f"{_hf(repo)} max_position_embeddings"}
+
 
 def _llama2_7b(name: str, repo: str) -> ModelSpec:
-    return ModelSpec(name, 32, 4096, 11008, 32, 32, 128, 32000, source=_hf(repo))
+    return ModelSpec(name, 32, 4096, 11008, 32, 32, 128, 32000, source=_hf(repo), **_context(repo, 4096))
+
 
 PRESETS: dict[str, ModelSpec] = {
     "vicuna-7b": _llama2_7b("vicuna-7b", "lmsys/vicuna-7b-v1.5"),
     "llama-2-7b": _llama2_7b("llama-2-7b", "meta-llama/Llama-2-7b-hf"),
     "mobilellama-1.4b": ModelSpec(
         "mobilellama-1.4b", 24, 2048, 5632, 16, 16, 128, 32000,
-        source=_hf("mtgv/MobileLLaMA-1.4B-Base")),
+        source=_hf("mtgv/MobileLLaMA-1.4B-Base"), **_context("mtgv/MobileLLaMA-1.4B-Base", 2048)),
     "stablelm-zephyr-3b": ModelSpec(
         "stablelm-zephyr-3b", 32, 2560, 6912, 32, 32, 80, 50304, source=_hf("stabilityai/stablelm-zephyr-3b"),
-        norm="layer", rotary_fraction=0.25),
+        norm="layer", rotary_fraction=0.25, **_context("stabilityai/stablelm-zephyr-3b", 4096)),
     "phi-1.5": ModelSpec(
         "phi-1.5", 24, 2048, 8192, 32, 32, 64, 51200, source=_hf("microsoft/phi-1_5"),
         norm="layer", mlp="gelu", rotary_fraction=0.5, parallel_attn_mlp=True, qkv_bias=True,
-        o_bias=True, mlp_bias=True, lm_head_bias=True),
+        o_bias=True, mlp_bias=True, lm_head_bias=True, **_context("microsoft/phi-1_5", 2048)),
     "llama-3-8b": ModelSpec(
         "llama-3-8b", 32, 4096, 14336, 32, 8, 128, 128256, source=_hf("meta-llama/Meta-Llama-3-8B"),
-        rope_theta=500000.0),
+        rope_theta=500000.0, **_context("meta-llama/Meta-Llama-3-8B", 8192)),
     "qwen2.5-1.5b": ModelSpec(
         "qwen2.5-1.5b", 28, 1536, 8960, 12, 2, 128, 151936, source=_hf("Qwen/Qwen2.5-1.5B"),
-        rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True, tied_embeddings=True),
+        rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True, tied_embeddings=True,
+        **_context("Qwen/Qwen2.5-1.5B", 131072)),
 }
 
 
@@ -134,7 +147,9 @@ def get_model(name_or_path: str) -> ModelSpec:
         path = tiny_config_path()
         if not path.exists():
             raise MpsimInputError(f"{path}: the tiny model is not there; run `mpsim train-tiny` to make it")
-        return from_hf_config(path)
+        shipped = "mpsim/data/tiny/config.json"  # not the checkout's path: traces and keys stay portable
+        return replace(from_hf_config(path), source=f"{shipped} (shipped with mpsim)",
+                       context_source=f"{shipped} max_position_embeddings")
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
@@ -197,4 +212,19 @@ def _spec_from_hf(cfg: dict[str, Any], family: str, path: Path) -> ModelSpec:
         mlp_bias=phi or bool(cfg.get("mlp_bias", False)),
         lm_head_bias=phi,
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        **_hf_context(cfg, path),
     )
+
+
+# Where HF config families keep the context length, in the order they are looked for.
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def _hf_context(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    for key in _CONTEXT_KEYS:
+        value = cfg.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise MpsimInputError(f"{path}: {key} must be a positive integer, got {value!r}")
+            return {"max_context_len": value, "context_source": f"{path} {key}"}
+    return {}

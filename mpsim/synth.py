@@ -2,24 +2,33 @@
 
 One prefill pass over the prompt (it yields the first new token), then gen_len - 1 decode passes.
 Decode passes that share a weight format differ only in their attention rows (the KV length grows),
-so each such segment is built once and tiled, and only the attention rows are re-costed per step.
+so each such segment's pass is built once by the launch plan (mpsim/launch_plan.py, the one place
+launch rows are built) and repeated column by column; only the attention columns (kv_len, grid,
+config, FLOPs, bytes) are computed per step, once per step for all layers. No per-row Python
+objects: each column is allocated once in its storage width (traces/schema.py STORAGE) and filled
+by broadcast writes, pass by pass; a 2.4M-launch trace is a few dozen numpy arrays wrapped, without
+a copy, into one DataFrame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
-from mpsim.launch_plan import PassShape, Row, costed, pass_attention_row, pass_rows
+from mpsim.launch_plan import ATTENTION_STEP_COLUMNS, PassShape, Row, decode_attention_costs, pass_launches
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, WeightChoice
-from mpsim.traces.schema import COLUMNS
+from mpsim.traces.schema import COLUMNS, STORAGE
 from mpsim.traces.trace import Trace, TraceMeta
-from mpsim.workload import Workload
+from mpsim.workload import Workload, check_size
+
+TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
 
 def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
@@ -28,20 +37,20 @@ def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: b
     `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py)."""
     b, L = workload.batch, workload.prompt_len
     capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
+    table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
                         kv_block, on_gpu)
-    frames = [_costed_frame(pass_rows(spec, prefill))]
+    prefill_rows = pass_launches(spec, prefill)
+    check_size(len(prefill_rows), workload)
+    table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
                           policy.kv_bits, kv_block, on_gpu, capacity)
-        frames.append(_tile(spec, first, steps))
-    rows = pd.concat(frames, ignore_index=True)
-    rows["launch_id"] = pd.array(np.arange(len(rows)), dtype="Int64")
-    rows["stream"] = pd.array(np.zeros(len(rows), dtype=np.int64), dtype="Int64")
+        table.add_pass(pass_launches(spec, first), steps, decode_attention_costs(spec, first, steps))
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {}))
-    return Trace(rows.astype(COLUMNS)[list(COLUMNS)], meta)
+    return Trace(table.frame(), meta)
 
 
 def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[WeightChoice, np.ndarray]]:
@@ -55,34 +64,110 @@ def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[Weight
         yield policy.weights_at("decode", int(run[0])), run
 
 
-def _costed_frame(rows: list[Row]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records([costed(r) for r in rows]).reindex(columns=list(COLUMNS))
-    return frame.astype(COLUMNS)
+@dataclass(frozen=True)
+class _Pass:
+    """One pass's costed rows, repeated at every step of `steps`; with `attention` (one value per
+    step for each of ATTENTION_STEP_COLUMNS) the attention rows take their step's values."""
+
+    rows: Sequence[Row]
+    steps: np.ndarray
+    attention: dict[str, list[Any]] | None = None
+
+    @property
+    def launches(self) -> int:
+        return len(self.rows) * len(self.steps)
+
+    def attention_rows(self) -> np.ndarray:
+        return np.flatnonzero([r["op"] == "attention" for r in self.rows])
 
 
-def _tile(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> pd.DataFrame:
-    """Repeat one decode pass for every step of a segment, re-costing the attention rows."""
-    template = _costed_frame(pass_rows(spec, first))
-    per_pass = len(template)
-    tiled = template.loc[np.tile(template.index.to_numpy(), len(steps))].reset_index(drop=True)
-    step_of_row = np.repeat(steps, per_pass)
-    tiled["step"] = step_of_row
-    is_attn = (tiled["op"] == "attention").to_numpy()
-    attn = _attention_by_step(spec, first, steps)
-    idx = step_of_row[is_attn] - steps[0]
-    for col, values in attn.items():
-        kind = object if COLUMNS[col] == "string" else np.int64
-        tiled.loc[is_attn, col] = np.asarray(values, dtype=kind)[idx]
-    return tiled
+class _Columns:
+    """Trace columns under construction. Passes are collected first; `frame` then allocates each
+    column once, in its storage width (text: codes into the sorted vocabulary), and fills it pass
+    by pass with broadcast writes: no tiled copies, no concatenation."""
+
+    def __init__(self) -> None:
+        self.passes: list[_Pass] = []
+
+    def add_pass(self, rows: Sequence[Row], steps: np.ndarray,
+                 attention: dict[str, list[Any]] | None = None) -> None:
+        self.passes.append(_Pass(rows, steps, attention))
+
+    def frame(self) -> pd.DataFrame:
+        """The trace rows: COLUMNS in order, each in its storage dtype, categories sorted."""
+        n = sum(p.launches for p in self.passes)
+        out: dict[str, Any] = {
+            "launch_id": pd.arrays.IntegerArray(np.arange(n, dtype=np.int64), np.zeros(n, dtype=bool)),
+            "stream": pd.arrays.IntegerArray(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)),
+        }
+        for col in COLUMNS:
+            if col not in out:
+                out[col] = self._text(col, n) if col in TEXT else self._numbers(col, n)
+        return pd.DataFrame({c: out[c] for c in COLUMNS}, copy=False)
+
+    def _fill(self, col: str, out: np.ndarray, encode: Any, mask: np.ndarray | None = None) -> None:
+        """Write every pass's values of `col` into `out` (and NA flags into `mask`); `encode(values,
+        rows)` gives (values, NA flags) of a list of row values as arrays."""
+        offset = 0
+        for p in self.passes:
+            block = slice(offset, offset + p.launches)
+            shape = (len(p.steps), len(p.rows))
+            offset += p.launches
+            if col == "step":
+                out[block].reshape(shape)[:] = p.steps[:, None]
+                continue
+            values, na = encode([r.get(col) for r in p.rows], p.rows)
+            out[block].reshape(shape)[:] = values
+            if mask is not None:
+                mask[block].reshape(shape)[:] = na
+            if p.attention is not None and col in ATTENTION_STEP_COLUMNS:
+                attn = p.attention_rows()
+                step_values, _ = encode(p.attention[col], [p.rows[attn[0]]] * len(p.steps))
+                out[block].reshape(shape)[:, attn] = step_values[:, None]
+
+    def _text(self, col: str, n: int) -> pd.Categorical:
+        values = {v for p in self.passes for v in [r.get(col) for r in p.rows]
+                  + (p.attention[col] if p.attention and col in p.attention else [])}
+        names = sorted(v for v in values if v is not None)
+        code_of = {v: i for i, v in enumerate(names)}
+        codes = np.empty(n, dtype=np.int8 if len(names) < 127 else np.int32)
+
+        def encode(vals: list[Any], rows: Sequence[Row]) -> tuple[np.ndarray, None]:
+            return np.array([-1 if v is None else code_of[v] for v in vals], dtype=codes.dtype), None
+
+        self._fill(col, codes, encode)
+        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(names, dtype="str")))
+
+    def _numbers(self, col: str, n: int) -> Any:
+        storage = STORAGE[col]
+        kind = {"boolean": np.bool_, "Float64": np.float64}.get(storage) or storage.lower()
+        values, mask = np.empty(n, dtype=kind), np.zeros(n, dtype=bool)
+        self._fill(col, values, lambda vals, rows: _encode(col, vals, rows), mask)
+        if storage == "boolean":
+            return pd.arrays.BooleanArray(values, mask)
+        if storage == "Float64":
+            return pd.arrays.FloatingArray(values, mask)
+        return pd.arrays.IntegerArray(values, mask)
 
 
-def _attention_by_step(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {c: [] for c in ("kv_len", "kv_tokens", "grid", "config", "flops",
-                                                  "bytes_read", "bytes_written")}
-    for s in steps:
-        p = PassShape("decode", int(s), first.batch, 1, first.kv_len - first.step + int(s),
-                      first.weights, first.kv_bits, first.kv_block, first.on_gpu, first.graph_capacity)
-        row = costed(pass_attention_row(spec, p, 0))
-        for col in out:
-            out[col].append(row[col])
-    return out
+def _encode(col: str, values: list[Any], rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
+    """(values in the storage width, NA flags) of a number or boolean column; `rows[i]` is the
+    launch `values[i]` belongs to (named when a value is too large for the column)."""
+    mask = np.array([v is None for v in values], dtype=bool)
+    storage = STORAGE[col]
+    if storage == "boolean":
+        return np.array([bool(v) for v in values], dtype=bool), mask
+    if storage == "Float64":
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64), mask
+    info = np.iinfo(storage.lower())
+    for i, v in enumerate(values):
+        if v is not None and not info.min <= v <= info.max:
+            raise _too_large(col, v, rows[i], storage)
+    return np.array([0 if v is None else v for v in values], dtype=storage.lower()), mask
+
+
+def _too_large(col: str, value: int, row: Row, storage: str) -> MpsimInputError:
+    return MpsimInputError(
+        f"the workload is too large to synthesize: the {row.get('phase')} launch {row.get('kernel')} "
+        f"(module {row.get('module')}) would have {col} = {value:,}, beyond what the trace's {storage} "
+        f"column holds ({np.iinfo(storage.lower()).max:,}); use a shorter prompt or generation")

@@ -33,8 +33,9 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
     return path
 
 
-def write_parquet_atomic(table: pa.Table, path: str | Path) -> Path:
-    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+def write_parquet_atomic(table: pa.Table, path: str | Path, **options: Any) -> Path:
+    """`table` as Parquet at `path`; `options` go to pyarrow.parquet.write_table."""
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
 
 
 def write_json_atomic(obj: object, path: str | Path) -> Path:

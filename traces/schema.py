@@ -2,6 +2,13 @@
 
 COLUMNS is the one list of the trace's columns (name -> pandas dtype; None/<NA> = not applicable).
 Change it here only, and bump SCHEMA_VERSION when columns or their meaning change.
+
+STORAGE is how each column is held in memory and stored in Parquet: the narrowest type that holds
+every value the column can take (a 2.4M-launch trace is held once, in ~200 bytes a launch). Integer
+columns narrower than Int64 hold sizes, steps and bit widths; text columns are categorical (a few
+dozen distinct kernels, modules, grids and configs over millions of launches). Reading accepts
+either width (a file written with COLUMNS' types reads the same); a value that does not fit its
+storage type is an error naming the row and column.
 """
 
 from __future__ import annotations
@@ -36,6 +43,13 @@ COLUMNS: dict[str, str] = {
     # measurement
     "measured_us": "Float64", "device": "string",
 }
+
+_NARROW = {
+    **dict.fromkeys(("stream", "step", "layer", "m", "n", "k", "group_size", "batch", "q_len", "kv_len",
+                     "num_q_heads", "num_kv_heads", "head_dim", "kv_block"), "Int32"),
+    **dict.fromkeys(("w_bits", "k_bits", "v_bits"), "Int8"),
+}  # launch_id, FLOPs and bytes stay Int64; measured_us Float64; bias, causal boolean
+STORAGE: dict[str, str] = {c: "category" if t == "string" else _NARROW.get(c, t) for c, t in COLUMNS.items()}
 
 REQUIRED = ("launch_id", "stream", "kernel", "op", "phase", "step", "layer", "module",
             "grid", "config", "flops", "bytes_read", "bytes_written")

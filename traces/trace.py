@@ -10,6 +10,7 @@ import pandas as pd
 
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import COLUMNS, REQUIRED, SCHEMA_VERSION
+from mpsim.traces.validate import coerce_types
 
 SOURCES = ("synth", "capture", "kineto")
 
@@ -46,7 +47,7 @@ class Trace:
 
 
 def rows_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """The canonical typed DataFrame (COLUMNS order and dtypes) of launch rows given as mappings.
+    """The canonical typed DataFrame (COLUMNS order, STORAGE dtypes) of launch rows given as mappings.
 
     A key that is not a trace column, or a missing required one, is a TraceError naming the launch
     (the guard a typo in a launcher's recorded fields would otherwise slip past).
@@ -58,4 +59,4 @@ def rows_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         if unknown or missing:
             raise TraceError(f"launch row {i}: unknown columns {unknown}, missing required {missing}")
     frame = pd.DataFrame.from_records(rows).reindex(columns=list(COLUMNS))
-    return frame.astype(COLUMNS)
+    return coerce_types(frame, "launch rows")

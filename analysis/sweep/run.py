@@ -8,7 +8,6 @@ sweep was interrupted.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -21,7 +20,7 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from mpsim.analysis.sweep import serve
+from mpsim.analysis.sweep import default_workers, serve
 from mpsim.analysis.sweep.point import GroupTask, run_group
 from mpsim.analysis.sweep.spec import Group, SweepSpec
 from mpsim.analysis.sweep.store import PointStore
@@ -53,10 +52,6 @@ def check_dask_address(address: str) -> str:
         raise MpsimInputError(f"--dask {address!r}: expected 'local' (a LocalCluster on this machine) "
                               "or a scheduler address such as tcp://host:8786")
     return address
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)))
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = None,

@@ -28,14 +28,15 @@ from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
-from mpsim.workload import Workload
+from mpsim.workload import Workload, check_context
 
 # Bump when a change to the point computation makes old point files stale.
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
-OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve")
+OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
+NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class SweepSpec:
     perf_models: tuple[str, ...]
     source: str = "<spec>"
     serve: ServeSection | None = None  # serving runs over request rates (analysis/sweep/serve.py)
+    warnings: tuple[str, ...] = ()  # workloads past a model's context, run because the spec allows it
 
     def groups(self) -> list[Group]:
         """Every group in grid order: model, workload, policy; inside: hardware, perf model."""
@@ -87,24 +89,25 @@ class SweepSpec:
 
 def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str) -> str:
     """A stable hash of everything that decides a point's numbers (not of names alone)."""
-    ident = {"format": POINT_FORMAT, "model": model.as_dict(), "policy": policy,
+    spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
+    ident = {"format": POINT_FORMAT, "model": spec, "policy": policy,
              "workload": workload.as_dict(), "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
              "perf_model": perf_model, "perf_model_version": model_version(perf_model)}
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read and fully validate a sweep spec file."""
+def load_spec(path: str | Path, *, allow_beyond_context: bool = False) -> SweepSpec:
+    """Read and fully validate a sweep spec file (`allow_beyond_context`: --allow-beyond-context)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MpsimInputError(f"{path}: cannot read sweep spec ({exc.strerror})") from None
-    return parse_spec(text, str(path))
+    return parse_spec(text, str(path), allow_beyond_context=allow_beyond_context)
 
 
-def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
+def parse_spec(text: str, source: str = "<spec>", *, allow_beyond_context: bool = False) -> SweepSpec:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -113,10 +116,11 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         raise MpsimInputError(f"{source}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise MpsimInputError(f"{source}: a sweep spec must be a mapping with keys {REQUIRED_KEYS}")
-    return spec_from_dict(data, source)
+    return spec_from_dict(data, source, allow_beyond_context=allow_beyond_context)
 
 
-def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> SweepSpec:
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
+                   allow_beyond_context: bool = False) -> SweepSpec:
     allowed = REQUIRED_KEYS + OPTIONAL_KEYS
     for key in data:
         if key not in allowed:
@@ -130,17 +134,43 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> SweepSpec:
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str):
         raise MpsimInputError(f"{source}: name: expected a string, got {name!r}")
+    models = _unique(source, "models", [_resolve(source, "models", i, m, get_model)
+                                        for i, m in enumerate(_names(source, data, "models"))])
+    policies, hardware = _policies(source, data), _hardware(source, data)
+    workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
+    perf_models = _perf_models(source, data)
+    beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
     return SweepSpec(
-        name=name,
-        models=_unique(source, "models", [_resolve(source, "models", i, m, get_model)
-                                          for i, m in enumerate(_names(source, data, "models"))]),
-        policies=_policies(source, data),
-        hardware=_hardware(source, data),
-        workloads=_workloads(source, data["workloads"]) if "workloads" in data else (),
-        perf_models=_perf_models(source, data),
-        source=source,
+        name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
+        perf_models=perf_models, source=source,
         serve=parse_section(source, data["serve"]) if "serve" in data else None,
+        warnings=_context_warnings(source, models, workloads, beyond),
     )
+
+
+def _flag(source: str, data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise MpsimInputError(f"{source}: {key}: expected true or false, got {value!r}")
+    return value
+
+
+def _context_warnings(source: str, models: tuple[ModelSpec, ...], workloads: tuple[Workload, ...],
+                      allowed: bool) -> tuple[str, ...]:
+    """The context rule for every (model, workload) of the grid: the first one past its model's
+    context is the spec's error unless the spec (allow_beyond_context: true) or the command line
+    (--allow-beyond-context) allows it; allowed ones become warnings."""
+    out = []
+    for model in models:
+        for i, wl in enumerate(workloads):
+            try:
+                message = check_context(model, wl.prompt_len, wl.gen_len, allow_beyond=allowed)
+            except MpsimInputError as exc:
+                raise MpsimInputError(f"{source}: workloads[{i}] on {model.name}: {exc} (or set "
+                                      "allow_beyond_context: true in the spec)") from None
+            if message:
+                out.append(f"{source}: workloads[{i}] on {model.name}: {message}")
+    return tuple(out)
 
 
 def _names(source: str, data: dict[str, Any], key: str) -> list[str]:

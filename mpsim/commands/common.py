@@ -1,14 +1,31 @@
-"""Argument helpers shared by the commands: workloads, hardware, models, policies."""
+"""Argument helpers shared by the commands: workloads, hardware, models, policies.
+
+Building the parser must stay light (`mpsim --help`, `mpsim op` in well under a second): this module
+and every command module import at the top only what is light (argparse, the core's model, policy
+and workload specs, the hardware loader); a command imports the heavy parts (numpy, pandas, pyarrow,
+SimPy, matplotlib, the engine's torch) inside the function that runs it, where it says why.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import Policy, parse_policy
-from mpsim.workload import Workload
+from mpsim.workload import BEYOND_CONTEXT_FLAG, Workload, check_context
+
+if TYPE_CHECKING:
+    from mpsim.traces.trace import TraceMeta
+
+# The shipped performance models (the keys of mpsim.sim.PERF_MODELS), spelled here so that building
+# the parser does not import the simulator (pandas, SimPy); tests/commands/test_startup.py holds the
+# two equal.
+PERF_MODEL_NAMES = ("sim", "roofline")
+DEFAULT_CACHE = "default"  # mpsim.sim.DEFAULT_CACHE: $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim
 
 
 def add_generation_args(p: argparse.ArgumentParser) -> None:
@@ -17,6 +34,26 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-len", type=int, required=True, help="prompt tokens per sequence")
     p.add_argument("--gen-len", type=int, required=True, help="new tokens per sequence")
     p.add_argument("--batch", type=int, default=1, help="sequences decoded together (default 1)")
+
+
+def add_context_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(BEYOND_CONTEXT_FLAG, action="store_true",
+                   help="run a workload whose prompt + new tokens exceed the model's context length "
+                        "(`mpsim models` lists them) with a warning instead of an error")
+
+
+def warn(message: str | None) -> None:
+    """A warning the user should see, on stderr, in the CLI's own voice."""
+    if message:
+        print(f"mpsim: warning: {message}", file=sys.stderr)
+
+
+def check_trace_context(meta: TraceMeta, args: argparse.Namespace) -> None:
+    """The context rule for a trace's model and workload (from its metadata, when it has them)."""
+    wl = meta.workload
+    if meta.model and "prompt_len" in wl and "gen_len" in wl:
+        warn(check_context(meta.model, int(wl["prompt_len"]), int(wl["gen_len"]),
+                           allow_beyond=args.allow_beyond_context))
 
 
 def generation_from_args(args: argparse.Namespace) -> tuple[ModelSpec, Policy, Workload]:

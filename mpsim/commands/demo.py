@@ -14,9 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mpsim.analysis.demo_report import draw_figures, summary_text
-from mpsim.analysis.sweep.default import demo_spec
-from mpsim.analysis.sweep.run import run_sweep
+from mpsim.commands.common import warn
 
 
 def register(sub: Any) -> None:
@@ -33,8 +31,16 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The sweep (pandas, the simulator) and the charts (matplotlib) load here, not when the CLI
+    # builds its parser: other commands do not pay for them.
+    from mpsim.analysis.demo_report import draw_figures, summary_text
+    from mpsim.analysis.sweep.default import demo_spec
+    from mpsim.analysis.sweep.run import run_sweep
+
     out = Path(args.out)
     spec = demo_spec(args.spec)
+    for message in spec.warnings:
+        warn(message)
     print(f"demo: {len(spec)} points ({len(spec.groups())} traces) into {out}/sweep "
           f"with perf models {', '.join(spec.perf_models)}")
     outcome = run_sweep(spec, out / "sweep", workers=args.workers, progress=not args.no_progress)

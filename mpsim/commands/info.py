@@ -36,7 +36,7 @@ def _hw_show(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     print(f"{'name':<20}{'layers':>7}{'hidden':>8}{'ffn':>7}{'heads':>7}{'kv':>4}{'hdim':>6}"
-          f"{'vocab':>8}  architecture")
+          f"{'vocab':>8}{'context':>9}  architecture")
     for m in PRESETS.values():
         arch = [m.norm + "norm", m.mlp]
         arch += ["GQA"] if m.num_kv_heads < m.num_heads else []
@@ -45,5 +45,6 @@ def _models(args: argparse.Namespace) -> int:
         arch += ["biases"] if m.qkv_bias or m.o_bias or m.mlp_bias else []
         arch += ["tied embeddings"] if m.tied_embeddings else []
         print(f"{m.name:<20}{m.num_layers:>7}{m.hidden:>8}{m.ffn:>7}{m.num_heads:>7}"
-              f"{m.num_kv_heads:>4}{m.head_dim:>6}{m.vocab:>8}  {', '.join(arch)}")
+              f"{m.num_kv_heads:>4}{m.head_dim:>6}{m.vocab:>8}{m.max_context_len or '?':>9}  "
+              f"{', '.join(arch)}")
     return 0

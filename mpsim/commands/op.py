@@ -1,21 +1,19 @@
 """`mpsim op gemm|attention ... --hw H`: price one launch from its shapes and print time and bound.
 
 The launch row comes from mpsim.launch_plan (the config kernels/launch_config.py would choose, as in a
-synthesized trace) and goes through `mpsim.sim.simulate` like any trace.
+synthesized trace) and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate`
+gives the one-row trace, in plain Python, so that the command starts without numpy or pandas.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
-from mpsim.commands.common import add_hw_arg, hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
 from mpsim.launch_plan import attention_row, gemm_row
-from mpsim.sim import PERF_MODELS, simulate
-from mpsim.traces.trace import rows_to_frame
 
 
 def register(sub: Any) -> None:
@@ -40,7 +38,7 @@ def register(sub: Any) -> None:
 
 def _common(p: argparse.ArgumentParser, func: Any) -> None:
     add_hw_arg(p)
-    p.add_argument("--perf-model", default="sim", choices=tuple(PERF_MODELS),
+    p.add_argument("--perf-model", default="sim", choices=PERF_MODEL_NAMES,
                    help="performance model (default sim)")
     p.set_defaults(func=func)
 
@@ -58,12 +56,24 @@ def _attention(args: argparse.Namespace) -> int:
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
-    result = simulate(rows_to_frame([row]), hw, args.perf_model, cache_dir=None)
-    print(format_launch(row, result.launches.iloc[0], hw.name))
+    if hw.kind == "npu" and args.perf_model == "sim":
+        # the NPU step model prices whole steps (numpy, pandas load here): one launch is a step of one
+        from mpsim.sim import simulate
+        from mpsim.sim.result import LAUNCH_COLUMNS
+        from mpsim.traces.trace import rows_to_frame
+
+        launches = simulate(rows_to_frame([row]), hw, "sim", cache_dir=None).launches
+        out = {c: launches[c].iloc[0] for c in LAUNCH_COLUMNS}
+    else:
+        # SimPy and the GPU model load here, not when the CLI builds its parser (no pandas at all)
+        from mpsim.sim.launch import price_launch
+
+        out = price_launch(row, hw, args.perf_model)
+    print(format_launch(row, out, hw.name))
     return 0
 
 
-def format_launch(row: dict[str, Any], out: pd.Series, hw_name: str) -> str:
+def format_launch(row: Mapping[str, Any], out: Mapping[str, Any], hw_name: str) -> str:
     """What one priced launch costs: time, bound, roofline terms, bytes per level, utilisation."""
     utils = ", ".join(f"{c[5:]} {v:.0%}" for c, v in sorted(out.items())
                       if str(c).startswith("util_") and v == v)

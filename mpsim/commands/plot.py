@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from mpsim.analysis.plots.inputs import read_table, run_title, trace_run
-from mpsim.commands.common import hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, hardware
 from mpsim.errors import MpsimInputError
-from mpsim.sim import PERF_MODELS
-from mpsim.traces.io import read_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KINDS = ("speedup", "memory", "energy", "roofline", "timeline", "validation", "pareto", "serve-latency",
          "serve-capacity", "serve-timeline")
@@ -34,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="figure file: .png, .svg, or no suffix for both")
     p.add_argument("--trace", help="trace file (roofline, timeline, validation)")
     p.add_argument("--hw", help="hardware name or YAML file (with --trace)")
-    p.add_argument("--perf-model", choices=tuple(PERF_MODELS), default=None,
+    p.add_argument("--perf-model", choices=PERF_MODEL_NAMES, default=None,
                    help="performance model: for a trace, default sim; "
                         "for a sweep table, default sim if the table has it")
     p.add_argument("--step", type=int, default=None, help="timeline: decode step to show (default 1)")
@@ -53,14 +51,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _draw(args: argparse.Namespace) -> list[Path]:
-    # matplotlib loads here, not when the CLI builds its parser: other commands should not pay for it
+    # matplotlib (and pandas, the simulator) load here, not when the CLI builds its parser: other
+    # commands should not pay for them
     from mpsim.analysis.plots.energy import plot_energy
+    from mpsim.analysis.plots.inputs import read_table, run_title, trace_run
     from mpsim.analysis.plots.memory import plot_memory
     from mpsim.analysis.plots.pareto import plot_pareto
     from mpsim.analysis.plots.roofline import plot_roofline
     from mpsim.analysis.plots.speedup import plot_speedup
     from mpsim.analysis.plots.timeline import plot_timeline
     from mpsim.analysis.plots.validation import plot_validation, validation_frame
+    from mpsim.traces.io import read_trace
 
     if args.kind.startswith("serve-"):
         return _serve_chart(args)
@@ -91,6 +92,7 @@ def _draw(args: argparse.Namespace) -> list[Path]:
 
 
 def _serve_chart(args: argparse.Namespace) -> list[Path]:
+    from mpsim.analysis.plots.inputs import read_table
     from mpsim.analysis.plots.serve import plot_serve_capacity, plot_serve_latency, plot_serve_timeline
 
     path = _need(args, "results", "a serve table (serve_results.parquet or iterations.parquet)")

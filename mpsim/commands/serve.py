@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from mpsim.commands.common import warn
 from mpsim.serve.config import SchedulerConfig
 
 D = SchedulerConfig()
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
                           duration_s=args.duration, prompt_len=args.prompt_len, gen_len=args.gen_len,
                           seed=args.seed, switch_dist=args.switch_dist,
                           allow_beyond=args.allow_beyond_context)
+    if reqs.beyond:
+        warn(f"{reqs.beyond} of {len(reqs)} requests exceed {spec.name}'s context of "
+             f"{spec.max_context_len:,} tokens; running them anyway (--allow-beyond-context)")
     result = run_serve(spec, policy, hw, reqs, cfg, audit_every=args.audit)
     paths = write_outputs(args.out, result.requests, result.iterations, result.summary, args.timeline)
     print(format_summary(result.summary))

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from mpsim.commands.common import (
+    DEFAULT_CACHE,
+    PERF_MODEL_NAMES,
+    add_context_arg,
+    add_hw_arg,
+    check_trace_context,
+    hardware,
+)
 
-from mpsim.commands.common import add_hw_arg, hardware
-from mpsim.sim import DEFAULT_CACHE, PERF_MODELS, simulate
-from mpsim.sim.result import SimResult
-from mpsim.sim.summary import format_summary
-from mpsim.traces.atomic import atomic_write, write_json_atomic
-from mpsim.traces.chrome import chrome_events
-from mpsim.traces.io import read_trace
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mpsim.sim.result import SimResult
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
 TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s", "floored",
@@ -35,16 +39,23 @@ def register(sub: Any) -> None:
     p = sub.add_parser("simulate", help="replay a trace on a hardware model (SimPy or roofline)")
     p.add_argument("trace", help="trace file (Parquet)")
     add_hw_arg(p)
-    p.add_argument("--perf-model", default="sim", choices=tuple(PERF_MODELS),
+    p.add_argument("--perf-model", default="sim", choices=PERF_MODEL_NAMES,
                    help="performance model (default sim)")
     p.add_argument("--out", help="write per-launch results as Parquet")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
     add_cache_args(p)
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    # pandas, pyarrow and the simulator (SimPy) load here, not when the CLI builds its parser
+    from mpsim.sim import simulate
+    from mpsim.sim.summary import format_summary
+    from mpsim.traces.io import read_trace
+
     trace = read_trace(args.trace)
+    check_trace_context(trace.meta, args)
     hw = hardware(args.hw)
     result = simulate(trace, hw, args.perf_model, cache_dir=cache_dir(args))
     title = (f"{args.perf_model} of {Path(args.trace).name} on {hw.name} "
@@ -61,10 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe_run(result: SimResult) -> str:
-    s, launches = result.stats, result.launches
-    bounds = launches["bound"].value_counts()
-    share = ", ".join(f"{b} {n / len(launches):.0%}" for b, n in bounds.items())
-    floored = int(launches["floored"].sum())
+    """Run facts and the share of launches per bound (from two columns: the per-launch table is
+    not built for this)."""
+    s, bound = result.stats, result.column("bound")
+    share = ", ".join(f"{b} {n / len(bound):.0%}" for b, n in bound.value_counts().items())
+    floored = int(result.column("floored").sum())
     return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
             f"{s['wall_s']:.2f} s\n  bound: {share}"
             + (f"\n  {floored} launches floored at their roofline bound (L2 residency)" if floored else ""))
@@ -72,11 +84,18 @@ def describe_run(result: SimResult) -> str:
 
 def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:
     """Per-launch results with the trace's identity columns, written atomically as Parquet."""
+    import pandas as pd
+
+    from mpsim.traces.atomic import atomic_write
+
     table = pd.concat([rows[list(IDENTITY)], result.launches], axis=1)
     return atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
 
 
 def write_timeline(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:
+    from mpsim.traces.atomic import write_json_atomic
+    from mpsim.traces.chrome import chrome_events
+
     launches = result.launches
     start_us = launches["start_s"].to_numpy() * 1e6
     dur_us = launches["time_s"].to_numpy() * 1e6

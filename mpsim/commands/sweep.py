@@ -6,10 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from mpsim.analysis.sweep.run import default_workers, run_sweep
-from mpsim.analysis.sweep.serve import slo_lines
-from mpsim.analysis.sweep.spec import load_spec
-from mpsim.analysis.sweep.store import PointStore
+from mpsim.analysis.sweep import default_workers
+from mpsim.commands.common import add_context_arg, warn
 
 
 def register(sub: Any) -> None:
@@ -25,11 +23,20 @@ def register(sub: Any) -> None:
                    help="run on Dask: 'local' starts a LocalCluster of --workers processes here; "
                         "or a scheduler address (e.g. tcp://host:8786) whose workers see --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    # pandas, the simulator and the executors load here, not when the CLI builds its parser
+    from mpsim.analysis.sweep.run import run_sweep
+    from mpsim.analysis.sweep.serve import slo_lines
+    from mpsim.analysis.sweep.spec import load_spec
+    from mpsim.analysis.sweep.store import PointStore
+
+    spec = load_spec(args.spec, allow_beyond_context=args.allow_beyond_context)
+    for message in spec.warnings:
+        warn(message)
     try:
         outcome = run_sweep(spec, args.out, workers=args.workers, dask_address=args.dask,
                             progress=not args.no_progress)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mpsim.commands.common import add_generation_args, generation_from_args
-from mpsim.synth import synthesize
-from mpsim.traces.io import write_trace
+from mpsim.commands.common import add_context_arg, add_generation_args, generation_from_args, warn
+from mpsim.workload import check_context
 
 
 def register(sub: Any) -> None:
@@ -20,11 +19,18 @@ def register(sub: Any) -> None:
     p.add_argument("--cuda-graphs", action="store_true",
                    help="decode attention launched as under CUDA-graph replay (splits sized for the cache "
                         "capacity), as `mpsim capture --decode graphs` records it")
+    add_context_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    # numpy, pandas and pyarrow load here, not when the CLI builds its parser (`mpsim --help`)
+    from mpsim.synth import synthesize
+    from mpsim.traces.io import write_trace
+
     spec, policy, workload = generation_from_args(args)
+    warn(check_context(spec, workload.prompt_len, workload.gen_len,
+                       allow_beyond=args.allow_beyond_context))
     trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
                        kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
     path = write_trace(trace, args.out)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mpsim.analysis.validation import format_table, scatter_plot, validate_trace
 from mpsim.commands.common import add_hw_arg, hardware
 from mpsim.commands.simulate import add_cache_args, cache_dir
 from mpsim.hw_models.loader import load_hardware
-from mpsim.sim.calibrate import CalibrationResult, Knobs, calibrate
-from mpsim.sim.calibrated_file import write_calibrated
-from mpsim.traces.io import read_trace
+
+if TYPE_CHECKING:
+    from mpsim.sim.calibrate import CalibrationResult, Knobs
 
 
 def register(sub: Any) -> None:
@@ -33,6 +32,11 @@ def register(sub: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    # pandas, the simulator and matplotlib (the scatter plot) load here, not when the CLI builds its
+    # parser
+    from mpsim.analysis.validation import format_table, scatter_plot, validate_trace
+    from mpsim.traces.io import read_trace
+
     trace = read_trace(args.trace)
     hw = hardware(args.hw)
     v = validate_trace(trace, hw, cache_dir(args))
@@ -52,6 +56,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    # pandas and the simulator load here, not when the CLI builds its parser
+    from mpsim.sim.calibrate import calibrate
+    from mpsim.sim.calibrated_file import write_calibrated
+    from mpsim.traces.io import read_trace
+
     trace = read_trace(args.trace)
     result = calibrate(trace.rows, load_hardware(args.hw), args.holdout)
     print(format_calibration(result))

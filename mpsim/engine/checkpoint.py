@@ -11,10 +11,8 @@ The tiny byte-level model opens through mpsim.tiny.shipped.open_text_model.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mpsim.engine.backends import Backend
 from mpsim.engine.model import Decoder
@@ -75,19 +73,9 @@ class TextModel:
 
 
 def context_limit(spec: ModelSpec, folder: Path | None) -> int | None:
-    """The model's context length: the spec's `max_context_len` where the spec has one, else config.json's
-    `max_position_embeddings` (None when neither says). The one place the rule lives."""
-    limit = getattr(spec, "max_context_len", None)
-    if limit:
-        return int(limit)
-    if folder is None or not (folder / "config.json").exists():
-        return None
-    try:
-        cfg: Any = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    value = cfg.get("max_position_embeddings") if isinstance(cfg, dict) else None
-    return int(value) if isinstance(value, int) and value > 0 else None
+    """The model's context length: the spec's `max_context_len` (read from config.json's
+    `max_position_embeddings` by mpsim.models, the rule mpsim/workload.py applies everywhere)."""
+    return spec.max_context_len
 
 
 def check_context(model: TextModel, prompt_tokens: int, gen_len: int, where: str) -> None:

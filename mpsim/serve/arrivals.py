@@ -20,7 +20,7 @@ import numpy as np
 
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
-from mpsim.serve.context import check_context, context_length
+from mpsim.serve.context import check_context, context_length, count_beyond
 
 CSV_COLUMNS = ("arrival_s", "prompt_len", "gen_len")
 CSV_OPTIONAL = ("switch_step",)
@@ -35,6 +35,7 @@ class Requests:
     switch_step: np.ndarray  # int64, NO_SWITCH = the policy's
     source: str
     clipped: int = 0         # drawn lengths cut to fit the context
+    beyond: int = 0          # requests past the context, run because --allow-beyond-context
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -127,7 +128,7 @@ def generate(spec: ModelSpec, *, rate: float, arrivals: str = "poisson", request
         steps, weights = switch_steps
         switch = switch_rng.choice(steps, size=n, p=weights / weights.sum()).astype(np.int64)
     src = f"{arrivals} at {rate:g}/s, prompt {prompt.spelling}, gen {gen.spelling}, seed {seed}"
-    return Requests(times, p, g, switch, src, clipped)
+    return Requests(times, p, g, switch, src, clipped, count_beyond(spec, p, g))
 
 
 def _arrival_times(rng: np.random.Generator, kind: str, cv: float, rate: float, n: int | None,
@@ -194,7 +195,8 @@ def read_arrivals_csv(path: str | Path, spec: ModelSpec, allow_beyond: bool = Fa
                               f"than row {i - 1}'s {body[i - 2][cols['arrival_s']]!r}; timestamps must "
                               "not decrease")
     ints = np.array([r[1:] for r in parsed], dtype=np.int64)
-    return Requests(arrival - arrival[0], ints[:, 0], ints[:, 1], ints[:, 2], str(path))
+    return Requests(arrival - arrival[0], ints[:, 0], ints[:, 1], ints[:, 2], str(path),
+                    beyond=count_beyond(spec, ints[:, 0], ints[:, 1]))
 
 
 def _csv_row(path: Path, i: int, row: list[str], cols: dict[str, int], spec: ModelSpec,

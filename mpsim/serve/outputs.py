@@ -92,6 +92,7 @@ def summarize(requests: pd.DataFrame, iterations: pd.DataFrame, cfg: ServeConfig
     span = span if span > 0 else float("nan")
     out: dict[str, Any] = {**info, "requests": len(requests), "requests_counted": len(kept),
                            "arrivals": reqs.source, "lengths_cut_to_context": reqs.clipped,
+                           "beyond_context": reqs.beyond,
                            "duration_s": span,
                            "throughput_rps": len(kept) / span,
                            "output_tokens_per_s": float(kept["gen_len"].sum()) / span,

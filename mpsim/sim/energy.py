@@ -16,40 +16,37 @@ A hardware file without an `energy:` block gives NaN energy.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
-from mpsim.hw_models.schema import GpuEnergy, GpuSpec, HardwareSpec, NpuEnergy
+import numpy as np
+
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuEnergy
+from mpsim.sim.energy_costs import PJ, gpu_joules_per_unit, roofline_joules_per_unit
 from mpsim.sim.roofline import MATRIX_OPS
 
-PJ = 1e-12
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def static_w(hw: HardwareSpec) -> float:
-    return hw.energy.static_W if hw.energy is not None else float("nan")
+def _f(column: Any) -> np.ndarray:
+    """A column (a Series, an array or a list of one launch's values) as floats."""
+    return np.asarray(column, dtype=float)
 
 
-def gpu_components_j(per: pd.DataFrame, hw: GpuSpec) -> dict[str, np.ndarray]:
+def gpu_components_j(per: Any, hw: GpuSpec) -> dict[str, np.ndarray]:
     """Dynamic energy of GPU SimPy launches by part (dram, l2, tensor, cuda), from their bytes and
-    unit busy shares."""
-    e = hw.energy
-    if e is None:
-        nan = np.full(len(per), np.nan)
-        return {"dram": nan, "l2": nan, "tensor": nan, "cuda": nan}
-    body = per["kernel_s"].to_numpy(dtype=float)
-    tensor_flops = np.nan_to_num(per["util_tensor"].to_numpy(dtype=float)) * body \
-        * hw.matrix_peak_flops("fp16")
-    lanes = hw.compute_units * hw.cuda_core.fp32_flops_per_clock_per_SM / 2 * hw.clock_MHz * 1e6
-    lane_ops = np.nan_to_num(per["util_cuda"].to_numpy(dtype=float)) * body * lanes
+    unit busy shares (J per unit: energy_costs.gpu_joules_per_unit)."""
+    j = gpu_joules_per_unit(hw)
+    body = _f(per["kernel_s"])
     return {
-        "dram": per["bytes_dram"].to_numpy(dtype=float) * 8 * e.dram_pJ_per_bit * PJ,
-        "l2": np.nan_to_num(per["bytes_l2"].to_numpy(dtype=float)) * e.l2_pJ_per_byte * PJ,
-        "tensor": tensor_flops * e.tensor_pJ_per_flop * PJ,
-        "cuda": lane_ops * e.cuda_pJ_per_op * PJ,
+        "dram": _f(per["bytes_dram"]) * j["bytes_dram"],
+        "l2": np.nan_to_num(_f(per["bytes_l2"])) * j["bytes_l2"],
+        "tensor": np.nan_to_num(_f(per["util_tensor"])) * body * j["tensor_s"],
+        "cuda": np.nan_to_num(_f(per["util_cuda"])) * body * j["cuda_s"],
     }
 
 
-def gpu_dynamic_j(per: pd.DataFrame, hw: GpuSpec) -> np.ndarray:
+def gpu_dynamic_j(per: Any, hw: GpuSpec) -> np.ndarray:
     """Dynamic energy of GPU SimPy launches (the sum of gpu_components_j)."""
     parts = gpu_components_j(per, hw)
     return parts["dram"] + parts["l2"] + parts["tensor"] + parts["cuda"]
@@ -76,20 +73,12 @@ def energy_breakdown(launches: pd.DataFrame, hw: HardwareSpec, model: str) -> di
             "static": static}
 
 
-def roofline_dynamic_j(rows: pd.DataFrame, hw: HardwareSpec) -> np.ndarray:
+def roofline_dynamic_j(rows: Any, hw: HardwareSpec) -> np.ndarray:
     """Dynamic energy of roofline launches: analytic bytes and FLOPs at the file's energies."""
-    e = hw.energy
-    if e is None:
-        return np.full(len(rows), np.nan)
-    nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
-    flops = rows["flops"].to_numpy(dtype=float)
-    matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
-    if isinstance(e, GpuEnergy):
-        per_matrix, per_other = e.tensor_pJ_per_flop, e.cuda_pJ_per_op
-    else:
-        per_matrix, per_other = e.mac_pJ["fp16"] / 2, e.vector_pJ_per_op
-    compute = np.where(matrix, flops * per_matrix, flops * per_other)
-    return (nbytes * 8 * e.dram_pJ_per_bit + compute) * PJ
+    j = roofline_joules_per_unit(hw)
+    nbytes = _f(rows["bytes_read"]) + _f(rows["bytes_written"])
+    matrix = np.isin(np.asarray(rows["op"], dtype=object), MATRIX_OPS)
+    return nbytes * j["byte"] + _f(rows["flops"]) * np.where(matrix, j["matrix_flop"], j["other_flop"])
 
 
 def npu_dynamic_j(e: NpuEnergy | None, dram_bytes: float, sram_bytes: float, macs: float,
@@ -104,13 +93,11 @@ def npu_dynamic_j(e: NpuEnergy | None, dram_bytes: float, sram_bytes: float, mac
             + vector_ops * e.vector_pJ_per_op) * PJ
 
 
-def launch_energy_j(per: pd.DataFrame, rows: pd.DataFrame, hw: HardwareSpec,
-                    time_s: np.ndarray) -> np.ndarray:
-    """energy_j of every launch: the model's dynamic energy plus static power over its time share."""
+def dynamic_energy_j(per: pd.DataFrame, hw: HardwareSpec) -> np.ndarray:
+    """Dynamic energy of each row of a replay's outcomes (static power is added over time_s)."""
     if "energy_dyn_j" in per:  # the NPU step model and the roofline count their own
-        dynamic = per["energy_dyn_j"].to_numpy(dtype=float)
-    elif isinstance(hw, GpuSpec):
-        dynamic = gpu_dynamic_j(per, hw)
-    else:
-        dynamic = np.full(len(per), np.nan)
-    return dynamic + static_w(hw) * np.asarray(time_s, dtype=float)
+        return per["energy_dyn_j"].to_numpy(dtype=float)
+    if isinstance(hw, GpuSpec):
+        return gpu_dynamic_j(per, hw)
+    return np.full(len(per), np.nan)
+

@@ -8,7 +8,9 @@ tokens) is bucketed the same way per sequence: batch x the mean length rounded u
 (batch x the bucketed kv_len for a uniform batch). Rounding up keeps every simulated time at or above
 the exact launch's roofline bound. Cache state is the bytes the previous launch
 wrote, capped at what can stay resident (the usable L2; 0 on a model without residency).
-All of it is vectorized over the trace: one grouping pass, no per-row Python.
+All of it is vectorized over the trace, no per-row Python: each key column is factorized on its
+own (a categorical's codes as they are) and the codes are combined column by column into one
+integer per launch, so no copy of the key columns is ever made.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.traces.accounting import launch_cost
 
 KEY_COLUMNS = (
@@ -27,29 +30,40 @@ KEY_COLUMNS = (
     "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim", "k_bits",
     "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config",
 )
-DECODE_ATTENTION = "attention_decode_kernel"
 
 
 def bucketed_kv(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(kv_len, kv_tokens) with decode attention rows rounded up to whole KV tiles (config block_n):
-    kv_len itself, kv_tokens per sequence (batch x the mean length rounded up)."""
-    kv = rows["kv_len"].copy()
-    tokens = rows["kv_tokens"].copy() if "kv_tokens" in rows.columns else \
+    kv_len itself, kv_tokens per sequence (batch x the mean length rounded up). New Series: the
+    trace's own columns are never changed."""
+    kv = rows["kv_len"]
+    tokens = rows["kv_tokens"] if "kv_tokens" in rows.columns else \
         pd.Series(pd.array([pd.NA] * len(rows), dtype="Int64"), index=rows.index)
-    decode = (rows["kernel"] == DECODE_ATTENTION).fillna(False).to_numpy(dtype=bool)
+    decode = (rows["kernel"] == DECODE_ATTENTION_KERNEL).fillna(False).to_numpy(dtype=bool)
     if not decode.any():
         return kv, tokens
-    configs = rows.loc[decode, "config"].astype(str)
-    tile_of = {c: int(json.loads(c).get("block_n") or 1) for c in configs.unique()}
-    tiles = configs.map(tile_of).to_numpy(dtype=np.int64)
-    lengths = kv[decode].to_numpy(dtype=np.int64)
-    batch = rows.loc[decode, "batch"].to_numpy(dtype=np.int64)
-    given = tokens[decode].to_numpy(dtype=np.float64, na_value=np.nan)
-    total = np.where(np.isnan(given), batch * lengths, given).astype(np.int64)
-    mean = -(-total // batch)
-    kv.loc[decode] = -(-lengths // tiles) * tiles
-    tokens.loc[decode] = batch * (-(-mean // tiles) * tiles)
-    return kv, tokens
+    codes, configs = _codes(rows["config"])  # each distinct config parsed once
+    tile_of = np.array([int(json.loads(str(c)).get("block_n") or 1) for c in configs], dtype=np.int64)
+    tiles = tile_of[codes[decode]]
+    values = kv.to_numpy(dtype=np.int64, na_value=0, copy=True)
+    lengths = values[decode]
+    values[decode] = -(-lengths // tiles) * tiles
+    batch = rows["batch"].to_numpy(dtype=np.int64, na_value=1)[decode]
+    tok = tokens.to_numpy(dtype=np.int64, na_value=-1, copy=True)
+    total = np.where(tok[decode] < 0, batch * lengths, tok[decode])  # none given: a uniform batch
+    mean = -(-total // batch)  # per sequence, rounded up
+    tok[decode] = batch * (-(-mean // tiles) * tiles)
+    tok_na = tokens.isna().to_numpy().copy()
+    tok_na[decode] = False
+    return (pd.Series(pd.arrays.IntegerArray(values, kv.isna().to_numpy()), index=kv.index, name="kv_len"),
+            pd.Series(pd.arrays.IntegerArray(tok, tok_na), index=kv.index, name="kv_tokens"))
+
+
+def _codes(series: pd.Series) -> tuple[np.ndarray, Any]:
+    """(code per row, distinct values): a categorical's own codes, else a factorization."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.codes.to_numpy(), series.cat.categories
+    return pd.factorize(series)
 
 
 def resident_bytes(rows: pd.DataFrame, cap: float) -> np.ndarray:
@@ -60,15 +74,56 @@ def resident_bytes(rows: pd.DataFrame, cap: float) -> np.ndarray:
 
 
 def launch_keys(rows: pd.DataFrame, resident_cap: float) -> tuple[np.ndarray, pd.DataFrame]:
-    """(code per row, one representative row per code) with bucketed kv_len and `resident`."""
-    frame = rows.reindex(columns=list(KEY_COLUMNS)).copy()
-    frame["kv_len"], frame["kv_tokens"] = bucketed_kv(rows)
-    frame["resident"] = resident_bytes(rows, resident_cap)
-    codes = frame.groupby(list(frame.columns), dropna=False, sort=False).ngroup().to_numpy()
-    _, first = np.unique(codes, return_index=True)
-    reps = frame.iloc[first].copy()
+    """(code per row, one representative row per code) with bucketed kv_len, kv_tokens and
+    `resident`.
+
+    Codes number the distinct keys in order of first appearance (0, 1, ...); NA is a value of its
+    own in every column."""
+    kv, tokens = bucketed_kv(rows)
+    resident = resident_bytes(rows, resident_cap)
+    bucketed = {"kv_len": kv, "kv_tokens": tokens}
+    codes, first = distinct([bucketed.get(c, rows.get(c)) for c in KEY_COLUMNS] + [pd.Series(resident)])
+    reps = rows.iloc[first].reindex(columns=list(KEY_COLUMNS)).reset_index(drop=True)
+    reps["kv_len"] = kv.iloc[first].array
+    reps["kv_tokens"] = tokens.iloc[first].array
+    reps["resident"] = resident[first]
     reps["launch_id"] = rows["launch_id"].to_numpy()[first]
-    return codes, reps.reset_index(drop=True)
+    return codes, reps
+
+
+def distinct(columns: list[pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, first row of each code) for the rows' values across `columns`: codes number
+    the distinct value tuples in order of first appearance (0, 1, ...), NA a value of its own."""
+    combined, size = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for series in columns:
+        codes, count = _factor(series)
+        if size * count >= 2**62:  # keep the combined code small: renumber the tuples so far
+            combined, uniques = pd.factorize(combined)
+            size = len(uniques)
+        combined *= count  # in place: no new arrays per column
+        combined += codes
+        size *= count
+    codes, _ = pd.factorize(combined)  # in order of first appearance, so a row is the first of its
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # code when the
+    return codes, first  # running maximum of the codes steps up there
+
+
+def _factor(series: pd.Series) -> tuple[np.ndarray, int]:
+    """(code per row in 0..count-1, count) with NA a code of its own. Integers in a narrow range
+    (shapes, bit widths) are their own codes (value - min + 1), no hashing."""
+    if isinstance(series.dtype, pd.core.dtypes.dtypes.BaseMaskedDtype) and series.dtype.kind in "iu":
+        low, high = series.min(), series.max()  # over the values present
+        if low is pd.NA:
+            return np.zeros(len(series), dtype=np.int64), 1
+        if int(high) - int(low) < 2 * len(series) + 1024:
+            # copy=True: an Int64 column would give its own buffer, which the next line changes
+            codes = series.to_numpy(dtype=np.int64, na_value=int(low) - 1, copy=True)
+            codes -= int(low) - 1  # NA -> 0, values -> 1..
+            return codes, int(high) - int(low) + 2
+    codes, uniques = _codes(series)
+    out = codes.astype(np.int64)
+    out += 1  # NA (-1) -> 0
+    return out, len(uniques) + 1
 
 
 def plain(value: Any) -> Any:

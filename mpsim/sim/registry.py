@@ -21,13 +21,15 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.replay import finish, replay_roofline, replay_sim, rows_and_workload
+from mpsim.sim.replay import Broadcast, finish, replay_roofline, replay_sim, rows_and_workload
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
 from mpsim.traces.trace import Trace
 
 DEFAULT_CACHE = "default"
-ReplayFn = Callable[[pd.DataFrame, Any, SimParams, LaunchMemo], pd.DataFrame]
+# A replay returns per-launch outcomes: a DataFrame aligned with the rows, or a Broadcast (one row
+# per distinct launch and a code per launch).
+ReplayFn = Callable[[pd.DataFrame, Any, SimParams, LaunchMemo], pd.DataFrame | Broadcast]
 
 
 @dataclass(frozen=True)

@@ -11,56 +11,52 @@ each launch's `time_s` is its end minus the previous launch's end (no floor: an 
 launch's share of the step can be below its own bound; the step as a whole is not), and the
 overlapped interval is `busy_start_s`..`busy_end_s`. Every model's rows get `energy_j`
 (mpsim/sim/energy.py).
+
+Memory: the replay's outcomes stay one row per distinct launch (`Broadcast`: ~60 rows for a
+794k-launch trace, with a code per launch); `finish` keeps per launch only what the timeline needs
+(times and roofline bounds) in a `LaunchTable`, which builds the full per-launch DataFrame
+(LAUNCH_COLUMNS, ~200 bytes a launch) when it is first asked for (`SimResult.launches`; `mpsim
+simulate` asks only for --out or --timeline) and single columns without it.
+One launch alone: mpsim/sim/launch.py (`simulate_launch`, `price_launch`).
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
-from mpsim.sim.energy import launch_energy_j, roofline_dynamic_j
-from mpsim.sim.gpu.memory import usable_l2
-from mpsim.sim.gpu.model import simulate_gpu_launch
-from mpsim.sim.gpu.rates import gpu_rates
-from mpsim.sim.keys import key_text, launch_keys, rep_row
+from mpsim.hw_models.schema import HardwareSpec, NpuSpec
+from mpsim.sim.energy import dynamic_energy_j, roofline_dynamic_j
+from mpsim.sim.energy_costs import static_w
+from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
+from mpsim.sim.launch import resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
-from mpsim.sim.npu.model import simulate_npu_launch
-from mpsim.sim.npu.rates import npu_rates
-from mpsim.sim.npu.replay import npu_resident_cap, replay_npu
-from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.npu.replay import replay_npu
+from mpsim.sim.params import SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
-from mpsim.sim.roofline import roofline
+from mpsim.sim.roofline import roofline, roofline_terms
 from mpsim.traces.trace import Trace
 
 
-def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
-                    resident: float = 0.0) -> LaunchOutcome:
-    """One launch (a trace-row mapping) on `hw`, with no memo."""
-    if isinstance(hw, GpuSpec):
-        return simulate_gpu_launch(row, hw, params, resident)
-    if isinstance(hw, NpuSpec):
-        return simulate_npu_launch(row, hw, params, resident)
-    raise MpsimInputError(f"no simulator for hardware of kind {hw.kind!r}; expected gpu or npu")
+@dataclass(frozen=True)
+class Broadcast:
+    """Per-launch outcomes as one row per distinct launch (`per_key`) and, per launch, the row of
+    its distinct launch (`codes`). A replay returns this or a plain per-launch DataFrame."""
+
+    per_key: pd.DataFrame
+    codes: np.ndarray | None  # None: one row per launch already
 
 
-def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
-    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2, the
-    NPU's activation SRAM)."""
-    if isinstance(hw, NpuSpec):
-        return npu_resident_cap(npu_rates(hw))
-    return usable_l2(gpu_rates(hw), params) if isinstance(hw, GpuSpec) else 0.0
-
-
-def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:
-    if isinstance(hw, NpuSpec):
-        return replay_npu(rows, hw, params, memo)
+def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
+    if isinstance(hw, NpuSpec):  # whole steps: one row per launch, with its end and busy interval
+        return Broadcast(replay_npu(rows, hw, params, memo), None)
     codes, reps = launch_keys(rows, resident_cap(hw, params))
     ns = namespace(hw, params, "sim")
     outcomes = []
@@ -86,36 +82,43 @@ def _simulate_row(row: dict[str, Any], hw: Any, params: SimParams) -> LaunchOutc
             f"simulate on {hw.name}: {exc}") from exc
 
 
-def _broadcast(outcomes: list[LaunchOutcome], codes: np.ndarray) -> pd.DataFrame:
+def _broadcast(outcomes: list[LaunchOutcome], codes: np.ndarray) -> Broadcast:
+    """The outcomes as columns, one row per distinct launch; `codes` maps every launch to its row."""
     def col(f: Callable[[LaunchOutcome], Any], dtype: Any = np.float64) -> np.ndarray:
-        return np.asarray([f(o) for o in outcomes], dtype=dtype)[codes]
+        return np.asarray([f(o) for o in outcomes], dtype=dtype)
 
     out = {
         "kernel_s": col(lambda o: o.kernel_s), "overhead_s": col(lambda o: o.overhead_s),
         "cycles": col(lambda o: o.cycles), "bytes_dram": col(lambda o: o.bytes_dram),
         "bytes_l2": col(lambda o: o.bytes_l2), "bytes_sram": col(lambda o: o.bytes_sram),
-        "bound": _bounds(outcomes, codes), "ctas_per_sm": col(lambda o: o.ctas_per_sm),
+        "bound": _bounds(outcomes), "ctas_per_sm": col(lambda o: o.ctas_per_sm),
         "waves": col(lambda o: o.waves),
     }
     for u in UNITS:
-        out[f"util_{u}"] = np.asarray([o.util.get(u, np.nan) for o in outcomes], dtype=float)[codes]
-    return pd.DataFrame(out)
+        out[f"util_{u}"] = np.asarray([o.util.get(u, np.nan) for o in outcomes], dtype=float)
+    return Broadcast(pd.DataFrame(out), codes)
 
 
-def _bounds(outcomes: list[LaunchOutcome], codes: np.ndarray) -> pd.Categorical:
-    """The bound of every row as a categorical (a few names over ~10^6 rows)."""
+def _bounds(outcomes: list[LaunchOutcome]) -> pd.Categorical:
+    """The bound of every distinct launch as a categorical (a few names, sorted)."""
     names, index = np.unique([o.bound for o in outcomes], return_inverse=True)
-    return pd.Categorical.from_codes(index[codes], categories=names)
+    return pd.Categorical.from_codes(index, categories=names)
 
 
-def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
-                    memo: LaunchMemo) -> pd.DataFrame:
+def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
+    """max(t_math, t_mem) of every launch, computed once per distinct (op, FLOPs, bytes)."""
+    nbytes = rows["bytes_read"] + rows["bytes_written"]
+    codes, first = distinct([rows["op"], rows["flops"], nbytes])
+    return Broadcast(_roofline_outcomes(rows.iloc[first], hw), codes)
+
+
+def _roofline_outcomes(rows: pd.DataFrame, hw: Any) -> pd.DataFrame:
     b = roofline(rows, hw)
     t = b["t_lower_s"].to_numpy()
     nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
     out = pd.DataFrame({"kernel_s": t, "overhead_s": 0.0, "cycles": t * hw.clock_MHz * 1e6,
                         "bytes_dram": nbytes, "bytes_l2": np.nan, "bytes_sram": np.nan,
-                        "bound": b["bound"].to_numpy(), "ctas_per_sm": np.nan, "waves": np.nan})
+                        "bound": b["bound"].array, "ctas_per_sm": np.nan, "waves": np.nan})
     for u in UNITS:
         out[f"util_{u}"] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,27 +127,59 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
     return out
 
 
-def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFrame:
-    bounds = roofline(rows, hw)
-    raw = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
-    lower = bounds["t_lower_s"].to_numpy()
-    if "end_s" in per:  # a step model: ends come from overlapped steps, shares are not floored
-        end = per["end_s"].to_numpy(dtype=float)
-        time_s = np.diff(end, prepend=0.0)
-        floored = np.zeros(len(per), dtype=bool)
-    else:
-        time_s = np.maximum(raw, lower)
-        end = np.cumsum(time_s)
-        floored = raw < lower
-    start = np.concatenate([[0.0], end[:-1]])
-    busy = {"busy_start_s": start, "busy_end_s": end} if "busy_start_s" not in per else {}
-    out = per.assign(launch_id=rows["launch_id"].to_numpy(), start_s=start, end_s=end,
-                     time_s=time_s, t_math_s=bounds["t_math_s"].to_numpy(),
-                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower, floored=floored,
-                     energy_j=launch_energy_j(per, rows, hw, time_s), **busy)
-    out = out[list(LAUNCH_COLUMNS)]
-    out.index = rows.index
-    return out
+def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec) -> LaunchTable:
+    """The run's per-launch table: the replay's outcomes on one timeline beside the roofline."""
+    return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw)
+
+
+class LaunchTable:
+    """Per-launch results, compact: the replay's outcomes once per distinct launch, and per launch
+    only time_s, the roofline terms and the launch id. `table["time_s"]` (any LAUNCH_COLUMNS
+    name) is one column as a Series; `frame()` the whole DataFrame, built on demand."""
+
+    def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
+        self.per, self.index = per, rows.index
+        self.launch_id = rows["launch_id"].to_numpy()
+        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw)
+        if "end_s" in per.per_key:  # a step model: ends come from overlapped steps, shares not floored
+            self.end = np.asarray(self._outcome("end_s"), dtype=float)
+            self.time_s = np.diff(self.end, prepend=0.0)
+            self.floored = np.zeros(len(self.index), dtype=bool)
+        else:
+            raw = self._outcome("kernel_s") + self._outcome("overhead_s")
+            self.time_s = np.maximum(raw, self.t_lower)  # never below the roofline bound
+            self.floored = raw < self.t_lower
+            self.end = np.cumsum(self.time_s)
+        dynamic = dynamic_energy_j(per.per_key, hw)  # per distinct launch, then per launch
+        self.energy_j = (dynamic if per.codes is None else dynamic[per.codes]) + static_w(hw) * self.time_s
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _outcome(self, name: str) -> Any:
+        values = self.per.per_key[name].array
+        if self.per.codes is None:
+            return values if isinstance(values, pd.Categorical) else values.to_numpy()
+        if isinstance(values, pd.Categorical):
+            return pd.Categorical.from_codes(values.codes[self.per.codes], dtype=values.dtype)
+        return values.to_numpy()[self.per.codes]
+
+    def column(self, name: str) -> Any:
+        """One of LAUNCH_COLUMNS as an array aligned with the rows."""
+        start = np.concatenate([[0.0], self.end[:-1]]) if name in ("start_s", "busy_start_s") else None
+        if name in ("busy_start_s", "busy_end_s") and name in self.per.per_key:
+            return self._outcome(name)
+        own = {"launch_id": self.launch_id, "time_s": self.time_s, "t_math_s": self.t_math,
+               "t_mem_s": self.t_mem, "t_lower_s": self.t_lower, "floored": self.floored,
+               "end_s": self.end, "busy_end_s": self.end, "start_s": start, "busy_start_s": start,
+               "energy_j": self.energy_j}
+        return own[name] if name in own else self._outcome(name)
+
+    def __getitem__(self, name: str) -> pd.Series:
+        return pd.Series(self.column(name), index=self.index, name=name, copy=False)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({c: self.column(c) for c in LAUNCH_COLUMNS}, index=self.index, copy=False)
 
 
 def rows_and_workload(t: Trace | pd.DataFrame) -> tuple[pd.DataFrame, int, int]:

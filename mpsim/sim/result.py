@@ -1,21 +1,24 @@
 """What a simulation returns: per-launch outcomes, the per-launch table, and the run summary.
 
 `LaunchOutcome` is one simulated launch (what the memo stores). `SimResult.launches` is a DataFrame
-aligned with the trace rows (same index, same order) holding LAUNCH_COLUMNS; `SimResult.summary` is
-the RunSummary every model reports (mpsim.sim.summary). `busy_start_s`/`busy_end_s` are the
-launch's overlapped busy interval (equal to `start_s`/`end_s` where launches do not overlap);
-`energy_j` its energy, static power over `time_s` included (mpsim/sim/energy.py).
+aligned with the trace rows (same index, same order) holding LAUNCH_COLUMNS, built when first read
+(`SimResult.column` gives one column without it); `SimResult.summary` is the RunSummary every model
+reports (mpsim.sim.summary). `busy_start_s`/`busy_end_s` are the launch's overlapped busy interval
+(equal to `start_s`/`end_s` where launches do not overlap); `energy_j` its energy, static power over
+`time_s` included (mpsim/sim/energy.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pandas as pd
+if TYPE_CHECKING:  # annotations only: the SimPy models import this module without loading pandas
+    import pandas as pd
 
-from mpsim.sim.summary import RunSummary
+    from mpsim.sim.summary import RunSummary
 
 # Utilization columns: GPU units (dram, l2, tensor, cuda) and NPU units (dram, dma, decoder, mac,
 # vector, sram); a unit the device does not have is NaN.
@@ -69,16 +72,39 @@ def pick_bound(busy: dict[str, float], kernel_s: float, overhead_s: float) -> st
     return unit if frac >= 0.5 else "latency"
 
 
+class LaunchColumns(Protocol):
+    """A run's per-launch results (mpsim.sim.replay.LaunchTable): one column as a Series aligned
+    with the trace rows, or the whole table, built on demand."""
+
+    def __getitem__(self, name: str) -> pd.Series: ...
+
+    def frame(self) -> pd.DataFrame: ...
+
+
 @dataclass
 class SimResult:
-    """A replayed trace: per-launch table aligned with the trace rows, run summary and run facts."""
+    """A replayed trace: per-launch table aligned with the trace rows, run summary and run facts.
 
-    launches: pd.DataFrame
+    `launches` (the LAUNCH_COLUMNS DataFrame, ~200 bytes a launch) is built the first time it is
+    read; `column(name)` gives one column without it.
+    """
+
+    table: LaunchColumns
     summary: RunSummary
     model: str
     hw_name: str
     stats: dict[str, Any] = field(default_factory=dict)
 
+    @cached_property
+    def launches(self) -> pd.DataFrame:
+        return self.table.frame()
+
+    def column(self, name: str) -> pd.Series:
+        """One of LAUNCH_COLUMNS, aligned with the trace rows, without building the whole table."""
+        if "launches" in self.__dict__:
+            return self.launches[name]
+        return self.table[name]
+
     @property
     def time_s(self) -> pd.Series:
-        return self.launches["time_s"]
+        return self.column("time_s")

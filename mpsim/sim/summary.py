@@ -44,7 +44,8 @@ def summarize(rows: pd.DataFrame, launch_s: np.ndarray, batch: int, gen_len: int
     steps = per_step.to_numpy()
     tpot = (float(steps.mean()), float(np.percentile(steps, 50)), float(np.percentile(steps, 99))) \
         if len(steps) else (float("nan"),) * 3
-    by_op = {str(k): float(v) for k, v in t.groupby(rows["op"].astype(str)).sum().items()}
+    # grouped by the op column as it is (categorical in a trace: no string per launch is made)
+    by_op = {str(k): float(v) for k, v in t.groupby(rows["op"], observed=True).sum().items()}
     decode_total = float(steps.sum()) if len(steps) else 0.0
     energy = _energy(rows, launch_j, prefill, batch, len(steps), prompt_len, total)
     return RunSummary(

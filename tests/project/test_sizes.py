@@ -1,4 +1,5 @@
-"""Size discipline: every Python file of the project at most 400 lines, every function at most 60.
+"""Size discipline: every Python file of the project at most 400 lines, every function at most 60,
+and docs/design.md (the map) under 150 lines.
 
 Counted with `ast` over the package folders and tests/ (a function's lines run from its `def` to
 its last statement; nested functions count inside their parent too).
@@ -34,3 +35,8 @@ def test_functions_are_at_most_60_lines() -> None:
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{p.relative_to(ROOT)}:{node.lineno} {node.name}: {n}")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_the_design_doc_stays_under_150_lines() -> None:
+    lines = len((ROOT / "docs" / "design.md").read_text().splitlines())
+    assert lines < 150, f"docs/design.md has {lines} lines; the map reads in under 150"

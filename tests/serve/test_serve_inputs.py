@@ -40,8 +40,8 @@ def test_a_good_csv_reads_whole(tmp_path: Path) -> None:
     ("arrival_s,prompt_len,gen_len\n0,100,10\n1,100,0\n", r"row 2: gen_len '0': must be >= 1"),
     ("arrival_s,prompt_len,gen_len\n0,100,10\n2,100,10\n1.5,100,10\n",
      r"row 3: arrival_s '1.5' is earlier than row 2's '2'"),
-    ("arrival_s,prompt_len,gen_len\n0,5000,10\n", r"row 1: prompt_len 5000 \+ gen_len 10 = 5010 tokens "
-                                                  r"exceeds vicuna-7b's context of 4096"),
+    ("arrival_s,prompt_len,gen_len\n0,5000,10\n", r"row 1: prompt 5,000 \+ 10 new tokens = 5,010 tokens "
+                                                  r"exceeds the context length of vicuna-7b \(4,096"),
     ("arrival_s,prompt_len,gen_len\n0,100,ten\n", r"row 1: gen_len 'ten': expected an integer"),
     ("arrival_s,prompt_len,gen_len\nsoon,100,10\n", r"row 1: arrival_s 'soon': expected seconds >= 0"),
     ("arrival_s,prompt_len,gen_len\n0,100\n", r"row 1: gen_len is empty"),
@@ -59,12 +59,14 @@ def test_context_is_checked_unless_allowed(tmp_path: Path) -> None:
     check_context(VICUNA, 4000, 96)
     with pytest.raises(MpsimInputError, match="--allow-beyond-context"):
         check_context(VICUNA, 4000, 97)
-    check_context(VICUNA, 4000, 97, allow_beyond=True)
-    with pytest.raises(MpsimInputError, match="--prompt-len/--gen-len: prompt_len 4096"):
+    assert "running it anyway" in str(check_context(VICUNA, 4000, 97, allow_beyond=True))
+    with pytest.raises(MpsimInputError, match="--prompt-len/--gen-len: prompt 4,096"):
         build_requests(VICUNA, rate=1.0, requests=2, prompt_len=4096, gen_len=8)
     drawn = build_requests(VICUNA, rate=1.0, requests=400, prompt_len="lognormal:2000:1.0", gen_len=256)
     assert (drawn.prompt_len + drawn.gen_len <= 4096).all() and drawn.clipped > 0
     assert (drawn.gen_len == 256).all()  # a given output length is kept, the drawn prompt is cut
+    beyond = build_requests(VICUNA, rate=1.0, requests=2, prompt_len=4000, gen_len=200, allow_beyond=True)
+    assert beyond.beyond == 2 and beyond.clipped == 0
 
 
 @pytest.mark.parametrize("text", ["0", "abc", "uniform:5", "uniform:9:3", "lognormal:0:1", "zipf:1:2"])

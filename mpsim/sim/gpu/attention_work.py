@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.sim.gpu.memory import prefill_kv_extra_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
@@ -27,7 +28,7 @@ MMA_MIN_ROWS = 16
 
 def attention_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                    p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
-    if row["kernel"] == "attention_decode_kernel":
+    if row["kernel"] == DECODE_ATTENTION_KERNEL:
         return _decode(row, cfg, grid, r, p, resident)
     return _prefill(row, cfg, grid, r, p, resident)
 

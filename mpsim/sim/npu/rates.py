@@ -99,3 +99,8 @@ def npu_rates(hw: NpuSpec) -> NpuRates:
         decoder=decoder, anyprec=anyprec, overhead_s=hw.launch_overhead_s(),
         fusion=bool(hw.compiler and hw.compiler.fusion),
     )
+
+
+def npu_resident_cap(r: NpuRates) -> float:
+    """Activation bytes that stay in SRAM for the next launch (half the activation buffers)."""
+    return r.cores * r.abuf_bytes / 2

@@ -25,15 +25,10 @@ from mpsim.hw_models.schema import NpuSpec
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.npu.kernel_model import OpWork, op_work
-from mpsim.sim.npu.rates import NpuRates, npu_rates
+from mpsim.sim.npu.rates import NpuRates, npu_rates, npu_resident_cap
 from mpsim.sim.npu.step import FLOAT_COLUMNS, STEP_UTILS, StepOutcome, simulate_step
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import UNITS
-
-
-def npu_resident_cap(r: NpuRates) -> float:
-    """Activation bytes that stay in SRAM for the next launch (half the activation buffers)."""
-    return r.cores * r.abuf_bytes / 2
 
 
 def step_bounds(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,36 @@
+"""The trace contract does not move: synthesis today gives, row for row and column for column, the
+trace the code of commit 6e983e3 gave, for every preset x policy family (tests/core/synth_cases.py
+wrote the fixture with that code)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from synth_cases import FIXTURE, case_id, cases, digest, synthesize_case
+
+EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
+NEW_MODEL_KEYS = ("max_context_len", "context_source")
+NEW_COLUMNS = ("kv_tokens",)  # schema 2, after the fixture: checked against its definition below
+
+
+@pytest.mark.parametrize("case", cases(), ids=case_id)
+def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
+    want = EXPECTED[case_id(case)]
+    trace = synthesize_case(case)
+    rows = trace.rows
+    decode = ((rows["op"] == "attention") & (rows["q_len"] == 1)).to_numpy(dtype=bool)
+    tokens = rows["kv_tokens"]  # a uniform batch: batch x kv_len on decode attention, NA elsewhere
+    assert tokens[~decode].isna().all()
+    assert (tokens[decode] == (rows["batch"] * rows["kv_len"])[decode]).all()
+    got = digest(rows.drop(columns=list(NEW_COLUMNS)))
+    assert got["rows"] == want["rows"]
+    assert got["columns"] == want["columns"]
+    changed = [c for c in want["columns"] if got["digests"][c] != want["digests"][c]]
+    assert not changed, f"columns whose values differ from the old synthesis: {changed}"
+    meta = trace.meta.as_dict()
+    for key in NEW_MODEL_KEYS:  # what specs gained since: the context length and its source
+        meta["model"].pop(key)
+    assert meta.pop("schema_version") == 2 and want["meta"].pop("schema_version") == 1
+    assert meta == want["meta"]
