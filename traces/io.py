@@ -2,7 +2,7 @@
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
-and a read takes the file one column at a time into pandas, handing each column's Arrow memory back
+and a read takes the file a few columns at a time into pandas, handing their Arrow memory back
 before the next, so a trace is held once in memory, not twice.
 """
 
@@ -66,19 +66,23 @@ def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(kv_tokens=tokens)
 
 
+READ_BATCH = 6  # columns decoded together (in parallel): a third faster than one by one, ~15 MB more
+
+
 def _read_columns(file: pq.ParquetFile) -> pd.DataFrame:
-    """The file's columns (not a stored index) as a DataFrame, read one at a time: each column's
-    Arrow buffers go back to the pool before the next is read."""
+    """The file's columns (not a stored index) as a DataFrame, read a few at a time: each batch's
+    Arrow buffers go back to the pool before the next is read, so the trace is not held twice."""
     pool = pa.default_memory_pool()
     index = {c for c in (file.schema_arrow.pandas_metadata or {}).get("index_columns", [])
              if isinstance(c, str)}
+    names = [n for n in file.schema_arrow.names if n not in index]
     columns = {}
-    for name in file.schema_arrow.names:
-        if name in index:
-            continue
-        table = file.read(columns=[name])
-        columns[name] = table.to_pandas(split_blocks=True, self_destruct=True)[name]
+    for i in range(0, len(names), READ_BATCH):
+        table = file.read(columns=names[i:i + READ_BATCH], use_threads=True)
+        part = table.to_pandas(split_blocks=True, self_destruct=True)
         del table
+        columns.update({c: part[c] for c in part.columns})
+        del part
         pool.release_unused()
     return pd.DataFrame(columns, copy=False)
 
