@@ -29,6 +29,8 @@ class LaunchConfig:
     num_stages: int
     split_k: int = 1
     group_m: int | None = None  # tiled GEMM only: row tiles per band of the grouped tile order
+    # further integer settings of kernels that are not mpsim's (stream_k, kv_append, l2_warm, ...)
+    extra: tuple[tuple[str, int], ...] = ()
 
     def config_dict(self) -> dict[str, int]:
         out = {"num_warps": self.num_warps, "num_stages": self.num_stages, "split_k": self.split_k}
@@ -36,7 +38,17 @@ class LaunchConfig:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        out.update(self.extra)
         return out
+
+    def name(self) -> str:
+        """A short label: kernel and tile (what `mpsim op --config best` prints)."""
+        parts = [f"{self.block_m}x{self.block_n}x{self.block_k}" if self.block_k else
+                 f"{self.block_m}x{self.block_n}", f"w{self.num_warps}", f"s{self.num_stages}"]
+        if self.split_k > 1:
+            parts.append(f"split{self.split_k}")
+        parts += [f"{k}{v}" for k, v in self.extra if v not in (0, None)]
+        return f"{self.kernel}[{' '.join(parts)}]"
 
     @property
     def programs(self) -> int:
@@ -75,16 +87,16 @@ def gemm_config(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: 
     if m < 1 or n < 1 or k < 1:
         raise ValueError(f"gemm_config: m, n, k must be positive, got m={m}, n={n}, k={k}")
     if m <= GEMV_MAX_ROWS:
-        return _gemv_config(m, n, k, tag, group_size, on_gpu)
+        return _gemv_config(m, n, k, tag, w_bits, group_size, on_gpu)
     return _gemm_tile_config(m, n, k, tag, group_size, on_gpu)
 
 
-def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
+def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int | None,
                  on_gpu: bool) -> LaunchConfig:
     """One program per BLOCK_N weight rows x K split; the split fills ~2 waves of programs.
 
     BLOCK_M = 1 takes the multiply-and-row-sum path; 2..16 rows a swap-AB tl.dot (MMA N side >= 8).
-    A 16 x 256 tile compiles for sm_90 to 64-168 registers without spills for every format
+    Tiles of 4096 weights (gemv_tile) compile for sm_90 without spills for every format
     (tests/kernels/test_kern_gemm_compile.py), and every split keeps at least 2 K iterations so the
     3-stage load pipeline has work to overlap.
     """
@@ -97,13 +109,33 @@ def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k)
-    block_n = 16
-    block_k = _fit_block_k(256, tag, group_size)
+    block_n, block_k = gemv_tile(tag, w_bits, block_m)
+    block_k = _fit_block_k(block_k, tag, group_size)
     n_blocks = cdiv(n, block_n)
     max_split = max(1, k // (2 * block_k))
     split_k = min(max_split, max(1, cdiv(TARGET_PROGRAMS, n_blocks)), 16)
+    # whole K tiles per split and no empty split (of the logical K, so of the padded one too)
+    tiles = cdiv(k, block_k)
+    split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
                         4, 3, split_k)
+
+
+# GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop issues the fewest
+# instructions per weight for this format and row count (mpsim/sim/gpu/sass_table.py, counted by
+# scripts/sass_mix.py from the sm_90a SASS). One activation row multiplies on CUDA cores with a row
+# sum per trip, more rows on the tensor cores through a shared-memory layout change: different
+# code, different best tiles.
+GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {"fp16": (64, 64)}
+GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
+    "fp16": (32, 128), ("group", 4): (64, 64), ("group", 3): (64, 64), ("group", 2): (32, 128)}
+GEMV_TILE_DEFAULT = (16, 256)
+
+
+def gemv_tile(tag: str, w_bits: int, block_m: int) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K before fitting to the group) of the GEMV for a format and BLOCK_M."""
+    table = GEMV_TILE_ONE_ROW if block_m == 1 else GEMV_TILE_ROWS
+    return table.get((tag, w_bits), table.get(tag, GEMV_TILE_DEFAULT))
 
 
 def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
@@ -228,3 +260,183 @@ def rowwise_config(kernel: str, rows: int, width: int, *, on_gpu: bool = True) -
     block = min(next_pow2(width), ROWWISE_BLOCK_GPU if on_gpu else ROWWISE_BLOCK_CPU)
     warps = min(16, max(1, block // 256)) if on_gpu else 4
     return LaunchConfig(kernel, (rows,), None, block, None, warps, 1)
+
+
+# ---- candidate sets: what an autotuner may choose from, per architecture ---------------------------
+# Tiled GEMM tiles (BLOCK_M tokens x BLOCK_N weights x BLOCK_K, warps, stages). Hopper: the H100
+# configs of Triton's matmul tutorial (python/tutorials/03-matrix-multiplication.py,
+# get_cuda_autotune_config) plus the heuristic's two; Ampere: 128 x 128 and its neighbours. A quantized
+# weight's dequantized tile lives in registers, so its K tile is 32 (fitted to the group).
+HOPPER_GEMM_TILES = ((128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 64, 8, 3),
+                     (128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+                     (64, 64, 64, 4, 3), (128, 32, 32, 4, 4), (64, 32, 32, 2, 5), (32, 64, 32, 2, 5))
+AMPERE_GEMM_TILES = ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4),
+                     (128, 64, 32, 4, 4), (64, 64, 64, 4, 3), (64, 64, 32, 4, 4))
+# GEMV (up to 64 rows): BLOCK_N x BLOCK_K tiles of 4096 weights (the dequantized tile in registers
+# compiles without spills at this size) and split-K widths; every split keeps >= 2 K trips.
+GEMV_TILES = ((16, 256), (32, 128), (64, 64))
+GEMV_SPLITS = (1, 2, 4, 8, 16)
+GEMV_CANDIDATE_MAX_ROWS = 64
+ARCHITECTURES = ("hopper", "ampere")
+
+
+def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: int | None,
+                    arch: str = "hopper") -> list[LaunchConfig]:
+    """Every config an autotuner of mpsim's GEMM/GEMV kernels would try for this shape on `arch`
+    (the heuristic's own choice included): split-K GEMV configs up to 64 rows, tiled GEMM tiles
+    from 17 rows. Order is fixed (the first of equal times wins)."""
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    tag = _format_tag(w_format)
+    out = [gemm_config(m, n, k, w_format, w_bits, group_size)]
+    kp = k
+    if m <= GEMV_CANDIDATE_MAX_ROWS:
+        block_m = next_pow2(m)
+        for bn, bk0 in GEMV_TILES:
+            bk = _fit_block_k(bk0, tag, group_size)
+            tiles = cdiv(kp, bk)
+            for split in GEMV_SPLITS:
+                if split > 1 and (cdiv(kp, split) < 2 * bk or cdiv(tiles, cdiv(tiles, split)) != split):
+                    continue
+                out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
+                                        4, 3, split))
+    if m > GEMV_MAX_ROWS:
+        for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
+            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)
+            out.append(LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk,
+                                    warps, stages, group_m=GEMM_GROUP_M))
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for c in out:
+        key = (c.kernel, c.grid, c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+
+# ---- kernels that are not mpsim's: names and configs the simulator knows how to price -------------
+# Rows measured on other software (cuBLAS, FlashAttention-3 in vLLM, TensorRT-LLM, vLLM's row-wise
+# kernels) name their kernel with one of these; mpsim/sim/gpu/kernels_known.py prices them and
+# documents each row's meaning. Their configs carry the settings the measured library would pick
+# (or the candidates an autotuner of that library would try).
+CUBLAS_GEMM = "cublas_gemm"
+TRTLLM_WO_GEMV = "trtllm_wo_gemv"
+FA3_DECODE = "fa3_decode"
+FA3_PREFILL = "fa3_prefill"
+VLLM_RMS_NORM = "vllm_rms_norm"
+VLLM_ROPE = "vllm_rotary_embedding"
+VLLM_SILU_MUL = "vllm_silu_and_mul"
+TORCH_ADD = "torch_add"
+EXTERNAL_KERNELS = (CUBLAS_GEMM, TRTLLM_WO_GEMV, FA3_DECODE, FA3_PREFILL, VLLM_RMS_NORM, VLLM_ROPE,
+                    VLLM_SILU_MUL, TORCH_ADD)
+
+# cuBLAS on Hopper: warp-specialized wgmma kernels, one CTA per SM, the weights on the wgmma M side
+# (64-row warpgroups), the tokens on its N side (any multiple of 8 up to 256).
+CUBLAS_TOKEN_TILES = (16, 32, 64, 128, 256)
+CUBLAS_WEIGHT_TILES = (64, 128, 256)
+CUBLAS_MAX_ACC = 128 * 256   # accumulator elements of two consumer warpgroups
+CUBLAS_BLOCK_K = 64
+CUBLAS_SMEM_BYTES = 220 * 1024
+
+
+def cublas_config(m: int, n: int, k: int, token_tile: int, weight_tile: int, stream_k: bool,
+                  sms: int = GPU_SMS) -> LaunchConfig:
+    """One cuBLAS-like config: data-parallel tiles (grid = tiles) or persistent stream-K (grid =
+    min(tile K-trips, SMs), every (tile, K trip) unit dealt evenly over the CTAs)."""
+    tiles = cdiv(m, token_tile) * cdiv(n, weight_tile)
+    units = tiles * cdiv(k, CUBLAS_BLOCK_K)
+    stage = (token_tile + weight_tile) * CUBLAS_BLOCK_K * 2
+    stages = max(2, min(8, CUBLAS_SMEM_BYTES // stage))
+    grid = min(units, sms) if stream_k else tiles
+    return LaunchConfig(CUBLAS_GEMM, (grid,), token_tile, weight_tile, CUBLAS_BLOCK_K, 12, stages,
+                        extra=(("stream_k", int(stream_k)),))
+
+
+def cublas_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
+    """The tile x schedule candidates a cuBLAS heuristic picks among (data-parallel and stream-K)."""
+    out = []
+    for tt in CUBLAS_TOKEN_TILES:
+        for wt in CUBLAS_WEIGHT_TILES:
+            if tt * wt <= CUBLAS_MAX_ACC:
+                out.append(cublas_config(m, n, k, tt, wt, False, sms))
+                out.append(cublas_config(m, n, k, tt, wt, True, sms))
+    return out
+
+
+def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """A fixed choice when no autotune is wanted: stream-K, tokens tile the next power of two."""
+    tt = min(128, max(16, next_pow2(m)))
+    return cublas_config(m, n, k, tt, 256, True, sms)
+
+
+def fa3_num_splits(total_mblocks: int, sms: int, num_n_blocks: int, max_splits: int = 128) -> int:
+    """FlashAttention-3's split-KV heuristic (hopper/heuristics.h, num_splits_heuristic): no split
+    when the m-blocks fill 80% of the SMs or the keys are <= 4 blocks, else the fewest splits whose
+    wave efficiency is within 85% of the best."""
+    if total_mblocks >= 0.8 * sms or num_n_blocks <= 4:
+        return 1
+    cap = min(max_splits, sms, num_n_blocks)
+    effs = []
+    for s in range(1, cap + 1):
+        waves = total_mblocks * s / sms
+        effs.append(waves / -(-waves // 1))
+    best = max(effs)
+    return next(s for s in range(1, cap + 1) if effs[s - 1] >= 0.85 * best)
+
+
+FA3_BLOCK_N = 128      # keys per tile (decode and prefill, head_dim 128)
+FA3_BLOCK_M = 128      # query rows per prefill tile
+
+
+def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, kv_len: int,
+                      *, kv_append: bool = False, l2_warm: bool = False,
+                      sms: int = GPU_SMS) -> LaunchConfig:
+    """vLLM's FA3 decode: one CTA per (sequence, KV head, split) holding the KV head's query group
+    padded to 64 rows (pack-GQA); `kv_append`: the measured op also wrote the new token's K/V
+    (reshape_and_cache_flash); `l2_warm`: the launch repeats back to back (a CUDA-graph benchmark),
+    so a KV cache that fits the usable L2 is read from it."""
+    group = num_q_heads // num_kv_heads
+    rows = 64 * cdiv(group, 64)
+    blocks = cdiv(max(kv_len, 1), FA3_BLOCK_N)
+    splits = fa3_num_splits(batch * num_kv_heads, sms, blocks)
+    return LaunchConfig(FA3_DECODE, (batch, num_kv_heads, splits), rows, FA3_BLOCK_N, head_dim, 4,
+                        2, splits, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm))))
+
+
+def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                       *, kv_append: bool = False, sms: int = GPU_SMS) -> LaunchConfig:
+    """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
+    heuristic when the query tiles cannot fill the SMs."""
+    q_tiles = cdiv(q_len, FA3_BLOCK_M)
+    splits = fa3_num_splits(batch * num_q_heads * q_tiles, sms, cdiv(q_len, FA3_BLOCK_N))
+    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * num_q_heads), FA3_BLOCK_M, FA3_BLOCK_N,
+                        head_dim, 12, 2, splits, extra=(("kv_append", int(kv_append)),))
+
+
+def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
+    """TensorRT-LLM's weight-only batched GEMV (M < 5, sm90 path, per-channel scales): CTAs of 128
+    threads over 8 weight rows walking all of K in steps of 128 x (128 / bits) weights."""
+    if bits not in (4, 8):
+        raise ValueError(f"{TRTLLM_WO_GEMV}: bits must be 4 or 8, got {bits}")
+    if not 1 <= m <= 4:
+        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV path takes 1..4 rows, got {m}")
+    cta_k = 128 * (128 // bits)
+    return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // 8)), m, 8, cta_k, 4, 1)
+
+
+def framework_rowwise_config(kernel: str, tokens: int, width: int, *, heads: int = 0,
+                             head_dim: int = 0) -> LaunchConfig:
+    """vLLM's one-block-per-token row-wise kernels (threads = min(width, 1024); RoPE: min(query
+    heads x head_dim / 2, 512)) and PyTorch's vectorized elementwise add (grid-stride)."""
+    if kernel == VLLM_ROPE:
+        threads = min(heads * head_dim // 2, 512)
+    elif kernel in (VLLM_RMS_NORM, VLLM_SILU_MUL):
+        threads = min(width, 1024)
+    elif kernel == TORCH_ADD:
+        threads = 128
+    else:
+        raise ValueError(f"not a framework row-wise kernel: {kernel!r}")
+    threads = max(32, threads)
+    return LaunchConfig(kernel, (tokens,), None, threads, None, cdiv(threads, 32), 1)
