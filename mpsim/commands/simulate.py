@@ -17,7 +17,7 @@ from mpsim.traces.chrome import chrome_events
 from mpsim.traces.io import read_trace
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
-TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s", "floored")
+TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s")
 
 
 def add_cache_args(p: argparse.ArgumentParser) -> None:
@@ -63,10 +63,8 @@ def describe_run(result: SimResult) -> str:
     s, launches = result.stats, result.launches
     bounds = launches["bound"].value_counts()
     share = ", ".join(f"{b} {n / len(launches):.0%}" for b, n in bounds.items())
-    floored = int(launches["floored"].sum())
     return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
-            f"{s['wall_s']:.2f} s\n  bound: {share}"
-            + (f"\n  {floored} launches floored at their roofline bound (L2 residency)" if floored else ""))
+            f"{s['wall_s']:.2f} s\n  bound: {share}")
 
 
 def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:

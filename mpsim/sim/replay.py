@@ -4,8 +4,9 @@
 once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outcomes to every row;
 `replay_roofline` gives each launch max(t_math, t_mem). `finish` lays the launches back to back in
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
-carries its roofline bound; a launch whose simulated time falls below it (possible only when L2
-residency saved DRAM reads the roofline counts) reports the bound, with `floored` set.
+carries its residency-aware roofline bound (mpsim/sim/roofline.py: t_mem counts only the DRAM bytes
+the launch must move after what the previous launch left in L2); a simulated time below it is a
+model error, raised naming the launch (`BelowBoundError`), never clamped.
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
 
@@ -44,7 +45,7 @@ def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams 
 
 def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
     """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2)."""
-    return usable_l2(gpu_rates(hw), params) if isinstance(hw, GpuSpec) else 0.0
+    return usable_l2(gpu_rates(hw, params), params) if isinstance(hw, GpuSpec) else 0.0
 
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:
@@ -110,16 +111,30 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
     return out
 
 
+class BelowBoundError(RuntimeError):
+    """A simulated launch beat its residency-aware roofline bound: a bug in a performance model."""
+
+
+REL = 1e-9  # float noise of summing cycles in different orders
+
+
 def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFrame:
-    bounds = roofline(rows, hw)
-    raw = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
+    bounds = roofline(rows, hw, resident=True)
+    time_s = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
     lower = bounds["t_lower_s"].to_numpy()
-    time_s = np.maximum(raw, lower)
+    below = time_s < lower * (1 - REL)
+    if below.any():
+        i = int(np.flatnonzero(below)[0])
+        row = rows.iloc[i]
+        raise BelowBoundError(
+            f"launch {row['launch_id']} ({row['kernel']}, op {row['op']}) on {hw.name}: simulated "
+            f"{time_s[i] * 1e6:.4f} us is below its residency-aware roofline bound "
+            f"{lower[i] * 1e6:.4f} us ({int(below.sum())} launch(es) below)")
     end = np.cumsum(time_s)
     start = np.concatenate([[0.0], end[:-1]])
     out = per.assign(launch_id=rows["launch_id"].to_numpy(), start_s=start, end_s=end,
                      time_s=time_s, t_math_s=bounds["t_math_s"].to_numpy(),
-                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower, floored=raw < lower)
+                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower)
     out = out[list(LAUNCH_COLUMNS)]
     out.index = rows.index
     return out
