@@ -104,8 +104,7 @@ def _per_group(frame: pd.DataFrame, owner: np.ndarray, hw: HardwareSpec, params:
         except MpsimInputError as exc:
             status[i] = f"simulator error: {exc}"
             parts.append(pd.DataFrame(index=frame.index[sel]))
-    out = pd.concat(parts).reindex(frame.index)
-    return out
+    return pd.concat(parts).reindex(frame.index)
 
 
 def _sums(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
@@ -132,6 +131,30 @@ def _configs(frame: pd.DataFrame, owner: np.ndarray, main: np.ndarray, n: int) -
     return out
 
 
+CHUNK_ROWS = 2000  # rows simulated per call of the door: the disk memo is written after each
+
+
+def _simulate_chunked(groups: dict[int, LaunchGroup], hw: HardwareSpec, params: SimParams,
+                      memo: LaunchMemo, status: np.ndarray
+                      ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
+    """Frame, owner, main flag and simulated launches of every group, CHUNK_ROWS rows at a time
+    (an interrupted run keeps what the memo already holds)."""
+    keys = list(groups)
+    frames, owners, mains, sims = [], [], [], []
+    for lo in range(0, len(keys), CHUNK_ROWS):
+        frame, owner, main = _trace({i: groups[i] for i in keys[lo:lo + CHUNK_ROWS]})
+        try:
+            sim = _simulate(frame, hw, params, memo)
+        except MpsimInputError:
+            sim = _per_group(frame, owner, hw, params, memo, status)
+        frames.append(frame)
+        owners.append(owner)
+        mains.append(main)
+        sims.append(sim)
+    return (pd.concat(frames, ignore_index=True), np.concatenate(owners), np.concatenate(mains),
+            pd.concat(sims, ignore_index=True))
+
+
 def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
                  cache_dir: str | Path | None = DEFAULT_CACHE, params: SimParams = DEFAULT_PARAMS,
                  protocols: ProtocolFile | None = None, memo: LaunchMemo | None = None) -> Prediction:
@@ -145,13 +168,9 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
         return Prediction(nan, nan.copy(), nan.copy(), nan.copy(), nan.copy(), nan.copy(),
                           np.zeros(n, dtype=np.int64), np.full(n, "", dtype=object), status,
                           {"wall_s": time.perf_counter() - start, "launches": 0})
-    frame, owner, main = _trace(groups)
     memo = memo or LaunchMemo(None if cache_dir is None else _cache(cache_dir))
     hits, misses = memo.hits, memo.misses
-    try:
-        sim = _simulate(frame, hw, params, memo)
-    except MpsimInputError:
-        sim = _per_group(frame, owner, hw, params, memo, status)
+    frame, owner, main, sim = _simulate_chunked(groups, hw, params, memo, status)
     count = np.bincount(owner[owner >= 0], minlength=n)
     sums = {c: _sums(sim[c].to_numpy(dtype=float) * 1e6, owner, n)
             for c in ("kernel_s", "t_lower_s", "t_math_s", "t_mem_s")}
