@@ -28,10 +28,12 @@ def _panel(ax: plt.Axes, frame: pd.DataFrame, col: str, colors: Mapping[str, tup
         ax.fill_between(x, x * (1 - band), x * (1 + band), color="tab:green", alpha=alpha, lw=0,
                         label=f"±{band:.0%}")
     ax.plot(x, x, "k--", lw=1, label="predicted = measured")
-    for cls, g in frame.groupby("cls", sort=True):
+    # large classes first, so the small ones stay visible on top of them
+    for cls in frame["cls"].value_counts().index:
+        g = frame[frame["cls"] == cls]
         mape = float(np.mean(np.abs(g[col] - g["measured_us"]) / g["measured_us"]))
-        ax.scatter(g["measured_us"], g[col], s=6, alpha=0.45, color=colors[str(cls)], lw=0,
-                   label=f"{cls} ({len(g)}; {mape:.0%})")
+        ax.scatter(g["measured_us"], g[col], s=4 if len(g) > 2000 else 14, alpha=0.5 if len(g) > 2000
+                   else 0.8, color=colors[str(cls)], lw=0, label=f"{cls} ({len(g)}; MAPE {mape:.0%})")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (µs)",
            ylabel="predicted (µs)", title=title)
     ax.grid(which="major", alpha=0.3)

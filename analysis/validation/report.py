@@ -28,7 +28,7 @@ from mpsim.analysis.validation.calibration import calibrate_rows, cross_device
 from mpsim.analysis.validation.measured import Measurements
 from mpsim.analysis.validation.metrics import eff_roofline, fit_eff_roofline
 from mpsim.analysis.validation.plots import scatter
-from mpsim.analysis.validation.report_md import Report, render, write_doc
+from mpsim.analysis.validation.report_md import Report, check_doc, render, write_doc
 from mpsim.analysis.validation.selections import apply_selection
 from mpsim.analysis.validation.sources import read_measurements
 from mpsim.hw_models.loader import load_hardware
@@ -94,17 +94,17 @@ def collect(gt: Path, cache_dir: str | Path | None, prefill_rows: int = 0) -> pd
 
 
 def add_effroof(rows: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float, float]]:
-    """Per class: the 3 constants fitted on each GPU's rows (single-GPU classes: on their own
-    rows), applied to every GPU: columns effroof_<fit gpu>."""
+    """Per class: the 3 constants fitted on each GPU's rows and applied to every GPU (columns
+    effroof_<fit gpu>); a class measured on one GPU only is fitted on its own rows (in-sample)."""
     fits: dict[tuple[str, str], tuple[float, float, float]] = {}
     ok = rows["status"] == "ok"
     for fit_gpu in GPUS:
         col = f"effroof_{fit_gpu}"
         rows[col] = np.nan
         for cls, g in rows[ok].groupby("cls"):
-            src = g[g["gpu"] == fit_gpu]
-            src = src if len(src) else g
-            key = (str(cls), fit_gpu if (g["gpu"] == fit_gpu).any() else "own rows")
+            single = g["gpu"].nunique() == 1
+            src = g if single else g[g["gpu"] == fit_gpu]
+            key = (str(cls), f"own rows ({g['gpu'].iloc[0].upper()})" if single else fit_gpu)
             if key not in fits:
                 fits[key] = fit_eff_roofline(src["t_math_us"], src["t_mem_us"], src["measured_us"])
             rows.loc[g.index, col] = eff_roofline(g["t_math_us"], g["t_mem_us"], *fits[key])
@@ -213,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.groundtruth.is_dir():
         raise SystemExit(f"no ground truth at {args.groundtruth} (docs/validation.md#the-data)")
+    check_doc(args.doc)
     report = build(args.groundtruth, args.figures, args.fit_rows, args.test_rows, not args.skip_timing,
                    args.prefill_rows)
     write_doc(args.doc, render(report))

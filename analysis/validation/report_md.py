@@ -104,7 +104,7 @@ def bars_block(rows: pd.DataFrame) -> str:
 
 
 def effroof_block(fits: dict[tuple[str, str], tuple[float, float, float]]) -> str:
-    body = [[cls, src.upper() if src != "own rows" else src, f"{ec:.3f}", f"{em:.3f}", f"{c:.2f}"]
+    body = [[cls, src if src.startswith("own") else src.upper(), f"{ec:.3f}", f"{em:.3f}", f"{c:.2f}"]
             for (cls, src), (ec, em, c) in sorted(fits.items())]
     return _table(["class", "fitted on", "e_c", "e_m", "c (µs)"], body)
 
@@ -133,7 +133,7 @@ def _shape(r: pd.Series) -> str:
     if str(r["cls"]).startswith("attention"):
         return (f"batch {int(r['batch'])}, q {int(r['q_len'])}, kv {int(r['kv_len'])}, "
                 f"heads {int(r['heads'])}/{int(r['kv_heads'])}")
-    width = f", width {int(r['hidden'])}" if r["hidden"] == r["hidden"] else ""
+    width = f", width {int(r['hidden'])}" if pd.notna(r["hidden"]) else ""
     return f"tokens {int(r['tokens'])}{width}"
 
 
@@ -184,18 +184,29 @@ def render(report: Report) -> dict[str, str]:
             "timing": timing_block(report.timings)}
 
 
-def write_doc(path: Path, blocks: dict[str, str]) -> None:
+BLOCKS = ("protocols", "summary", "bars", "effroof", "noise", "calibration", "worst", "unpredicted",
+          "timing")
+
+
+def check_doc(path: Path) -> None:
+    """Fail before any work if the doc lacks a block (a missing marker is an error naming it)."""
+    write_doc(path, dict.fromkeys(BLOCKS, ""), dry=True)
+
+
+def write_doc(path: Path, blocks: dict[str, str], dry: bool = False) -> None:
     """Replace each marked block of the doc; a missing marker is an error naming it."""
     text = path.read_text(encoding="utf-8")
     for name, body in blocks.items():
-        pattern = re.compile(rf"(<!-- validation:{name} -->\n).*?(\n<!-- /validation:{name} -->)", re.S)
+        pattern = re.compile(rf"(<!-- validation:{name} -->\n)(?:.*?\n)?(<!-- /validation:{name} -->)",
+                             re.S)
         if not pattern.search(text):
             raise SystemExit(f"{path}: no <!-- validation:{name} --> ... <!-- /validation:{name} --> block")
         text = pattern.sub(_replacer(body), text)
-    path.write_text(text, encoding="utf-8")
+    if not dry:
+        path.write_text(text, encoding="utf-8")
 
 
 def _replacer(body: str) -> Callable[[re.Match[str]], str]:
     def replace(m: re.Match[str]) -> str:
-        return m.group(1) + body + m.group(2)
+        return m.group(1) + body.rstrip("\n") + "\n" + m.group(2)
     return replace

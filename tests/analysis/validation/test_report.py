@@ -27,7 +27,10 @@ def _rows() -> pd.DataFrame:
             "heads": np.nan, "kv_heads": np.nan, "tokens": np.nan, "hidden": np.nan,
             "measured_us": meas, "predicted_us": pred, "roofline_us": meas * 0.5,
             "t_math_us": meas * 0.3, "t_mem_us": meas * 0.4, "status": "ok", "protocol": "graph"}))
-    return pd.concat(parts, ignore_index=True)
+    rows = pd.concat(parts, ignore_index=True)
+    norm = rows.iloc[:3].assign(cls="rmsnorm", band="1-16", m=pd.NA, n=pd.NA, k=pd.NA, tokens=4,
+                                hidden=pd.array([4096, pd.NA, 4096], dtype="Int64"))
+    return pd.concat([rows, norm], ignore_index=True)
 
 
 def test_bars_fail_when_one_band_misses_and_blocks_land_between_markers(tmp_path: Path) -> None:
@@ -42,7 +45,8 @@ def test_bars_fail_when_one_band_misses_and_blocks_land_between_markers(tmp_path
     blocks = render(report)
     doc = tmp_path / "v.md"
     doc.write_text("intro\n" + "".join(f"<!-- validation:{k} -->\nOLDTEXT\n<!-- /validation:{k} -->\nkeep\n"
-                                        for k in blocks))
+                                        for k in blocks if k != "summary")
+                   + "<!-- validation:summary -->\n<!-- /validation:summary -->\nkeep\n")  # empty block
     write_doc(doc, blocks)
     text = doc.read_text()
     assert "OLDTEXT" not in text and text.count("keep") == len(blocks)
