@@ -415,13 +415,17 @@ def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
                         head_dim, 12, 2, splits, extra=(("kv_append", int(kv_append)),))
 
 
+TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
+
+
 def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
     """TensorRT-LLM's weight-only batched GEMV (M < 5, sm90 path, per-channel scales): CTAs of 128
     threads over 8 weight rows walking all of K in steps of 128 x (128 / bits) weights."""
     if bits not in (4, 8):
         raise ValueError(f"{TRTLLM_WO_GEMV}: bits must be 4 or 8, got {bits}")
-    if not 1 <= m <= 4:
-        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV path takes 1..4 rows, got {m}")
+    if not 1 <= m <= TRTLLM_WO_MAX_ROWS:
+        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV path takes 1..{TRTLLM_WO_MAX_ROWS} rows, "
+                         f"got {m}")
     cta_k = 128 * (128 // bits)
     return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // 8)), m, 8, cta_k, 4, 1)
 

@@ -11,7 +11,7 @@ cuBLAS GEMMs with the model-guided best config (mpsim.sim.best_config), vLLM FA3
 its KV append in the op's scope and L2 kept warm by the graph replays, TensorRT-LLM's wo GEMV, Vidur's
 row-wise kernels. Protocols: the simulator's time is the kernel time plus its per-kernel overhead,
 which is the graph protocol's; `kernel` (Vidur, CUPTI durations) drops the overhead;
-`trt-profiler` (the wo rows) replaces it by TRT_PROFILER_US per kernel (set from the wo rows).
+`trt-profiler` (the wo rows) replaces it by that protocol's per-kernel cost (mpsim/sim/protocols.yaml).
 
 Row selections (issue 11): GEMM: vLLM 0.24.0, bf16, n and k on the grid 2048..16384, m <= 8192;
 decode: vLLM 0.24.0 generation, head_dim 128, window 0, 32/8 heads, step >= 255 (kv_len = step + 1);
@@ -36,9 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 GT = ROOT.parent / "shared" / "groundtruth"
 GPUS = {"h200": ("h200_sxm", "h200-sxm"), "h100": ("h100_sxm", "h100-sxm")}
 NK_GRID = [2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 16384]
-# TensorRT's IProfiler per-layer time beyond the kernel (the wo rows: 2.54 us fixed cost at their
-# smallest shapes, less the 0.73 us kernel floor). A protocol constant: issue 11's protocol file owns it.
-TRT_PROFILER_US = 1.806
 VIDUR_OPS = {"input_layernorm": "vllm_rms_norm", "post_attention_layernorm": "vllm_rms_norm",
              "attn_rope": "vllm_rotary_embedding", "mlp_act": "vllm_silu_and_mul", "add": "torch_add",
              "attn_pre_proj": "gemm", "attn_post_proj": "gemm", "mlp_up_proj": "gemm",
@@ -168,6 +165,7 @@ def predict_chunk(args: tuple[str, list[dict[str, Any]], dict[str, float]]) -> l
     from mpsim.sim.best_config import best_gemm_row
     from mpsim.sim.gpu.kernels_known import launch_kernels
     from mpsim.sim.params import DEFAULT_PARAMS
+    from mpsim.sim.protocols import get_protocol
     from mpsim.sim.replay import simulate_launch
     from mpsim.sim.roofline import MATRIX_OPS
 
@@ -193,7 +191,7 @@ def predict_chunk(args: tuple[str, list[dict[str, Any]], dict[str, float]]) -> l
         if rec["protocol"] == "kernel":
             pred = outcome.kernel_s
         elif rec["protocol"] == "trt-profiler":
-            pred = outcome.kernel_s + kernels * TRT_PROFILER_US * 1e-6
+            pred = outcome.kernel_s + kernels * get_protocol("trt-profiler").per_launch_us * 1e-6
         else:
             pred = outcome.time_s
         peak = hw.matrix_peak_flops("fp16") if row["op"] in MATRIX_OPS else hw.vector_peak_flops()

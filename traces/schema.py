@@ -6,7 +6,16 @@ Change it here only, and bump SCHEMA_VERSION when columns or their meaning chang
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this mpsim reads: 1 has no `protocol` in its metadata (a capture may still name one in
+# environment["protocol"], which the reader accepts); 2 adds it.
+READABLE_VERSIONS = (1, 2)
+
+# How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
+# GPU duration of each kernel, CUPTI/Kineto: no launch gap), `graph` (mean per call inside a CUDA
+# graph), `eager` (host wall clock around one framework call), `trt-profiler` (TensorRT's per-layer
+# IProfiler). The fixed cost of each lives in mpsim/sim/protocols.yaml.
+PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")

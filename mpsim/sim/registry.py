@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
+from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.protocols import Protocol, get_protocol
 from mpsim.sim.replay import finish, replay_roofline, replay_sim, rows_and_workload
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
@@ -67,10 +70,22 @@ def model_version(name: str) -> str:
     return PERF_MODELS[check_model(name)].version()
 
 
+def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
+    """Each launch row as one measured call under `protocol`: its per-call cost plus its per-launch
+    cost times the GPU kernels the row stands for (an FA3 row with its KV append is two)."""
+    kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
+                       dtype=float)
+    return (protocol.per_call_us + kernels * protocol.per_launch_us) * 1e-6
+
+
 def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str = "sim", *,
              params: SimParams = DEFAULT_PARAMS, memo: LaunchMemo | None = None,
-             cache_dir: str | Path | None = DEFAULT_CACHE) -> SimResult:
+             cache_dir: str | Path | None = DEFAULT_CACHE, protocol: str | None = None) -> SimResult:
     """Replay every launch of a trace on `hw`; per-launch table aligned with the rows + summary.
+
+    `protocol`: predict times as that measurement protocol sees them (mpsim/sim/protocols.py: each
+    launch is one measured call, its overhead_s the protocol's fixed cost instead of the hardware
+    file's launch.overhead_us); None keeps the hardware file's launch cost. The result says which.
 
     `memo`: share one LaunchMemo across calls to reuse simulated launches in memory; otherwise a
     new one is made over `cache_dir` ("default": $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim; None: no
@@ -84,9 +99,11 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     hits, misses, sim_s = memo.hits, memo.misses, memo.sim_seconds
     per_launch = replay(rows, hw, params, memo)
     memo.flush()
+    if protocol is not None:
+        per_launch["overhead_s"] = protocol_overhead_s(rows, get_protocol(protocol))
     launches = finish(rows, per_launch, hw)
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len)
     stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
              "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
              "wall_s": time.perf_counter() - start}
-    return SimResult(launches, summary, model, hw.name, stats)
+    return SimResult(launches, summary, model, hw.name, stats, protocol)

@@ -75,6 +75,7 @@ class SimResult:
     model: str
     hw_name: str
     stats: dict[str, Any] = field(default_factory=dict)
+    protocol: str | None = None  # the measurement protocol the times follow; None: launch.overhead_us
 
     @property
     def time_s(self) -> pd.Series:

@@ -17,7 +17,7 @@ from mpsim.traces.chrome import chrome_events
 from mpsim.traces.errors import TraceError
 from mpsim.traces.io import META_KEY, read_trace, write_trace
 from mpsim.traces.schema import COLUMNS
-from mpsim.traces.trace import Trace, rows_to_frame
+from mpsim.traces.trace import Trace, TraceMeta, rows_to_frame
 from mpsim.workload import Workload
 
 
@@ -152,3 +152,33 @@ def test_chrome_export_has_one_event_per_launch(small_trace: Trace) -> None:
     assert events[1]["ts"] == pytest.approx(dur[0])
     assert events[0]["args"]["op"] == rows["op"].iloc[0]
     json.dumps(doc)  # serializable as Perfetto reads it
+
+
+def test_protocol_round_trips_and_old_files_stay_readable(small_trace: Trace, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    graph = Trace(small_trace.rows, replace(small_trace.meta, protocol="graph"))
+    assert read_trace(write_trace(graph, tmp_path / "g.parquet")).meta.protocol == "graph"
+    # A version-1 file (no protocol field) still reads; a capture's environment may name the protocol.
+    v1 = _write_frame(small_trace.rows, tmp_path / "v1.parquet",
+                      {"schema_version": 1, "source": "capture", "environment": {"protocol": "kernel"}})
+    back = read_trace(v1)
+    assert back.meta.schema_version == 1 and back.meta.protocol == "kernel"
+    assert read_trace(write_trace(back, tmp_path / "v2.parquet")).meta.schema_version == 2
+    plain = _write_frame(small_trace.rows, tmp_path / "p.parquet", {"schema_version": 1, "source": "synth"})
+    assert read_trace(plain).meta.protocol is None
+
+
+@pytest.mark.parametrize(("meta", "match"), [
+    ({"protocol": "cupti"}, r"metadata protocol is 'cupti'"),
+    ({"environment": {"protocol": "Graph"}}, r"environment.protocol is 'Graph'"),
+    ({"protocol": "graph", "environment": {"protocol": "eager"}}, "disagrees"),
+])
+def test_unknown_or_conflicting_protocols_are_errors(small_trace: Trace, tmp_path: Path,
+                                                     meta: dict[str, object], match: str) -> None:
+    path = _write_frame(small_trace.rows, tmp_path / "bad.parquet",
+                        {"schema_version": 2, "source": "capture", **meta})
+    with pytest.raises(TraceError, match=match):
+        read_trace(path)
+    with pytest.raises(TraceError, match="expected one of"):
+        TraceMeta("capture", protocol="wall")
