@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mpsim.analysis.plots.common import pick_perf_model
+from mpsim.analysis.plots.energy import plot_energy
 from mpsim.analysis.plots.inputs import run_title, trace_run
 from mpsim.analysis.plots.memory import plot_memory
 from mpsim.analysis.plots.roofline import plot_roofline
@@ -43,6 +44,8 @@ def draw_figures(table: pd.DataFrame, folder: Path) -> Iterator[str]:
         name = "speedup.png" if model == pm else f"speedup-{model}.png"
         yield _wrote(plot_speedup(table, folder / name, model))
     yield _wrote(plot_memory(table, folder / "memory.png"))
+    if "j_per_token" in table.columns and table["j_per_token"].notna().any():
+        yield _wrote(plot_energy(table, folder / "energy.png", pm))
     model_name, policy, wl, hw_names = showcase(table)
     trace = synthesize(get_model(model_name), parse_policy(policy), wl)
     for hw_name in hw_names:

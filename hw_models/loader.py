@@ -21,6 +21,7 @@ from mpsim.hw_models.validate import build
 _PACKAGE = "mpsim.hw_models"
 _SPEC_BY_KIND: dict[str, type[GpuSpec] | type[NpuSpec]] = {"gpu": GpuSpec, "npu": NpuSpec}
 REQUIRED_DECODER_BITS = (2, 3, 4, 8, 16)
+REQUIRED_ANYPREC_BITS = (2, 3, 4, 8)
 
 
 def list_hardware() -> list[str]:
@@ -120,9 +121,16 @@ def _check_relations(spec: GpuSpec | NpuSpec, file: str) -> None:
         raise HardwareFileError(f"{file}: {path}: {reason}")
 
 
+def _energy_problems(spec: GpuSpec | NpuSpec) -> list[tuple[str, str]]:
+    e = spec.energy
+    if e is not None and e.static_W >= e.tdp_W:
+        return [("energy.static_W", f"must be < energy.tdp_W {e.tdp_W}")]
+    return []
+
+
 def _gpu_problems(spec: GpuSpec) -> list[tuple[str, str]]:
     c, sm, tc = spec.compute, spec.sm, spec.tensor_core
-    out = []
+    out = _energy_problems(spec)
     if c.base_clock_MHz is not None and c.boost_clock_MHz < c.base_clock_MHz:
         out.append(("compute.boost_clock_MHz", f"must be >= base_clock_MHz {c.base_clock_MHz}"))
     if c.sustained_clock_MHz is not None and c.sustained_clock_MHz > c.boost_clock_MHz:
@@ -140,11 +148,22 @@ def _gpu_problems(spec: GpuSpec) -> list[tuple[str, str]]:
 
 
 def _npu_problems(spec: NpuSpec) -> list[tuple[str, str]]:
-    out = []
+    out = _energy_problems(spec)
     bits = spec.weight_decoder.weights_per_cycle
     for b in REQUIRED_DECODER_BITS:
         if b not in bits:
             out.append((f"weight_decoder.weights_per_cycle.{b}", "missing"))
+    anyprec = spec.weight_decoder.anyprec_weights_per_cycle
+    for b in REQUIRED_ANYPREC_BITS if anyprec is not None else ():
+        if b not in anyprec:
+            out.append((f"weight_decoder.anyprec_weights_per_cycle.{b}", "missing"))
     if "fp16" not in spec.mac_array.macs_per_pe_per_cycle:
         out.append(("mac_array.macs_per_pe_per_cycle.fp16", "missing"))
+    if spec.energy is not None:
+        e = spec.energy
+        if "fp16" not in e.mac_pJ:
+            out.append(("energy.mac_pJ.fp16", "missing"))
+        for b in REQUIRED_DECODER_BITS:
+            if b not in e.decoder_pJ_per_weight:
+                out.append((f"energy.decoder_pJ_per_weight.{b}", "missing"))
     return out

@@ -20,34 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-MATRIX_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8", "int4", "tf32"})
-DECODER_BITS = frozenset(range(1, 17))
-SourceKind = Literal[
-    "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",
-]
+from mpsim.hw_models.base import (
+    DECODER_BITS,
+    MATRIX_DTYPES,
+    Block,
+    Source,
+    SourceKind,
+    UnsupportedDtypeError,
+)
+from mpsim.hw_models.energy import GpuEnergy, NpuEnergy, energy_lines
 
-
-class UnsupportedDtypeError(ValueError):
-    """A throughput was asked for a dtype the device does not list."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Source:
-    """Where numbers come from: a datasheet, paper, measurement, calibration or an assumption."""
-
-    id: str
-    kind: SourceKind
-    citation: str
-    url: str | None = None
-    note: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Block:
-    """A group of numbers sharing one source (`key_sources` overrides it per key)."""
-
-    source: str
-    key_sources: dict[str, str] = field(default_factory=dict)
+__all__ = ["DECODER_BITS", "MATRIX_DTYPES", "Block", "GpuEnergy", "NpuEnergy", "Source", "SourceKind",
+           "UnsupportedDtypeError"]
 
 
 # ---------------------------------------------------------------- GPU blocks
@@ -151,7 +135,8 @@ class _Common:
             if isinstance(node, Block):
                 block = node
         leaf = parts[-1]
-        if block is None or node is not block or not hasattr(block, leaf):
+        inside = block is not None and id(node) == id(block) and hasattr(block, leaf)
+        if block is None or not inside:
             raise KeyError(f"{self.name}: {key!r} is not a key inside a block with a source")
         source_id = block.key_sources.get(leaf, block.source)
         return _sources_by_id(self.sources)[source_id]
@@ -172,6 +157,7 @@ class GpuSpec(_Common):
     l2: GpuCache
     dram: GpuDram
     launch: Launch | None = None  # optional per-kernel overhead override (a calibration)
+    energy: GpuEnergy | None = None
 
     @property
     def clock_MHz(self) -> float:
@@ -220,6 +206,7 @@ class GpuSpec(_Common):
             f"  tensor dense TFLOP/s: {tc}",
             f"  CUDA cores fp32 {self.cuda_core.fp32_peak_TFLOPs:g} TFLOP/s",
             f"  L2 {l2.size_MiB:g} MiB; {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak",
+            *energy_lines(self.energy),
             "  per-device overrides of the simulator's constants: "
             + (", ".join(overrides) if overrides else "none (datasheet numbers only)"),
             "  sources: " + ", ".join(s.id for s in self.sources),
@@ -235,9 +222,22 @@ class NpuCompute(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class MacArray(Block):
-    rows: int  # per core
-    cols: int
+    """A weight-stationary systolic array per core: a rows x cols weight tile is loaded into the PEs,
+    the activations stream through it (one row of M per pass cycle)."""
+
+    rows: int  # per core (the K side of the stationary tile)
+    cols: int  # (the N side)
     macs_per_pe_per_cycle: dict[str, float] = field(metadata={"keys": MATRIX_DTYPES})
+    stationary_load_cycles: float  # to load one rows x cols weight tile (overlaps the previous pass)
+    min_pass_cycles: float  # the shortest pass of activations through a loaded tile
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemvPath(Block):
+    """A dedicated matrix-vector unit per core (weights streamed, activations held)."""
+
+    macs_per_cycle: float  # per core, fp16
+    max_rows: int  # activation rows it takes (GEMV and small batches)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,8 +267,18 @@ class Dma(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class WeightDecoder(Block):
-    # per core: weights decoded (bits -> compute dtype) per cycle, by stored bit width
+    # per core: weights decoded (bits -> compute dtype) per cycle, by stored bit width: uniform
+    # group codes (and fp16 pass-through at 16), and any-precision bit-planes + LUT (if different)
     weights_per_cycle: dict[int, float] = field(metadata={"keys": DECODER_BITS})
+    anyprec_weights_per_cycle: dict[int, float] | None = field(
+        default=None, metadata={"keys": DECODER_BITS})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compiler(Block):
+    """What the NPU's graph compiler does to a step's operator sequence."""
+
+    fusion: bool  # fold norm, RoPE, activation, residual into the neighbouring GEMM or attention
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,6 +302,9 @@ class NpuSpec(_Common):
     dram: Dram
     weight_decoder: WeightDecoder
     dispatch: Dispatch
+    gemv: GemvPath | None = None
+    compiler: Compiler | None = None
+    energy: NpuEnergy | None = None
 
     @property
     def clock_MHz(self) -> float:
@@ -339,6 +352,10 @@ class NpuSpec(_Common):
             f"  {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak "
             f"(x{d.achievable_bandwidth_fraction:g} achievable), {d.latency_ns:g} ns",
             f"  decoder weights/cycle/core: {bits}",
+            *([f"  GEMV path {self.gemv.macs_per_cycle:g} MAC/cycle/core (M <= {self.gemv.max_rows})"]
+              if self.gemv else []),
+            f"  operator fusion: {'on' if self.compiler and self.compiler.fusion else 'off'}",
+            *energy_lines(self.energy),
             f"  dispatch overhead {self.dispatch.overhead_us:g} us; sources: "
             + ", ".join(s.id for s in self.sources),
         ])
@@ -350,6 +367,8 @@ class HardwareSpec(Protocol):
     name: str
     sources: tuple[Source, ...]
 
+    @property
+    def energy(self) -> GpuEnergy | NpuEnergy | None: ...
     @property
     def kind(self) -> Literal["gpu", "npu"]: ...
     @property

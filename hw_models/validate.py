@@ -80,6 +80,10 @@ def _convert(tp: Any, value: object, meta: Mapping[str, Any], where: _Where, pat
         return _mapping(tp, value, meta, where, path)
     if tp is str:
         return _string(value, where, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise where.fail(path, f"must be true or false, got {_describe(value)}")
+        return value
     if tp in (int, float):
         return _number(tp, value, meta, where, path)
     raise TypeError(f"schema field {path} has unsupported type {tp!r}")
@@ -166,6 +170,9 @@ def schema_keys(cls: type, prefix: str = "") -> list[tuple[str, str]]:
     for field in dataclasses.fields(cls):
         tp = hints[field.name]
         key = _join(prefix, field.name)
+        if get_origin(tp) in (Union, types.UnionType):  # an optional block: its keys
+            inner = [a for a in get_args(tp) if a is not type(None)]
+            tp = inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else tp
         if dataclasses.is_dataclass(tp):
             out.extend(schema_keys(tp, key))  # type: ignore[arg-type]
         else:

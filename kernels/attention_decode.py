@@ -33,6 +33,7 @@ from mpsim.kernels.launch_config import (
     decode_split_tokens,
 )
 from mpsim.kernels.runtime import on_gpu
+from mpsim.traces.recorder import active_recorder
 
 LOG2E = 1.4426950408889634
 
@@ -213,6 +214,8 @@ def attention_decode(q: torch.Tensor, k_cache: KVCache, v_cache: KVCache, kv_len
     columns = dict(batch=b, q_len=1, kv_len=max_kv_len, num_q_heads=hq, num_kv_heads=hkv,
                    head_dim=d, k_bits=k_cache.bits, v_bits=v_cache.bits, causal=True,
                    kv_block=k_cache.kv_block)
+    if active_recorder() is not None:  # KV tokens read over the batch (a sync, while recording only)
+        columns["kv_tokens"] = int(kv_lens.sum().item())
     args = (q, out, k_cache, v_cache, kv_lens, block_table, scale * LOG2E, cfg)
     ws_key = (q.device, b, hkv, cfg.block_m or 1, cfg.block_k or d)
     try:

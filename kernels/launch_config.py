@@ -218,6 +218,27 @@ def attention_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, hea
                         block_n, block_d, warps, stages, splits)
 
 
+GRAPH_KV_ROUND = 256  # CUDA-graph decoding: cache capacity in multiples of this many tokens
+
+
+def graph_kv_capacity(tokens: int) -> int:
+    """The KV-cache capacity a CUDA-graph decoder allocates for `tokens` (prompt + new tokens), rounded
+    up so graphs captured for one length serve nearby ones."""
+    return cdiv(max(tokens, 1), GRAPH_KV_ROUND) * GRAPH_KV_ROUND
+
+
+def attention_decode_graph_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                                  capacity: int, k_bits: int, kv_block: int | None,
+                                  *, on_gpu: bool = True) -> LaunchConfig:
+    """Decode attention under CUDA-graph replay: the grid cannot follow the KV length (one graph serves
+    every step), so the splits are sized for the cache capacity, as `attention_decode_config` would
+    size them for a cache that full. Each sequence's true length is read from device memory, so
+    splits past it stream nothing. The engine launches with `max_kv_len=capacity`; synthesis calls
+    this for `--cuda-graphs` traces."""
+    return attention_decode_config(batch, num_q_heads, num_kv_heads, head_dim, capacity, k_bits, kv_block,
+                                   on_gpu=on_gpu)
+
+
 def decode_split_tokens(kv_len: int, cfg: LaunchConfig) -> int:
     """KV tokens per split: whole tiles, so every split starts on a tile edge."""
     assert cfg.block_n is not None

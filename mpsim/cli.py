@@ -15,7 +15,9 @@ from mpsim.commands import (
     info,
     op,
     plot,
+    quantize,
     roofline,
+    serve,
     simulate,
     sweep,
     synth,
@@ -24,7 +26,8 @@ from mpsim.commands import (
 from mpsim.errors import USER_ERRORS
 
 # Command families, in the order `mpsim --help` lists them. Each module has `register(subparsers)`.
-COMMANDS = (info, synth, roofline, sweep, plot, demo, simulate, op, validate, engine, evaluate)
+COMMANDS = (info, synth, roofline, sweep, plot, demo, simulate, serve, op, validate, engine, quantize,
+            evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

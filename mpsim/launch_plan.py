@@ -40,6 +40,7 @@ class PassShape:
     kv_bits: int
     kv_block: int | None = None
     on_gpu: bool = True
+    graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
 
     @property
     def tokens(self) -> int:
@@ -77,7 +78,8 @@ def _attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, h
     return _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
                  "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
                  "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
-                 "kv_block": kv_block if decode else None}, cfg)
+                 "kv_block": kv_block if decode else None,
+                 "kv_tokens": batch * kv_len if decode else None}, cfg)
 
 
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
@@ -98,6 +100,9 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
     row = _attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
                      bits, p.kv_block, p.on_gpu)
+    if decode and p.graph_capacity is not None:  # CUDA-graph replay: the grid follows the capacity
+        _cfg(row, lc.attention_decode_graph_config(p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim,
+                                                   p.graph_capacity, bits, p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
     return row
 

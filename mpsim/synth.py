@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import PassShape, Row, costed, pass_attention_row, pass_rows
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, WeightChoice
@@ -22,21 +23,24 @@ from mpsim.workload import Workload
 
 
 def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
-               kv_block: int | None = None) -> Trace:
-    """The trace a generation would record, with analytic bytes/FLOPs and no measured times."""
+               kv_block: int | None = None, cuda_graphs: bool = False) -> Trace:
+    """The trace a generation would record, with analytic bytes/FLOPs and no measured times.
+    `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py)."""
     b, L = workload.batch, workload.prompt_len
+    capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
                         kv_block, on_gpu)
     frames = [_costed_frame(pass_rows(spec, prefill))]
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
-                          policy.kv_bits, kv_block, on_gpu)
+                          policy.kv_bits, kv_block, on_gpu, capacity)
         frames.append(_tile(spec, first, steps))
     rows = pd.concat(frames, ignore_index=True)
     rows["launch_id"] = pd.array(np.arange(len(rows)), dtype="Int64")
     rows["stream"] = pd.array(np.zeros(len(rows), dtype=np.int64), dtype="Int64")
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
-                     {"launch_configs": "gpu" if on_gpu else "interpreter"})
+                     {"launch_configs": "gpu" if on_gpu else "interpreter"}
+                     | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {}))
     return Trace(rows.astype(COLUMNS)[list(COLUMNS)], meta)
 
 
@@ -73,11 +77,11 @@ def _tile(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> pd.DataFrame:
 
 
 def _attention_by_step(spec: ModelSpec, first: PassShape, steps: np.ndarray) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {c: [] for c in ("kv_len", "grid", "config", "flops", "bytes_read",
-                                                  "bytes_written")}
+    out: dict[str, list[Any]] = {c: [] for c in ("kv_len", "kv_tokens", "grid", "config", "flops",
+                                                  "bytes_read", "bytes_written")}
     for s in steps:
         p = PassShape("decode", int(s), first.batch, 1, first.kv_len - first.step + int(s),
-                      first.weights, first.kv_bits, first.kv_block, first.on_gpu)
+                      first.weights, first.kv_bits, first.kv_block, first.on_gpu, first.graph_capacity)
         row = costed(pass_attention_row(spec, p, 0))
         for col in out:
             out[col].append(row[col])

@@ -82,17 +82,38 @@ def causal_pairs(q_len: int, kv_len: int) -> int:
     return q_len * (kv_len - q_len) + q_len * (q_len + 1) // 2
 
 
+def decode_kv_tokens(r: Mapping[str, Any]) -> int | None:
+    """KV tokens a decode attention launch reads over its batch: the `kv_tokens` column when the
+    row has it (sequences of different lengths), else batch x kv_len; None for prefill (q_len > 1)."""
+    if r["q_len"] != 1:
+        return None
+    tokens: Any = r.get("kv_tokens")
+    return int(tokens) if _given(tokens) else int(r["batch"] * r["kv_len"])
+
+
+def _given(value: Any) -> bool:
+    """A value that is not None, NaN or pandas' NA."""
+    try:
+        return value is not None and bool(value == value)
+    except TypeError:  # pd.NA == pd.NA is NA, whose truth value is an error
+        return False
+
+
 def _attention(r: Mapping[str, Any]) -> Cost:
     b, q, kv = r["batch"], r["q_len"], r["kv_len"]
     hq, hkv, d = r["num_q_heads"], r["num_kv_heads"], r["head_dim"]
-    pairs = causal_pairs(q, kv) if r["causal"] else q * kv
-    kv_read = b * hkv * kv * (kv_bytes_per_token_head(d, r["k_bits"])
+    decode_tokens = decode_kv_tokens(r)
+    # (query, key) pairs over the batch; decode: one query per sequence over its own cache
+    pairs = decode_tokens if decode_tokens is not None else \
+        b * (causal_pairs(q, kv) if r["causal"] else q * kv)
+    tokens = decode_tokens if decode_tokens is not None else b * kv
+    kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"])
                               + kv_bytes_per_token_head(d, r["v_bits"]))
     block = r.get("kv_block")
-    table = b * math.ceil(kv / block) * PAGED_BLOCK_ENTRY if block else 0
+    table = b * math.ceil(tokens / b / block) * PAGED_BLOCK_ENTRY if block else 0
     q_read = b * q * hq * d * FP16
     # QK^T and PV: 2 FLOPs per multiply-add each; softmax's exp/max/sum ~5 FLOPs per score.
-    flops = b * hq * pairs * (4 * d + 5)
+    flops = hq * pairs * (4 * d + 5)
     return Cost(flops, q_read + kv_read + table, b * q * hq * d * FP16)
 
 

@@ -1,16 +1,19 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION; every version in READABLE_VERSIONS is read (version 1 has no
-`protocol` field: it comes from a capture's environment["protocol"] when that names one).
+Files are written at SCHEMA_VERSION (3); every version in READABLE_VERSIONS is read and upgraded:
+version 1 has no `kv_tokens` column (filled on read), versions 1 and 2 no `protocol` field (it comes
+from a capture's environment["protocol"] when that names one).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -42,7 +45,23 @@ def read_trace(path: str | Path) -> Trace:
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
     meta = _read_meta(table.schema.metadata or {}, path)
-    return Trace(validate_frame(table.to_pandas(), str(path)), meta)
+    frame = table.to_pandas()
+    if meta.schema_version == 1:  # before kv_tokens: every batch was uniform
+        frame = with_kv_tokens(frame)
+    if meta.schema_version != SCHEMA_VERSION:  # older files are upgraded (the protocol: _protocol)
+        meta = dataclasses.replace(meta, schema_version=SCHEMA_VERSION)
+    return Trace(validate_frame(frame, str(path)), meta)
+
+
+def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
+    """A version-1 launch table with the version-2 `kv_tokens` column: batch x kv_len for decode
+    attention (q_len 1), <NA> elsewhere."""
+    if "kv_tokens" in frame.columns:
+        return frame
+    decode = ((frame["op"] == "attention") & (frame["q_len"] == 1)).fillna(False).to_numpy(dtype=bool)
+    tokens = pd.array([pd.NA] * len(frame), dtype="Int64")
+    tokens[decode] = (frame["batch"].astype("Int64") * frame["kv_len"].astype("Int64")).to_numpy()[decode]
+    return frame.assign(kv_tokens=tokens)
 
 
 def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
@@ -55,7 +74,7 @@ def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
     version = meta.get("schema_version")
     if version not in READABLE_VERSIONS:
         raise TraceError(f"{path}: trace schema_version {version!r}; this mpsim reads versions "
-                         f"{list(READABLE_VERSIONS)}")
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
     if meta.get("source") not in SOURCES:
         raise TraceError(f"{path}: metadata 'source' is {meta.get('source')!r}; expected one of {SOURCES}")
     environment = dict(meta.get("environment") or {})
@@ -68,7 +87,7 @@ def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
 
 
 def _protocol(declared: object, captured: object, path: Path) -> str | None:
-    """The trace's protocol: metadata `protocol` (version 2) or a capture's environment["protocol"]
+    """The trace's protocol: metadata `protocol` (version 3) or a capture's environment["protocol"]
     (any version); the two must agree when both are given."""
     for where, value in (("protocol", declared), ("environment.protocol", captured)):
         if value is not None and value not in PROTOCOLS:

@@ -6,10 +6,12 @@ Change it here only, and bump SCHEMA_VERSION when columns or their meaning chang
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
-# Versions this mpsim reads: 1 has no `protocol` in its metadata (a capture may still name one in
-# environment["protocol"], which the reader accepts); 2 adds it.
-READABLE_VERSIONS = (1, 2)
+# Versions: 1 the first; 2 adds the `kv_tokens` column (decode attention over a batch of different
+# KV lengths); 3 adds the metadata field `protocol`. Every version is read: version-1 files get
+# kv_tokens filled on read, and files before 3 take their protocol from a capture's
+# environment["protocol"] when it names one (traces/io.py); what is read is upgraded to this version.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 # How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
 # GPU duration of each kernel, CUPTI/Kineto: no launch gap), `graph` (mean per call inside a CUDA
@@ -34,6 +36,9 @@ COLUMNS: dict[str, str] = {
     "batch": "Int64", "q_len": "Int64", "kv_len": "Int64", "num_q_heads": "Int64",
     "num_kv_heads": "Int64", "head_dim": "Int64", "k_bits": "Int64", "v_bits": "Int64",
     "causal": "boolean", "kv_block": "Int64",
+    # decode attention: KV tokens read over the whole batch (the sum of the sequences' lengths;
+    # kv_len is the longest, which sets the grid); batch x kv_len for a uniform batch, <NA> elsewhere
+    "kv_tokens": "Int64",
     # launch config, JSON text
     "grid": "string", "config": "string",
     # analytic accounting (traces.accounting.launch_cost)
@@ -54,4 +59,4 @@ REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
 }
 NON_NEGATIVE = ("step", "m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len",
                 "num_q_heads", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_block",
-                "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")
+                "kv_tokens", "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")

@@ -28,7 +28,7 @@ from mpsim.sim import simulate
 from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "analysis" / "results" / "sim_speed.csv"
 DOC = ROOT / "docs" / "simulator.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"

@@ -43,7 +43,9 @@ def write_evaluation(ev: Evaluation, out: str | Path) -> list[Path]:
 def markdown(ev: Evaluation) -> str:
     t = ev.table
     first = t[t["hw"] == t["hw"].iloc[0]]
-    parts = ["Quality (test prompts):", "", _md(first, MARKDOWN_COLUMNS)]
+    refs = "rouge_l_ref_words" in first and first["rouge_l_ref_words"].notna().any()
+    cols = MARKDOWN_COLUMNS | ({"rouge_l_ref_words": "Rouge-L vs refs (words)"} if refs else {})
+    parts = ["Quality (test prompts):", "", _md(first, cols)]
     for hw, sel in t.groupby("hw", sort=False):
         where = f"{sel['speed_model'].iloc[0]} shapes, {sel['perf_model'].iloc[0]}"
         parts += ["", f"Speed on {hw} ({where}):", "",

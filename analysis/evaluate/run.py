@@ -1,14 +1,18 @@
 """`mpsim evaluate`: policies and precision schedulers, quality against fp16 and simulated speed.
 
-Quality runs on the byte-level tiny model (reference backend): held-out prompts split into a
-validation half (searches, calibration) and a test half (every number in the table). Speed replays
+Quality runs on the generating model (the byte-level tiny model, or a model folder; reference
+backend): held-out prompts (the stdlib windows, or a prompt file) split into a validation half
+(searches, calibration) and a test half (every number in the table). Schedulers that need a
+trained classifier (learned, random-prior) are skipped, with a note, when there is none. Speed replays
 each test generation's own precision schedule on each hardware model (analysis/evaluate/speed.py),
 optionally on a larger model's shapes (`speed_model`): the precision schedule is the tiny model's,
 the time is what that schedule costs on the bigger model.
 
 Table columns (one row per entry and hardware): label, kind, detail, avg_bits_pmpd (PMPD's count:
 decode passes 2..n per sample, then the mean over samples), avg_bits_mean (plain mean over every
-decode pass), prefill_bits, rouge_l_bytes / rouge_l_words (greedy continuation vs fp16's),
+decode pass), prefill_bits, rouge_l_bytes / rouge_l_words (greedy continuation vs fp16's, over
+tokens (bytes for the tiny model) / words), rouge_l_ref_words / rouge_l_ref_tokens (vs the prompt
+file's references; NaN without),
 agreement (teacher-forced next-token agreement with fp16), bits_per_byte (of the true text),
 kept_vs_high (share of prompts whose Rouge-L is >= uniform high's), mean_switch_step, hw,
 perf_model, speed_model, ttft_ms, tpot_ms, tokens_per_s, speedup_vs_fp16, speedup_vs_high.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,8 @@ from mpsim.analysis.evaluate.schedulers import (
 )
 from mpsim.analysis.evaluate.speed import SpeedModel
 from mpsim.analysis.evaluate.switch import switch_table
+from mpsim.engine.checkpoint import TextModel
+from mpsim.engine.prompts import PromptSet
 from mpsim.engine.scheduler import Ladder
 from mpsim.engine.weights import ModelParams
 from mpsim.errors import MpsimInputError
@@ -85,16 +91,26 @@ def _ap_widths(spelling: str) -> list[int]:
     return [] if p.family != "anyprec" else [p.prefill_bits, *(b for _, b in p.decode_schedule)]
 
 
-def evaluate(params: ModelParams, cfg: EvalConfig, speed_spec: ModelSpec, learned_dir: Path | None,
-             progress: Callable[[str], None] = print) -> Evaluation:
+NEEDS_CLASSIFIER = ("learned", "random-prior")
+
+
+def evaluate(model: ModelParams | TextModel, cfg: EvalConfig, speed_spec: ModelSpec, learned_dir: Path | None,
+             progress: Callable[[str], None] = print,
+             prompts: tuple[PromptSet, PromptSet] | None = None, backend: str = "reference") -> Evaluation:
+    """`prompts`: (validation, test) prompt sets; default: the held-out stdlib windows (tiny model).
+    `backend`: reference (numba, CPU) or triton (mpsim's kernels: a GPU, or the CPU interpreter)."""
     start = time.perf_counter()
     ladder = ladder_of(cfg)
-    pool = DecoderPool(params)
-    val = Runner(pool, prompt_set("val", cfg.val_samples, cfg.prompt_len, cfg.gen_len, cfg.seed), cfg.gen_len)
-    test = Runner(pool, prompt_set("test", cfg.test_samples, cfg.prompt_len, cfg.gen_len, cfg.seed),
-                  cfg.gen_len, forced=True)
+    pool = DecoderPool(model, backend)
+    if prompts is None:
+        prompts = (prompt_set("val", cfg.val_samples, cfg.prompt_len, cfg.gen_len, cfg.seed),
+                   prompt_set("test", cfg.test_samples, cfg.prompt_len, cfg.gen_len, cfg.seed))
+    val_set, test_set = prompts
+    val = Runner(pool, val_set, cfg.gen_len)
+    test = Runner(pool, test_set, cfg.gen_len, forced=True)
     ctx = Context(ladder, val, test, QualityTarget(cfg.metric, cfg.slack), cfg.segments, cfg.budget_bits,
                   learned_dir, cfg.seed)
+    cfg = _without_classifier(cfg, learned_dir, ctx, progress)
     entries = _entries(ctx, cfg, progress)
     quality_s = time.perf_counter() - start
     progress(f"quality: {len(entries)} entries in {quality_s:.0f} s; simulating")
@@ -103,6 +119,23 @@ def evaluate(params: ModelParams, cfg: EvalConfig, speed_spec: ModelSpec, learne
     choices = ctx.choices | {"ladder": list(ladder.widths), "config": asdict(cfg)}
     timings = {"quality_s": quality_s, "total_s": time.perf_counter() - start}
     return Evaluation(table, switch_table(entries, ctx), choices, timings)
+
+
+def _without_classifier(cfg: EvalConfig, learned_dir: Path | None, ctx: Context,
+                        progress: Callable[[str], None]) -> EvalConfig:
+    """Drop the schedulers that need a trained classifier when there is none, and say so."""
+    from mpsim.schedulers.learned import CONFIG_FILE
+
+    if learned_dir is not None and (learned_dir / CONFIG_FILE).exists():
+        return cfg
+    skipped = [s for s in cfg.schedulers if s in NEEDS_CLASSIFIER]
+    if skipped:
+        where = "no classifier folder" if learned_dir is None else f"no {learned_dir / CONFIG_FILE}"
+        note = (f"skipped {', '.join(skipped)}: {where} (train one with `mpsim train-scheduler --model DIR "
+                "--prompts FILE`)")
+        progress(note)
+        ctx.choices["skipped"] = {"schedulers": skipped, "reason": note}
+    return replace(cfg, schedulers=tuple(s for s in cfg.schedulers if s not in NEEDS_CLASSIFIER))
 
 
 def _entries(ctx: Context, cfg: EvalConfig, progress: Callable[[str], None]) -> list[Entry]:
@@ -128,10 +161,15 @@ def _quality_columns(e: Entry, high_rouge: np.ndarray, high: int) -> dict[str, A
         "label": e.label, "kind": e.kind, "detail": e.detail,
         "avg_bits_pmpd": s.avg_bits_pmpd, "avg_bits_mean": s.avg_bits_mean, "prefill_bits": s.prefill_bits,
         "rouge_l_bytes": float(np.mean(s.rouge_bytes)), "rouge_l_words": float(np.mean(s.rouge_words)),
+        "rouge_l_ref_words": _nanmean(s.ref_rouge_words), "rouge_l_ref_tokens": _nanmean(s.ref_rouge_tokens),
         "agreement": s.agreement, "bits_per_byte": s.bits_per_byte,
         "kept_vs_high": float(np.mean(s.rouge_bytes >= high_rouge)),
         "mean_switch_step": float(np.mean(switch)),
     }
+
+
+def _nanmean(x: np.ndarray | None) -> float:
+    return float("nan") if x is None or np.isnan(x).all() else float(np.nanmean(x))
 
 
 def _table(entries: list[Entry], ctx: Context, cfg: EvalConfig, speed: SpeedModel,

@@ -1,7 +1,8 @@
 """Reading what the figures draw: result tables (Parquet or CSV) and per-launch runs of a trace.
 
 A "run" is a trace's rows with the performance model's per-launch columns beside them (start_s, end_s,
-time_s, t_lower_s, bound), the one shape the roofline, timeline and validation figures read.
+time_s, t_lower_s, bound, the overlapped busy_start_s/busy_end_s, energy_j), the one shape the
+roofline, timeline and validation figures read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim import simulate
 from mpsim.traces.trace import Trace
 
-RUN_COLUMNS = ("start_s", "end_s", "time_s", "t_lower_s", "bound")
+RUN_COLUMNS = ("start_s", "end_s", "time_s", "t_lower_s", "bound", "busy_start_s", "busy_end_s",
+               "energy_j")
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

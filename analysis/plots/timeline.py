@@ -3,7 +3,10 @@
 The window is one decode step (default: the first) or an explicit [start, start + width] in ms. The
 upper panel shows the whole window; the lower one zooms into its first decoder layer, bars named by
 module, so the order and relative cost of the ops of one layer read at a glance. Launches shorter
-than 0.2% of a panel's span are drawn at that width so that they stay visible.
+than 0.2% of a panel's span are drawn at that width so that they stay visible. Where launches
+overlap (the NPU's step model: weights stream in while earlier operators run), a pale bar behind
+each launch spans its busy interval (busy_start_s..busy_end_s), the solid bar its share of the
+step (start_s..end_s).
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ def timeline_figure(launches: pd.DataFrame, title: str, step: int | None = None,
                          f"{(sel['end_s'].max() - sel['start_s'].min()) * 1e3:.3f} ms")
     layer_rows = sel[sel["layer"] >= 0]
     first = layer_rows[layer_rows["layer"] == layer_rows["layer"].min()] if len(layer_rows) else sel
-    zoom = first.assign(start_s=first["start_s"] - first["start_s"].min(),
-                        end_s=first["end_s"] - first["start_s"].min())
+    origin = first["start_s"].min()
+    shifted = [c for c in ("start_s", "end_s", "busy_start_s", "busy_end_s") if c in first.columns]
+    zoom = first.assign(**{c: first[c] - origin for c in shifted})
     _lanes(axes[1][0], zoom, [op for op in ops if op in set(zoom["op"])], scale=1e6, labels=True)
     axes[1][0].set_xlabel("time since the layer's first launch (µs)")
     layer = int(first["layer"].iloc[0])
@@ -76,6 +80,12 @@ def _lanes(ax: Axes, sel: pd.DataFrame, ops: list[str], scale: float, labels: bo
         spans = [(float(x), max(float(w), min_width)) for x, w in
                  zip(rows["start_s"] * scale, (rows["end_s"] - rows["start_s"]) * scale, strict=True)]
         y = lane[str(op)]
+        if _overlapped(rows):
+            lo = float(sel["start_s"].min()) * scale  # a prefetch may begin before the window
+            busy = [(max(float(a), lo), float(b) - max(float(a), lo)) for a, b in zip(
+                rows["busy_start_s"] * scale, rows["busy_end_s"] * scale, strict=True)]
+            ax.broken_barh(busy, (y - 0.38, 0.76), facecolors=OP_COLORS[str(op)], alpha=0.25,
+                           edgecolor="none")
         ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=OP_COLORS[str(op)], edgecolor="white",
                        linewidth=0.3)
         if labels:
@@ -89,6 +99,14 @@ def _lanes(ax: Axes, sel: pd.DataFrame, ops: list[str], scale: float, labels: bo
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
+
+
+def _overlapped(rows: pd.DataFrame) -> bool:
+    """Whether the rows carry busy intervals that differ from their shares (overlapped launches)."""
+    if "busy_start_s" not in rows.columns or "busy_end_s" not in rows.columns:
+        return False
+    return bool((rows["busy_start_s"] < rows["start_s"] - 1e-12).any()
+                or (rows["busy_end_s"] > rows["end_s"] + 1e-12).any())
 
 
 @styled

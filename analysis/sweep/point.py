@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from mpsim.analysis.sweep.spec import Group, Point
 from mpsim.analysis.sweep.store import PointStore
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
@@ -17,6 +19,7 @@ from mpsim.memory import point_bits, point_memory
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, parse_policy
 from mpsim.sim import SimResult, simulate
+from mpsim.sim.energy import energy_breakdown
 from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
@@ -26,7 +29,8 @@ COLUMNS = (
     "ttft_s", "tpot_s", "tpot_p50_s", "tpot_p99_s", "total_s", "lower_bound_s", "tokens_per_s",
     "decode_tokens_per_s", "weights_bytes", "kv_cache_bytes", "peak_activation_bytes", "memory_bytes",
     "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits", "avg_bits_pmpd",
-    "avg_bits_mean", "kv_bits", "launches",
+    "avg_bits_mean", "kv_bits", "launches", "energy_j", "j_per_token", "j_per_prompt_token",
+    "avg_power_w", "decode_dram_j_per_token",
 )
 
 
@@ -55,7 +59,8 @@ def run_group(task: GroupTask) -> list[str]:
         t0 = time.perf_counter()
         hw = task.hardware[point.hw]
         run = simulate(trace, hw, point.perf_model)
-        row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows)}
+        row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows),
+               "decode_dram_j_per_token": _decode_dram_j_per_token(trace.rows, hw, run, g.workload.batch)}
         row["fits_in_memory"] = bool(row["memory_bytes"] <= row["hw_memory_bytes"])
         store.write_point(point.key, {c: row[c] for c in COLUMNS})
         store.log_computed(point.key, _label(g, point), time.perf_counter() - t0)
@@ -87,8 +92,21 @@ def _point_columns(point: Point, hw: HardwareSpec, run: SimResult) -> dict[str, 
         "tpot_p99_s": s.tpot_p99_s, "total_s": s.total_s,
         "lower_bound_s": float(run.launches["t_lower_s"].sum()),
         "tokens_per_s": s.tokens_per_s, "decode_tokens_per_s": s.decode_tokens_per_s,
-        "hw_memory_bytes": int(_memory_gb(hw) * 1e9),
+        "hw_memory_bytes": int(_memory_gb(hw) * 1e9), "energy_j": s.energy_j,
+        "j_per_token": s.j_per_token, "j_per_prompt_token": s.j_per_prompt_token,
+        "avg_power_w": s.avg_power_w,
     }
+
+
+def _decode_dram_j_per_token(rows: pd.DataFrame, hw: HardwareSpec, run: SimResult,
+                             batch: int) -> float:
+    """The DRAM part of j_per_token (decode launches' DRAM energy per generated token)."""
+    decode = (rows["phase"] == "decode").to_numpy()
+    if not decode.any():
+        return float("nan")
+    dram = energy_breakdown(run.launches, hw, run.model)["dram"][decode].sum()
+    tokens = batch * int(rows.loc[decode, "step"].nunique())
+    return float(dram) / tokens
 
 
 def _memory_gb(hw: HardwareSpec) -> float:

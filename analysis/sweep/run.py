@@ -15,12 +15,13 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd
 import yaml
 from tqdm import tqdm
 
+from mpsim.analysis.sweep import serve
 from mpsim.analysis.sweep.point import GroupTask, run_group
 from mpsim.analysis.sweep.spec import Group, SweepSpec
 from mpsim.analysis.sweep.store import PointStore
@@ -35,6 +36,11 @@ class SweepOutcome:
     skipped: int   # points already finished before it
     seconds: float
     path: Path
+    serve_table: pd.DataFrame | None = None  # the serve section's points (serve_results.parquet)
+    serve_path: Path | None = None
+
+
+Task: TypeAlias = GroupTask | serve.ServeTask
 
 
 LOCAL_DASK = "local"  # --dask local: a LocalCluster on this machine, as Dask users expect
@@ -62,19 +68,33 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
         raise MpsimInputError(f"--workers must be >= 1, got {n}")
     if dask_address is not None:
         check_dask_address(dask_address)
-    store = PointStore(out_dir)
+    store, serve_store = PointStore(out_dir), PointStore(out_dir, serve.POINTS)
     t0 = time.perf_counter()
     with store.locked():
         store.remove_partial()
+        serve_store.remove_partial()
         _write_spec_copy(spec, store.root / "spec.yaml")
-        tasks = pending_tasks(spec, store)
-        todo = sum(t.size for t in tasks)
-        with tqdm(total=len(spec), initial=len(spec) - todo, unit="point", desc=f"sweep {spec.name}",
+        serve_keys = serve.keys(spec) if spec.serve is not None else []
+        tasks: list[Task] = []
+        if spec.serve is not None:  # the long ones first
+            tasks += serve.tasks(spec, serve_store.finished(), str(store.root))
+        tasks += pending_tasks(spec, store)
+        total, todo = len(spec) + len(serve_keys), sum(t.size for t in tasks)
+        with tqdm(total=total, initial=total - todo, unit="point", desc=f"sweep {spec.name}",
                   disable=not progress, dynamic_ncols=True) as bar:
             for task in _execute(tasks, n, dask_address, dask_timeout_s):
                 bar.update(task.size)
-        table = store.merge(spec.keys())
-    return SweepOutcome(table, todo, len(spec) - todo, time.perf_counter() - t0, store.results)
+        table = store.merge(spec.keys()) if len(spec) else pd.DataFrame()
+        serve_table = serve.merge(store.root, serve_keys) if serve_keys else None
+    return SweepOutcome(table, todo, total - todo, time.perf_counter() - t0, store.results, serve_table,
+                        store.root / serve.RESULTS if serve_keys else None)
+
+
+def run_task(task: Task) -> list[str]:
+    """Run one task of either kind in this process (what every executor calls)."""
+    if isinstance(task, serve.ServeTask):
+        return serve.run_serve_task(task)
+    return run_group(task)
 
 
 def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
@@ -90,8 +110,8 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
     return tasks
 
 
-def _execute(tasks: Sequence[GroupTask], workers: int, dask_address: str | None,
-             dask_timeout_s: float) -> Iterator[GroupTask]:
+def _execute(tasks: Sequence[Task], workers: int, dask_address: str | None,
+             dask_timeout_s: float) -> Iterator[Task]:
     if not tasks:
         return iter(())
     if dask_address is not None:
@@ -101,15 +121,15 @@ def _execute(tasks: Sequence[GroupTask], workers: int, dask_address: str | None,
     return _on_processes(tasks, workers)
 
 
-def _in_process(tasks: Sequence[GroupTask]) -> Iterator[GroupTask]:
+def _in_process(tasks: Sequence[Task]) -> Iterator[Task]:
     for task in tasks:
-        run_group(task)
+        run_task(task)
         yield task
 
 
-def _on_processes(tasks: Sequence[GroupTask], workers: int) -> Iterator[GroupTask]:
+def _on_processes(tasks: Sequence[Task], workers: int) -> Iterator[Task]:
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)))
-    pending: dict[Future[list[str]], GroupTask] = {pool.submit(run_group, t): t for t in tasks}
+    pending: dict[Future[list[str]], Task] = {pool.submit(run_task, t): t for t in tasks}
     try:
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -120,8 +140,8 @@ def _on_processes(tasks: Sequence[GroupTask], workers: int) -> Iterator[GroupTas
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _on_dask(tasks: Sequence[GroupTask], address: str, timeout_s: float,
-             workers: int) -> Iterator[GroupTask]:
+def _on_dask(tasks: Sequence[Task], address: str, timeout_s: float,
+             workers: int) -> Iterator[Task]:
     """On the scheduler at `address`, or on a LocalCluster of `workers` processes for "local"."""
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -134,7 +154,7 @@ def _on_dask(tasks: Sequence[GroupTask], address: str, timeout_s: float,
     else:
         client = _connect(Client, address, timeout_s)
     with client:
-        futures = {client.submit(run_group, t, pure=False): t for t in tasks}
+        futures = {client.submit(run_task, t, pure=False): t for t in tasks}
         for fut in as_completed(list(futures)):
             fut.result()
             yield futures[fut]
@@ -163,5 +183,7 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
         "workloads": [w.as_dict() for w in spec.workloads],
         "perf_models": list(spec.perf_models),
     }
+    if spec.serve is not None:
+        data["serve"] = serve.spec_copy(spec.serve)
     write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"
                       + yaml.safe_dump(data, sort_keys=False), path)

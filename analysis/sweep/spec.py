@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from mpsim.analysis.sweep.serve import ServeSection, parse_section
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
@@ -32,8 +33,8 @@ from mpsim.workload import Workload
 
 # Bump when a change to the point computation makes old point files stale.
 POINT_FORMAT = 1
-REQUIRED_KEYS = ("models", "policies", "hardware", "workloads")
-OPTIONAL_KEYS = ("name", "perf_models")
+REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
+OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 
@@ -66,6 +67,7 @@ class SweepSpec:
     workloads: tuple[Workload, ...]
     perf_models: tuple[str, ...]
     source: str = "<spec>"
+    serve: ServeSection | None = None  # serving runs over request rates (analysis/sweep/serve.py)
 
     def groups(self) -> list[Group]:
         """Every group in grid order: model, workload, policy; inside: hardware, perf model."""
@@ -125,6 +127,9 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> SweepSpec:
     for key in REQUIRED_KEYS:
         if key not in data:
             raise MpsimInputError(f"{source}: {key}: missing (required keys: {', '.join(REQUIRED_KEYS)})")
+    if "workloads" not in data and "serve" not in data:
+        raise MpsimInputError(f"{source}: workloads: missing (a spec needs workloads, a serve section, "
+                              "or both)")
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str):
         raise MpsimInputError(f"{source}: name: expected a string, got {name!r}")
@@ -134,9 +139,10 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> SweepSpec:
                                           for i, m in enumerate(_names(source, data, "models"))]),
         policies=_policies(source, data),
         hardware=_hardware(source, data),
-        workloads=_workloads(source, data["workloads"]),
+        workloads=_workloads(source, data["workloads"]) if "workloads" in data else (),
         perf_models=_perf_models(source, data),
         source=source,
+        serve=parse_section(source, data["serve"]) if "serve" in data else None,
     )
 
 

@@ -33,9 +33,9 @@ SPEEDUP_KEYS = ["model", "hw", "perf_model", "prompt_len", "gen_len", "batch"]
 
 
 class PointStore:
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, points: str = "points") -> None:
         self.root = Path(root)
-        self.points = self.root / "points"
+        self.points = self.root / points  # "serve_points" for a spec's serve section
         self.log = self.root / "computed.log"
         self.results = self.root / "results.parquet"
 

@@ -31,3 +31,18 @@ def add_hw_arg(p: argparse.ArgumentParser) -> None:
 
 def hardware(name_or_path: str) -> HardwareSpec:
     return load_hardware(name_or_path)
+
+
+MODEL_HELP = "tiny (the shipped byte-level model), or a model folder: HF or written by `mpsim quantize`"
+
+
+def add_prompt_args(p: argparse.ArgumentParser) -> None:
+    """How prompts are posed: a task template and an optional chat template (mpsim.engine.prompts)."""
+    from mpsim.engine.chat import BUILTIN_TEMPLATES
+    from mpsim.engine.tasks import TASKS
+
+    p.add_argument("--task", choices=tuple(TASKS), default="plain",
+                   help="task template for each prompt (PMPD's tasks: cnn-dm, dialogsum, iwslt, mt-bench)")
+    p.add_argument("--chat", nargs="?", const="auto", default=None, metavar="NAME",
+                   help="wrap prompts in the chat template: the folder's own (--chat alone) or a built-in "
+                        f"({', '.join(BUILTIN_TEMPLATES)})")

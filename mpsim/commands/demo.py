@@ -27,6 +27,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-evaluation", action="store_true",
                    help="skip the small scheduler evaluation on the tiny model (quality vs speedup)")
+    p.add_argument("--no-serving", action="store_true",
+                   help="skip the small serving sweep (analysis/specs/serve-demo.yaml, docs/serving.md)")
     p.set_defaults(func=run)
 
 
@@ -42,6 +44,12 @@ def run(args: argparse.Namespace) -> int:
           f"{outcome.seconds:.1f} s; wrote {outcome.path} and {out / 'results.csv'}")
     for line in draw_figures(table, out / "figures"):
         print(line)
+    if args.spec is None and not args.no_serving:
+        from mpsim.analysis.sweep.serve_demo import serve_demo
+
+        print()
+        for line in serve_demo(out, args.workers, not args.no_progress):
+            print(line)
     if args.spec is None and not args.no_evaluation:
         _evaluation(out)
     else:

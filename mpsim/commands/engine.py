@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import add_generation_args
+from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
@@ -21,19 +21,27 @@ def register(sub: Any) -> None:
     src.add_argument("--dummy", action="store_true", help="random weights at the real shapes (timing)")
     cap.add_argument("--out", required=True, help="trace file to write (Parquet)")
     cap.add_argument("--profile", help="also write a torch.profiler (Kineto) JSON with mpsim ranges")
+    cap.add_argument("--decode", choices=("auto", "graphs", "eager"), default="auto",
+                     help="decode steps as CUDA-graph replays (auto: on a CUDA device) or launched eagerly")
     cap.set_defaults(func=_capture)
 
-    gen = sub.add_parser("generate", help="greedy continuation of a text prompt (byte-level tiny model)")
-    gen.add_argument("--model", default="tiny")
-    gen.add_argument("--policy", default="fp16")
-    gen.add_argument("--prompt", required=True)
+    gen = sub.add_parser("generate", help="greedy continuation of a prompt (tiny, or a model folder)")
+    gen.add_argument("--model", default="tiny", help=MODEL_HELP)
+    gen.add_argument("--policy", default=None, help="default: fp16, or a quantized folder's own format")
+    src = gen.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompts", help="JSONL file, one {\"prompt\": ..., \"reference\": ...} per line")
+    add_prompt_args(gen)
     gen.add_argument("--gen-len", type=int, default=64)
     gen.add_argument("--backend", choices=("reference", "triton"), default="reference")
     gen.set_defaults(func=_generate)
 
-    q = sub.add_parser("quality", help="quality of a policy against fp16 on held-out text")
-    q.add_argument("--model", default="tiny")
+    q = sub.add_parser("quality", help="quality of a policy against fp16 (held-out text, or --prompts)")
+    q.add_argument("--model", default="tiny", help=MODEL_HELP)
     q.add_argument("--policy", required=True, help="one policy or a comma-separated list")
+    q.add_argument("--prompts", default=None, help="JSONL prompt file (default: held-out stdlib windows, "
+                   "tiny only)")
+    add_prompt_args(q)
     q.add_argument("--samples", type=int, default=16)
     q.add_argument("--prompt-len", type=int, default=64)
     q.add_argument("--gen-len", type=int, default=32)
@@ -48,50 +56,81 @@ def register(sub: Any) -> None:
 
 def _capture(args: argparse.Namespace) -> int:
     from mpsim.engine.capture import capture
-    from mpsim.tiny.shipped import resolve_model
+    from mpsim.engine.quantized import is_quantized
+    from mpsim.tiny.shipped import open_text_model, resolve_model
     from mpsim.traces.io import write_trace
 
-    spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
-        else resolve_model(args.model, args.weights)
-    if weights is None and not args.dummy:
-        raise MpsimInputError(f"capture --model {args.model}: give --weights DIR or --dummy")
-    trace = capture(spec, parse_policy(args.policy), Workload(args.prompt_len, args.gen_len, args.batch),
-                    weights=weights, profile=args.profile)
+    model = None
+    if not args.dummy and args.weights is None and is_quantized(args.model):
+        model = open_text_model(args.model)  # a quantized folder: read its stored weights
+        spec, weights = model.spec, None
+    else:
+        spec, weights = (resolve_model(args.model, None)[0], None) if args.dummy \
+            else resolve_model(args.model, args.weights)
+        if weights is None and not args.dummy:
+            raise MpsimInputError(f"capture --model {args.model}: give --weights DIR or --dummy")
+    policy = parse_policy(args.policy)
+    if model is not None:
+        model.check_policy(policy)
+    trace = capture(spec, policy, Workload(args.prompt_len, args.gen_len, args.batch),
+                    weights=weights, profile=args.profile, decode=args.decode, model=model)
     path = write_trace(trace, args.out)
+    env = trace.meta.environment
     total_ms = trace.rows["measured_us"].sum() / 1e3
     print(f"wrote {path}: {len(trace.rows)} launches, {total_ms:.1f} ms measured "
-          f"({trace.meta.environment['timer']}, {trace.meta.environment['device']})")
+          f"({env['timer']}, {env['device']}); decode {env['decode']}, protocol {env['protocol']}, "
+          f"{env['tokens_per_s']:.1f} tokens/s over the whole generation")
     return 0
-
-
-def _tiny_only(model: str) -> None:
-    if model != "tiny":
-        raise MpsimInputError(f"--model {model!r}: text generation and quality need the byte-level "
-                              "model 'tiny' (its tokenizer is the identity on bytes)")
 
 
 def _generate(args: argparse.Namespace) -> int:
     from mpsim.engine.backends import make_backend
+    from mpsim.engine.checkpoint import check_context
     from mpsim.engine.generate import generate
-    from mpsim.engine.model import Decoder
+    from mpsim.engine.prompts import PromptRecord, encode_prompt, read_prompts, render_prompt
     from mpsim.engine.scheduler import FixedScheduler
-    from mpsim.tiny.shipped import load_tiny
+    from mpsim.tiny.shipped import open_text_model
 
-    _tiny_only(args.model)
-    _, params = load_tiny()
-    policy = parse_policy(args.policy)
-    decoder = Decoder(params, policy, make_backend(args.backend))
-    out = generate(decoder, [list(args.prompt.encode())], args.gen_len, FixedScheduler(policy))
-    print(args.prompt + bytes(out.tokens[0]).decode("utf-8", errors="replace"))
+    model = open_text_model(args.model)
+    policy = parse_policy(args.policy or model.default_policy)
+    records = ([PromptRecord(args.prompt, None, {}, "--prompt")] if args.prompts is None
+               else read_prompts(args.prompts))
+    texts, prompts = [], []
+    for r in records:
+        text, rendered = render_prompt(r, args.task, args.chat, model)
+        ids = encode_prompt(model, text, rendered)
+        check_context(model, len(ids), args.gen_len, r.where)
+        texts.append(text)
+        prompts.append(ids)
+    decoder = model.decoder(policy, make_backend(args.backend))
+    out = generate(decoder, prompts, args.gen_len, FixedScheduler(policy), eos=model.tokenizer.eos_ids)
+    for i, (text, ids, new) in enumerate(zip(texts, prompts, out.tokens, strict=True)):
+        if i:
+            print("\n---")
+        print(text + continuation_text(model.tokenizer, ids, new))
     return 0
 
 
-def _quality(args: argparse.Namespace) -> int:
-    from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
-    from mpsim.tiny.shipped import load_tiny
+def continuation_text(tok: Any, prompt: list[int], new: list[int]) -> str:
+    """The new tokens' text as it continues the prompt (decoded together, so a leading space or a
+    character split across tokens comes out right); a final EOS is not printed."""
+    new = new[:-1] if new and new[-1] in tok.eos_ids else new
+    before, after = tok.decode(prompt), tok.decode(prompt + new)
+    return after[len(before):] if after.startswith(before) else tok.decode(new)
 
-    _tiny_only(args.model)
-    _, params = load_tiny()
+
+def _quality(args: argparse.Namespace) -> int:
+    from mpsim.tiny.shipped import open_text_model
+
+    model = open_text_model(args.model)
+    if args.prompts is not None:
+        return _quality_prompts(args, model)
+    if model.name != "tiny":
+        raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (the held-out stdlib "
+                              "windows are the byte-level tiny model's)")
+    from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
+
+    params = model.params()
     windows = heldout_windows(args.samples, args.prompt_len + args.gen_len)
     base = fp16_baseline(params, windows, args.prompt_len, args.gen_len, args.backend)
     print(f"{'policy':<18}{'bits/byte':>10}{'agree':>8}{'rougeL-w':>10}{'rougeL-b':>10}"
@@ -101,6 +140,31 @@ def _quality(args: argparse.Namespace) -> int:
                             args.backend)
         print(f"{r.policy:<18}{r.bits_per_byte:>10.3f}{r.agreement_with_fp16:>8.3f}{r.rouge_l_words:>10.3f}"
               f"{r.rouge_l_bytes:>10.3f}{r.avg_bits_pmpd:>17.2f}{r.avg_bits_mean:>17.2f}")
+    return 0
+
+
+def _quality_prompts(args: argparse.Namespace, model: Any) -> int:
+    """Quality on a prompt file: Rouge-L vs fp16's continuation (tokens, words) and vs references."""
+    import numpy as np
+
+    from mpsim.engine.prompts import file_prompt_set
+    from mpsim.schedulers.runs import DecoderPool, Runner
+
+    pset = file_prompt_set(args.prompts, model, args.gen_len, task=args.task, chat=args.chat)
+    runner = Runner(DecoderPool(model, args.backend), pset, args.gen_len, forced=True)
+    refs = pset.references is not None
+    print(f"{len(pset)} prompts from {args.prompts}; Rouge-L against fp16's continuation"
+          + (" and against the references" if refs else "") + "; bits/tok and agree are teacher-forced "
+          "on fp16's continuation")
+    print(f"{'policy':<18}{'bits/tok':>9}{'agree':>8}{'rougeL-w':>10}{'rougeL-t':>10}"
+          + (f"{'ref-w':>8}{'ref-t':>8}" if refs else "") + f"{'avg bits (PMPD)':>17}{'avg bits (mean)':>17}")
+    for text in args.policy.split(","):
+        r = runner.fixed(text.strip())
+        line = (f"{text.strip():<18}{r.bits_per_byte:>9.3f}{r.agreement:>8.3f}{np.mean(r.rouge_words):>10.3f}"
+                f"{np.mean(r.rouge_bytes):>10.3f}")
+        if refs and r.ref_rouge_words is not None and r.ref_rouge_tokens is not None:
+            line += f"{np.nanmean(r.ref_rouge_words):>8.3f}{np.nanmean(r.ref_rouge_tokens):>8.3f}"
+        print(line + f"{r.avg_bits_pmpd:>17.2f}{r.avg_bits_mean:>17.2f}")
     return 0
 
 

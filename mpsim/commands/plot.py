@@ -1,9 +1,11 @@
 """`mpsim plot [RESULTS] --kind K --out FILE`: draw one figure from a table or a trace.
 
-speedup, memory: a sweep's results table. pareto: any table with policy, a speedup and a quality
-column. roofline: --trace T --hw H. timeline: --trace T --hw H, or a table of launches with
-start_s/end_s. validation: --trace T (with measured_us) --hw H, or a table of op, measured_s and
-predicted_s. The suffix of --out picks PNG or SVG;
+speedup, memory, energy: a sweep's results table (energy: J per generated token). pareto: any
+table with policy, a speedup and a quality column. roofline: --trace T --hw H. timeline: --trace T
+--hw H, or a table of launches with start_s/end_s. validation: --trace T (with measured_us) --hw H,
+or a table of op, measured_s and predicted_s. serve-latency, serve-capacity: a sweep's
+serve_results.parquet; serve-timeline: a `mpsim serve` run's iterations.parquet. The suffix of --out
+picks PNG or SVG;
 no suffix writes both.
 """
 
@@ -21,11 +23,12 @@ from mpsim.errors import MpsimInputError
 from mpsim.sim import PERF_MODELS
 from mpsim.traces.io import read_trace
 
-KINDS = ("speedup", "memory", "roofline", "timeline", "validation", "pareto")
+KINDS = ("speedup", "memory", "energy", "roofline", "timeline", "validation", "pareto", "serve-latency",
+         "serve-capacity", "serve-timeline")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plot", help="draw a figure (speedup, memory, roofline, timeline, ...)")
+    p = sub.add_parser("plot", help="draw a figure (speedup, memory, energy, roofline, timeline, ...)")
     p.add_argument("results", nargs="?", help="a table (Parquet or CSV): sweep results, launches, ...")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("--out", required=True, help="figure file: .png, .svg, or no suffix for both")
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _draw(args: argparse.Namespace) -> list[Path]:
     # matplotlib loads here, not when the CLI builds its parser: other commands should not pay for it
+    from mpsim.analysis.plots.energy import plot_energy
     from mpsim.analysis.plots.memory import plot_memory
     from mpsim.analysis.plots.pareto import plot_pareto
     from mpsim.analysis.plots.roofline import plot_roofline
@@ -58,10 +62,14 @@ def _draw(args: argparse.Namespace) -> list[Path]:
     from mpsim.analysis.plots.timeline import plot_timeline
     from mpsim.analysis.plots.validation import plot_validation, validation_frame
 
-    if args.kind in ("speedup", "memory", "pareto"):
+    if args.kind.startswith("serve-"):
+        return _serve_chart(args)
+    if args.kind in ("speedup", "memory", "energy", "pareto"):
         table = read_table(_need(args, "results", "a results table"))
         if args.kind == "speedup":
             return plot_speedup(table, args.out, args.perf_model)
+        if args.kind == "energy":
+            return plot_energy(table, args.out, args.perf_model)
         if args.kind == "memory":
             return plot_memory(table, args.out)
         return plot_pareto(_pareto_table(table, args.speedup), args.out, args.quality)
@@ -80,6 +88,30 @@ def _draw(args: argparse.Namespace) -> list[Path]:
     if args.kind == "timeline":
         return plot_timeline(run_, title, args.out, args.step, args.start_ms, args.window_ms)
     return plot_validation(validation_frame(run_), title, args.out)
+
+
+def _serve_chart(args: argparse.Namespace) -> list[Path]:
+    from mpsim.analysis.plots.serve import plot_serve_capacity, plot_serve_latency, plot_serve_timeline
+
+    path = _need(args, "results", "a serve table (serve_results.parquet or iterations.parquet)")
+    table = read_table(path)
+    if args.kind == "serve-latency":
+        return plot_serve_latency(table, args.out)
+    if args.kind == "serve-capacity":
+        return plot_serve_capacity(table, args.out)
+    return plot_serve_timeline(table, run_label(Path(path)), args.out)
+
+
+def run_label(path: Path) -> str:
+    """A serve run's title from the summary.json beside its iterations table, else the file's name."""
+    summary = path.with_name("summary.json")
+    if summary.is_file():
+        import json
+
+        s = json.loads(summary.read_text())
+        return (f"{s.get('model')} {s.get('policy')} on {s.get('hw')}: {s.get('requests')} requests "
+                f"({s.get('arrivals')})")
+    return path.name
 
 
 def _need(args: argparse.Namespace, attr: str, what: str) -> str:

@@ -17,7 +17,8 @@ from mpsim.traces.chrome import chrome_events
 from mpsim.traces.io import read_trace
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
-TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s")
+TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s",
+                 "busy_start_s", "busy_end_s", "energy_j")
 
 
 def add_cache_args(p: argparse.ArgumentParser) -> None:

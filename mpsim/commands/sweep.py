@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from mpsim.analysis.sweep.run import default_workers, run_sweep
+from mpsim.analysis.sweep.serve import slo_lines
 from mpsim.analysis.sweep.spec import load_spec
 from mpsim.analysis.sweep.store import PointStore
 
@@ -37,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: {done} of {len(spec)} points are saved in {args.out}; "
               "run the same command again to finish the rest", file=sys.stderr)
         return 130
-    print(f"sweep {spec.name}: {len(spec)} points ({outcome.computed} computed now, "
-          f"{outcome.skipped} already done) in {outcome.seconds:.1f} s; wrote {outcome.path}")
+    served = 0 if outcome.serve_table is None else len(outcome.serve_table)
+    print(f"sweep {spec.name}: {len(spec) + served} points ({outcome.computed} computed now, "
+          f"{outcome.skipped} already done) in {outcome.seconds:.1f} s; wrote "
+          + ", ".join(str(p) for p in (outcome.path if len(spec) else None, outcome.serve_path) if p))
+    if outcome.serve_table is not None:
+        for line in slo_lines(outcome.serve_table):
+            print(line)
     return 0

@@ -23,13 +23,16 @@ def register(sub: Any) -> None:
     p.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
                    help="GEMM launch configs: the launchers' heuristic (default: what a capture "
                         "records) or, with --hw, the candidate the simulator predicts fastest there")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode attention launched as under CUDA-graph replay (splits sized for the cache "
+                        "capacity), as `mpsim capture --decode graphs` records it")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec, policy, workload = generation_from_args(args)
     trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
-                       kv_block=args.kv_block)
+                       kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
     if args.config == "best":
         if args.hw is None:
             raise MpsimInputError("synth --config best needs --hw (the device to tune for)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,32 +45,87 @@ def environment(backend: str, on_gpu: bool) -> dict[str, Any]:
     return env
 
 
+# The measurement protocol a capture's times follow, in the trace contract's vocabulary
+# (traces/schema.py PROTOCOLS; costs in mpsim/sim/protocols.yaml): set here and only here, as the
+# trace's `protocol` (schema version 3) and, for readers of older traces, environment["protocol"].
+def capture_protocol(gpu: bool, decode_mode: str) -> str:
+    """`kernel`: each row's GPU kernel time from the profiler's (CUPTI) records, what a CUDA-graph
+    capture reports (graph replays have no per-launch events; each replay's wall time, protocol
+    `graph`, is kept beside the rows); `eager`: each launch timed on its own as the engine issues it
+    (CUDA events on a GPU, host wall time under the Triton interpreter)."""
+    return "kernel" if gpu and decode_mode == "graphs" else "eager"
+
+
 def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str | Path | None = None,
-            seed: int = 0, profile: str | Path | None = None) -> Trace:
+            seed: int = 0, profile: str | Path | None = None, decode: str = "auto",
+            model: Any = None) -> Trace:
     """Generate with the Triton backend under `policy` and record every launch.
 
     `weights` is an HF-style folder; None means random weights at the real shapes (--dummy), with
-    random quantized codes (no k-means) so large models load quickly. `profile` also writes a
-    torch.profiler trace whose mpsim ranges `mpsim.traces.kineto.import_kineto` reads back.
+    random quantized codes (no k-means) so large models load quickly; `model` (a TextModel) reads a
+    model folder, quantized or not, instead. `decode`: auto | graphs | eager (graphs need a CUDA
+    device; mpsim/engine/graphs.py). `profile` also writes a torch.profiler trace whose mpsim ranges
+    `mpsim.traces.kineto.import_kineto` reads back (eager decoding).
     """
+    from mpsim.engine.graphs import use_decode_mode
     from mpsim.kernels.runtime import on_gpu
 
-    params = load_hf_weights(weights, spec) if weights is not None else dummy_weights(spec, seed)
     backend = make_backend("triton")
-    decoder = Decoder(params, policy, backend, dummy_seed=None if weights is not None else seed)
+    if model is not None:
+        decoder = model.decoder(policy, backend)
+    else:
+        params = load_hf_weights(weights, spec) if weights is not None else dummy_weights(spec, seed)
+        decoder = Decoder(params, policy, backend, dummy_seed=None if weights is not None else seed)
+    mode = use_decode_mode(decoder, decode)
     rng = np.random.default_rng(seed)
     prompts = rng.integers(0, spec.vocab, size=(workload.batch, workload.prompt_len)).tolist()
-    generate(decoder, [p[: min(8, len(p))] for p in prompts], 2, FixedScheduler(policy))  # warm-up
-    gpu = on_gpu()
-    profiler = contextlib.nullcontext() if profile is None else torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU]
-        + ([torch.profiler.ProfilerActivity.CUDA] if gpu else []))
-    with profiler as prof, Recorder(use_cuda_events=gpu, device_name=environment("triton", gpu)["device"],
-                                    annotate=profile is not None) as rec:
+    if mode == "graphs":  # warm-up, unrecorded: JIT compilation, and every graph captured
         generate(decoder, prompts, workload.gen_len, FixedScheduler(policy))
-    if prof is not None:
-        prof.export_chrome_trace(str(profile))
+        decoder.graphs.replay_log.clear()  # only the recorded generation's replays are reported
+    else:
+        generate(decoder, [p[: min(8, len(p))] for p in prompts], 2, FixedScheduler(policy))
+    gpu = on_gpu()
+    kernel_times = gpu and mode == "graphs"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    activities += [torch.profiler.ProfilerActivity.CUDA] if gpu else []
+    profiler = (torch.profiler.profile(activities=activities) if profile is not None or kernel_times
+                else contextlib.nullcontext())
+    with profiler as prof, Recorder(use_cuda_events=gpu, device_name=environment("triton", gpu)["device"],
+                                    annotate=profile is not None and mode == "eager") as rec:
+        start = time.perf_counter()
+        generate(decoder, prompts, workload.gen_len, FixedScheduler(policy))
+        if gpu:
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - start
     rows = rec.finish()
-    meta = TraceMeta("capture", spec.as_dict(), policy.spelling, workload.as_dict(),
-                     environment("triton", gpu) | {"weights": str(weights) if weights else "dummy"})
+    env = environment("triton", gpu) | {"weights": str(weights or getattr(model, "folder", None) or "dummy"),
+                                        "decode": mode, "protocol": capture_protocol(gpu, mode),
+                                        "generation_wall_s": wall,
+                                        "tokens_per_s": workload.batch * workload.gen_len / wall}
+    if prof is not None:
+        env |= _profiler_times(prof, rows, profile, kernel_times)
+    if mode == "graphs":
+        env["graph_replays"] = decoder.graphs.replay_times()  # protocol `graph`: wall time per replay
+    meta = TraceMeta("capture", spec.as_dict(), policy.spelling, workload.as_dict(), env,
+                     protocol=env["protocol"])
     return Trace.from_rows(rows, meta)
+
+
+def _profiler_times(prof: Any, rows: list[dict[str, Any]], profile: str | Path | None,
+                    kernel_times: bool) -> dict[str, Any]:
+    """Write the Kineto JSON (`--profile`, or a temporary file) and, under graph replay, take each row's
+    measured time from its kernel record."""
+    import json
+    import tempfile
+
+    from mpsim.engine.graphs import kernel_records, match_kernel_times
+
+    path = Path(profile) if profile is not None else Path(tempfile.mkdtemp(prefix="mpsim-kineto-")) / "k.json"
+    prof.export_chrome_trace(str(path))
+    if not kernel_times:
+        return {}
+    times = match_kernel_times([r["kernel"] for r in rows], kernel_records(json.loads(path.read_text())))
+    for row, t in zip(rows, times, strict=True):
+        row["measured_us"] = t
+    return {"timer": "torch.profiler kernel records (CUPTI)",
+            "unmatched_rows": sum(t is None for t in times)}

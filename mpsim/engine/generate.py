@@ -10,7 +10,7 @@ Schedules must be monotone: a sequence's width never rises (checked every step).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,10 +36,11 @@ def _i32(values: Sequence[int], device: torch.device) -> torch.Tensor:
 
 
 def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], gen_len: int, scheduler: Scheduler,
-             *, eos: int | None = None, keep_logits: bool = False,
+             *, eos: int | Collection[int] | None = None, keep_logits: bool = False,
              forced: Sequence[Sequence[int]] | None = None) -> Generation:
-    """Greedy decoding; with `forced` (gen_len - 1 tokens per sequence), teacher forcing: each decode
-    pass is fed the forced token instead of the previous argmax (for scoring held-out text)."""
+    """Greedy decoding; a sequence stops after emitting `eos` (one id or several). With `forced`
+    (gen_len - 1 tokens per sequence), teacher forcing: each decode pass is fed the forced token
+    instead of the previous argmax (for scoring held-out text)."""
     if forced is not None and any(len(f) < gen_len - 1 for f in forced):
         raise ValueError(f"forced: expected at least gen_len - 1 = {gen_len - 1} tokens per sequence")
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -61,7 +62,8 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], gen_len: int, s
     logits = decoder.forward(inp, cache)
     kv = prompt_kv(cache[-1], t)
     current = [bits] * b
-    running = _take(decoder, logits, out, [True] * b, eos, keep_logits, "prefill", 0)
+    stop = frozenset(() if eos is None else (eos,) if isinstance(eos, int) else (int(e) for e in eos))
+    running = _take(decoder, logits, out, [True] * b, stop, keep_logits, "prefill", 0)
     for step in range(1, gen_len):
         if not any(running):
             break
@@ -74,7 +76,7 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], gen_len: int, s
         feed = [seq[-1] for seq in out.tokens] if forced is None else [f[step - 1] for f in forced]
         last = torch.tensor(feed, dtype=torch.int64, device=dev)[:, None]
         logits = _decode_pass(decoder, cache, last, pos, t + step, step, current, running)
-        running = _take(decoder, logits, out, running, eos, keep_logits, "decode", step)
+        running = _take(decoder, logits, out, running, stop, keep_logits, "decode", step)
     return out
 
 
@@ -101,7 +103,7 @@ def _decode_pass(decoder: Decoder, cache: list[LayerCache], last: torch.Tensor, 
 
     def run(bits: int) -> torch.Tensor:
         inp = PassInput(last, p[:, None], p, p + 1, max_kv, "decode", step, bits)
-        return decoder.forward(inp, cache)
+        return decoder.decode(inp, cache)
 
     if len(present) == 1:
         return run(present[0])
@@ -154,7 +156,7 @@ def _dense(c: KVCache, t: int) -> torch.Tensor:
 
 
 def _take(decoder: Decoder, logits: torch.Tensor, out: Generation, running: list[bool],
-          eos: int | None, keep: bool, phase: str, step: int) -> list[bool]:
+          eos: frozenset[int], keep: bool, phase: str, step: int) -> list[bool]:
     with scope(phase=phase, step=step, layer=-1, module="sample"):
         nxt = decoder.backend.argmax(logits).tolist()
     if keep:
@@ -163,5 +165,5 @@ def _take(decoder: Decoder, logits: torch.Tensor, out: Generation, running: list
     for i, tok in enumerate(nxt):
         if running[i]:
             out.tokens[i].append(int(tok))
-        still.append(running[i] and (eos is None or int(tok) != eos))
+        still.append(running[i] and int(tok) not in eos)
     return still

@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 
 from mpsim.engine.backends import Backend, LayerCache
-from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_model
+from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_layer
 from mpsim.engine.weights import ModelParams, Norm
 from mpsim.kernels.gemm import Fp16Weight
 from mpsim.kernels.kv_cache import KVCache
@@ -49,18 +51,27 @@ class Decoder:
     """Weights on a backend, quantized at load per the policy, and the forward pass."""
 
     def __init__(self, params: ModelParams, policy: Policy, backend: Backend, *,
-                 dummy_seed: int | None = None) -> None:
+                 dummy_seed: int | None = None, quantized: list[QuantizedLayer] | None = None) -> None:
+        """`quantized`: the decoder-block linears already quantized (a quantized checkpoint); else
+        they are quantized here, one layer at a time (a lazily loaded layer is read once)."""
         self.spec, self.policy, self.backend = params.spec, policy, backend
         dev = backend.device
         self.embed = torch.from_numpy(params.embed).to(dev)
-        self.layers: list[QuantizedLayer] = quantize_model(params, policy, dev, dummy_seed=dummy_seed)
-        self.attn_norms = [self._norm(p.attn_norm) for p in params.layers]
-        self.mlp_norms = [None if p.mlp_norm is None else self._norm(p.mlp_norm) for p in params.layers]
+        rng = None if dummy_seed is None else np.random.default_rng(dummy_seed)
+        self.layers: list[QuantizedLayer] = []
+        self.attn_norms: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        self.mlp_norms: list[tuple[torch.Tensor, torch.Tensor | None] | None] = []
+        for i, p in enumerate(params.layers):
+            self.layers.append(quantized[i] if quantized is not None
+                               else quantize_layer(p, policy, dev, rng=rng))
+            self.attn_norms.append(self._norm(p.attn_norm))
+            self.mlp_norms.append(None if p.mlp_norm is None else self._norm(p.mlp_norm))
         self.final_norm = self._norm(params.final_norm)
         head = params.lm_head
         self.lm_head = Fp16Weight(self.embed if head.weight is params.embed
                                   else torch.from_numpy(head.weight).to(dev))
         self.lm_head_bias = None if head.bias is None else torch.from_numpy(head.bias).to(dev)
+        self.graphs: Any = None  # mpsim.engine.graphs.DecodeGraphs when decode steps replay CUDA graphs
 
     def _norm(self, n: Norm) -> tuple[torch.Tensor, torch.Tensor | None]:
         dev = self.backend.device
@@ -68,10 +79,20 @@ class Decoder:
         return torch.from_numpy(n.weight).to(dev), bias
 
     def new_cache(self, batch: int, max_len: int) -> list[LayerCache]:
+        """A KV cache for `batch` sequences of up to max_len tokens (pooled under CUDA graphs)."""
+        if self.graphs is not None:
+            return self.graphs.cache(batch, max_len)
+        return self.eager_cache(batch, max_len)
+
+    def eager_cache(self, batch: int, max_len: int) -> list[LayerCache]:
         s, dev, bits = self.spec, self.backend.device, self.policy.kv_bits
         return [LayerCache(KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev),
                            KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev))
                 for _ in range(s.num_layers)]
+
+    def decode(self, inp: PassInput, cache: list[LayerCache]) -> torch.Tensor:
+        """A decode pass: a CUDA-graph replay when graphs are on (mpsim/engine/graphs.py), else eager."""
+        return self.graphs.run(inp, cache) if self.graphs is not None else self.forward(inp, cache)
 
     def forward(self, inp: PassInput, cache: list[LayerCache]) -> torch.Tensor:
         """One pass; returns the logits (B, V) of each sequence's last new token."""

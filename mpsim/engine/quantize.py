@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from mpsim.engine.kernel_weights import anyprec_weight, group_weight
-from mpsim.engine.weights import Linear, ModelParams
+from mpsim.engine.weights import LayerParams, Linear, ModelParams
 from mpsim.kernels.gemm import Fp16Weight, Weight
 from mpsim.policy import Policy
 from mpsim.reference.anyprec import AnyPrecWeight as RefAnyPrec
@@ -66,12 +66,18 @@ class QuantizedLayer:
     linears: dict[str, LinearSet]
 
 
+def quantize_layer(layer: LayerParams, policy: Policy, device: torch.device, *,
+                   rng: np.random.Generator | None = None) -> QuantizedLayer:
+    """Every decoder-block linear of one layer, quantized per the policy (random codes with `rng`)."""
+    return QuantizedLayer({name: quantize_linear(lin, policy, device, rng=rng)
+                           for name, lin in layer.linears.items()})
+
+
 def quantize_model(params: ModelParams, policy: Policy, device: torch.device, *,
                    dummy_seed: int | None = None) -> list[QuantizedLayer]:
     """Quantize every decoder-block linear of every layer per the policy (random codes if dummy)."""
     rng = None if dummy_seed is None else np.random.default_rng(dummy_seed)
-    return [QuantizedLayer({name: quantize_linear(lin, policy, device, rng=rng)
-                            for name, lin in layer.linears.items()}) for layer in params.layers]
+    return [quantize_layer(layer, policy, device, rng=rng) for layer in params.layers]
 
 
 def random_group(shape: tuple[int, ...], bits: int, group: int, rng: np.random.Generator) -> GroupQuantWeight:

@@ -8,11 +8,14 @@ Nothing is unpickled: safetensors only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
+from mpsim.engine.mapped import MappedTensors
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
 
@@ -40,12 +43,12 @@ class LayerParams:
 class ModelParams:
     spec: ModelSpec
     embed: np.ndarray  # fp16 (V, H)
-    layers: list[LayerParams]
+    layers: Sequence[LayerParams]  # a list, or LazyLayers read from mapped files when indexed
     final_norm: Norm
     lm_head: Linear  # shares `embed` when the model ties embeddings
 
 
-def _hf_names(spec: ModelSpec) -> dict[str, str]:
+def hf_names(spec: ModelSpec) -> dict[str, str]:
     """Role -> HF name pattern ({i} = layer) for the families mpsim reads."""
     phi = spec.mlp == "gelu"
     return {
@@ -64,39 +67,71 @@ def _hf_names(spec: ModelSpec) -> dict[str, str]:
 
 
 class _Tensors:
-    """Named fp16 tensors from safetensors files, with errors that name the file and the key."""
+    """Named fp16 tensors of a folder's safetensors files, memory-mapped (mpsim.engine.mapped), with
+    errors that name the folder and the key."""
 
     def __init__(self, folder: Path) -> None:
-        from safetensors.torch import load_file
-
-        files = sorted(folder.glob("*.safetensors"))
-        if not files:
-            raise MpsimInputError(f"{folder}: no *.safetensors files (mpsim reads no pickled checkpoints)")
         self.folder = folder
-        self.tensors: dict[str, np.ndarray] = {}
-        for f in files:
-            try:
-                loaded = load_file(str(f))
-            except Exception as exc:  # safetensors raises its own error types
-                raise MpsimInputError(f"{f}: not a readable safetensors file ({exc})") from None
-            self.tensors.update({k: v.float().numpy().astype(np.float16) for k, v in loaded.items()})
+        self.mapped = MappedTensors.folder(folder)
 
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        if name not in self.tensors:
+        if name not in self.mapped:
             raise MpsimInputError(f"{self.folder}: missing tensor '{name}' (expected shape {shape})")
-        t = self.tensors[name]
-        if t.shape != shape:
-            raise MpsimInputError(f"{self.folder}: tensor '{name}' has shape {t.shape}, expected {shape}")
-        return t
+        got = self.mapped.infos[name].shape
+        if got != shape:
+            raise MpsimInputError(f"{self.folder}: tensor '{name}' has shape {got}, expected {shape}")
+        return self._read(name)
+
+    def _read(self, name: str) -> np.ndarray:
+        return self.mapped.fp16(name)
 
     def maybe(self, name: str, shape: tuple[int, ...], present: bool) -> np.ndarray | None:
         return self.get(name, shape) if present else None
 
 
+class _Checker(_Tensors):
+    """Checks names and shapes from the headers; returns empty placeholders instead of data."""
+
+    def __init__(self, folder: Path, mapped: MappedTensors) -> None:
+        self.folder, self.mapped = folder, mapped
+
+    def _read(self, name: str) -> np.ndarray:
+        return np.empty(0, np.float16)
+
+
+class LazyLayers(Sequence[LayerParams]):
+    """Decoder layers read from the mapped files when indexed: Q/K/V and gate/up are fused (copied)
+    one layer at a time, so quantizing a model holds one fp16 layer, never a second fp16 model."""
+
+    def __init__(self, t: _Tensors, names: dict[str, str], spec: ModelSpec) -> None:
+        self.t, self.names, self.spec = t, names, spec
+
+    def __len__(self) -> int:
+        return self.spec.num_layers
+
+    @overload
+    def __getitem__(self, i: int) -> LayerParams: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[LayerParams]: ...
+
+    def __getitem__(self, i: int | slice) -> LayerParams | list[LayerParams]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"layer {i} of {len(self)}")
+        return _load_layer(self.t, self.names, self.spec, i % len(self))
+
+    def check(self) -> None:
+        """Validate every layer's tensor names and shapes (headers only, no data read)."""
+        for i in range(len(self)):
+            _load_layer(self.t, self.names, self.spec, i, check_only=True)
+
+
 def load_hf_weights(folder: str | Path, spec: ModelSpec) -> ModelParams:
     t = _Tensors(Path(folder))
-    names, h = _hf_names(spec), spec.hidden
-    layers = [_load_layer(t, names, spec, i) for i in range(spec.num_layers)]
+    names, h = hf_names(spec), spec.hidden
+    layers = LazyLayers(t, names, spec)
+    layers.check()
     embed = t.get(names["embed"], (spec.vocab, h))
     head_w = embed if spec.tied_embeddings else t.get(names["lm_head"] + ".weight", (spec.vocab, h))
     head_b = t.maybe(names["lm_head"] + ".bias", (spec.vocab,), spec.lm_head_bias)
@@ -113,14 +148,21 @@ def _linear(t: _Tensors, prefix: str, n: int, k: int, bias: bool) -> Linear:
 
 
 def _fuse(parts: list[Linear]) -> Linear:
+    if any(p.weight.size == 0 for p in parts):  # _Checker's placeholders: nothing to concatenate
+        return parts[0]
     weight = np.concatenate([p.weight for p in parts], axis=0)
     biases = [p.bias for p in parts if p.bias is not None]
     return Linear(weight, np.concatenate(biases) if len(biases) == len(parts) else None)
 
 
-def _load_layer(t: _Tensors, names: dict[str, str], s: ModelSpec, i: int) -> LayerParams:
+def _load_layer(t: _Tensors, names: dict[str, str], s: ModelSpec, i: int, *,
+                check_only: bool = False) -> LayerParams:
+    """Layer i's norms and linears; `check_only` validates names and shapes without reading data."""
     def n(role: str) -> str:
         return names[role].format(i=i)
+
+    if check_only:
+        t = _Checker(t.folder, t.mapped)
 
     qkv = _fuse([_linear(t, n("q"), s.q_dim, s.hidden, s.qkv_bias),
                  _linear(t, n("k"), s.kv_dim, s.hidden, s.qkv_bias),

@@ -26,9 +26,8 @@ from torch import nn
 from mpsim.engine.generate import generate
 from mpsim.engine.scheduler import FixedScheduler, Ladder, StepState, candidate_points, switch_policy
 from mpsim.policy import parse_policy
-from mpsim.quality.rouge import rouge_l, words
 from mpsim.schedulers.learned import ClassifierConfig, KVClassifier, kv_features
-from mpsim.schedulers.runs import DecoderPool, PromptSet, prompt_set
+from mpsim.schedulers.runs import DecoderPool, PromptSet, continuations, prompt_set, rouge_scores
 
 
 @dataclass(frozen=True)
@@ -78,23 +77,23 @@ def labels_from_quality(quality: np.ndarray) -> np.ndarray:
     return keeps.argmax(axis=1)
 
 
-def _score(tokens: list[list[int]], ref: list[list[int]], metric: str) -> np.ndarray:
-    if metric == "rouge_words":
-        return np.array([rouge_l(words(bytes(c)), words(bytes(r))) for c, r in zip(tokens, ref, strict=True)])
-    return np.array([rouge_l(c, r) for c, r in zip(tokens, ref, strict=True)])
+def _score(tokens: list[list[int]], ref: list[list[int]], metric: str, pset: PromptSet) -> np.ndarray:
+    by_tokens, by_words = rouge_scores(tokens, ref, pset.words)
+    return by_words if metric == "rouge_words" else by_tokens
 
 
 def make_training_data(pool: DecoderPool, ladder: Ladder, cfg: TrainConfig,
-                       progress: Callable[[str], None] | None = None) -> TrainingData:
+                       progress: Callable[[str], None] | None = None,
+                       prompts: PromptSet | None = None) -> TrainingData:
+    """Labels and K/V features on `prompts` (default: cfg.samples windows of the stdlib training files)."""
     start = time.perf_counter()
-    pset = prompt_set(cfg.split, cfg.samples, cfg.prompt_len, cfg.gen_len, cfg.seed)
+    pset = prompts or prompt_set(cfg.split, cfg.samples, cfg.prompt_len, cfg.gen_len, cfg.seed)
     points = candidate_points(cfg.gen_len, cfg.segments)
     parts = []
-    for lo in range(0, cfg.samples, cfg.batch):
-        chunk = PromptSet(pset.name, pset.prompts[lo:lo + cfg.batch], pset.targets[lo:lo + cfg.batch])
-        parts.append(_chunk(pool, ladder, chunk, points, cfg))
+    for lo in range(0, len(pset), cfg.batch):
+        parts.append(_chunk(pool, ladder, pset.subset(lo, lo + cfg.batch), points, cfg))
         if progress is not None:
-            progress(f"labels: {min(lo + cfg.batch, cfg.samples)}/{cfg.samples} prompts, "
+            progress(f"labels: {min(lo + cfg.batch, len(pset))}/{len(pset)} prompts, "
                      f"{time.perf_counter() - start:.0f} s")
     k = torch.cat([p[0] for p in parts])
     v = torch.cat([p[1] for p in parts])
@@ -106,15 +105,16 @@ def make_training_data(pool: DecoderPool, ladder: Ladder, cfg: TrainConfig,
 def _chunk(pool: DecoderPool, ladder: Ladder, chunk: PromptSet, points: list[int],
            cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
     fp16 = parse_policy("fp16")
-    ref = generate(pool.get(fp16), chunk.prompts, cfg.gen_len, FixedScheduler(fp16)).tokens
+    ref = continuations(generate(pool.get(fp16), chunk.prompts, cfg.gen_len, FixedScheduler(fp16),
+                                 eos=chunk.eos), chunk)
     cols = []
     probe: _KVProbe | None = None
     for s in points:
         policy = parse_policy(switch_policy(ladder, s, cfg.gen_len))
         sched = _KVProbe(policy) if probe is None else FixedScheduler(policy)
-        gen = generate(pool.get(policy), chunk.prompts, cfg.gen_len, sched)
+        gen = generate(pool.get(policy), chunk.prompts, cfg.gen_len, sched, eos=chunk.eos)
         probe = sched if isinstance(sched, _KVProbe) else probe
-        cols.append(_score(gen.tokens, ref, cfg.metric))
+        cols.append(_score(continuations(gen, chunk), ref, cfg.metric, chunk))
     if probe is None or probe.kv is None:
         raise ValueError(f"gen_len={cfg.gen_len}: the learned scheduler needs at least one decode step")
     k, v, mask = kv_features(probe.kv, probe.lens)

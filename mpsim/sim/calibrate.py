@@ -60,9 +60,12 @@ def with_knobs(hw: GpuSpec | NpuSpec, k: Knobs) -> GpuSpec | NpuSpec:
             else dataclasses.replace(hw.launch, overhead_us=k.overhead_us)
         return dataclasses.replace(hw, dram=dram, cuda_core=cuda, launch=launch)
     rates = {b: r * k.dequant_scale for b, r in hw.weight_decoder.weights_per_cycle.items()}
-    return dataclasses.replace(
-        hw, dram=dram, weight_decoder=dataclasses.replace(hw.weight_decoder, weights_per_cycle=rates),
-        dispatch=dataclasses.replace(hw.dispatch, overhead_us=k.overhead_us))
+    anyprec = hw.weight_decoder.anyprec_weights_per_cycle
+    scaled = None if anyprec is None else {b: r * k.dequant_scale for b, r in anyprec.items()}
+    decoder = dataclasses.replace(hw.weight_decoder, weights_per_cycle=rates,
+                                  anyprec_weights_per_cycle=scaled)
+    return dataclasses.replace(hw, dram=dram, weight_decoder=decoder,
+                               dispatch=dataclasses.replace(hw.dispatch, overhead_us=k.overhead_us))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ namespace is one JSON file `<cache_dir>/<namespace>.json` mapping key text -> ou
 with what is there and replace the file atomically, so concurrent runs at worst recompute. The
 default folder is $MPSIM_CACHE_DIR, else ~/.cache/mpsim/sim. Only plain JSON is read back (no
 pickles).
+The NPU's step model memoizes whole steps the same way (`get_step`/`put_step`: plain JSON column
+lists keyed by the step's signature, in `<cache_dir>/<namespace>.steps.json`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class LaunchMemo:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._entries: dict[str, dict[str, LaunchOutcome]] = {}
         self._dirty: set[str] = set()
+        self._steps: dict[str, dict[str, dict[str, Any]]] = {}
+        self._dirty_steps: set[str] = set()
         self.hits = 0
         self.misses = 0
         self.sim_seconds = 0.0  # wall time spent simulating the misses
@@ -104,19 +108,52 @@ class LaunchMemo:
         self._space(ns)[key] = outcome
         self._dirty.add(ns)
 
+    def get_step(self, ns: str, key: str) -> dict[str, Any] | None:
+        """A memoized step outcome (plain JSON), or None."""
+        if ns not in self._steps:
+            self._steps[ns] = self._load_steps(ns)
+        found = self._steps[ns].get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put_step(self, ns: str, key: str, outcome: dict[str, Any]) -> None:
+        self._steps.setdefault(ns, {})[key] = outcome
+        self._dirty_steps.add(ns)
+
     def flush(self) -> None:
         """Write new entries to disk (merged with the file's current content)."""
         if self.cache_dir is None:
             self._dirty.clear()
+            self._dirty_steps.clear()
             return
         for ns in sorted(self._dirty):
             merged = {**self._load(ns), **self._entries[ns]}
             write_json_atomic({k: v.as_dict() for k, v in sorted(merged.items())}, self._path(ns))
+        for ns in sorted(self._dirty_steps):
+            steps = {**self._load_steps(ns), **self._steps[ns]}
+            write_json_atomic(dict(sorted(steps.items())), self._path(ns, ".steps.json"))
         self._dirty.clear()
+        self._dirty_steps.clear()
 
-    def _path(self, ns: str) -> Path:
+    def _path(self, ns: str, suffix: str = ".json") -> Path:
         assert self.cache_dir is not None
-        return self.cache_dir / f"{ns}.json"
+        return self.cache_dir / f"{ns}{suffix}"
+
+    def _load_steps(self, ns: str) -> dict[str, dict[str, Any]]:
+        if self.cache_dir is None or not self._path(ns, ".steps.json").is_file():
+            return {}
+        path = self._path(ns, ".steps.json")
+        try:
+            raw = json.loads(path.read_text())
+        except ValueError as exc:
+            raise MpsimInputError(f"{path}: not a readable mpsim step memo ({exc}); "
+                                  "delete it to rebuild") from None
+        if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+            raise MpsimInputError(f"{path}: not a readable mpsim step memo; delete it to rebuild")
+        return raw
 
     def _load(self, ns: str) -> dict[str, LaunchOutcome]:
         if self.cache_dir is None or not self._path(ns).is_file():

@@ -121,6 +121,14 @@ class SimParams:
     # double-buffered SRAM half (a sub-buffer lands, then the decoder and MAC array consume it).
     npu_epilogue_ops: float = 2.0
     npu_tile_bytes: int = 128 * 1024
+    # NPU step model: the DMA run-ahead window (the weight SRAM of all cores) is filled in chunks of
+    # at most 1/npu_window_chunks of it (simulation granularity; the last chunk of an operator is
+    # one DMA tile per core, so the compute exposed after a stream is one tile's); an operator's
+    # stream is at least npu_min_chunks chunks (or whole tiles), so its compute overlaps it, and at
+    # most npu_max_chunks (longer streams coarsen: a chunk then holds one window share of SRAM).
+    npu_window_chunks: int = 4
+    npu_min_chunks: int = 8
+    npu_max_chunks: int = 64
 
     def fingerprint(self) -> str:
         """A stable hash of every field (part of the memo key)."""

@@ -102,7 +102,9 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     if protocol is not None:
         per_launch["overhead_s"] = protocol_overhead_s(rows, get_protocol(protocol))
     launches = finish(rows, per_launch, hw)
-    summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len)
+    prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
+    summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,
+                        launches["energy_j"].to_numpy(), None if prompt is None else int(prompt))
     stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
              "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
              "wall_s": time.perf_counter() - start}

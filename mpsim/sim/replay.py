@@ -4,9 +4,15 @@
 once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outcomes to every row;
 `replay_roofline` gives each launch max(t_math, t_mem). `finish` lays the launches back to back in
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
-carries its residency-aware roofline bound (mpsim/sim/roofline.py: t_mem counts only the DRAM bytes
-the launch must move after what the previous launch left in L2); a simulated time below it is a
-model error, raised naming the launch (`BelowBoundError`), never clamped.
+carries its roofline bound. On a GPU the bound is residency-aware (mpsim/sim/roofline.py: t_mem
+counts only the DRAM bytes the launch must move after what the previous launch left in L2) and a
+simulated time below it is a model error, raised naming the launch (`BelowBoundError`), never
+clamped. The NPU's launch model keeps its bound as a floor (its bound counts no SRAM residency).
+On an NPU the SimPy model runs whole steps instead (mpsim/sim/npu/replay.py): operators overlap,
+each launch's `time_s` is its end minus the previous launch's end (no floor: an overlapped
+launch's share of the step can be below its own bound; the step as a whole is not), and the
+overlapped interval is `busy_start_s`..`busy_end_s`. Every model's rows get `energy_j`
+(mpsim/sim/energy.py).
 The registry and the one entry point, `mpsim.sim.simulate`, are in mpsim/sim/registry.py.
 """
 
@@ -21,12 +27,15 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
+from mpsim.sim.energy import launch_energy_j, roofline_dynamic_j
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.model import simulate_gpu_launch
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.npu.model import simulate_npu_launch
+from mpsim.sim.npu.rates import npu_rates
+from mpsim.sim.npu.replay import npu_resident_cap, replay_npu
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
 from mpsim.sim.roofline import roofline
@@ -44,11 +53,16 @@ def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams 
 
 
 def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
-    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2)."""
+    """Bytes of a launch's output that stay resident for the next one (the GPU's usable L2, the
+    NPU's activation SRAM)."""
+    if isinstance(hw, NpuSpec):
+        return npu_resident_cap(npu_rates(hw))
     return usable_l2(gpu_rates(hw, params), params) if isinstance(hw, GpuSpec) else 0.0
 
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> pd.DataFrame:
+    if isinstance(hw, NpuSpec):
+        return replay_npu(rows, hw, params, memo)
     codes, reps = launch_keys(rows, resident_cap(hw, params))
     ns = namespace(hw, params, "sim")
     outcomes = []
@@ -108,6 +122,7 @@ def replay_roofline(rows: pd.DataFrame, hw: Any, params: SimParams,
         out[f"util_{u}"] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["util_dram"] = np.where(t > 0, b["t_mem_s"].to_numpy() / t, 0.0)
+    out["energy_dyn_j"] = roofline_dynamic_j(rows, hw)
     return out
 
 
@@ -118,10 +133,7 @@ class BelowBoundError(RuntimeError):
 REL = 1e-9  # float noise of summing cycles in different orders
 
 
-def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFrame:
-    bounds = roofline(rows, hw, resident=True)
-    time_s = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
-    lower = bounds["t_lower_s"].to_numpy()
+def _check_bound(rows: pd.DataFrame, time_s: np.ndarray, lower: np.ndarray, hw: HardwareSpec) -> None:
     below = time_s < lower * (1 - REL)
     if below.any():
         i = int(np.flatnonzero(below)[0])
@@ -130,11 +142,28 @@ def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFr
             f"launch {row['launch_id']} ({row['kernel']}, op {row['op']}) on {hw.name}: simulated "
             f"{time_s[i] * 1e6:.4f} us is below its residency-aware roofline bound "
             f"{lower[i] * 1e6:.4f} us ({int(below.sum())} launch(es) below)")
-    end = np.cumsum(time_s)
+
+
+def finish(rows: pd.DataFrame, per: pd.DataFrame, hw: HardwareSpec) -> pd.DataFrame:
+    bounds = roofline(rows, hw, resident=True)
+    raw = per["kernel_s"].to_numpy() + per["overhead_s"].to_numpy()
+    lower = bounds["t_lower_s"].to_numpy()
+    if "end_s" in per:  # a step model: ends come from overlapped steps, shares are not floored
+        end = per["end_s"].to_numpy(dtype=float)
+        time_s = np.diff(end, prepend=0.0)
+    elif isinstance(hw, GpuSpec):
+        _check_bound(rows, raw, lower, hw)
+        time_s = raw
+        end = np.cumsum(time_s)
+    else:  # the NPU launch model: unchanged, its bound (no SRAM residency credit) is a floor
+        time_s = np.maximum(raw, lower)
+        end = np.cumsum(time_s)
     start = np.concatenate([[0.0], end[:-1]])
+    busy = {"busy_start_s": start, "busy_end_s": end} if "busy_start_s" not in per else {}
     out = per.assign(launch_id=rows["launch_id"].to_numpy(), start_s=start, end_s=end,
                      time_s=time_s, t_math_s=bounds["t_math_s"].to_numpy(),
-                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower)
+                     t_mem_s=bounds["t_mem_s"].to_numpy(), t_lower_s=lower,
+                     energy_j=launch_energy_j(per, rows, hw, time_s), **busy)
     out = out[list(LAUNCH_COLUMNS)]
     out.index = rows.index
     return out

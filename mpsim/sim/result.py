@@ -2,7 +2,9 @@
 
 `LaunchOutcome` is one simulated launch (what the memo stores). `SimResult.launches` is a DataFrame
 aligned with the trace rows (same index, same order) holding LAUNCH_COLUMNS; `SimResult.summary` is
-the RunSummary every model reports (mpsim.sim.summary).
+the RunSummary every model reports (mpsim.sim.summary). `busy_start_s`/`busy_end_s` are the
+launch's overlapped busy interval (equal to `start_s`/`end_s` where launches do not overlap);
+`energy_j` its energy, static power over `time_s` included (mpsim/sim/energy.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ LAUNCH_COLUMNS = (
     "launch_id", "start_s", "end_s", "time_s", "kernel_s", "overhead_s", "cycles",
     "bytes_dram", "bytes_l2", "bytes_sram", *(f"util_{u}" for u in UNITS), "bound",
     "t_math_s", "t_mem_s", "t_lower_s", "ctas_per_sm", "waves",
+    "busy_start_s", "busy_end_s", "energy_j",
 )
 
 

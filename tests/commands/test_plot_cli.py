@@ -30,7 +30,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"results": root / "sw" / "results.parquet", "trace": trace, "root": root}
 
 
-@pytest.mark.parametrize("kind", ["speedup", "memory"])
+@pytest.mark.parametrize("kind", ["speedup", "memory", "energy"])
 def test_table_kinds(files: dict[str, Path], kind: str) -> None:
     out = files["root"] / f"{kind}.png"
     assert main(["plot", str(files["results"]), "--kind", kind, "--out", str(out)]) == 0

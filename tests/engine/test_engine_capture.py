@@ -20,8 +20,8 @@ from mpsim.workload import Workload
 
 COMPARED = ["kernel", "op", "phase", "step", "layer", "module", "m", "n", "k", "w_format", "w_bits",
             "group_size", "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",
-            "k_bits", "v_bits", "causal", "kv_block", "grid", "config", "flops", "bytes_read",
-            "bytes_written"]
+            "k_bits", "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config", "flops",
+            "bytes_read", "bytes_written"]
 
 
 @pytest.mark.parametrize(("spec", "policy"), [

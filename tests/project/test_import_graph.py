@@ -3,7 +3,7 @@
 Modules are nodes, `import`/`from ... import` statements (top-level or inside functions) are edges.
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
 (errors, models, policy, workload, launch_plan, synth, memory) -> sim, engine -> tiny -> quality ->
-schedulers -> analysis -> commands -> cli. A module may import its own group or a lower floor, never
+schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a lower floor, never
 a sibling group on its floor (sim and engine stay apart) nor anything above it.
 """
 
@@ -27,6 +27,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("tiny",),
     ("quality",),
     ("schedulers",),
+    ("serve",),
     ("analysis",),
     ("commands",),
     ("cli",),

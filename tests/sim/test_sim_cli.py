@@ -20,6 +20,9 @@ from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
 from mpsim.sim.calibrate import Knobs, calibrate, knobs_of, with_knobs
+from mpsim.sim.keys import launch_keys, rep_row
+from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.sim.replay import resident_cap, simulate_launch
 from mpsim.synth import synthesize
 from mpsim.traces.io import write_trace
 from mpsim.workload import Workload
@@ -31,7 +34,12 @@ NOISE = 0.02
 def _measured_trace(hw_name: str, path: Path) -> Path:
     tr = synthesize(PRESETS["qwen2.5-1.5b"], parse_policy("ap4-3"), Workload(64, 6, 1))
     true_hw = with_knobs(load_hardware(hw_name), TRUE)
-    t = simulate(tr, true_hw, cache_dir=None).launches["time_s"].to_numpy()
+    if true_hw.kind == "npu":  # measured one operator at a time: the isolated-launch model
+        codes, reps = launch_keys(tr.rows, resident_cap(true_hw, DEFAULT_PARAMS))
+        t = np.asarray([simulate_launch(rep_row(x), true_hw, resident=float(x["resident"])).time_s
+                        for x in reps.to_dict("records")])[codes]
+    else:
+        t = simulate(tr, true_hw, cache_dir=None).launches["time_s"].to_numpy()
     noise = 1 + NOISE * np.random.default_rng(7).standard_normal(len(t))
     tr.rows["measured_us"] = pd.array(t * 1e6 * noise, dtype="Float64")
     write_trace(tr, path)
@@ -41,6 +49,19 @@ def _measured_trace(hw_name: str, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _measured_trace("h200-sxm", tmp_path_factory.mktemp("sim_cli") / "measured.parquet")
+
+
+@pytest.mark.parametrize("model", ["sim", "roofline"])
+@pytest.mark.parametrize("hw_name", ["npu-llm", "a100-sxm-80gb"])
+def test_simulate_out_has_energy_for_both_models(measured: Path, tmp_path: Path, model: str,
+                                                 hw_name: str) -> None:
+    out = tmp_path / "res.parquet"
+    assert main(["simulate", str(measured), "--hw", hw_name, "--perf-model", model, "--out", str(out),
+                 "--no-cache"]) == 0
+    table = pd.read_parquet(out)
+    assert (table["energy_j"] > 0).all()
+    assert {"busy_start_s", "busy_end_s"} <= set(table.columns)
+    assert (table["busy_start_s"] <= table["busy_end_s"]).all()
 
 
 def test_simulate_writes_results_and_a_perfetto_timeline(measured: Path, tmp_path: Path,
@@ -53,6 +74,7 @@ def test_simulate_writes_results_and_a_perfetto_timeline(measured: Path, tmp_pat
     table = pd.read_parquet(out)
     rows = pd.read_parquet(measured)
     assert len(table) == len(rows) and {"time_s", "bound", "t_lower_s", "module"} <= set(table.columns)
+    assert (table["energy_j"] > 0).all() and "J/token decode" in text
     events = json.loads(timeline.read_text())["traceEvents"]
     launches = [e for e in events if e["ph"] == "X"]
     assert len(launches) == len(rows)

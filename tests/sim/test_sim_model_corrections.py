@@ -224,6 +224,7 @@ def _rows(*rows: dict[str, Any]) -> pd.DataFrame:
 
 def test_every_launch_stays_at_or_above_the_residency_aware_bound() -> None:
     tr = synthesize(PRESETS["vicuna-7b"], parse_policy("ap4-4@2-3+kv8"), Workload(128, 3, 2))
-    for hw_name in ("h200-sxm", "l40s", "rtx-4090", "npu-llm"):
+    # GPUs (the NPU's step model overlaps launches: its bound holds per step, tests/sim/test_sim_npu.py)
+    for hw_name in ("h200-sxm", "l40s", "rtx-4090"):
         out = simulate(tr, load_hardware(hw_name), cache_dir=None).launches
         assert np.all(out["time_s"] >= out["t_lower_s"] * (1 - REL))

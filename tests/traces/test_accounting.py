@@ -110,3 +110,22 @@ def test_decode_bytes_scale_with_batch_where_they_should() -> None:
         b = eight.loc[eight["op"] == op, "bytes_read"].sum()
         params = 0 if op != "norm" else one.loc[one["op"] == "norm", "n"].sum() * 2
         assert b - params == 8 * (a - params), op
+
+
+def _decode(batch: int, kv_len: int, kv_tokens: int | None, bits: int = 8) -> dict[str, object]:
+    return {"op": "attention", "kernel": "attention_decode_kernel", "batch": batch, "q_len": 1,
+            "kv_len": kv_len, "kv_tokens": kv_tokens, "num_q_heads": 32, "num_kv_heads": 32,
+            "head_dim": 128, "k_bits": bits, "v_bits": bits, "causal": True, "kv_block": 16}
+
+
+@given(st.integers(1, 64), st.integers(1, 4096), st.sampled_from([16, 8, 4]))
+def test_decode_attention_reads_the_batch_kv_tokens(batch: int, kv_len: int, bits: int) -> None:
+    """kv_tokens = batch x kv_len is the uniform batch (and what a row without the column means);
+    fewer tokens read fewer bytes and do fewer FLOPs, in proportion for the KV part."""
+    uniform = launch_cost(_decode(batch, kv_len, batch * kv_len, bits))
+    assert uniform == launch_cost(_decode(batch, kv_len, None, bits))
+    half = launch_cost(_decode(2 * batch, kv_len, batch * kv_len, bits))  # half the mean length
+    full = launch_cost(_decode(2 * batch, kv_len, 2 * batch * kv_len, bits))
+    assert half.flops * 2 == full.flops
+    assert half.bytes_read < full.bytes_read
+    assert half.bytes_written == full.bytes_written

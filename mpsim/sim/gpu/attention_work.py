@@ -1,7 +1,8 @@
 """Attention launches (kernels/attention_*.py) as CTA work.
 
 Decode (flash-decoding): grid (sequence, KV head, KV split); a CTA streams its split of the cache in
-BLOCK_N-token tiles (K and V codes plus per-token scale/zero, dequantized on CUDA cores), scores on
+BLOCK_N-token tiles (K and V codes plus per-token scale/zero, dequantized on CUDA cores; the splits
+are sized by the longest sequence, kv_len, the trips by the mean one, kv_tokens / batch), scores on
 CUDA cores for one query head (MHA) or on tensor cores for a GQA group padded to 16 rows, online
 softmax on CUDA cores, then the splits exchange (acc, m, l) in L2 and the last one merges.
 Prefill (causal flash attention): grid (query tile, sequence x head); the CTA of query tile i walks
@@ -18,7 +19,7 @@ from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, register
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
 from mpsim.sim.params import SimParams
-from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY, kv_bytes_per_token_head
+from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY, decode_kv_tokens, kv_bytes_per_token_head
 
 FP32 = 4
 MMA_MIN_ROWS = 16
@@ -42,9 +43,9 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     bg, bn, bd, splits = cfg["block_m"], cfg["block_n"], cfg["block_k"], cfg.get("split_k", 1)
     k_bits, v_bits = int(row["k_bits"]), int(row["v_bits"])
     group = hq // hkv
-    tiles = -(-max(kv, 1) // bn)
+    tiles = -(-max(kv, 1) // bn)  # the longest sequence's tiles set the split length
     per = -(-tiles // splits)
-    iters = (per,) * (splits - 1) + (max(0, tiles - per * (splits - 1)),)
+    iters, inner = decode_trips(b, kv, decode_kv_tokens(row) or b * kv, hkv, bn, splits)
     token_bytes = kv_bytes_per_token_head(d, k_bits) + kv_bytes_per_token_head(d, v_bits)
     block = row.get("kv_block")
     table = bn / int(block) * PAGED_BLOCK_ENTRY if block else 0.0
@@ -69,7 +70,30 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     occ = occupancy(res, r)
     q_bytes = b * q * hq * d * FP16
     reads = float(row["bytes_read"]) - residency_credit(resident, q_bytes)
-    return KernelWork(trip, epi, iters, "outer", b * hkv, total, res, reads), occ
+    return KernelWork(trip, epi, iters, "outer", inner, total, res, reads), occ
+
+
+def decode_trips(b: int, kv: int, kv_tokens: int, hkv: int, bn: int,
+                 splits: int) -> tuple[tuple[int, ...], int]:
+    """(trips per CTA class, CTAs per class) of a decode launch; classes in linear-id order.
+
+    A uniform batch (kv_tokens = b x kv): one class per split, every sequence walking kv. Sequences
+    of different lengths (kv_tokens < b x kv): the longest sequence (kv) and the others at their
+    mean, (kv_tokens - kv) / (b - 1), one class per (split, sequence) of hkv CTAs, so the total
+    tokens are kept and the longest sequence's splits still make the tail.
+    """
+    tiles = -(-max(kv, 1) // bn)
+    per = -(-tiles // splits)
+
+    def split_trips(length: int) -> list[int]:
+        mine = -(-max(length, 1) // bn)
+        return [max(0, min(per, mine - j * per)) for j in range(splits)]
+
+    if b == 1 or kv_tokens >= b * kv:
+        return tuple(split_trips(kv)), b * hkv
+    rest = split_trips(-(-(kv_tokens - kv) // (b - 1)))
+    longest = split_trips(kv)
+    return tuple(t for j in range(splits) for t in (longest[j], *([rest[j]] * (b - 1)))), hkv
 
 
 def _prefill(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,

@@ -10,6 +10,7 @@ import pytest
 from matplotlib.patches import Rectangle
 
 from mpsim.analysis.plots.common import output_paths
+from mpsim.analysis.plots.energy import energy_figure, plot_energy
 from mpsim.analysis.plots.inputs import trace_run
 from mpsim.analysis.plots.memory import memory_figure
 from mpsim.analysis.plots.pareto import pareto_figure, pareto_front, plot_pareto
@@ -60,6 +61,22 @@ def test_speedup_bars_are_the_table_speedups(table: pd.DataFrame, tmp_path: Path
     paths = plot_speedup(table, tmp_path / "speedup")  # no suffix: both formats
     assert [p.suffix for p in paths] == [".png", ".svg"]
     assert paths[0].read_bytes()[:8] == PNG and b"<svg" in paths[1].read_bytes()[:400]
+
+
+def test_energy_bars_are_the_table_j_per_token(table: pd.DataFrame, tmp_path: Path) -> None:
+    fig = energy_figure(table)
+    solid = [b for b in _bars(fig) if not b.get_hatch()]
+    hatched = [b for b in _bars(fig) if b.get_hatch()]
+    assert sorted(round(b.get_height(), 12) for b in solid) == sorted(
+        round(v, 12) for v in table["j_per_token"])
+    assert sorted(round(b.get_height(), 12) for b in hatched) == sorted(
+        round(v, 12) for v in table["decode_dram_j_per_token"])
+    assert all(d.get_height() < t.get_height() for d, t in zip(
+        sorted(hatched, key=lambda b: b.get_x()), sorted(solid, key=lambda b: b.get_x()), strict=True))
+    [path] = plot_energy(table, tmp_path / "energy.png")
+    assert path.read_bytes()[:8] == PNG
+    with pytest.raises(MpsimInputError, match="no j_per_token"):
+        energy_figure(table.assign(j_per_token=float("nan")))
 
 
 def test_memory_stacks_add_up_to_the_memory_column(table: pd.DataFrame) -> None:

@@ -61,3 +61,25 @@ def test_dask_local_starts_a_local_cluster(tmp_path: Path, capsys: pytest.Captur
     assert "6 points (6 computed now" in capsys.readouterr().out
     local = run_sweep(parse_spec(SPEC), tmp_path / "local", workers=1, progress=False)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "o" / "results.parquet"), local.table)
+
+
+SERVE = """
+name: dasky-serve
+models: [mobilellama-1.4b]
+policies: [fp16, w4+kv8]
+hardware: [h200-sxm]
+serve: {rates: [100, 400], requests: 20, prompt_len: 64, gen_len: 8, perf_model: roofline}
+"""
+
+
+def test_serve_points_run_on_dask_too(tmp_path: Path) -> None:
+    from mpsim.analysis.sweep.serve import COLUMNS
+
+    local = run_sweep(parse_spec(SERVE), tmp_path / "local", workers=1, progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        remote = run_sweep(parse_spec(SERVE), tmp_path / "dask", dask_address=cluster.scheduler_address,
+                           progress=False)
+    assert remote.computed == 4 and remote.serve_table is not None and local.serve_table is not None
+    same = [c for c in COLUMNS if c != "wall_s"]
+    pd.testing.assert_frame_equal(remote.serve_table[same], local.serve_table[same])

@@ -40,8 +40,11 @@ def test_table_has_a_row_per_point_in_grid_order(serial: tuple[Path, pd.DataFram
     assert table.equals(pd.read_parquet(out / "results.parquet"))
     assert table["policy"].tolist()[:6] == ["fp16", "fp16", "w4", "w4", "ap4-4@4-3", "ap4-4@4-3"]
     for column in ("ttft_s", "tpot_s", "tokens_per_s", "weights_bytes", "kv_cache_bytes",
-                   "peak_activation_bytes", "avg_bits_pmpd", "avg_bits_mean", "lower_bound_s"):
+                   "peak_activation_bytes", "avg_bits_pmpd", "avg_bits_mean", "lower_bound_s",
+                   "energy_j", "j_per_token", "j_per_prompt_token", "avg_power_w",
+                   "decode_dram_j_per_token"):
         assert table[column].notna().all() and (table[column] > 0).all(), column
+    assert (table["decode_dram_j_per_token"] < table["j_per_token"]).all()
 
 
 def test_speedup_is_over_fp16_of_the_same_model_hw_and_workload(serial: tuple[Path, pd.DataFrame]) -> None:
@@ -121,5 +124,6 @@ def test_demo_on_a_small_spec_writes_tables_charts_and_summary(
     assert len(pd.read_csv(out / "results.csv")) == 8
     figures = sorted(p.name for p in (out / "figures").iterdir())
     # the showcase run falls back to the table's first non-fp16 point: w4 on h100-sxm
-    assert figures == ["memory.png", "roofline-h100-sxm.png", "speedup.png", "timeline-h100-sxm.png"]
+    assert figures == ["energy.png", "memory.png", "roofline-h100-sxm.png", "speedup.png",
+                       "timeline-h100-sxm.png"]
     assert (out / "summary.txt").read_text().strip() in printed

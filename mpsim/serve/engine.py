@@ -1,0 +1,153 @@
+"""The request-level discrete-event simulation (SimPy): arrivals, and an engine stepping iterations.
+
+Two processes share one simpy.Environment: the arrival process puts each request in the scheduler's
+queue at its arrival time (and wakes an idle engine); the engine process asks the scheduler for the
+next iteration, prices it (pricing.py), holds for that long, and applies it: tokens appear at the
+end of the iteration that computes them (the first one when a request's prefill completes, TTFT =
+that time - arrival), and a request finishes with its last token. With nothing to run the engine
+waits for the next arrival. Everything is deterministic: the seed decides the requests, and SimPy
+orders simultaneous events by the order they were scheduled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.models import ModelSpec
+from mpsim.policy import Policy
+from mpsim.serve.arrivals import Requests
+from mpsim.serve.config import ServeConfig
+from mpsim.serve.context import context_length
+from mpsim.serve.kv import KvCapacity, kv_capacity
+from mpsim.serve.outputs import IterationLog, request_table, summarize
+from mpsim.serve.precision import PrecisionPlan
+from mpsim.serve.pricing import IterationPricer
+from mpsim.serve.scheduler import Scheduler, Step
+
+
+@dataclass
+class ServeResult:
+    requests: pd.DataFrame     # one row per request
+    iterations: pd.DataFrame   # one row per iteration
+    summary: dict[str, Any]
+    capacity: KvCapacity
+
+
+def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
+    """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
+    return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
+                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw))
+
+
+def whole_iterations(pricing: str, hw: HardwareSpec) -> bool:
+    """`iterations`: each iteration's launch list as one `simulate` call (one step of a step-level
+    model). `auto`: so on an NPU, whose performance model simulates whole steps (the NPU step model,
+    mpsim/sim/npu/step.py, where operators overlap across launches and components would not add
+    up); components everywhere else."""
+    if pricing != "auto":
+        return pricing == "iterations"
+    return hw.kind == "npu"
+
+
+class _Wake:
+    """The engine's alarm: armed when it goes idle, rung by the next arrival."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.event: simpy.Event | None = None
+
+    def wait(self) -> simpy.Event:
+        self.event = self.env.event()
+        return self.event
+
+    def ring(self) -> None:
+        if self.event is not None and not self.event.triggered:
+            self.event.succeed()
+
+
+def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests, cfg: ServeConfig,
+              pricer: IterationPricer | None = None, run_info: dict[str, Any] | None = None,
+              audit_every: int = 0) -> ServeResult:
+    """Serve `reqs` on `hw` under `policy`; per-request and per-iteration tables and a summary.
+
+    `pricer`: share one across runs of the same (model, policy, hardware, config) to reuse prices.
+    `audit_every` K > 0: every K-th iteration is also priced as its exact launch list (one
+    `simulate` call over every launch, no buckets) and the summary reports the error.
+    """
+    wall = time.perf_counter()
+    budget = cfg.scheduler.budget(context_length(spec))
+    cap = kv_capacity(spec, policy, hw, cfg.scheduler, budget)
+    plan = PrecisionPlan(policy, reqs.switch_step, cfg.scheduler.mixed_precision)
+    pricer = pricer or make_pricer(spec, policy, hw, cfg)
+    sched = Scheduler(reqs, cfg.scheduler, cap, budget)
+    log = IterationLog()
+    env = simpy.Environment()
+    wake = _Wake(env)
+    env.process(_arrivals(env, sched, reqs.arrival_s, wake))
+    audit = Audit(audit_every)
+    env.process(_engine(env, sched, pricer, plan, log, wake, len(reqs), audit))
+    env.run()
+    if sched.finished < len(reqs):  # a scheduler bug, not a user error: say so loudly
+        raise RuntimeError(f"serve: the scheduler stalled with {len(reqs) - sched.finished} requests "
+                           f"unfinished ({len(sched.running)} running, {len(sched.waiting)} waiting)")
+    requests = request_table(reqs, sched)
+    iterations = log.table(cap.num_blocks)
+    info = {"model": spec.name, "policy": policy.spelling, "hw": hw.name,
+            "perf_model": cfg.perf_model, "budget_tokens": budget, **(run_info or {})}
+    pricing = {**pricer.stats.as_dict(), "audit": audit.report()}
+    summary = summarize(requests, iterations, cfg, reqs, cap, pricing, info, time.perf_counter() - wall)
+    return ServeResult(requests, iterations, summary, cap)
+
+
+def _arrivals(env: simpy.Environment, sched: Scheduler, times: np.ndarray,
+              wake: _Wake) -> Generator[simpy.Event, Any, None]:
+    for rid, t in enumerate(times.tolist()):
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        sched.arrive(rid)
+        wake.ring()
+
+
+class Audit:
+    """Every K-th iteration priced both ways: components with buckets, and its exact launch list."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.count = every, 0
+        self.pairs: list[tuple[float, float]] = []
+
+    def check(self, pricer: IterationPricer, step: Step, sched: Scheduler, plan: PrecisionPlan,
+              seconds: float) -> None:
+        self.count += 1
+        if self.every > 0 and self.count % self.every == 0:
+            self.pairs.append((seconds, pricer.reference(pricer.shape(step, sched, plan))))
+
+    def report(self) -> dict[str, float] | None:
+        if not self.pairs:
+            return None
+        got, ref = (np.array(x) for x in zip(*self.pairs, strict=True))
+        rel = got / ref - 1
+        return {"iterations": len(rel), "mean_abs_rel": float(np.abs(rel).mean()),
+                "max_abs_rel": float(np.abs(rel).max()), "mean_rel": float(rel.mean()),
+                "total_rel": float(got.sum() / ref.sum() - 1)}
+
+
+def _engine(env: simpy.Environment, sched: Scheduler, pricer: IterationPricer, plan: PrecisionPlan,
+            log: IterationLog, wake: _Wake, total: int, audit: Audit) -> Generator[simpy.Event, Any, None]:
+    while sched.finished < total:
+        step = sched.plan(env.now)
+        if step is None:
+            yield wake.wait()
+            continue
+        seconds, launches = pricer.price(step, sched, plan)
+        audit.check(pricer, step, sched, plan, seconds)
+        log.add(env.now, seconds, step, sched, launches)
+        yield env.timeout(seconds)
+        sched.complete(step, env.now)

@@ -1,0 +1,119 @@
+"""An iteration's launches, built by mpsim.launch_plan (the one place rows are built from shapes).
+
+An iteration runs the linear layers and row-wise ops over all its T tokens (one GEMM launch per
+precision group, M = the group's tokens), one decode attention launch over its decoding sequences
+(kv_len = the longest, kv_tokens = their sum), one causal prefill attention launch per distinct
+chunk shape, and the final norm, lm_head and sampling over its S sequences. `iteration_rows` lays
+that out in the engine's order (launch_plan.layer_rows, with the attention and GEMM rows
+substituted); pricing uses the same rows cut into components (pricing.py), each component priced
+in the L2-residency context it has in a pass of its own size: a `stand_in` launch (a residual add
+writing exactly the bytes the real predecessor writes) precedes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from mpsim.launch_plan import (
+    PassShape,
+    Row,
+    costed,
+    kv_write_row,
+    layer_rows,
+    pass_attention_row,
+    pass_gemm_row,
+    pass_rows,
+    rowwise_row,
+)
+from mpsim.models import ModelSpec
+from mpsim.policy import FP16_WEIGHTS, WeightChoice
+from mpsim.traces.accounting import launch_cost
+from mpsim.traces.schema import COLUMNS
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one iteration computes, in the terms its launches need."""
+
+    groups: tuple[tuple[WeightChoice, int], ...]  # linear-layer tokens per weight choice
+    tokens: int                                   # T
+    seqs: int                                     # S: sequences (each samples its last position)
+    has_prefill: bool
+    decode: tuple[int, int, int] | None           # (sequences, longest KV, KV tokens) after the step
+    prefill: tuple[tuple[int, int, int], ...]     # (count, chunk tokens, cached before), by shape
+
+
+def base_pass(tokens: int, kv_bits: int, kv_block: int, phase: str = "decode",
+              weights: WeightChoice = FP16_WEIGHTS) -> PassShape:
+    """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens."""
+    return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block)
+
+
+def stand_in(pred: Row, layer: int = -1) -> Row:
+    """A residual add that writes exactly what `pred` writes (so the next launch sees the same L2
+    residency as after `pred`), to lead a component whose first launch follows `pred`."""
+    n = max(1, launch_cost(pred).bytes_written // 2)
+    return rowwise_row(base_pass(1, 16, 16), "other", "residual_add_kernel", "stand_in", layer, 1, n)
+
+
+def decode_attention_row(spec: ModelSpec, n: int, kv_max: int, kv_tokens: int, kv_bits: int,
+                         kv_block: int, layer: int = 0) -> tuple[Row, Row]:
+    """(KV write, decode attention) of n sequences: longest KV kv_max, kv_tokens over the batch."""
+    p = PassShape("decode", 1, n, 1, kv_max, FP16_WEIGHTS, kv_bits, kv_block)
+    attn = pass_attention_row(spec, p, layer)
+    attn["kv_tokens"] = kv_tokens
+    return kv_write_row(spec, p, layer), attn
+
+
+def prefill_attention_row(spec: ModelSpec, count: int, chunk: int, before: int, kv_bits: int,
+                          kv_block: int, layer: int = 0) -> tuple[Row, Row]:
+    """(KV write, causal attention) of `count` chunks of `chunk` tokens after `before` cached ones."""
+    p = PassShape("prefill", 0, count, chunk, before + chunk, FP16_WEIGHTS, kv_bits, kv_block)
+    return kv_write_row(spec, p, layer), pass_attention_row(spec, p, layer)
+
+
+def _attention_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int, layer: int) -> list[Row]:
+    rows = [prefill_attention_row(spec, c, q, b, kv_bits, kv_block, layer)[1] for c, q, b in s.prefill]
+    if s.decode is not None:
+        rows.append(decode_attention_row(spec, *s.decode, kv_bits, kv_block, layer)[1])
+    return rows
+
+
+def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int) -> list[Row]:
+    """Every launch of the iteration, in order (the reference the components are measured against)."""
+    base = base_pass(s.tokens, kv_bits, kv_block, "prefill" if s.has_prefill else "decode")
+    rows: list[Row] = [pass_rows(replace(spec, num_layers=1), base)[0]]  # the embedding of T tokens
+    for layer in range(spec.num_layers):
+        for row in layer_rows(spec, base, layer):
+            if row["op"] == "attention":
+                rows += _attention_rows(spec, s, kv_bits, kv_block, layer)
+            elif row["op"] == "gemm":
+                k_n = (row["n"], row["k"], bool(row.get("bias")))
+                rows += [pass_gemm_row(base, row["module"], layer, m, k_n[0], k_n[1], w, k_n[2])
+                         for w, m in s.groups]
+            else:
+                rows.append(row)
+    rows += tail_rows(spec, s.seqs, s.has_prefill, kv_bits, kv_block)
+    for row in rows:  # one (phase, step): the iteration is one step of a step-level model
+        row.update(phase=base.phase, step=base.step)
+    return rows
+
+
+def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_block: int) -> list[Row]:
+    """The launches after the last layer: [last-token gather,] final norm, lm_head, sampling."""
+    p = base_pass(seqs, kv_bits, kv_block, "prefill" if has_prefill else "decode")
+    rows = pass_rows(replace(spec, num_layers=1), p)
+    return rows[1 + len(list(layer_rows(spec, p, 0))):]
+
+
+def frame(rows: list[Row]) -> pd.DataFrame:
+    """The trace-row table of launch-plan rows (costed here, once), in order, ready for `simulate`
+    (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing)."""
+    costed_rows = [costed(dict(r)) for r in rows]
+    fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
+            "phase": [r.get("phase") or "decode" for r in costed_rows],
+            "step": [r.get("step") or 0 for r in costed_rows]}
+    return pd.DataFrame({c: pd.array(list(fill[c]) if c in fill else [r.get(c) for r in costed_rows],
+                                     dtype=dtype) for c, dtype in COLUMNS.items()})
