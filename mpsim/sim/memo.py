@@ -35,7 +35,8 @@ MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides
 # what they read (policies, models, memory), and the launch configs.
 SOURCE_PACKAGES = ("mpsim.sim",)
 SOURCE_MODULES = ("mpsim.traces.accounting", "mpsim.launch_plan", "mpsim.synth", "mpsim.policy",
-                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config")
+                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config",
+                  "mpsim.kernels.launch_base", "mpsim.kernels.external_configs")
 
 
 def source_files() -> list[Path]:
