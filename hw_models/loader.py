@@ -131,9 +131,9 @@ def _energy_problems(spec: GpuSpec | NpuSpec) -> list[tuple[str, str]]:
 def _gpu_problems(spec: GpuSpec) -> list[tuple[str, str]]:
     c, sm, tc = spec.compute, spec.sm, spec.tensor_core
     out = _energy_problems(spec)
-    if c.boost_clock_MHz < c.base_clock_MHz:
+    if c.base_clock_MHz is not None and c.boost_clock_MHz < c.base_clock_MHz:
         out.append(("compute.boost_clock_MHz", f"must be >= base_clock_MHz {c.base_clock_MHz}"))
-    if c.sustained_clock_MHz > c.boost_clock_MHz:
+    if c.sustained_clock_MHz is not None and c.sustained_clock_MHz > c.boost_clock_MHz:
         out.append(("compute.sustained_clock_MHz", f"must be <= boost {c.boost_clock_MHz}"))
     if sm.max_shared_memory_per_cta_KiB > sm.shared_memory_KiB:
         out.append(("sm.max_shared_memory_per_cta_KiB", "must be <= sm.shared_memory_KiB"))

@@ -38,9 +38,9 @@ __all__ = ["DECODER_BITS", "MATRIX_DTYPES", "Block", "GpuEnergy", "NpuEnergy", "
 @dataclass(frozen=True, kw_only=True)
 class GpuCompute(Block):
     sm_count: int
-    base_clock_MHz: float
-    boost_clock_MHz: float
-    sustained_clock_MHz: float  # the clock cycles are counted in
+    boost_clock_MHz: float  # the clock a launch starts at; the power limit lowers it (simulator)
+    base_clock_MHz: float | None = None  # optional (no model reads it)
+    sustained_clock_MHz: float | None = None  # optional: a measured clock under load (reports only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,13 +70,6 @@ class CudaCore(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Cache(Block):
-    size_MiB: float
-    bandwidth_GBps: float
-    latency_ns: float
-
-
-@dataclass(frozen=True, kw_only=True)
 class Dram(Block):
     type: str
     size_GB: float
@@ -84,6 +77,28 @@ class Dram(Block):
     latency_ns: float
     channels: int  # independent channels (stacks x channels per stack for HBM)
     achievable_bandwidth_fraction: float = field(metadata={"max": 1.0})
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuCache(Block):
+    """A GPU's L2. Only the size is a datasheet number; bandwidth and latency are optional
+    per-device overrides (a calibration) of the simulator's device-independent constants."""
+
+    size_MiB: float
+    bandwidth_GBps: float | None = None
+    latency_ns: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuDram(Block):
+    """A GPU's DRAM: datasheet type, size and peak bandwidth; the rest are optional overrides."""
+
+    type: str
+    size_GB: float
+    bandwidth_GBps: float
+    latency_ns: float | None = None
+    channels: int | None = None
+    achievable_bandwidth_fraction: float | None = field(default=None, metadata={"max": 1.0})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,21 +154,23 @@ class GpuSpec(_Common):
     sm: SmLimits
     tensor_core: TensorCore
     cuda_core: CudaCore
-    l2: Cache
-    dram: Dram
-    launch: Launch
+    l2: GpuCache
+    dram: GpuDram
+    launch: Launch | None = None  # optional per-kernel overhead override (a calibration)
     energy: GpuEnergy | None = None
 
     @property
     def clock_MHz(self) -> float:
-        return self.compute.sustained_clock_MHz
+        """The boost clock: where a launch's clock starts (the simulator's power model lowers it)."""
+        return self.compute.boost_clock_MHz
 
     @property
     def compute_units(self) -> int:
         return self.compute.sm_count
 
     @property
-    def achievable_bandwidth_fraction(self) -> float:
+    def achievable_bandwidth_fraction(self) -> float | None:
+        """The file's override, or None: the simulator's device-independent constant applies."""
         return self.dram.achievable_bandwidth_fraction
 
     def dram_bandwidth_Bps(self) -> float:
@@ -170,24 +187,29 @@ class GpuSpec(_Common):
     def vector_peak_flops(self) -> float:
         return self.cuda_core.fp32_peak_TFLOPs * 1e12
 
-    def launch_overhead_s(self) -> float:
-        return self.launch.overhead_us * 1e-6
+    def launch_overhead_s(self) -> float | None:
+        """The file's per-kernel overhead override, or None (the simulator's constant applies)."""
+        return None if self.launch is None else self.launch.overhead_us * 1e-6
 
     def describe(self) -> str:
         c, d, l2 = self.compute, self.dram, self.l2
         tc = ", ".join(f"{k} {v:g}" for k, v in sorted(self.tensor_core.dense_peak_TFLOPs.items()))
+        overrides = [f"{k} {v:g}" for k, v in (
+            ("L2 GB/s", l2.bandwidth_GBps), ("L2 ns", l2.latency_ns), ("DRAM ns", d.latency_ns),
+            ("achievable", d.achievable_bandwidth_fraction),
+            ("launch us", self.launch.overhead_us if self.launch else None)) if v is not None]
         return "\n".join([
             f"{self.name} (gpu): {self.description}",
-            f"  SMs {c.sm_count}, clock {c.base_clock_MHz:g}/{c.boost_clock_MHz:g} MHz "
-            f"base/boost, cycles at {c.sustained_clock_MHz:g} MHz",
+            f"  SMs {c.sm_count}, boost clock {c.boost_clock_MHz:g} MHz"
+            + (f" (base {c.base_clock_MHz:g})" if c.base_clock_MHz is not None else "")
+            + f"; tensor peaks at {self.tensor_core.datasheet_clock_MHz:g} MHz",
             f"  tensor dense TFLOP/s: {tc}",
             f"  CUDA cores fp32 {self.cuda_core.fp32_peak_TFLOPs:g} TFLOP/s",
-            f"  L2 {l2.size_MiB:g} MiB, {l2.bandwidth_GBps:g} GB/s, {l2.latency_ns:g} ns",
-            f"  {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak "
-            f"(x{d.achievable_bandwidth_fraction:g} achievable), {d.latency_ns:g} ns",
+            f"  L2 {l2.size_MiB:g} MiB; {d.type} {d.size_GB:g} GB, {d.bandwidth_GBps:g} GB/s peak",
             *energy_lines(self.energy),
-            f"  launch overhead {self.launch.overhead_us:g} us; sources: "
-            + ", ".join(s.id for s in self.sources),
+            "  per-device overrides of the simulator's constants: "
+            + (", ".join(overrides) if overrides else "none (datasheet numbers only)"),
+            "  sources: " + ", ".join(s.id for s in self.sources),
         ])
 
 
@@ -354,11 +376,11 @@ class HardwareSpec(Protocol):
     @property
     def compute_units(self) -> int: ...
     @property
-    def achievable_bandwidth_fraction(self) -> float: ...
+    def achievable_bandwidth_fraction(self) -> float | None: ...
     def dram_bandwidth_Bps(self) -> float: ...
     def matrix_peak_flops(self, dtype: str) -> float: ...
     def matrix_flops_per_cycle(self, dtype: str) -> float: ...
     def vector_peak_flops(self) -> float: ...
-    def launch_overhead_s(self) -> float: ...
+    def launch_overhead_s(self) -> float | None: ...
     def source_of(self, key: str) -> Source: ...
     def describe(self) -> str: ...

@@ -36,54 +36,62 @@ GROUP_BITS = (2, 3, 4, 8)
 @triton.jit
 def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Codes (BLOCK_N, BLOCK_K) int32 of columns k0.. (k0 a multiple of 32), 0 outside N x KP."""
+    """Codes of columns k0.. (k0 a multiple of 32), 0 outside N x KP, as (BLOCK_N, chunks, codes
+    per chunk) uint32 (a chunk: one packed word, or 24 bits of a 3-bit word triple), with each
+    chunk's first column (a chunk never straddles a group: G is a multiple of 32)."""
     n_mask = offs_n < N
     if BITS == 3:
-        # 32 codes per 96-bit word triple: code j at bit 3j; it lives in word 3j // 32 and, when
-        # its shift is 30 or 31 (codes 10 and 21), also in the next word.
+        # 32 codes per 96-bit word triple: code j at bit 3j (codes 10 and 21 straddle two words).
         NC: tl.constexpr = BLOCK_K // 32
         offs_c = k0 // 32 + tl.arange(0, NC)
         mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
         base = qw_ptr + offs_n[:, None] * stride_qn + 3 * offs_c[None, :]
-        w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)[:, :, None]
-        w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)[:, :, None]
-        w2 = tl.load(base + 2, mask=mask, other=0).to(tl.uint32, bitcast=True)[:, :, None]
-        bit = 3 * tl.arange(0, 32)
-        word = (bit // 32)[None, None, :]
-        shift = (bit % 32).to(tl.uint32)[None, None, :]
-        lo = tl.where(word == 0, w0, tl.where(word == 1, w1, w2))
-        hi = tl.where(word == 0, w1, w2)
-        carry = tl.where(shift > 29, hi << ((32 - shift) & 31), 0)
-        codes = ((lo >> shift) | carry) & 7
+        w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        w2 = tl.load(base + 2, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        # Codes 8u..8u+7 fill bits 24u..24u+23 of the triple: four 24-bit units, each from at most
+        # two words with fixed shifts, then every unit unpacks like a word of 3-bit codes.
+        u0 = w0 & 0xFFFFFF
+        u1 = (w0 >> 24) | ((w1 & 0xFFFF) << 8)
+        u2 = (w1 >> 16) | ((w2 & 0xFF) << 16)
+        u3 = w2 >> 8
+        units = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BLOCK_N, NC, 4))
+        shift = (tl.arange(0, 8) * 3).to(tl.uint32)[None, None, None, :]
+        codes = tl.reshape((units[:, :, :, None] >> shift) & 7, (BLOCK_N, NC, 32))
+        first_col = offs_c * 32
     else:
         PER: tl.constexpr = 32 // BITS
         NW: tl.constexpr = BLOCK_K // PER
         offs_w = k0 // PER + tl.arange(0, NW)
         mask = n_mask[:, None] & (offs_w[None, :] < KP // PER)
-        words = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask, other=0)
+        words = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask,
+                        other=0).to(tl.uint32, bitcast=True)
         shift = (tl.arange(0, PER) * BITS).to(tl.uint32)[None, None, :]
-        codes = (words.to(tl.uint32, bitcast=True)[:, :, None] >> shift) & ((1 << BITS) - 1)
-    return tl.reshape(codes, (BLOCK_N, BLOCK_K)).to(tl.int32)
+        codes = (words[:, :, None] >> shift) & ((1 << BITS) - 1)
+        first_col = offs_w * PER
+    return codes, first_col
 
 
 @triton.jit
 def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                   BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group."""
-    q = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
-    # A tile spans NG whole groups (BLOCK_K >= G) or lies inside one (BLOCK_K <= G): gemm_config's
-    # block_k guarantees one divides the other, so scales load once per (row, group) in the tile.
-    GT: tl.constexpr = BLOCK_K if BLOCK_K < GROUP else GROUP
-    NG: tl.constexpr = BLOCK_K // GT
-    offs_g = (k0 + tl.arange(0, NG) * GT) // GROUP
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group.
+
+    No integer-to-float conversion: a code q < 1024 OR-ed into the exponent bits 0x6400 is the fp16
+    number 1024 + q exactly; subtracting 1024 + z (z an integer code value, so exact in fp16) gives
+    q - z exactly, and one fp16 multiply by s rounds the exact product once, as the reference's
+    fp32 product (exact: at most 8 x 11 significant bits) rounded to fp16 does. Scales and zeros
+    load once per packed chunk (in the codes' own layout), not per weight.
+    """
+    codes, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+    offs_g = first_col // GROUP
     mask = (offs_n[:, None] < N) & (offs_g[None, :] < KP // GROUP)
     sz = offs_n[:, None] * stride_sn + offs_g[None, :]
-    s = tl.load(s_ptr + sz, mask=mask, other=0.0).to(tl.float32)
-    z = tl.load(z_ptr + sz, mask=mask, other=0.0).to(tl.float32)
-    qf = tl.reshape(q.to(tl.float32), (BLOCK_N, NG, GT))
-    w = (qf - z[:, :, None]) * s[:, :, None]  # exact in fp32: 8-bit integer times 11-bit significand
-    return tl.reshape(w, (BLOCK_N, BLOCK_K)).to(tl.float16)
+    s = tl.load(s_ptr + sz, mask=mask, other=0.0)[:, :, None]
+    z = (tl.load(z_ptr + sz, mask=mask, other=0.0) + 1024.0)[:, :, None]
+    qh = (codes | 0x6400).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.reshape((qh - z) * s, (BLOCK_N, BLOCK_K))
 
 
 @triton.jit

@@ -7,53 +7,20 @@ Triton interpreter) returns one fixed small config per family, since the interpr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mpsim.kernels.external_configs import *  # noqa: F403  (kernels that are not mpsim's)
+from mpsim.kernels.launch_base import GPU_SMS as GPU_SMS
+from mpsim.kernels.launch_base import LaunchConfig as LaunchConfig
+from mpsim.kernels.launch_base import cdiv as cdiv
+from mpsim.kernels.launch_base import next_pow2 as next_pow2
 
 GEMV_MAX_ROWS = 16       # M <= 16 takes the GEMV path (PMPD fuses up to 8 rows; TurboMind ~16)
 TARGET_PROGRAMS = 264    # ~2 waves of CTAs on a 132-SM Hopper part: enough to saturate HBM
-GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture
 PAGED_BLOCK = 64         # TurboMind's paged KV block (docs/sources.md#turbomind-formats)
 ROWWISE_BLOCK_GPU = 4096
 ROWWISE_BLOCK_CPU = 128
 GEMM_GROUP_M = 8         # tiled GEMM: output tiles run in bands of 8 row tiles that share W tiles in L2
 
 DECODE_ATTENTION_KERNEL = "attention_decode_kernel"  # its launch config and KV buckets key on it
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    kernel: str
-    grid: tuple[int, ...]
-    block_m: int | None
-    block_n: int | None
-    block_k: int | None
-    num_warps: int
-    num_stages: int
-    split_k: int = 1
-    group_m: int | None = None  # tiled GEMM only: row tiles per band of the grouped tile order
-
-    def config_dict(self) -> dict[str, int]:
-        out = {"num_warps": self.num_warps, "num_stages": self.num_stages, "split_k": self.split_k}
-        for key in ("block_m", "block_n", "block_k", "group_m"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        return out
-
-    @property
-    def programs(self) -> int:
-        total = 1
-        for g in self.grid:
-            total *= g
-        return total
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 def _format_tag(w_format: str) -> str:
@@ -77,16 +44,16 @@ def gemm_config(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: 
     if m < 1 or n < 1 or k < 1:
         raise ValueError(f"gemm_config: m, n, k must be positive, got m={m}, n={n}, k={k}")
     if m <= GEMV_MAX_ROWS:
-        return _gemv_config(m, n, k, tag, group_size, on_gpu)
+        return _gemv_config(m, n, k, tag, w_bits, group_size, on_gpu)
     return _gemm_tile_config(m, n, k, tag, group_size, on_gpu)
 
 
-def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
+def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int | None,
                  on_gpu: bool) -> LaunchConfig:
     """One program per BLOCK_N weight rows x K split; the split fills ~2 waves of programs.
 
     BLOCK_M = 1 takes the multiply-and-row-sum path; 2..16 rows a swap-AB tl.dot (MMA N side >= 8).
-    A 16 x 256 tile compiles for sm_90 to 64-168 registers without spills for every format
+    Tiles of 4096 weights (gemv_tile) compile for sm_90 without spills for every format
     (tests/kernels/test_kern_gemm_compile.py), and every split keeps at least 2 K iterations so the
     3-stage load pipeline has work to overlap.
     """
@@ -99,13 +66,33 @@ def _gemv_config(m: int, n: int, k: int, tag: str, group_size: int | None,
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k)
-    block_n = 16
-    block_k = _fit_block_k(256, tag, group_size)
+    block_n, block_k = gemv_tile(tag, w_bits, block_m)
+    block_k = _fit_block_k(block_k, tag, group_size)
     n_blocks = cdiv(n, block_n)
     max_split = max(1, k // (2 * block_k))
     split_k = min(max_split, max(1, cdiv(TARGET_PROGRAMS, n_blocks)), 16)
+    # whole K tiles per split and no empty split (of the logical K, so of the padded one too)
+    tiles = cdiv(k, block_k)
+    split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
                         4, 3, split_k)
+
+
+# GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop issues the fewest
+# instructions per weight for this format and row count (mpsim/sim/gpu/sass_table.py, counted by
+# scripts/sass_mix.py from the sm_90a SASS). One activation row multiplies on CUDA cores with a row
+# sum per trip, more rows on the tensor cores through a shared-memory layout change: different
+# code, different best tiles.
+GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {"fp16": (64, 64)}
+GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
+    "fp16": (32, 128), ("group", 4): (64, 64), ("group", 3): (64, 64), ("group", 2): (32, 128)}
+GEMV_TILE_DEFAULT = (16, 256)
+
+
+def gemv_tile(tag: str, w_bits: int, block_m: int) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K before fitting to the group) of the GEMV for a format and BLOCK_M."""
+    table = GEMV_TILE_ONE_ROW if block_m == 1 else GEMV_TILE_ROWS
+    return table.get((tag, w_bits), table.get(tag, GEMV_TILE_DEFAULT))
 
 
 def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
@@ -251,3 +238,56 @@ def rowwise_config(kernel: str, rows: int, width: int, *, on_gpu: bool = True) -
     block = min(next_pow2(width), ROWWISE_BLOCK_GPU if on_gpu else ROWWISE_BLOCK_CPU)
     warps = min(16, max(1, block // 256)) if on_gpu else 4
     return LaunchConfig(kernel, (rows,), None, block, None, warps, 1)
+
+
+# ---- candidate sets: what an autotuner may choose from, per architecture ---------------------------
+# Tiled GEMM tiles (BLOCK_M tokens x BLOCK_N weights x BLOCK_K, warps, stages). Hopper: the H100
+# configs of Triton's matmul tutorial (python/tutorials/03-matrix-multiplication.py,
+# get_cuda_autotune_config) plus the heuristic's two; Ampere: 128 x 128 and its neighbours. A quantized
+# weight's dequantized tile lives in registers, so its K tile is 32 (fitted to the group).
+HOPPER_GEMM_TILES = ((128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 64, 8, 3),
+                     (128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+                     (64, 64, 64, 4, 3), (128, 32, 32, 4, 4), (64, 32, 32, 2, 5), (32, 64, 32, 2, 5))
+AMPERE_GEMM_TILES = ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4),
+                     (128, 64, 32, 4, 4), (64, 64, 64, 4, 3), (64, 64, 32, 4, 4))
+# GEMV (up to 64 rows): BLOCK_N x BLOCK_K tiles of 4096 weights (the dequantized tile in registers
+# compiles without spills at this size) and split-K widths; every split keeps >= 2 K trips.
+GEMV_TILES = ((16, 256), (32, 128), (64, 64))
+GEMV_SPLITS = (1, 2, 4, 8, 16)
+GEMV_CANDIDATE_MAX_ROWS = 64
+ARCHITECTURES = ("hopper", "ampere")
+
+
+def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: int | None,
+                    arch: str = "hopper") -> list[LaunchConfig]:
+    """Every config an autotuner of mpsim's GEMM/GEMV kernels would try for this shape on `arch`
+    (the heuristic's own choice included): split-K GEMV configs up to 64 rows, tiled GEMM tiles
+    from 17 rows. Order is fixed (the first of equal times wins)."""
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    tag = _format_tag(w_format)
+    out = [gemm_config(m, n, k, w_format, w_bits, group_size)]
+    kp = k
+    if m <= GEMV_CANDIDATE_MAX_ROWS:
+        block_m = next_pow2(m)
+        for bn, bk0 in GEMV_TILES:
+            bk = _fit_block_k(bk0, tag, group_size)
+            tiles = cdiv(kp, bk)
+            for split in GEMV_SPLITS:
+                if split > 1 and (cdiv(kp, split) < 2 * bk or cdiv(tiles, cdiv(tiles, split)) != split):
+                    continue
+                out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
+                                        4, 3, split))
+    if m > GEMV_MAX_ROWS:
+        for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
+            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)
+            out.append(LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk,
+                                    warps, stages, group_m=GEMM_GROUP_M))
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for c in out:
+        key = (c.kernel, c.grid, c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique

@@ -16,6 +16,7 @@ sequence, and greedy sampling. Launch configs come from kernels.launch_config, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -68,8 +69,7 @@ def costed(row: Row) -> Row:
 def _gemm(m: int, n: int, k: int, w_format: str, bits: int, group_size: int | None, bias: bool,
           on_gpu: bool) -> Row:
     cfg = lc.gemm_config(m, n, k, w_format, bits, group_size, on_gpu=on_gpu)
-    return _cfg({"op": "gemm", "m": m, "n": n, "k": k, "w_format": w_format, "w_bits": bits,
-                 "group_size": group_size, "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}, cfg)
+    return _cfg(_gemm_shape(m, n, k, w_format, bits, group_size, bias), cfg)
 
 
 def _attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
@@ -213,8 +213,15 @@ def _single(row: Row) -> Row:
 
 
 def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
-             group_size: int | None = None, bias: bool = False, *, on_gpu: bool = True) -> Row:
-    """y = x @ W.T for an M x K activation and an N x K weight stored in `w_format` at `bits`."""
+             group_size: int | None = None, bias: bool = False, *, on_gpu: bool = True,
+             kernel: str | None = None, config: lc.LaunchConfig | None = None,
+             sms: int = lc.GPU_SMS) -> Row:
+    """y = x @ W.T for an M x K activation and an N x K weight stored in `w_format` at `bits`.
+
+    `kernel`: None for mpsim's Triton kernels (the config gemm_config picks, or `config`, e.g. one
+    of lc.gemm_candidates), or a kernel that is not mpsim's: lc.CUBLAS_GEMM (fp16/bf16 cuBLAS;
+    config one of lc.cublas_candidates, default lc.cublas_heuristic) or lc.TRTLLM_WO_GEMV
+    (TensorRT-LLM's per-channel int4/int8 weight-only GEMV, M <= 4)."""
     fmt = weight_format(w_format, bits)
     if fmt == "fp16":
         bits, group_size = 16, None
@@ -224,16 +231,58 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
     if min(m, n, k) < 1:
         raise MpsimInputError(f"gemm: m, n, k must be >= 1, got m={m}, n={n}, k={k}")
     try:
-        row = _gemm(m, n, k, fmt, bits, group_size, bias, on_gpu)
+        if kernel is None:
+            row = _gemm(m, n, k, fmt, bits, group_size, bias, on_gpu)
+            if config is not None:
+                _check_kernel(config, row["kernel"], f"gemv_{_family(fmt)}_kernel",
+                              f"gemm_{_family(fmt)}_kernel")
+                _cfg(row, config)
+        elif kernel == lc.CUBLAS_GEMM:
+            if fmt != "fp16":
+                raise ValueError(f"{kernel} prices 16-bit weights (fp16/bf16), got {fmt}")
+            cfg = config or lc.cublas_heuristic(m, n, k, sms)
+            _check_kernel(cfg, kernel)
+            row = _cfg(_gemm_shape(m, n, k, fmt, bits, None, bias), cfg)
+        elif kernel == lc.TRTLLM_WO_GEMV:
+            if fmt not in ("int4-group", "int8-group"):
+                raise ValueError(f"{kernel} prices per-channel int4/int8 weights, got {fmt}")
+            cfg = config or lc.trtllm_wo_config(m, n, k, bits)
+            _check_kernel(cfg, kernel)
+            row = _cfg(_gemm_shape(m, n, k, fmt, bits, k, bias), cfg)  # per channel: G = K
+        else:
+            raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
+                             f"{lc.CUBLAS_GEMM} or {lc.TRTLLM_WO_GEMV}")
     except ValueError as exc:
         raise MpsimInputError(f"gemm: {exc}") from None
     row.update(phase="decode" if m <= lc.GEMV_MAX_ROWS else "prefill", module="gemm")
     return _single(row)
 
 
+def _family(fmt: str) -> str:
+    return "fp16" if fmt == "fp16" else ("anyprec" if fmt == "anyprec" else "group")
+
+
+def _check_kernel(cfg: lc.LaunchConfig, *kernels: str) -> None:
+    if cfg.kernel not in kernels:
+        raise ValueError(f"config for kernel {cfg.kernel!r} does not fit; expected {' or '.join(kernels)}")
+
+
+def _gemm_shape(m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
+                bias: bool) -> Row:
+    return {"op": "gemm", "m": m, "n": n, "k": k, "w_format": fmt, "w_bits": bits,
+            "group_size": group_size, "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}
+
+
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
-                  kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True) -> Row:
-    """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16)."""
+                  kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True,
+                  kernel: str | None = None, kv_append: bool = False, l2_warm: bool = False,
+                  sms: int = lc.GPU_SMS) -> Row:
+    """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16).
+
+    `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (lc.FA3_DECODE /
+    lc.FA3_PREFILL by q_len; 8-bit KV is FA3's fp8 e4m3 cache, 4-bit is not supported), with
+    `kv_append` (the measured op also wrote the new tokens' K/V) and `l2_warm` (decode repeated back
+    to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic."""
     if kv_bits not in KV_BITS:
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
@@ -243,6 +292,57 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     if q_len > 1 and kv_bits != 16:
         raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
                               "applies to decode (q_len 1)")
-    row = _attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu)
+    if kernel is None:
+        if kv_append or l2_warm:
+            raise MpsimInputError("attention: kv_append and l2_warm describe FA3 rows (kernel='fa3')")
+        row = _attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu)
+    elif kernel == "fa3":
+        if kv_bits == 4:
+            raise MpsimInputError("attention: FA3 has no 4-bit KV cache (16 or fp8 only)")
+        if q_len == 1:
+            cfg = lc.fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
+                                       l2_warm=l2_warm, sms=sms)
+        else:
+            if kv_len != q_len:
+                raise MpsimInputError("attention: FA3 prefill rows attend within the prompt "
+                                      "(kv_len == q_len)")
+            cfg = lc.fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
+                                        sms=sms)
+        row = _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
+                    "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
+                    "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
+                    "kv_block": None}, cfg)
+    else:
+        raise MpsimInputError(f"attention: unknown kernel {kernel!r}; expected None (mpsim's) or 'fa3'")
     row["phase"] = "decode" if q_len == 1 else "prefill"
+    return _single(row)
+
+
+FRAMEWORK_OPS = {lc.VLLM_RMS_NORM: "norm", lc.VLLM_ROPE: "rope", lc.VLLM_SILU_MUL: "act",
+                 lc.TORCH_ADD: "other"}
+
+
+def framework_op_row(kernel: str, tokens: int, hidden: int, *, heads: int = 0, kv_heads: int = 0,
+                     head_dim: int = 0, l2_warm: bool = False) -> Row:
+    """One row-wise launch of another framework (Vidur's measured kernels): lc.VLLM_RMS_NORM and
+    lc.TORCH_ADD over `hidden` wide rows, lc.VLLM_SILU_MUL with output width `hidden` (input
+    2 x hidden), lc.VLLM_ROPE over the query and key heads. `l2_warm` (add only): the second input
+    is the previous kernel's output, still in L2 when it fits."""
+    if kernel not in FRAMEWORK_OPS:
+        raise MpsimInputError(f"unknown row-wise kernel {kernel!r}; expected one of {list(FRAMEWORK_OPS)}")
+    if min(tokens, hidden) < 1:
+        raise MpsimInputError("row-wise op: tokens and hidden must be >= 1")
+    row: Row = {"op": FRAMEWORK_OPS[kernel], "module": kernel, "m": tokens, "n": hidden, "k": None}
+    if kernel == lc.VLLM_ROPE:
+        if min(heads, kv_heads, head_dim) < 1:
+            raise MpsimInputError("rope: heads, kv_heads and head_dim must be >= 1")
+        row.update(n=(heads + kv_heads) * head_dim, k=head_dim, num_q_heads=heads,
+                   num_kv_heads=kv_heads, head_dim=head_dim)
+    elif kernel == lc.VLLM_SILU_MUL:
+        row["k"] = 2 * hidden
+    cfg = lc.framework_rowwise_config(kernel, tokens, hidden, heads=heads, head_dim=head_dim)
+    if l2_warm:
+        cfg = dataclasses.replace(cfg, extra=(("l2_warm", 1),))
+    row = _cfg(row, cfg)
+    row["phase"] = "prefill"
     return _single(row)

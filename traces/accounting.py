@@ -164,6 +164,12 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "rope_kernel": _rope,
     "embedding_kernel": _embed,
     "argmax_kernel": _sample,
+    # other frameworks' kernels of the same ops (kernels/launch_config.py EXTERNAL_KERNELS): vLLM's
+    # RMSNorm, SiLU-and-mul and rotary embedding, PyTorch's elementwise add
+    "vllm_rms_norm": _rowwise(1, 1, 1, 4),
+    "vllm_silu_and_mul": _rowwise(1, 1, 0, 3),
+    "vllm_rotary_embedding": _rope,
+    "torch_add": _rowwise(2, 1, 0, 1),
 }
 SMALL_OP_KERNELS = tuple(_SMALL_OPS)
 

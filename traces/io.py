@@ -1,5 +1,9 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
+Files are written at SCHEMA_VERSION (3); every version in READABLE_VERSIONS is read and upgraded:
+version 1 has no `kv_tokens` column (filled on read), versions 1 and 2 no `protocol` field (it comes
+from a capture's environment["protocol"] when that names one).
+
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
 and a read takes the file a few columns at a time into pandas, handing their Arrow memory back
@@ -8,6 +12,7 @@ before the next, so a trace is held once in memory, not twice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,7 +22,7 @@ import pyarrow.parquet as pq
 
 from mpsim.traces.atomic import write_parquet_atomic
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import READABLE_VERSIONS, SCHEMA_VERSION
+from mpsim.traces.schema import PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import validate_frame
 
@@ -29,7 +34,8 @@ def write_trace(trace: Trace, path: str | Path) -> Path:
     frame = validate_frame(trace.rows, f"trace for {path}")
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = dict(table.schema.metadata or {})
-    meta[META_KEY] = json.dumps(trace.meta.as_dict(), sort_keys=True).encode()
+    fields = trace.meta.as_dict() | {"schema_version": SCHEMA_VERSION}  # written as this version
+    meta[META_KEY] = json.dumps(fields, sort_keys=True).encode()
     # Dictionary pages for the text columns only (they are dictionaries already; numbers encode
     # plainly, a third faster to write), no column statistics (nothing filters on them), and zstd:
     # a third of snappy's file size, written as fast and decoded faster on read.
@@ -50,8 +56,8 @@ def read_trace(path: str | Path) -> Trace:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
     if meta.schema_version == 1:  # before kv_tokens: every batch was uniform
         frame = with_kv_tokens(frame)
-        meta = TraceMeta(meta.source, meta.model, meta.policy, meta.workload, meta.environment,
-                         SCHEMA_VERSION)
+    if meta.schema_version != SCHEMA_VERSION:  # older files are upgraded (the protocol: _protocol)
+        meta = dataclasses.replace(meta, schema_version=SCHEMA_VERSION)
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -96,14 +102,26 @@ def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
         raise TraceError(f"{path}: mpsim metadata is not JSON ({exc})") from None
     version = meta.get("schema_version")
     if version not in READABLE_VERSIONS:
-        raise TraceError(
-            f"{path}: trace schema_version {version!r}; this mpsim reads versions "
-            f"{', '.join(map(str, READABLE_VERSIONS))}"
-        )
+        raise TraceError(f"{path}: trace schema_version {version!r}; this mpsim reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
     if meta.get("source") not in SOURCES:
         raise TraceError(f"{path}: metadata 'source' is {meta.get('source')!r}; expected one of {SOURCES}")
+    environment = dict(meta.get("environment") or {})
     return TraceMeta(
         source=meta["source"], model=dict(meta.get("model") or {}),
         policy=str(meta.get("policy") or ""), workload=dict(meta.get("workload") or {}),
-        environment=dict(meta.get("environment") or {}), schema_version=version,
+        environment=environment, schema_version=version,
+        protocol=_protocol(meta.get("protocol"), environment.get("protocol"), path),
     )
+
+
+def _protocol(declared: object, captured: object, path: Path) -> str | None:
+    """The trace's protocol: metadata `protocol` (version 3) or a capture's environment["protocol"]
+    (any version); the two must agree when both are given."""
+    for where, value in (("protocol", declared), ("environment.protocol", captured)):
+        if value is not None and value not in PROTOCOLS:
+            raise TraceError(f"{path}: metadata {where} is {value!r}; expected one of {list(PROTOCOLS)}")
+    if declared is not None and captured is not None and declared != captured:
+        raise TraceError(f"{path}: metadata protocol {declared!r} disagrees with "
+                         f"environment.protocol {captured!r}")
+    return str(declared or captured) if (declared or captured) else None

@@ -13,8 +13,18 @@ storage type is an error naming the row and column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: kv_tokens (decode attention over a batch of different KV lengths)
-READABLE_VERSIONS = (1, 2)  # version-1 files get kv_tokens filled on read (traces/io.py)
+# Versions: 1 the first; 2 adds the `kv_tokens` column (decode attention over a batch of different
+# KV lengths); 3 adds the metadata field `protocol`. Every version is read: version-1 files get
+# kv_tokens filled on read, and files before 3 take their protocol from a capture's
+# environment["protocol"] when it names one (traces/io.py); what is read is upgraded to this version.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+
+# How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
+# GPU duration of each kernel, CUPTI/Kineto: no launch gap), `graph` (mean per call inside a CUDA
+# graph), `eager` (host wall clock around one framework call), `trt-profiler` (TensorRT's per-layer
+# IProfiler). The fixed cost of each lives in mpsim/sim/protocols.yaml.
+PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")

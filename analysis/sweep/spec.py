@@ -28,6 +28,7 @@ from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
+from mpsim.sim.memo import source_fingerprint
 from mpsim.workload import Workload, check_context
 
 # Bump when a change to the point computation makes old point files stale.
@@ -92,7 +93,9 @@ def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpe
     spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
     ident = {"format": POINT_FORMAT, "model": spec, "policy": policy,
              "workload": workload.as_dict(), "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
-             "perf_model": perf_model, "perf_model_version": model_version(perf_model)}
+             "perf_model": perf_model, "perf_model_version": model_version(perf_model),
+             # the source of the simulator, roofline, accounting, synthesis and launch configs
+             "code": source_fingerprint()}
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 

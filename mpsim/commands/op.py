@@ -1,18 +1,23 @@
 """`mpsim op gemm|attention ... --hw H`: price one launch from its shapes and print time and bound.
 
 The launch row comes from mpsim.launch_plan (the config kernels/launch_config.py would choose, as in a
-synthesized trace) and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate`
-gives the one-row trace, in plain Python, so that the command starts without numpy or pandas.
+synthesized trace; or, with `--config best`, the candidate the simulator predicts fastest on H,
+mpsim.sim.best_config; `--kernel` prices a kernel that is not mpsim's, mpsim/sim/gpu/kernels_known.py)
+and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate` gives the one-row
+trace, in plain Python, so that the command starts without numpy or pandas (on an NPU, whose model
+prices whole steps, through `simulate`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
+from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, gemm_row
 
 
@@ -27,12 +32,20 @@ def register(sub: Any) -> None:
     g.add_argument("--bits", type=int, default=16, help="weight bits (group: 8,4,3,2; anyprec: 2..8)")
     g.add_argument("--group", type=int, default=None, help="group size for group formats (default 128)")
     g.add_argument("--bias", action="store_true")
+    g.add_argument("--kernel", default=None, choices=(lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV),
+                   help="price another library's kernel instead of mpsim's Triton kernel")
+    g.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
+                   help="the launch config: the launcher's heuristic (default) or the candidate the "
+                        "simulator predicts fastest on --hw (model-guided autotune; prints its cost)")
     _common(g, _gemm)
     a = ops.add_parser("attention", help="decode (q-len 1) or causal prefill attention")
     for name in ("batch", "q-len", "kv-len", "heads", "kv-heads", "head-dim"):
         a.add_argument(f"--{name}", type=int, required=True)
     a.add_argument("--kv-bits", type=int, default=16, help="KV cache bits for decode: 16, 8, 4")
     a.add_argument("--kv-block", type=int, default=None, help="paged KV block (default contiguous)")
+    a.add_argument("--kernel", default=None, choices=("fa3",),
+                   help="price vLLM's FlashAttention-3 op instead of mpsim's kernel")
+    a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     _common(a, _attention)
 
 
@@ -44,18 +57,32 @@ def _common(p: argparse.ArgumentParser, func: Any) -> None:
 
 
 def _gemm(args: argparse.Namespace) -> int:
-    row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias)
+    if args.config == "best":
+        from mpsim.sim.best_config import best_gemm_row  # the simulator and pandas: only when tuning
+
+        hw = hardware(args.hw)
+        best = best_gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group,
+                             args.bias, hw=hw, kernel=args.kernel)
+        print(f"best config of {best.candidates} candidates on {hw.name}: {best.config.name()} "
+              f"(search cost: {best.simulated} simulated launches, {best.wall_s:.2f} s)")
+        return _report(best.row, args)
+    hw = hardware(args.hw)
+    row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias,
+                   kernel=args.kernel, sms=hw.compute_units)
     return _report(row, args)
 
 
 def _attention(args: argparse.Namespace) -> int:
+    hw = hardware(args.hw)
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
-                        args.head_dim, args.kv_bits, args.kv_block)
+                        args.head_dim, args.kv_bits, args.kv_block, kernel=args.kernel,
+                        kv_append=args.kv_append, sms=hw.compute_units)
     return _report(row, args)
 
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
+    start = time.perf_counter()
     if hw.kind == "npu" and args.perf_model == "sim":
         # the NPU step model prices whole steps (numpy, pandas load here): one launch is a step of one
         from mpsim.sim import simulate
@@ -70,6 +97,7 @@ def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
 
         out = price_launch(row, hw, args.perf_model)
     print(format_launch(row, out, hw.name))
+    print(f"  priced in {time.perf_counter() - start:.2f} s")
     return 0
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mpsim.sim.result import SimResult
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
-TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s", "floored",
+TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s",
                  "busy_start_s", "busy_end_s", "energy_j")
 
 
@@ -76,10 +76,8 @@ def describe_run(result: SimResult) -> str:
     not built for this)."""
     s, bound = result.stats, result.column("bound")
     share = ", ".join(f"{b} {n / len(bound):.0%}" for b, n in bound.value_counts().items())
-    floored = int(result.column("floored").sum())
     return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
-            f"{s['wall_s']:.2f} s\n  bound: {share}"
-            + (f"\n  {floored} launches floored at their roofline bound (L2 residency)" if floored else ""))
+            f"{s['wall_s']:.2f} s\n  bound: {share}")
 
 
 def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:

@@ -45,12 +45,9 @@ def environment(backend: str, on_gpu: bool) -> dict[str, Any]:
     return env
 
 
-# The measurement protocols a capture's times follow. The vocabulary is the fidelity issue's (the
-# trace-level `protocol` field it adds); until that field exists, a capture states its protocol in
-# environment["protocol"], set here and only here.
-PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
-
-
+# The measurement protocol a capture's times follow, in the trace contract's vocabulary
+# (traces/schema.py PROTOCOLS; costs in mpsim/sim/protocols.yaml): set here and only here, as the
+# trace's `protocol` (schema version 3) and, for readers of older traces, environment["protocol"].
 def capture_protocol(gpu: bool, decode_mode: str) -> str:
     """`kernel`: each row's GPU kernel time from the profiler's (CUPTI) records, what a CUDA-graph
     capture reports (graph replays have no per-launch events; each replay's wall time, protocol
@@ -109,7 +106,8 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
         env |= _profiler_times(prof, rows, profile, kernel_times)
     if mode == "graphs":
         env["graph_replays"] = decoder.graphs.replay_times()  # protocol `graph`: wall time per replay
-    meta = TraceMeta("capture", spec.as_dict(), policy.spelling, workload.as_dict(), env)
+    meta = TraceMeta("capture", spec.as_dict(), policy.spelling, workload.as_dict(), env,
+                     protocol=env["protocol"])
     return Trace.from_rows(rows, meta)
 
 

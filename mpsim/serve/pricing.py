@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
 from mpsim.models import ModelSpec
 from mpsim.serve.config import Buckets
 from mpsim.serve.precision import PrecisionPlan
-from mpsim.serve.protocol import ProtocolCosts
+from mpsim.serve.protocol import ProtocolCosts, zeros
 from mpsim.serve.rows import (
     Shape,
     base_pass,
@@ -100,6 +100,8 @@ class IterationPricer:
                  buckets: Buckets, protocol: ProtocolCosts, kv_block: int,
                  whole_iterations: bool = False) -> None:
         self.spec, self.kv_bits, self.hw, self.perf_model = spec, kv_bits, hw, perf_model
+        if not isinstance(hw, GpuSpec):  # an NPU's dispatch cost is in its hardware file
+            protocol = replace(protocol, per_launch_s=zeros(), per_iteration_s=zeros())
         self.buckets, self.protocol, self.kv_block = buckets, protocol, kv_block
         self.whole = whole_iterations  # price each (rounded) iteration as one launch list
         self.layers = spec.num_layers

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import GpuSpec, NpuSpec
+from mpsim.hw_models.schema import GpuSpec, Launch, NpuSpec
+from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.replay import resident_cap, simulate_launch
@@ -42,9 +43,11 @@ class Knobs:
     dequant_scale: float = 1.0
 
 
-def knobs_of(hw: GpuSpec | NpuSpec) -> Knobs:
-    overhead = hw.launch.overhead_us if isinstance(hw, GpuSpec) else hw.dispatch.overhead_us
-    return Knobs(hw.dram.achievable_bandwidth_fraction, overhead, 1.0)
+def knobs_of(hw: GpuSpec | NpuSpec, params: SimParams = DEFAULT_PARAMS) -> Knobs:
+    if isinstance(hw, GpuSpec):  # a GPU file's knobs are optional overrides of SimParams constants
+        r = gpu_rates(hw, params)
+        return Knobs(bw_fraction(hw, params), r.overhead_s * 1e6, 1.0)
+    return Knobs(hw.dram.achievable_bandwidth_fraction, hw.dispatch.overhead_us, 1.0)
 
 
 def with_knobs(hw: GpuSpec | NpuSpec, k: Knobs) -> GpuSpec | NpuSpec:
@@ -53,8 +56,9 @@ def with_knobs(hw: GpuSpec | NpuSpec, k: Knobs) -> GpuSpec | NpuSpec:
     if isinstance(hw, GpuSpec):
         rate = hw.cuda_core.int32_ops_per_clock_per_SM * k.dequant_scale
         cuda = dataclasses.replace(hw.cuda_core, int32_ops_per_clock_per_SM=rate)
-        return dataclasses.replace(hw, dram=dram, cuda_core=cuda,
-                                   launch=dataclasses.replace(hw.launch, overhead_us=k.overhead_us))
+        launch = Launch(source=hw.dram.source, overhead_us=k.overhead_us) if hw.launch is None \
+            else dataclasses.replace(hw.launch, overhead_us=k.overhead_us)
+        return dataclasses.replace(hw, dram=dram, cuda_core=cuda, launch=launch)
     rates = {b: r * k.dequant_scale for b, r in hw.weight_decoder.weights_per_cycle.items()}
     anyprec = hw.weight_decoder.anyprec_weights_per_cycle
     scaled = None if anyprec is None else {b: r * k.dequant_scale for b, r in anyprec.items()}

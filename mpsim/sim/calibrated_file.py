@@ -39,7 +39,7 @@ def calibrated_yaml(text: str, k: Knobs, citation: str, name: str) -> str:
     data["dram"]["achievable_bandwidth_fraction"] = round(k.bandwidth_fraction, 4)
     _point(data["dram"], "achievable_bandwidth_fraction", source)
     if data["kind"] == "gpu":
-        data["launch"]["overhead_us"] = round(max(k.overhead_us, 1e-3), 3)
+        data.setdefault("launch", {"source": source})["overhead_us"] = round(max(k.overhead_us, 1e-3), 3)
         _point(data["launch"], "overhead_us", source)
         if k.dequant_scale != 1.0:
             cuda = data["cuda_core"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mpsim.errors import MpsimInputError
@@ -47,10 +47,22 @@ def resident_cap(hw: HardwareSpec, params: SimParams) -> float:
     NPU's activation SRAM)."""
     if isinstance(hw, NpuSpec):
         return npu_resident_cap(npu_rates(hw))
-    return usable_l2(gpu_rates(hw), params) if isinstance(hw, GpuSpec) else 0.0
+    return usable_l2(gpu_rates(hw, params), params) if isinstance(hw, GpuSpec) else 0.0
 
 
 ONE_LAUNCH_MODELS = ("sim", "roofline")
+REL = 1e-9  # float noise of summing cycles in different orders
+
+
+class BelowBoundError(RuntimeError):
+    """A simulated launch beat its residency-aware roofline bound: a bug in a performance model."""
+
+
+def check_bound(time_s: float, lower: float, what: Callable[[], str]) -> None:
+    """One launch's simulated time against its bound (`what` names the launch)."""
+    if time_s < lower * (1 - REL):
+        raise BelowBoundError(f"{what()}: simulated {time_s * 1e6:.4f} us is below its "
+                              f"residency-aware roofline bound {lower * 1e6:.4f} us")
 
 
 def price_launch(row: Mapping[str, Any], hw: HardwareSpec, model: str = "sim",
@@ -60,29 +72,35 @@ def price_launch(row: Mapping[str, Any], hw: HardwareSpec, model: str = "sim",
     if model == "sim" and isinstance(hw, NpuSpec):
         raise MpsimInputError(f"{hw.name}: the NPU model prices whole steps (operators overlap across "
                               "launches); price one launch as a one-row trace with mpsim.sim.simulate")
-    bound = launch_roofline(row, hw)
+    bound = launch_roofline(row, hw, resident=True)  # the bound every result carries (replay.py)
     if model == "sim":
         per = _sim_columns(simulate_launch(bucketed(row), hw, params, 0.0))
-    elif model == "roofline":  # replay_roofline of one row
-        t = bound["t_lower_s"]
+    elif model == "roofline":  # replay_roofline of one row: every analytic byte from DRAM
+        plain = launch_roofline(row, hw)
+        t = plain["t_lower_s"]
         per = {"kernel_s": t, "overhead_s": 0.0, "cycles": t * hw.clock_MHz * 1e6,
                "bytes_dram": float(row["bytes_read"] + row["bytes_written"]), "bytes_l2": math.nan,
-               "bytes_sram": math.nan, "bound": bound["bound"], "ctas_per_sm": math.nan,
+               "bytes_sram": math.nan, "bound": plain["bound"], "ctas_per_sm": math.nan,
                "waves": math.nan, **{f"util_{u}": math.nan for u in UNITS},
-               "util_dram": bound["t_mem_s"] / t if t > 0 else 0.0}
+               "util_dram": plain["t_mem_s"] / t if t > 0 else 0.0}
     else:
         raise MpsimInputError(f"performance model {model!r} prices whole traces only "
                               f"(one launch: {', '.join(ONE_LAUNCH_MODELS)}); use mpsim.sim.simulate")
-    raw = per["kernel_s"] + per["overhead_s"]  # replay.finish: never below the roofline bound
-    time_s = max(raw, bound["t_lower_s"])
+    raw = per["kernel_s"] + per["overhead_s"]
+    if isinstance(hw, GpuSpec):  # as replay.LaunchTable: below the bound is a model error, no clamp
+        check_bound(raw, bound["t_lower_s"], lambda: f"launch {row.get('launch_id', 0)} "
+                    f"({row['kernel']}, op {row['op']}) on {hw.name}")
+        time_s = raw
+    else:
+        time_s = max(raw, bound["t_lower_s"])
     if model == "sim":
         dynamic = gpu_launch_dynamic_j(per, hw) if isinstance(hw, GpuSpec) else math.nan
     else:
         dynamic = roofline_launch_dynamic_j(row, hw)
     out = {"launch_id": row.get("launch_id", 0), "start_s": 0.0, "end_s": time_s, "time_s": time_s,
            **per, "t_math_s": bound["t_math_s"], "t_mem_s": bound["t_mem_s"],
-           "t_lower_s": bound["t_lower_s"], "floored": raw < bound["t_lower_s"],
-           "busy_start_s": 0.0, "busy_end_s": time_s, "energy_j": dynamic + static_w(hw) * time_s}
+           "t_lower_s": bound["t_lower_s"], "busy_start_s": 0.0, "busy_end_s": time_s,
+           "energy_j": dynamic + static_w(hw) * time_s}
     return {c: out[c] for c in LAUNCH_COLUMNS}
 
 

@@ -1,11 +1,15 @@
 """The launch memo: simulated launches by key, in memory and (optionally) persisted on disk.
 
-Entries live in namespaces, one per (hardware content, simulator parameters, model version): the
+Entries live in namespaces, one per (hardware content, simulator parameters, model code): the
 namespace is a hash of the HardwareSpec's full content (every number and source of the file it was
-loaded from), SimParams.fingerprint() and MODEL_VERSION. On disk a namespace is one JSON file
-`<cache_dir>/<namespace>.json` mapping key text -> outcome; writes merge with what is there and
-replace the file atomically, so concurrent runs at worst recompute. The default folder is
-$MPSIM_CACHE_DIR, else ~/.cache/mpsim/sim. Only plain JSON is read back (no pickles).
+loaded from), SimParams.fingerprint(), MODEL_VERSION and `source_fingerprint()`, a hash of the source
+of everything that decides a simulated number (the simulator, the roofline, the accounting, the
+launch plan and synthesis, the launch configs), so an edit to any of them starts a new namespace and
+no stale outcome comes back. The sweep's point keys include the same fingerprint. On disk a
+namespace is one JSON file `<cache_dir>/<namespace>.json` mapping key text -> outcome; writes merge
+with what is there and replace the file atomically, so concurrent runs at worst recompute. The
+default folder is $MPSIM_CACHE_DIR, else ~/.cache/mpsim/sim. Only plain JSON is read back (no
+pickles).
 The NPU's step model memoizes whole steps the same way (`get_step`/`put_step`: plain JSON column
 lists keyed by the step's signature, in `<cache_dir>/<namespace>.steps.json`).
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +29,44 @@ from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome
 from mpsim.traces.atomic import write_json_atomic
 
-MODEL_VERSION = "gpu-npu-2"  # bump when the models change what they compute
+MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides staleness
+# What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
+# replay, the parameters, the SASS table), the byte/FLOP accounting, the launch plan, synthesis and
+# what they read (policies, models, memory), and the launch configs.
+SOURCE_PACKAGES = ("mpsim.sim",)
+SOURCE_MODULES = ("mpsim.traces.accounting", "mpsim.launch_plan", "mpsim.synth", "mpsim.policy",
+                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config",
+                  "mpsim.kernels.launch_base", "mpsim.kernels.external_configs")
+
+
+def source_files() -> list[Path]:
+    """The files whose content `source_fingerprint` hashes, in a fixed order."""
+    files: list[Path] = []
+    for name in SOURCE_PACKAGES:
+        spec = find_spec(name)
+        assert spec is not None and spec.submodule_search_locations is not None
+        for root in spec.submodule_search_locations:
+            files += sorted(Path(root).rglob("*.py"))
+    for name in SOURCE_MODULES:
+        spec = find_spec(name)
+        assert spec is not None and spec.origin is not None
+        files.append(Path(spec.origin))
+    return files
+
+
+def fingerprint_files(files: list[Path]) -> str:
+    """A hash of the files' names and bytes."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def source_fingerprint() -> str:
+    """The hash of the simulator's deciding source (computed once per process)."""
+    return fingerprint_files(source_files())
 
 
 def default_cache_dir() -> Path:
@@ -32,7 +75,7 @@ def default_cache_dir() -> Path:
 
 
 def namespace(hw: Any, params: SimParams, model: str) -> str:
-    text = f"{model}|{MODEL_VERSION}|{params.fingerprint()}|{hw!r}"
+    text = f"{model}|{MODEL_VERSION}|{source_fingerprint()}|{params.fingerprint()}|{hw!r}"
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -1,8 +1,17 @@
-"""The simulator's own constants: work per weight, per score and per loop trip, and coarsening limits.
+"""The simulator's own constants: device-independent properties of kernels, chips and measurement.
 
-Hardware numbers live in hw_models/ files; these are properties of the kernels and of the model's
-approximations, named and documented here (docs/simulator.md), so no function hides a magic number.
-They are part of every memo key: change one and the cached results are recomputed.
+Hardware files (hw_models/) hold per-device numbers from datasheets only; everything here is one
+number for every device. Where a constant was set from the published H200/H100 measurements in
+../shared/groundtruth (docs/simulator.md#constants-and-where-they-come-from), its comment names the
+rows: "GEMM rows" = aiconfigurator vLLM 0.24.0 `gemm_perf.parquet`, `gemm_dtype == bfloat16`, n and
+k on the grid 2048..16384, m <= 8192 (10,368 rows per GPU); "decode rows" = the vLLM 0.24.0
+generation file, head_dim 128, window 0, 32/8 heads, step >= 255 (68 rows per GPU and KV dtype);
+"prefill rows" = the vLLM 0.24.0 context file, head_dim 128, window 0, bf16/bf16, isl >= 128;
+"wo rows" = TRT-LLM 1.2.0rc5 H200 int4_wo/int8_wo, m <= 4 (1,320 each); "Vidur rows" = Vidur's H100
+Llama-2-7b/70b `mlp.csv`, TP 1, the `mean` statistics. Each was set on H200 rows (Vidur: H100, the only
+device it has) and checked on the other GPU (scripts/model_fidelity.py). Constants marked
+"assumption" are nobody's measurement (the reason is given). They are part of every memo key: change
+one and cached results are recomputed.
 """
 
 from __future__ import annotations
@@ -10,35 +19,104 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-# CUDA-core integer instructions per weight to turn stored codes into fp16 (a well-vectorized kernel:
-# shifts and masks on 32-bit words, the 0x6400 magic-number convert and one fused scale/zero FMA on
-# fp16x2 pairs). Any-precision assembles one bit per plane and looks the code up in a per-row LUT.
-GROUP_DEQUANT_OPS: dict[int, float] = {8: 1.5, 4: 1.5, 3: 2.0, 2: 1.5}
-ANYPREC_OPS_PER_PLANE = 0.75
-ANYPREC_LUT_OPS = 1.0
+
+def _graph_gap_us() -> float:
+    from mpsim.sim.protocols import shipped  # the protocol file owns the number
+
+    return shipped().protocols["graph"].per_launch_us
 
 
 @dataclass(frozen=True)
 class SimParams:
-    """Kernel-work constants and approximation limits. Defaults are the shipped model."""
+    """Device-independent constants and approximation limits. Defaults are the shipped model."""
 
-    group_dequant_ops: dict[int, float] = field(default_factory=lambda: dict(GROUP_DEQUANT_OPS))
-    anyprec_ops_per_plane: float = ANYPREC_OPS_PER_PLANE
-    anyprec_lut_ops: float = ANYPREC_LUT_OPS
-    # fp32 lane-ops per attention score: scale, max, subtract, exp2 (~4 on the SFU path), sum.
-    softmax_ops_per_score: float = 8.0
-    # KV dequant per cached element: unpack + one FMA with the token's scale/zero.
-    kv_dequant_ops: float = 2.0
-    # Per K-loop trip of a CTA: address arithmetic, barrier, loop control (not hidden by other warps).
-    iter_overhead_cycles: float = 24.0
-    # Share of L2 that holds reused data (the rest: streaming lines, set conflicts, two partitions).
+    # ---- memory path (GH100 rows; the same SM, L2 and HBM controller design on every listed GPU) --
+    # Achievable share of the datasheet HBM bandwidth for a streaming read (H200 GEMM rows, m <= 16:
+    # large weights stream at 0.79-0.90 of 4.8 TB/s; 0.82 on average). A hardware file may override it
+    # per device (dram.achievable_bandwidth_fraction, a calibration).
+    bw_frac: float = 0.8198
+    # One SM's L2 load port, bytes per clock at the datasheet tensor clock (H200 GEMM rows: thin-tile
+    # and few-CTA configs; A100's whitepaper L2 of 5120 B/clk over 108 SMs is 47 B/clk/SM). The chip's
+    # L2 bandwidth is SMs x this (no GEMM row needs less).
+    port_bytes_per_clk: float = 49.76
+    # Shared memory per SM per clock (CUDA C++ Programming Guide: 32 banks x 4 bytes).
+    smem_bytes_per_clk: float = 128.0
+    # A CTA's first tile from HBM: round trip plus pipeline fill (H200 GEMM rows, 425 ns). Later
+    # trips pay l2 + miss share x (dram - l2) latency, hidden by the pipeline when stages allow.
+    dram_latency_ns: float = 425.1
+    l2_latency_ns: float = 140.0  # assumption: ~270 SM clocks, public Hopper microbenchmarks' order
+    # Share of L2 that holds reused data across launches and waves (the rest: streaming lines, set
+    # conflicts, two partitions). Decode rows: KV caches of 33.5 MB stay resident in a 60 MiB L2 and
+    # 67 MB do not, so any value in 0.53-1.0 fits; 0.75 kept from the earlier model.
     l2_usable_fraction: float = 0.75
-    # DRAM address interleave: a request of B bytes spreads over min(channels, B / stripe) channels.
-    dram_stripe_bytes: int = 256
-    # Coarsening (docs/simulator.md): K-loop trips simulated per bundle, waves and CTA classes kept.
-    max_iters: int = 48
+
+    # ---- clocks (both H100 and H200 SXM are 700 W GH100 boards) ---------------------------------
+    # Tensor issue efficiency at the running clock (GEMM rows: bounded at 1).
+    eta_mma: float = 1.0
+    # Power-limited clock: a launch whose tensor pipes are busy a share u of its time runs at
+    # f = f_boost (1 - (1 - clock_sustained_frac) u g(t)), g(t) = 1 - (tau/t)(1 - exp(-t/tau)), the
+    # mean of the limiter's exponential approach over a benchmark loop (H200 GEMM rows, m > 256:
+    # efficiency rises to 0.81 of the dense peak at 200-800 us and falls to 0.75 beyond 1.6 ms).
+    clock_sustained_frac: float = 0.7474
+    power_tau_us: float = 25.28
+    power_iterations: int = 2
+
+    # ---- per-kernel fixed costs ------------------------------------------------------------------
+    # Shortest kernel duration as CUPTI sees it (launch to end on the GPU; Vidur rows, 0.73 us).
+    kernel_floor_us: float = 0.7343
+    # What each kernel adds between kernels when replayed in a CUDA graph: the graph protocol's
+    # per-launch cost in mpsim/sim/protocols.yaml (1.1765 us: 1.911 us per kernel on the H200 GEMM
+    # rows minus the floor), read from there. `overhead_s` of every launch is this times its kernels
+    # (without a named protocol the simulator predicts the graph protocol; a hardware file's
+    # launch.overhead_us, when present, replaces it).
+    launch_gap_us: float = field(default_factory=_graph_gap_us)
+
+    # ---- mpsim's Triton kernels ---------------------------------------------------------------
+    # CUDA-core work comes from the kernels' own SASS (mpsim/sim/gpu/sass_table.py); these are the
+    # attention kernels' costs that have no SASS table yet (estimates from kernel structure).
+    softmax_ops_per_score: float = 8.0   # fp32 lane-ops: scale, max, subtract, exp2, sum
+    kv_dequant_ops: float = 2.0          # per cached element: unpack + one FMA with scale/zero
+    iter_overhead_cycles: float = 24.0   # per K trip: address arithmetic, barrier, loop control
+
+    # ---- cuBLAS bf16/fp16 GEMM on Hopper (GEMM rows) -----------------------------------------------
+    cublas_tile_ns: float = 763.4        # per output tile: epilogue not overlapped with the next tile
+    cublas_sk_fixup_us: float = 1.121    # stream-K: a split tile's partial written, flag, read back
+    cublas_token_granule: int = 8        # wgmma N granularity of the token side of a tile
+
+    # ---- FlashAttention-3 in vLLM (decode rows, prefill rows) -----------------------------------
+    fa3_softmax_ops: float = 7.462       # fp32 lane-ops per score, padded query rows included
+    fa3_fp8_v_ops: float = 12.87         # per fp8 V element: the transpose for the fp8 wgmma
+    fa3_cta_ns: float = 705.2            # per decode CTA wave: Q load, O write (beyond the first tile)
+    fa3_decode_scope_us: float = 4.136   # the rest of vLLM's decode attention op (launches, metadata)
+    fa3_fp8_extra_us: float = 0.376      # fp8 KV: the query cast
+    fa3_combine_us: float = 2.081        # split-KV: the combine of the partial outputs
+    fa3_prefill_eta: float = 0.7293      # share of tensor peak of the causal main loop
+    fa3_prefill_scope_us: float = 2.408  # the rest of vLLM's prefill attention op
+    fa3_prefill_tile_ns: float = 3830.0  # per query-tile CTA: prologue and epilogue
+    kv_append_round_ns: float = 2478.0   # reshape_and_cache_flash: one round of resident blocks
+
+    # ---- TensorRT-LLM weight-only batched GEMV, sm90 path (wo rows) --------------------------------
+    wo_lat_ns: float = 356.9             # one K step's dependent global load
+    wo_ops_dq4: float = 3.640            # CUDA-core lane-ops per int4 weight (fitted, see docs)
+    wo_ops_dq8: float = 6.028            # per int8 weight (fitted; not from SASS: no TRT-LLM build)
+    wo_ops_fma: float = 1.170            # per weight per activation row
+    wo_cta_ns: float = 4239.0            # per CTA outside the K loop
+    wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
+
+    # ---- vLLM / sarathi row-wise kernels, PyTorch's add (Vidur rows) ------------------------------
+    row_iter_ns: float = 592.9           # SiLU-and-mul: one thread iteration (2 loads, a store)
+    row_iter_rope_ns: float = 479.5      # RoPE: a q/k pair and cos/sin, 2 stores
+    row_iter_rms_ns: float = 325.5       # RMSNorm: one element iteration over both passes
+    row_ctas_eff: float = 1.429          # one-CTA-per-token kernels an SM effectively overlaps
+    add_iter_ns: float = 592.9           # the add's first grid-stride iteration (same round trip)
+
+    # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
+    dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)
+    max_iters: int = 48                  # NPU: tiles simulated per core
+    gpu_max_iters: int = 12              # GPU: trips simulated per bundle (first and last exact)
     max_waves: int = 6
     max_classes: int = 8
+    max_resident_split: int = 1          # co-resident CTAs of a wave run as this many processes
     # NPU: vector ops per GEMM output element (bias, cast); the DMA/compute granularity inside a
     # double-buffered SRAM half (a sub-buffer lands, then the decoder and MAC array consume it).
     npu_epilogue_ops: float = 2.0

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
+from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.protocols import Protocol, get_protocol
 from mpsim.sim.replay import Broadcast, finish, replay_roofline, replay_sim, rows_and_workload
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
@@ -69,10 +72,30 @@ def model_version(name: str) -> str:
     return PERF_MODELS[check_model(name)].version()
 
 
+def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
+    """Each launch row as one measured call under `protocol`: its per-call cost plus its per-launch
+    cost times the GPU kernels the row stands for (an FA3 row with its KV append is two)."""
+    kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
+                       dtype=float)
+    return (protocol.per_call_us + kernels * protocol.per_launch_us) * 1e-6
+
+
+def _with_overhead(per: pd.DataFrame | Broadcast, overhead_s: np.ndarray) -> Broadcast:
+    """The replay's outcomes with every launch's overhead_s replaced (one row per launch)."""
+    if not isinstance(per, Broadcast):
+        per = Broadcast(per, None)
+    frame = per.per_key if per.codes is None else per.per_key.iloc[per.codes].reset_index(drop=True)
+    return Broadcast(frame.assign(overhead_s=overhead_s), None)
+
+
 def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str = "sim", *,
              params: SimParams = DEFAULT_PARAMS, memo: LaunchMemo | None = None,
-             cache_dir: str | Path | None = DEFAULT_CACHE) -> SimResult:
+             cache_dir: str | Path | None = DEFAULT_CACHE, protocol: str | None = None) -> SimResult:
     """Replay every launch of a trace on `hw`; per-launch table aligned with the rows + summary.
+
+    `protocol`: predict times as that measurement protocol sees them (mpsim/sim/protocols.py: each
+    launch is one measured call, its overhead_s the protocol's fixed cost instead of the hardware
+    file's launch.overhead_us); None keeps the hardware file's launch cost. The result says which.
 
     `memo`: share one LaunchMemo across calls to reuse simulated launches in memory; otherwise a
     new one is made over `cache_dir` ("default": $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim; None: no
@@ -86,6 +109,8 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     hits, misses, sim_s = memo.hits, memo.misses, memo.sim_seconds
     per_launch = replay(rows, hw, params, memo)
     memo.flush()
+    if protocol is not None:
+        per_launch = _with_overhead(per_launch, protocol_overhead_s(rows, get_protocol(protocol)))
     launches = finish(rows, per_launch, hw)
     prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,
@@ -93,4 +118,4 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
              "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
              "wall_s": time.perf_counter() - start}
-    return SimResult(launches, summary, model, hw.name, stats)
+    return SimResult(launches, summary, model, hw.name, stats, protocol)

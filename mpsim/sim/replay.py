@@ -4,8 +4,10 @@
 once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outcomes to every row;
 `replay_roofline` gives each launch max(t_math, t_mem). `finish` lays the launches back to back in
 launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
-carries its roofline bound; a launch whose simulated time falls below it (possible only when L2
-residency saved DRAM reads the roofline counts) reports the bound, with `floored` set.
+carries its roofline bound. On a GPU the bound is residency-aware (mpsim/sim/roofline.py: t_mem
+counts only the DRAM bytes the launch must move after what the previous launch left in L2) and a
+simulated time below it is a model error, raised naming the launch (`BelowBoundError`), never
+clamped. The NPU's launch model keeps its bound as a floor (its bound counts no SRAM residency).
 On an NPU the SimPy model runs whole steps instead (mpsim/sim/npu/replay.py): operators overlap,
 each launch's `time_s` is its end minus the previous launch's end (no floor: an overlapped
 launch's share of the step can be below its own bound; the step as a whole is not), and the
@@ -32,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import HardwareSpec, NpuSpec
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
 from mpsim.sim.energy import dynamic_energy_j, roofline_dynamic_j
 from mpsim.sim.energy_costs import static_w
 from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
-from mpsim.sim.launch import resident_cap, simulate_launch
+from mpsim.sim.launch import REL, BelowBoundError, resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.npu.replay import replay_npu
 from mpsim.sim.params import SimParams
@@ -127,6 +129,17 @@ def _roofline_outcomes(rows: pd.DataFrame, hw: Any) -> pd.DataFrame:
     return out
 
 
+def _check_bound(rows: pd.DataFrame, time_s: np.ndarray, lower: np.ndarray, hw: HardwareSpec) -> None:
+    below = time_s < lower * (1 - REL)
+    if below.any():
+        i = int(np.flatnonzero(below)[0])
+        row = rows.iloc[i]
+        raise BelowBoundError(
+            f"launch {row['launch_id']} ({row['kernel']}, op {row['op']}) on {hw.name}: simulated "
+            f"{time_s[i] * 1e6:.4f} us is below its residency-aware roofline bound "
+            f"{lower[i] * 1e6:.4f} us ({int(below.sum())} launch(es) below)")
+
+
 def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec) -> LaunchTable:
     """The run's per-launch table: the replay's outcomes on one timeline beside the roofline."""
     return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw)
@@ -140,15 +153,17 @@ class LaunchTable:
     def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
         self.per, self.index = per, rows.index
         self.launch_id = rows["launch_id"].to_numpy()
-        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw)
+        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw, resident=True)
         if "end_s" in per.per_key:  # a step model: ends come from overlapped steps, shares not floored
             self.end = np.asarray(self._outcome("end_s"), dtype=float)
             self.time_s = np.diff(self.end, prepend=0.0)
-            self.floored = np.zeros(len(self.index), dtype=bool)
         else:
             raw = self._outcome("kernel_s") + self._outcome("overhead_s")
-            self.time_s = np.maximum(raw, self.t_lower)  # never below the roofline bound
-            self.floored = raw < self.t_lower
+            if isinstance(hw, GpuSpec):  # below the residency-aware bound is a model error
+                _check_bound(rows, raw, self.t_lower, hw)
+                self.time_s = raw
+            else:  # the NPU launch model: its bound (no SRAM residency credit) is a floor
+                self.time_s = np.maximum(raw, self.t_lower)
             self.end = np.cumsum(self.time_s)
         dynamic = dynamic_energy_j(per.per_key, hw)  # per distinct launch, then per launch
         self.energy_j = (dynamic if per.codes is None else dynamic[per.codes]) + static_w(hw) * self.time_s
@@ -170,7 +185,7 @@ class LaunchTable:
         if name in ("busy_start_s", "busy_end_s") and name in self.per.per_key:
             return self._outcome(name)
         own = {"launch_id": self.launch_id, "time_s": self.time_s, "t_math_s": self.t_math,
-               "t_mem_s": self.t_mem, "t_lower_s": self.t_lower, "floored": self.floored,
+               "t_mem_s": self.t_mem, "t_lower_s": self.t_lower,
                "end_s": self.end, "busy_end_s": self.end, "start_s": start, "busy_start_s": start,
                "energy_j": self.energy_j}
         return own[name] if name in own else self._outcome(name)

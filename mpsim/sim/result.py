@@ -26,7 +26,7 @@ UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sra
 LAUNCH_COLUMNS = (
     "launch_id", "start_s", "end_s", "time_s", "kernel_s", "overhead_s", "cycles",
     "bytes_dram", "bytes_l2", "bytes_sram", *(f"util_{u}" for u in UNITS), "bound",
-    "t_math_s", "t_mem_s", "t_lower_s", "floored", "ctas_per_sm", "waves",
+    "t_math_s", "t_mem_s", "t_lower_s", "ctas_per_sm", "waves",
     "busy_start_s", "busy_end_s", "energy_j",
 )
 
@@ -94,6 +94,7 @@ class SimResult:
     model: str
     hw_name: str
     stats: dict[str, Any] = field(default_factory=dict)
+    protocol: str | None = None  # the measurement protocol the times follow; None: launch.overhead_us
 
     @cached_property
     def launches(self) -> pd.DataFrame:

@@ -2,33 +2,47 @@
 
 t_math = FLOPs / peak (tensor cores or MAC array for GEMM and attention, CUDA cores or the vector
 unit for everything else); t_mem = DRAM bytes / peak DRAM bandwidth; t_lower = max(t_math, t_mem).
-It is the lower bound every simulated time is checked against, and a selectable performance model.
-`roofline` computes it for a whole trace (vectorized), `launch_roofline` for one launch in plain
-Python (`mpsim op`, which starts without numpy and pandas); tests/sim/test_roofline.py holds the
-two equal.
+As a performance model (`roofline(rows, hw)`) every analytic byte goes to DRAM.
+
+As the bound of the simulators (`roofline(rows, hw, resident=True)`), t_mem counts only the DRAM bytes
+a launch must move: on a GPU, the activation input the previous launch just wrote is in L2 up to the
+L2's size (a launch reads at most min(what its predecessor wrote, L2, its own first input) from L2),
+and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph) finds
+inputs that fit the L2 there. The credit uses the whole L2, more than any simulator credits, so the
+bound stays a bound; a simulated time below it is an error (mpsim/sim/replay.py).
+
+`roofline`/`roofline_terms` work on a whole trace (vectorized), `launch_roofline` on one launch in
+plain Python (`mpsim op`, which starts without numpy and pandas); tests/sim/test_roofline.py holds
+them equal.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
+from mpsim.traces.accounting import FP16
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 MATRIX_OPS = ("gemm", "attention")
 BOUNDS = ("math", "memory")
+WARM_KERNELS = ("fa3_decode", "torch_add")
 
 
-def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -> pd.DataFrame:
-    """Per-launch t_math, t_mem, t_lower (seconds) and the bounding resource."""
+def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
+             resident: bool = False) -> pd.DataFrame:
+    """Per-launch t_math, t_mem, t_lower (seconds) and the bounding resource; `resident`: the bound
+    of the simulators (t_mem after L2 residency, GPUs only)."""
     # numpy and pandas load here, not at the top: `mpsim op` imports this module for launch_roofline
     import numpy as np
     import pandas as pd
 
-    flops, nbytes, t_math, t_mem, t_lower = roofline_terms(rows, hw, matrix_dtype)
+    flops, nbytes, t_math, t_mem, t_lower = roofline_terms(rows, hw, matrix_dtype, resident)
     return pd.DataFrame({
         "launch_id": rows["launch_id"].to_numpy(),
         "t_math_s": t_math,
@@ -40,13 +54,16 @@ def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -
     })
 
 
-def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16") -> tuple[Any, ...]:
+def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
+                   resident: bool = False) -> tuple[Any, ...]:
     """The arrays behind `roofline`: (FLOPs, bytes, t_math, t_mem, t_lower), one entry per launch
     (no DataFrame: the replay keeps only what its timeline needs)."""
     import numpy as np  # see roofline
 
     flops = rows["flops"].to_numpy(dtype=float)
     nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
+    if resident and isinstance(hw, GpuSpec):
+        nbytes = nbytes - resident_credit(rows, hw.l2.size_MiB * 2**20)
     is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
     peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
     t_math = flops / peak
@@ -54,10 +71,70 @@ def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp
     return flops, nbytes, t_math, t_mem, np.maximum(t_math, t_mem)
 
 
-def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16") -> dict[str, Any]:
-    """`roofline` of one launch (a trace-row mapping): t_math_s, t_mem_s, t_lower_s, bound."""
+def input_bytes(rows: pd.DataFrame) -> np.ndarray:
+    """Bytes of the activation each launch reads first (what its predecessor produced), per row."""
+    import numpy as np  # see roofline
+
+    def col(name: str) -> np.ndarray:
+        if name not in rows:
+            return np.zeros(len(rows))
+        return rows[name].to_numpy(dtype=float, na_value=0.0)
+
+    def is_(name: str, value: str) -> np.ndarray:
+        return rows[name].eq(value).to_numpy(dtype=bool, na_value=False)
+
+    m, n, k = col("m"), col("n"), col("k")
+    q_bytes = col("batch") * col("q_len") * col("num_q_heads") * col("head_dim") * FP16
+    kv_new = col("batch") * col("q_len") * col("num_kv_heads") * col("head_dim") * 2 * FP16
+    width = np.where(is_("op", "act") & (k > 0), k, n)
+    out = np.select(
+        [is_("op", "gemm"), is_("op", "attention"), is_("op", "kv_quant"), is_("op", "embed"),
+         is_("op", "sample"), is_("kernel", "torch_add")],
+        [m * k * FP16, q_bytes, kv_new, np.zeros(len(rows)), col("bytes_read"), 2 * m * n * FP16],
+        default=m * width * FP16)
+    return np.asarray(out, dtype=float)
+
+
+def warm_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose config says they replay back to back (`l2_warm`: 1)."""
+    import numpy as np  # see roofline
+
+    candidates = rows["kernel"].isin(WARM_KERNELS).to_numpy(dtype=bool, na_value=False)
+    out = np.zeros(len(rows), dtype=bool)
+    if candidates.any():
+        configs = rows.loc[candidates, "config"].astype(str)
+        warm = {c: is_warm(c) for c in configs.unique()}
+        out[candidates] = configs.map(warm).to_numpy(dtype=bool)
+    return out
+
+
+def is_warm(config: str) -> bool:
+    return bool(json.loads(config).get("l2_warm", 0))
+
+
+def resident_credit(rows: pd.DataFrame, l2_bytes: float) -> np.ndarray:
+    """DRAM bytes each launch may find in an L2 of `l2_bytes` instead of DRAM (see the module doc)."""
+    import numpy as np  # see roofline
+
+    written = rows["bytes_written"].to_numpy(dtype=float)
+    read = rows["bytes_read"].to_numpy(dtype=float)
+    prev = np.minimum(np.concatenate([[0.0], written[:-1]]), l2_bytes)
+    credit = np.minimum(prev, input_bytes(rows))
+    warm = warm_rows(rows) & (read <= l2_bytes)
+    return np.where(warm, read, credit)
+
+
+def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16",
+                    resident: bool = False) -> dict[str, Any]:
+    """`roofline` of one launch alone (a trace-row mapping, nothing before it): t_math_s, t_mem_s,
+    t_lower_s, bound. `resident`: the simulators' bound (a back-to-back replayed launch whose input
+    fits the L2 finds it there)."""
     flops = float(row["flops"])
-    nbytes = float(row["bytes_read"] + row["bytes_written"])
+    read = float(row["bytes_read"])
+    nbytes = read + float(row["bytes_written"])
+    if resident and isinstance(hw, GpuSpec) and row["kernel"] in WARM_KERNELS \
+            and is_warm(str(row["config"])) and read <= hw.l2.size_MiB * 2**20:
+        nbytes -= read
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     t_math, t_mem = flops / peak, nbytes / hw.dram_bandwidth_Bps()
     return {"t_math_s": t_math, "t_mem_s": t_mem, "t_lower_s": max(t_math, t_mem),

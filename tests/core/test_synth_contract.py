@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from synth_cases import FIXTURE, case_id, cases, digest, synthesize_case
 
+from mpsim.traces.schema import SCHEMA_VERSION
+
 EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
 NEW_MODEL_KEYS = ("max_context_len", "context_source")
 NEW_COLUMNS = ("kv_tokens",)  # schema 2, after the fixture: checked against its definition below
@@ -32,5 +34,6 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
     meta = trace.meta.as_dict()
     for key in NEW_MODEL_KEYS:  # what specs gained since: the context length and its source
         meta["model"].pop(key)
-    assert meta.pop("schema_version") == 2 and want["meta"].pop("schema_version") == 1
+    assert meta.pop("schema_version") == SCHEMA_VERSION and want["meta"].pop("schema_version") == 1
+    assert meta.pop("protocol") is None  # schema 3: a synthesized trace has no measured times
     assert meta == want["meta"]

@@ -15,7 +15,7 @@ import torch
 from engine_cases import SMALL
 
 from mpsim.engine.backends import TritonBackend
-from mpsim.engine.capture import PROTOCOLS, capture_protocol
+from mpsim.engine.capture import capture_protocol
 from mpsim.engine.generate import generate
 from mpsim.engine.graphs import (
     DecodeGraphs,
@@ -31,6 +31,7 @@ from mpsim.kernels.launch_config import attention_decode_config, graph_kv_capaci
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
 from mpsim.traces.recorder import Recorder
+from mpsim.traces.schema import PROTOCOLS
 from mpsim.traces.trace import Trace, TraceMeta
 from mpsim.workload import Workload
 

@@ -98,16 +98,27 @@ def test_op_prints_time_and_bound(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_validate_reports_both_models_and_plots(measured: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    plot, csv = tmp_path / "scatter.png", tmp_path / "errors.csv"
-    assert main(["validate", str(measured), "--hw", "h200-sxm", "--plot", str(plot), "--out", str(csv),
-                 "--no-cache"]) == 0
-    assert "all" in capsys.readouterr().out
+    plot, rows_csv, summary_csv = tmp_path / "scatter.png", tmp_path / "rows.csv", tmp_path / "s.csv"
+    assert main(["validate", str(measured), "--hw", "h200-sxm", "--plot", str(plot), "--out",
+                 str(rows_csv), "--summary", str(summary_csv), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "all" in out and "protocol: none named" in out
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
-    table = pd.read_csv(csv)
-    both = table[table["op"] == "all"].set_index("model")
-    # The shipped file is off by the perturbation; the roofline ignores launch cost entirely.
-    assert 10 < both.loc["sim", "mape_pct"] < both.loc["roofline", "mape_pct"]
-    assert both.loc["sim", "pearson_r"] > 0.9
+    rows = pd.read_csv(rows_csv)
+    assert list(rows.columns[-5:]) == ["predicted_us", "roofline_us", "error", "config", "status"]
+    assert len(rows) == len(pd.read_parquet(measured)) and set(rows["status"]) == {"ok"}
+    table = pd.read_csv(summary_csv)
+    both = table[table["cls"] == "all classes"].set_index("model")
+    # The shipped file is off by the perturbation; the roofline ignores the kernels' own latencies.
+    assert 10 < both.loc["simulator", "mape_pct"] < both.loc["roofline", "mape_pct"]
+    assert both.loc["simulator", "pearson_r"] > 0.9
+
+
+def test_validate_writes_no_plot_unless_asked(measured: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(measured), "--hw", "h200-sxm", "--no-cache"]) == 0
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_validate_needs_measured_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

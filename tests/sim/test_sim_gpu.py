@@ -53,10 +53,10 @@ def _faster_clock(hw: GpuSpec, f: float) -> GpuSpec:
     c, tc, cc = hw.compute, hw.tensor_core, hw.cuda_core
     return dataclasses.replace(
         hw,
-        compute=dataclasses.replace(c, sustained_clock_MHz=c.sustained_clock_MHz * f,
-                                    boost_clock_MHz=max(c.boost_clock_MHz, c.sustained_clock_MHz * f)),
+        compute=dataclasses.replace(c, boost_clock_MHz=c.boost_clock_MHz * f),
         tensor_core=dataclasses.replace(
-            tc, dense_peak_TFLOPs={k: v * f for k, v in tc.dense_peak_TFLOPs.items()}),
+            tc, datasheet_clock_MHz=tc.datasheet_clock_MHz * f,
+            dense_peak_TFLOPs={k: v * f for k, v in tc.dense_peak_TFLOPs.items()}),
         cuda_core=dataclasses.replace(cc, fp32_peak_TFLOPs=cc.fp32_peak_TFLOPs * f,
                                       fp16_peak_TFLOPs=cc.fp16_peak_TFLOPs * f))
 
@@ -104,27 +104,15 @@ def test_attention_monotone_in_bandwidth_and_clock(hw_name: str, shape: tuple[An
     assert simulate_launch(row, _faster_clock(hw, f)).time_s <= base * (1 + REL)
 
 
-@FAST
-@given(st.sampled_from(GPUS), st.sampled_from([1024, 4096, 11008, 32000]),
-       st.sampled_from([1024, 4096, 11008]), st.sampled_from(["group", "anyprec"]))
-def test_fewer_bits_never_slower_for_a_memory_bound_gemv(hw_name: str, n: int, k: int, family: str) -> None:
-    hw = SPECS[hw_name]
-    widths = (8, 4, 3, 2) if family == "group" else (8, 7, 6, 5, 4, 3, 2)
-    outs = [simulate_launch(gemm_row(1, n, k, family, b), hw) for b in widths]
-    fp16 = simulate_launch(gemm_row(1, n, k), hw)
-    for wide, narrow in zip([fp16, *outs], outs, strict=False):
-        if wide.bound == "dram" and narrow.bound == "dram":
-            assert narrow.time_s <= wide.time_s * (1 + REL)
-
-
 @pytest.mark.parametrize("hw_name", ["l40s", "rtx-4090"])
-def test_gemv_bits_sweep_is_hbm_bound_and_monotone_on_gddr_parts(hw_name: str) -> None:
-    """Where dequantization keeps up with DRAM, every width is HBM-bound and fewer bits are faster."""
+def test_gemv_bits_sweep_is_monotone_on_gddr_parts(hw_name: str) -> None:
+    """Any-precision GEMVs on GDDR parts: fewer planes, fewer bytes and fewer instructions."""
     hw = SPECS[hw_name]
     outs = [simulate_launch(gemm_row(1, 11008, 4096, "anyprec", b), hw) for b in range(8, 1, -1)]
-    assert [o.bound for o in outs] == ["dram"] * 7
     times = [o.time_s for o in outs]
     assert times == sorted(times, reverse=True) and times[-1] < 0.5 * times[0]
+    group = [simulate_launch(gemm_row(1, 11008, 4096, "group", b), hw) for b in (8, 4)]
+    assert group[0].bound == "dram" and group[1].time_s < 0.6 * group[0].time_s
 
 
 def test_a_working_set_that_fits_in_l2_runs_faster() -> None:
@@ -147,13 +135,15 @@ def test_the_previous_launchs_output_in_l2_is_read_faster() -> None:
 
 
 @pytest.mark.parametrize("hw_name", GPUS)
-def test_decode_gemvs_hbm_bound_and_prefill_gemms_on_chip_bound(hw_name: str) -> None:
+def test_decode_gemvs_stream_and_prefill_gemms_on_chip_bound(hw_name: str) -> None:
     hw = SPECS[hw_name]
     tr = synthesize(PRESETS["vicuna-7b"], parse_policy("fp16"), Workload(512, 2, 1))
     res = simulate(tr, hw, cache_dir=None)
     rows, out = tr.rows, res.launches
     gemm = (rows["op"] == "gemm") & (rows["module"] != "lm_head")
-    assert (out.loc[gemm & (rows["phase"] == "decode"), "bound"] == "dram").all()
+    # the shipped fp16 GEMV issues ~11 lanes per weight (its SASS): HBM-bound, or CUDA-core bound
+    # at about the HBM rate on the HBM3/3e parts
+    assert out.loc[gemm & (rows["phase"] == "decode"), "bound"].isin(["dram", "cuda"]).all()
     math = gemm & (rows["phase"] == "prefill") & (roofline(rows, hw)["bound"] == "math")
     assert math.sum() >= 3 * 32  # qkv, gate_up and down of every layer at least
     assert out.loc[math, "bound"].isin(["tensor", "l2"]).all()  # on-chip, not HBM

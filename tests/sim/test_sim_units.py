@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import simpy
 
 from mpsim.sim.gpu.occupancy import CtaResources
@@ -63,7 +64,7 @@ def test_memory_stripes_transfers_over_channels() -> None:
 
 
 def _work(iters: tuple[int, ...], layout: str, inner: int, total: int) -> KernelWork:
-    trip = Trip(1024.0, 1e6, 0.0, 0.0, serial=False)
+    trip = Trip(1024.0, 1e6, serial=False)
     return KernelWork(trip, Epilogue(64.0), iters, layout, inner, total,
                       CtaResources(4, 0.0, 0.0, 2, 64), dram_read_bytes=0.0)
 
@@ -77,16 +78,20 @@ def test_class_layouts_count_ctas() -> None:
 
 
 def test_bundles_keep_every_trip() -> None:
-    p = SimParams(max_iters=8, max_waves=2, max_classes=3)
-    # 16 classes of 2..32 trips interleaved (causal prefill), 200 CTAs, 64 slots.
+    p = SimParams(gpu_max_iters=8, max_waves=2, max_classes=3, max_resident_split=2)
+    # 16 classes of 2..32 trips interleaved (causal prefill), 200 CTAs, 64 slots (2 per SM).
     work = _work(tuple(2 * (i + 1) for i in range(16)), "inner", 1, 200)
-    plan = bundles(work, 64, p)
-    trips = sum(b.count * b.iters * b.scale for b in plan)
+    plan = bundles(work, 64, 32, p)
+    trips = sum(b.count * b.trips for b in plan)
     exact = sum(n * work.iters_by_class[c] for c, n in work.class_of_range(0, 200).items())
     assert exact <= trips <= exact * 1.1  # merged classes round their mean trips up
-    assert all(b.iters <= p.max_iters for b in plan)
+    assert all(b.iters <= p.gpu_max_iters for b in plan)
+    assert all(b.count <= 32 for b in plan)  # co-resident CTAs split into one-per-SM processes
     assert sum(b.count * b.repeat for b in plan) == 200
+    # simulated trips stand for every real trip: first and last single, the rest scaled
+    for b in plan:
+        assert sum(b.trip_scale(i) for i in range(b.iters)) == pytest.approx(b.trips)
     uniform = _work((40,), "single", 200, 1000)
-    plan = bundles(uniform, 64, p)
-    assert sum(b.count * b.iters * b.scale for b in plan) == 1000 * 40
+    plan = bundles(uniform, 64, 64, p)
+    assert sum(b.count * b.trips for b in plan) == 1000 * 40
     assert sum(b.count * b.repeat for b in plan) == 1000

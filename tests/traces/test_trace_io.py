@@ -16,8 +16,8 @@ from mpsim.synth import synthesize
 from mpsim.traces.chrome import chrome_events
 from mpsim.traces.errors import TraceError
 from mpsim.traces.io import META_KEY, read_trace, write_trace
-from mpsim.traces.schema import COLUMNS
-from mpsim.traces.trace import Trace, rows_to_frame
+from mpsim.traces.schema import COLUMNS, SCHEMA_VERSION
+from mpsim.traces.trace import Trace, TraceMeta, rows_to_frame
 from mpsim.workload import Workload
 
 
@@ -154,11 +154,44 @@ def test_chrome_export_has_one_event_per_launch(small_trace: Trace) -> None:
     json.dumps(doc)  # serializable as Perfetto reads it
 
 
+def test_protocol_round_trips_and_old_files_stay_readable(small_trace: Trace, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    graph = Trace(small_trace.rows, replace(small_trace.meta, protocol="graph"))
+    assert read_trace(write_trace(graph, tmp_path / "g.parquet")).meta.protocol == "graph"
+    # A version-1 file (no protocol field) still reads; a capture's environment may name the protocol.
+    # Versions 1 and 2 (no protocol field) still read, upgraded to this version.
+    for version in (1, 2):
+        old = _write_frame(small_trace.rows, tmp_path / f"v{version}.parquet",
+                           {"schema_version": version, "source": "capture",
+                            "environment": {"protocol": "kernel"}})
+        back = read_trace(old)
+        assert back.meta.schema_version == SCHEMA_VERSION == 3 and back.meta.protocol == "kernel"
+        assert read_trace(write_trace(back, tmp_path / "v3.parquet")).meta.protocol == "kernel"
+    plain = _write_frame(small_trace.rows, tmp_path / "p.parquet", {"schema_version": 2, "source": "synth"})
+    assert read_trace(plain).meta.protocol is None
+
+
+@pytest.mark.parametrize(("meta", "match"), [
+    ({"protocol": "cupti"}, r"metadata protocol is 'cupti'"),
+    ({"environment": {"protocol": "Graph"}}, r"environment.protocol is 'Graph'"),
+    ({"protocol": "graph", "environment": {"protocol": "eager"}}, "disagrees"),
+])
+def test_unknown_or_conflicting_protocols_are_errors(small_trace: Trace, tmp_path: Path,
+                                                     meta: dict[str, object], match: str) -> None:
+    path = _write_frame(small_trace.rows, tmp_path / "bad.parquet",
+                        {"schema_version": 3, "source": "capture", **meta})
+    with pytest.raises(TraceError, match=match):
+        read_trace(path)
+    with pytest.raises(TraceError, match="expected one of"):
+        TraceMeta("capture", protocol="wall")
+
+
 def test_version_1_files_stay_readable_with_kv_tokens_filled(small_trace: Trace, tmp_path: Path) -> None:
-    """A schema-1 file (before kv_tokens) reads as version 2: batch x kv_len for decode attention."""
+    """A schema-1 file (before kv_tokens) reads as this version: batch x kv_len for decode attention."""
     old = small_trace.rows.drop(columns=["kv_tokens"])
     trace = read_trace(_write_frame(old, tmp_path / "v1.parquet", {"schema_version": 1, "source": "synth"}))
-    assert trace.meta.schema_version == 2
+    assert trace.meta.schema_version == SCHEMA_VERSION
     rows = trace.rows
     decode = (rows["op"] == "attention") & (rows["q_len"] == 1)
     assert decode.any()

@@ -57,8 +57,9 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     else:
         mma = 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
         fp = group * bn * p.softmax_ops_per_score + group * d
-    trip = Trip(bn * token_bytes + table + q_share, mma, fp,
-                bn * d * quantized * p.kv_dequant_ops, serial=True)
+    trip = Trip(bn * token_bytes + table + q_share, mma,
+                pipes={"fp32": fp, "alu": bn * d * quantized * p.kv_dequant_ops}, serial=True,
+                overhead_cycles=p.iter_overhead_cycles)
     total = b * hkv * splits
     partial = (bg * bd + 2 * bg) * FP32
     epi = Epilogue(float(row["bytes_written"]) / total,
@@ -105,9 +106,9 @@ def _prefill(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     iters = tuple(-(-min(kv, kv - q + (i + 1) * bm) // bn) if causal else -(-kv // bn)
                   for i in range(q_tiles))
     mean_iters = max(1.0, sum(iters) / q_tiles)
-    trip = Trip(bn * d * FP16 * 2 + bm * d * FP16 / mean_iters,
-                2.0 * 2.0 * bm * bn * bd, bm * bn * p.softmax_ops_per_score + bm * bd, 0.0,
-                serial=True)
+    trip = Trip(bn * d * FP16 * 2 + bm * d * FP16 / mean_iters, 2.0 * 2.0 * bm * bn * bd,
+                pipes={"fp32": bm * bn * p.softmax_ops_per_score + bm * bd}, serial=True,
+                overhead_cycles=p.iter_overhead_cycles)
     total = q_tiles * b * hq
     epi = Epilogue(float(row["bytes_written"]) / total)
     res = CtaResources(cfg["num_warps"], 2.0 * bn * bd * FP16, bm * bd * FP16, cfg["num_stages"],

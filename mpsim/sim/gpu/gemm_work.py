@@ -4,7 +4,12 @@ GEMV (M <= 16): grid (N tiles, K splits); each CTA streams BLOCK_N weight rows o
 BLOCK_K trips, dequantizing each tile on CUDA cores; one activation row multiplies on CUDA cores
 (fp32 FMA), 2..16 rows run a swap-AB MMA padded to 16 columns. Splits exchange fp32 partials in L2.
 Tiled GEMM: grid of BLOCK_M x BLOCK_N output tiles in grouped order, a BLOCK_K K-loop, dequantized
-W tile then MMA (dequant and MMA overlap: different warps issue to different pipes).
+W tile then MMA (the asynchronous MMA of one tile overlaps the next tile's dequantization).
+
+The CUDA-core work of a trip is the kernel's own: the per-weight instruction mix of its compiled K
+loop by issue pipe (mpsim/sim/gpu/sass.py, counted from the sm_90a SASS by scripts/sass_mix.py)
+times the weights of the tile, so dequantization, unpacking, the one-row multiply and the loop's
+own address arithmetic cost what the shipped kernel issues.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.sass import per_weight_mix
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
 from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16, padded_k, weight_bytes
@@ -31,15 +37,11 @@ def loop_k(k: int, w_format: str, group_size: int | None) -> int:
     return padded_k(k, group_size if w_format.endswith("-group") else None)
 
 
-def dequant_ops(w_format: str, bits: int, p: SimParams) -> float:
-    """CUDA-core integer ops per weight to produce its fp16 value."""
-    if w_format == "fp16":
-        return 0.0
-    if w_format == "anyprec":
-        return p.anyprec_ops_per_plane * bits + p.anyprec_lut_ops
-    if bits not in p.group_dequant_ops:
-        raise ValueError(f"no dequant cost for {bits}-bit {w_format}; known: {sorted(p.group_dequant_ops)}")
-    return p.group_dequant_ops[bits]
+def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int]) -> dict[str, float]:
+    """Lanes by pipe of one K trip of a BLOCK_N x BLOCK_K weight tile (the kernel's SASS mix)."""
+    bm, bn, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
+    mix = per_weight_mix(kernel, bits, bm, bn, bk, int(cfg["num_warps"]))
+    return {k: v * bn * bk for k, v in mix.items()}
 
 
 def stored_bytes(w_format: str, bits: int) -> float:
@@ -80,8 +82,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     trip = Trip(
         load_bytes=w_total / (n_blocks * trips_per_row_block) + m * bk * FP16,
         mma_flops=0.0 if bm == 1 else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
-        fp_ops=2.0 * bn * bk if bm == 1 else 0.0,  # fp16 -> fp32 convert and one FMA per weight
-        int_ops=bn * bk * dequant_ops(fmt, bits, p), serial=False)
+        pipes=trip_pipes(str(row["kernel"]), bits, cfg), serial=False)
     written = float(row["bytes_written"])
     total = n_blocks * split
     epi = Epilogue(written / total, ws_bytes=2.0 * bn * m * FP32 if split > 1 else 0.0,
@@ -104,8 +105,10 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
     iters = -(-loop_k(k, fmt, _group(row)) // bk)
     trip = Trip(
         load_bytes=(m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters),
-        mma_flops=2.0 * bm * bn * bk, fp_ops=0.0,
-        int_ops=bn * bk * dequant_ops(fmt, bits, p), serial=False)
+        mma_flops=2.0 * bm * bn * bk, pipes=trip_pipes(str(row["kernel"]), bits, cfg),
+        serial=False,
+        # swap-AB wgmma: the W tile from registers, the activation tile from shared memory
+        smem_bytes=(bn / 64) * (bk / 16) * bm * 16 * FP16)
     total = m_tiles * n_tiles
     if grid and grid[0] != total:
         raise ValueError(f"GEMM grid {grid} does not match {m_tiles} x {n_tiles} tiles of M={m}, N={n}")

@@ -1,25 +1,39 @@
-"""One launch on a GPU: its CTA work, occupancy, bundles, SimPy run, and outcome."""
+"""One launch on a GPU: its kernels' CTA work, bundles, SimPy runs, the power-limited clock.
+
+A launch row becomes one or more kernels (mpsim/sim/gpu/kernels_known.py for kernels that are not
+mpsim's; gemm_work, attention_work, rowwise_work for mpsim's), each run in its own SimPy environment
+back to back; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor.
+
+The clock is a post-pass: a launch first runs at the boost clock; its tensor utilisation u (FLOPs
+over the dense peak at the clock it ran at, over its time) and its duration t set the power-limited
+clock f = f_boost (1 - (1 - clock_sustained_frac) u g(t)), g(t) = 1 - (tau/t)(1 - exp(-t/tau)), and
+the launch runs again at f (SimParams.power_iterations times, or until f settles). Launches without
+tensor work keep the boost clock.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.gpu.attention_work import attention_work
-from mpsim.sim.gpu.cta import GpuLaunchSim
+from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
 from mpsim.sim.gpu.gemm_work import gemm_work
+from mpsim.sim.gpu.kernels_known import EXTERNAL, launch_kernels
 from mpsim.sim.gpu.occupancy import Occupancy
 from mpsim.sim.gpu.rates import GpuRates, gpu_rates
 from mpsim.sim.gpu.rowwise_work import rowwise_work
-from mpsim.sim.gpu.work import KernelWork, bundles
+from mpsim.sim.gpu.work import KernelPart, KernelWork, LaunchWork, bundles
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome, pick_bound
 
 WorkBuilder = Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates, SimParams, float],
                        tuple[KernelWork, Occupancy]]
 BUILDERS: dict[str, WorkBuilder] = {"gemm": gemm_work, "attention": attention_work}
+UNIT_NAMES = ("dram", "l2", "tensor", "cuda")
 
 
 def launch_config(row: Mapping[str, Any]) -> tuple[dict[str, int], list[int]]:
@@ -34,26 +48,101 @@ def launch_config(row: Mapping[str, Any]) -> tuple[dict[str, int], list[int]]:
     return cfg, [int(g) for g in grid]
 
 
-def kernel_work(row: Mapping[str, Any], r: GpuRates, p: SimParams,
-                resident: float) -> tuple[KernelWork, Occupancy]:
+def launch_work(row: Mapping[str, Any], r: GpuRates, p: SimParams, resident: float) -> LaunchWork:
     cfg, grid = launch_config(row)
+    kernel = str(row["kernel"])
+    if kernel in EXTERNAL:
+        return EXTERNAL[kernel](row, cfg, grid, r, p, resident)
     builder = BUILDERS.get(str(row["op"]), rowwise_work)
-    return builder(row, cfg, grid, r, p, resident)
+    work, occ = builder(row, cfg, grid, r, p, resident)
+    return [KernelPart(work, occ)]
 
 
-def simulate_gpu_launch(row: Mapping[str, Any], hw: GpuSpec, p: SimParams,
-                        resident: float = 0.0) -> LaunchOutcome:
-    """Cycles, bytes per level, unit utilization and bound of one launch on `hw`."""
-    r = gpu_rates(hw)
-    work, occ = kernel_work(row, r, p, resident)
-    slots = r.sms * occ.ctas_per_sm
-    plan = bundles(work, slots, p)
-    sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages, p)
-    cycles = sim.run(plan)
+def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -> LaunchOutcome:
+    cycles = 0.0
+    dram = l2 = 0.0
+    busy = dict.fromkeys(UNIT_NAMES, 0.0)
+    util = dict.fromkeys(UNIT_NAMES, 0.0)
+    for part in parts:
+        occ, work = part.occupancy, part.work
+        plan = bundles(work, r.sms * occ.ctas_per_sm, r.sms, p)
+        sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages)
+        body = sim.run(plan)
+        total = body + work.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
+        for name, frac in sim.busy(body).items():
+            busy[name] += frac * body
+        for name, frac in sim.utilization(body).items():
+            util[name] += frac * body
+        cycles += total
+        dram += sim.dram.bytes
+        l2 += sim.l2_bytes
     kernel_s = cycles / r.clock_hz
-    busy = sim.busy(cycles)
+    overhead = launch_kernels(row) * r.overhead_s
+    last = parts[-1]
     return LaunchOutcome(
-        cycles=cycles, clock_hz=r.clock_hz, overhead_s=r.overhead_s, bytes_dram=sim.dram.bytes,
-        bytes_l2=sim.l2.bytes, util=sim.utilization(cycles),
-        bound=pick_bound(busy, kernel_s, r.overhead_s), ctas_per_sm=float(occ.ctas_per_sm),
-        waves=work.total_ctas / slots)
+        cycles=cycles, clock_hz=r.clock_hz, overhead_s=overhead, bytes_dram=dram, bytes_l2=l2,
+        util={k: v / cycles for k, v in util.items()},
+        bound=pick_bound({k: v / cycles for k, v in busy.items()}, kernel_s, overhead),
+        ctas_per_sm=float(last.occupancy.ctas_per_sm),
+        waves=last.work.total_ctas / (r.sms * last.occupancy.ctas_per_sm))
+
+
+def tensor_flops(parts: LaunchWork) -> float:
+    return sum(part.work.mma_flops for part in parts)
+
+
+def power_clock(hw: GpuSpec, p: SimParams, flops: float, time_s: float, clock_hz: float) -> float:
+    """The power-limited SM clock of a launch with `flops` tensor FLOPs lasting `time_s` when run at
+    `clock_hz` (u: the share of its time the tensor pipes were busy at that clock)."""
+    boost = hw.compute.boost_clock_MHz * 1e6
+    if flops <= 0 or time_s <= 0:
+        return boost
+    peak = hw.tensor_core.flops_per_clock_per_SM["fp16"] * hw.compute_units * clock_hz * p.eta_mma
+    u = min(1.0, flops / peak / time_s)
+    x = time_s / (p.power_tau_us * 1e-6)
+    g = 1.0 - (1.0 - math.exp(-x)) / x
+    return boost * (1.0 - (1.0 - p.clock_sustained_frac) * u * g)
+
+
+def simulate_gpu_launch(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: float = 0.0,
+                        clock_hz: float | None = None) -> LaunchOutcome:
+    """Cycles, bytes per level, unit utilisation and bound of one launch on `hw`; at `clock_hz`
+    when given, else at the power-limited clock (the post-pass above)."""
+    r = gpu_rates(hw, p, clock_hz)
+    parts = launch_work(row, r, p, resident)
+    out = _run(parts, r, p, row)
+    if clock_hz is not None:
+        return out
+    flops = tensor_flops(parts)
+    f = r.clock_hz
+    for _ in range(p.power_iterations):
+        f_new = power_clock(hw, p, flops, out.time_s, f)
+        if abs(f_new - f) <= 1e-4 * f:
+            break
+        f = f_new
+        r = gpu_rates(hw, p, f)
+        out = _run(launch_work(row, r, p, resident), r, p, row)
+    return out
+
+
+def lower_bound_s(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: float,
+                  clock_hz: float) -> float:
+    """A time the SimPy run of this launch at `clock_hz` cannot beat (for pruning candidates):
+    per kernel, its fixed costs plus the larger of its DRAM reads at the achievable bandwidth and the
+    balanced per-SM share of its trips, each at least its tensor, CUDA-core and L2-port time."""
+    r = gpu_rates(hw, p, clock_hz)
+    total = 0.0
+    for part in launch_work(row, r, p, resident):
+        w = part.work
+        per_class = w.class_of_range(0, w.total_ctas)
+        trips = sum(cnt * w.iters_by_class[c] for c, cnt in per_class.items())
+        t = w.trip
+        per_trip = max(tensor_cycles(t, r), cuda_cycles(t, r), t.load_bytes / r.port_Bpc)
+        # every CTA pays its prologue and its epilogue's latency; the first trip waits for its data
+        ends = (w.setup_ns + w.epilogue.latency_ns) * 1e-9 * r.clock_hz
+        first = 0.0 if t.latency_ns is not None else (r.dram_latency if w.miss_ratio > 0
+                                                     else r.l2_latency)
+        sm = math.ceil(trips / r.sms) * per_trip + first
+        body = max(sm, w.dram_read_bytes / r.dram_Bpc) + ends
+        total += body + w.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
+    return total / r.clock_hz + launch_kernels(row) * r.overhead_s

@@ -1,4 +1,15 @@
-"""A GPU hardware file turned into the per-cycle rates the CTA model uses (cycles at `clock_MHz`)."""
+"""A GPU hardware file and the simulator's constants turned into per-cycle rates at a running clock.
+
+The SM clock of a launch is not fixed: it starts at the boost clock and the power limit pulls it
+down while the tensor cores are busy (mpsim/sim/gpu/model.py). Rates on the SM side (tensor cores,
+CUDA-core pipes, shared memory) are per SM clock; rates on the memory side (HBM, the L2 ports) are
+fixed in bytes per second and converted to the running clock.
+
+Per-device numbers come from the hardware file (datasheet numbers); the rest from SimParams
+(device-independent). A hardware file may still carry the optional overrides
+`dram.achievable_bandwidth_fraction`, `l2.bandwidth_GBps`, `l2.latency_ns`, `dram.latency_ns` and
+`launch.overhead_us` (a calibration of one device); the shipped files do not.
+"""
 
 # ruff: noqa: N815  (names carry their units, as the hardware files do)
 
@@ -7,24 +18,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mpsim.hw_models.schema import GpuSpec
+from mpsim.sim.params import SimParams
+
+# Issue rates per SM per clock, thread-instructions (lanes): CUDA C++ Programming Guide, "Arithmetic
+# Instructions", throughput of native arithmetic instructions, compute capability 8.0-9.0:
+# conversions ("all other type conversions") 16, MUFU functions (exp2, rcp, ...) 16; load/store:
+# 4 SM sub-partitions x 8 LD/ST units (H100 and A100 whitepapers' SM diagrams); each of the 4 warp
+# schedulers issues one warp instruction (32 lanes) per clock.
+CVT_PER_CLK = 16.0
+SFU_PER_CLK = 16.0
+LSU_PER_CLK = 32.0
+ISSUE_PER_CLK = 128.0
 
 
 @dataclass(frozen=True)
 class GpuRates:
-    clock_hz: float
+    clock_hz: float          # the running SM clock (cycles are counted in it)
+    boost_hz: float
+    datasheet_hz: float      # the clock the datasheet's tensor peaks imply
     sms: int
     dram_Bpc: float          # achievable DRAM bytes per cycle, whole chip
     dram_peak_Bpc: float
     dram_latency: float      # cycles
-    dram_channels: int
-    l2_Bpc: float
-    l2_latency: float
+    l2_Bpc: float            # whole chip
+    l2_latency: float        # cycles
     l2_bytes: float
-    port_Bpc: float          # one SM's share of L2 bandwidth: the most a lone SM can pull
-    tensor_fpc: float        # dense fp16 tensor FLOP per cycle per SM (datasheet-consistent)
-    fp32_lanes: float        # fp32 lane-ops per cycle per SM (an FMA is one lane-op)
-    int_ops: float           # 32-bit integer ops per cycle per SM (dequantization)
-    overhead_s: float
+    port_Bpc: float          # one SM's L2 port
+    smem_Bpc: float          # one SM's shared memory
+    pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
+    tensor_fpc: dict[str, float]  # dense tensor FLOP per cycle per SM by dtype (architectural)
+    overhead_s: float        # per kernel, outside the kernel (the graph protocol's gap)
+    floor_cycles: float      # the shortest kernel duration
     smem_bytes: float        # per SM
     smem_per_cta_bytes: float
     registers: int           # per SM
@@ -32,22 +56,45 @@ class GpuRates:
     max_warps: int
     max_ctas: int
 
+    @property
+    def fp32_lanes(self) -> float:
+        return self.pipes["fp32"]
 
-def gpu_rates(hw: GpuSpec) -> GpuRates:
-    clock = hw.clock_MHz * 1e6
+    def cycles(self, seconds: float) -> float:
+        return seconds * self.clock_hz
+
+
+def bw_fraction(hw: GpuSpec, p: SimParams) -> float:
+    """The achievable HBM share: the file's override (a calibration) or the constant."""
+    override = hw.dram.achievable_bandwidth_fraction
+    return p.bw_frac if override is None else override
+
+
+def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRates:
+    """Rates at `clock_hz` (default the boost clock)."""
+    boost = hw.compute.boost_clock_MHz * 1e6
+    f = boost if clock_hz is None else clock_hz
+    ds = hw.tensor_core.datasheet_clock_MHz * 1e6
     sms = hw.compute_units
-    l2_bpc = hw.l2.bandwidth_GBps * 1e9 / clock
+    port = p.port_bytes_per_clk * ds / f
+    l2_bps = hw.l2.bandwidth_GBps * 1e9 if hw.l2.bandwidth_GBps is not None else None
+    l2_lat = hw.l2.latency_ns if hw.l2.latency_ns is not None else p.l2_latency_ns
+    dram_lat = hw.dram.latency_ns if hw.dram.latency_ns is not None else p.dram_latency_ns
+    overhead = hw.launch.overhead_us if hw.launch is not None else p.launch_gap_us
+    cc = hw.cuda_core
     return GpuRates(
-        clock_hz=clock, sms=sms,
-        dram_Bpc=hw.dram_bandwidth_Bps() * hw.achievable_bandwidth_fraction / clock,
-        dram_peak_Bpc=hw.dram_bandwidth_Bps() / clock,
-        dram_latency=hw.dram.latency_ns * 1e-9 * clock, dram_channels=hw.dram.channels,
-        l2_Bpc=l2_bpc, l2_latency=hw.l2.latency_ns * 1e-9 * clock,
-        l2_bytes=hw.l2.size_MiB * 2**20, port_Bpc=l2_bpc / sms,
-        tensor_fpc=hw.matrix_flops_per_cycle("fp16"),
-        fp32_lanes=hw.cuda_core.fp32_flops_per_clock_per_SM / 2,
-        int_ops=hw.cuda_core.int32_ops_per_clock_per_SM,
-        overhead_s=hw.launch_overhead_s(),
+        clock_hz=f, boost_hz=boost, datasheet_hz=ds, sms=sms,
+        dram_Bpc=hw.dram_bandwidth_Bps() * bw_fraction(hw, p) / f,
+        dram_peak_Bpc=hw.dram_bandwidth_Bps() / f,
+        dram_latency=dram_lat * 1e-9 * f,
+        l2_Bpc=l2_bps / f if l2_bps is not None else port * sms,
+        l2_latency=l2_lat * 1e-9 * f,
+        l2_bytes=hw.l2.size_MiB * 2**20,
+        port_Bpc=port, smem_Bpc=p.smem_bytes_per_clk,
+        pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
+               "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
+        tensor_fpc={k: v * p.eta_mma for k, v in hw.tensor_core.flops_per_clock_per_SM.items()},
+        overhead_s=overhead * 1e-6, floor_cycles=p.kernel_floor_us * 1e-6 * f,
         smem_bytes=hw.sm.shared_memory_KiB * 1024,
         smem_per_cta_bytes=hw.sm.max_shared_memory_per_cta_KiB * 1024,
         registers=hw.sm.registers_32bit, max_regs_per_thread=hw.sm.max_registers_per_thread,

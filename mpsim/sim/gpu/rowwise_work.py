@@ -30,8 +30,9 @@ def rowwise_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
     iters = max(1, -(-width // block))
     passes = PASSES.get(str(row["kernel"]), 1)
     read, written = float(row["bytes_read"]), float(row["bytes_written"])
-    trip = Trip(read * passes / (ctas * iters), 0.0, float(row["flops"]) / (ctas * iters), 0.0,
-                serial=True)
+    trip = Trip(read * passes / (ctas * iters), 0.0,
+                pipes={"fp32": float(row["flops"]) / (ctas * iters)}, serial=True,
+                overhead_cycles=p.iter_overhead_cycles)
     res = CtaResources(cfg["num_warps"], 0.0, REDUCTION_SCRATCH, 1,
                        registers_per_thread(block, 0, cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)

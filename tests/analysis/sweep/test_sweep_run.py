@@ -58,7 +58,10 @@ def test_speedup_is_over_fp16_of_the_same_model_hw_and_workload(serial: tuple[Pa
 
 def test_roofline_points_sit_on_their_lower_bound(serial: tuple[Path, pd.DataFrame]) -> None:
     _, table = serial
-    assert np.array_equal(table["total_s"], table["lower_bound_s"])
+    # the bound credits L2 residency on a GPU (mpsim/sim/roofline.py); the roofline model does not
+    npu = (table["hw"] == "npu-edge").to_numpy()
+    assert np.array_equal(table["total_s"][npu], table["lower_bound_s"][npu])
+    assert (table["total_s"] >= table["lower_bound_s"]).all()
 
 
 def test_processes_give_the_same_table(serial: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ def test_simulator_points_respect_their_roofline_bound(tmp_path: Path) -> None:
     roof = table[table["perf_model"] == "roofline"].reset_index(drop=True)
     assert len(sim) == len(roof) == 8
     assert (sim["total_s"] >= sim["lower_bound_s"]).all()
-    assert np.array_equal(sim["lower_bound_s"], roof["total_s"])  # the same bound, two ways
+    assert np.array_equal(sim["lower_bound_s"], roof["lower_bound_s"])  # one bound, both models
 
 
 def test_demo_on_a_small_spec_writes_tables_charts_and_summary(

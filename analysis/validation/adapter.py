@@ -1,0 +1,165 @@
+"""THE ADAPTER: one validated measured row -> the trace rows mpsim prices for it.
+
+    launch_rows(row, hw, config, params, configs) -> LaunchGroup(launches, main)
+
+This is the one place that decides which kernel, launch config and shapes stand for a published
+measurement. Everything else in validation (readers, protocols, metrics, plots, calibration) works
+on whatever it returns, through the one door `mpsim.sim.simulate`. The kernels are the ones the
+measurements ran, priced by name (mpsim/sim/gpu/kernels_known.py):
+
+- gemm, 16-bit weights: `cublas_gemm`, the model-guided best config (mpsim.sim.best_config over
+  lc.cublas_candidates) or, with config "heuristic", lc.cublas_heuristic;
+- gemm, per-channel int4/int8 weights (group_size = k), m <= 4: `trtllm_wo_gemv` (TensorRT-LLM's
+  weight-only batched GEMV, the only published kernel of that format); every other quantized format
+  or shape: mpsim's own Triton kernels (best config over lc.gemm_candidates, or the heuristic);
+- attention, decode (q_len 1) with a 16-bit or 8-bit (FA3's fp8 e4m3) cache: `fa3_decode`, the
+  `kv_append` scope inside the row (a second kernel), the KV cache kept warm in L2 across the
+  repeated calls of every protocol except `trt-profiler` (one profiled run, L2 cold); a 4-bit cache:
+  mpsim's decode kernel (its KV append a separate `kv_quant_kernel` launch);
+- attention, prefill (q_len = kv_len > 1, 16-bit K/V): `fa3_prefill` with its KV append; a prefill
+  over a longer cache (chunked prefill) is unrepresentable;
+- the `rope` scope (TRT-LLM's `rope+kv_append`): a `vllm_rotary_embedding` launch first;
+- rmsnorm, silu_mul, rope, add: vLLM's `vllm_rms_norm`, `vllm_silu_and_mul`,
+  `vllm_rotary_embedding` and PyTorch's `torch_add`; an add measured inside a model's forward
+  (Vidur's rows, which carry `vidur_op`) reads its second input warm from L2 (the previous kernel's
+  output).
+
+Launches come in the order the framework runs them (scope first: RoPE, then the attention with its
+KV append); `main` indexes the measured op itself, whose config the rows file reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.kernels import launch_config as lc
+from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
+from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.protocols import scope_launches
+
+Row = dict[str, Any]
+CONFIG_CHOICES = ("best", "heuristic")
+# Best GEMM configs already found, by shape key -> candidate name (predict.py keeps it on disk
+# next to the memo, in a namespace of the hardware, parameters and model code).
+ConfigCache = MutableMapping[str, str]
+
+
+@dataclass(frozen=True)
+class LaunchGroup:
+    launches: list[Row]
+    main: int
+
+
+class UnrepresentableError(ValueError):
+    """The row is well formed but the model has no launch for it (the message says why)."""
+
+
+def launch_rows(row: Mapping[str, Any], hw: HardwareSpec, config: str = "best",
+                params: SimParams = DEFAULT_PARAMS, configs: ConfigCache | None = None) -> LaunchGroup:
+    """The launches one measured call runs on `hw`, as trace rows (`row`: a generic measured row)."""
+    if config not in CONFIG_CHOICES:
+        raise ValueError(f"config {config!r}: expected one of {CONFIG_CHOICES}")
+    op = str(row["op"])
+    try:
+        if op == "gemm":
+            return LaunchGroup([_gemm(row, hw, config, params, configs)], 0)
+        if op == "attention":
+            return _attention_group(row, hw)
+        if op in ROWWISE:
+            return LaunchGroup([_rowwise(op, row)], 0)
+    except MpsimInputError as exc:
+        raise UnrepresentableError(str(exc)) from None
+    raise UnrepresentableError(f"op {op!r} has no mpsim launch")
+
+
+def _int(row: Mapping[str, Any], key: str) -> int:
+    return int(row[key])
+
+
+def _gemm_kernel(m: int, k: int, fmt: str, bits: int, group: int | None) -> str | None:
+    if fmt == "fp16":
+        return lc.CUBLAS_GEMM
+    per_channel = group in (0, k)
+    if fmt in ("int4-group", "int8-group") and per_channel and m <= lc.TRTLLM_WO_MAX_ROWS:
+        return lc.TRTLLM_WO_GEMV
+    return None
+
+
+def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimParams,
+          configs: ConfigCache | None) -> Row:
+    m, n, k = _int(row, "m"), _int(row, "n"), _int(row, "k")
+    fmt, bits = str(row["w_format"]), _int(row, "w_bits")
+    group = row.get("group_size")
+    group = None if group is None or group != group else int(group)
+    kernel = _gemm_kernel(m, k, fmt, bits, group)
+    if kernel == lc.TRTLLM_WO_GEMV or group == 0:
+        group = k
+    if config == "heuristic":
+        return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+    key = json.dumps([m, n, k, fmt, bits, group, kernel])
+    if configs is not None and key in configs:
+        probe = gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+        cands = gemm_candidate_configs(m, n, k, probe["w_format"], int(probe["w_bits"]),
+                                       probe["group_size"], hw, kernel)
+        found = [c for c in cands if c.name() == configs[key]]
+        if found:
+            return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
+                            sms=hw.compute_units)
+    best = best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params)
+    if configs is not None:
+        configs[key] = best.config.name()
+    return best.row
+
+
+def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
+    scope = scope_launches(str(row.get("includes") or ""))
+    batch, q_len, kv_len = _int(row, "batch"), _int(row, "q_len"), _int(row, "kv_len")
+    heads, kv_heads, d = _int(row, "heads"), _int(row, "kv_heads"), _int(row, "head_dim")
+    bits = _int(row, "kv_bits")
+    before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
+                                "head_dim": d})] if "rope" in scope else []
+    append = "kv_append" in scope
+    if q_len > 1 and kv_len != q_len:
+        raise UnrepresentableError(f"prefill over a longer cache (q_len {q_len} < kv_len {kv_len}): "
+                                   "FA3 prefill rows attend within the prompt")
+    if bits == 4:  # no published kernel has a 4-bit cache: mpsim's own decode kernel
+        if append:
+            before.append(_kv_quant(batch, q_len, kv_heads, d, bits))
+        main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits)
+    else:
+        warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
+        main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel="fa3",
+                             kv_append=append, l2_warm=warm, sms=hw.compute_units)
+    return LaunchGroup([*before, main], len(before))
+
+
+# op -> the framework kernel that ran it
+ROWWISE = {"rmsnorm": lc.VLLM_RMS_NORM, "silu_mul": lc.VLLM_SILU_MUL, "add": lc.TORCH_ADD,
+           "rope": lc.VLLM_ROPE}
+
+
+def _rowwise(op: str, row: Mapping[str, Any]) -> Row:
+    kernel, tokens = ROWWISE[op], _int(row, "tokens")
+    if op == "rope":
+        return framework_op_row(kernel, tokens, _int(row, "heads") * _int(row, "head_dim"),
+                                heads=_int(row, "heads"), kv_heads=_int(row, "kv_heads"),
+                                head_dim=_int(row, "head_dim"))
+    in_forward = bool(row.get("vidur_op"))
+    return framework_op_row(kernel, tokens, _int(row, "hidden"), l2_warm=op == "add" and in_forward)
+
+
+def _kv_quant(batch: int, q_len: int, kv_heads: int, d: int, bits: int) -> Row:
+    """The KV-cache append of mpsim's kernels: one kv_quant_kernel launch over the new tokens."""
+    tokens = batch * q_len
+    cfg = lc.kv_quant_config(tokens, kv_heads, d, bits)
+    return costed({"op": "kv_quant", "module": "kv_write", "batch": batch, "q_len": q_len,
+                   "num_kv_heads": kv_heads, "head_dim": d, "k_bits": bits, "v_bits": bits,
+                   "launch_id": 0, "stream": 0, "step": 0, "layer": 0,
+                   "phase": "decode" if tokens <= lc.GEMV_MAX_ROWS else "prefill",
+                   "kernel": cfg.kernel, "grid": list(cfg.grid), "config": cfg.config_dict()})

@@ -1,0 +1,211 @@
+"""Readers for published measurement tables, into the generic rows of measured.py.
+
+Sources (docs/validation.md#the-data says where to get them):
+
+- aiconfigurator `gemm_perf.parquet`: `gemm_dtype` bfloat16 -> 16-bit fp16 (mpsim reads bf16 and
+  fp16 alike); int4_wo / int8_wo -> int{4,8}-group per-channel (group_size = k, fp16 activations);
+  fp8, fp8_block, sq (W8A8) and anything else -> unrepresentable. Protocol: rows whose
+  kernel_source is a TensorRT layer (`trt_flow_...`) were timed by TensorRT's per-layer profiler
+  (`trt-profiler`), all others in a CUDA graph (`graph`). `latency` is in ms.
+- aiconfigurator `generation_attention_perf.parquet` (decode: q_len 1, kv_len = step + 1) and
+  `context_attention_perf.parquet` (causal prefill: q_len = kv_len = isl), protocol `graph`. Op
+  scope by framework: vLLM and SGLang time KV append + attention (`kv_append`), TRT-LLM RoPE + KV
+  append + attention (`rope+kv_append`). Quirks: sliding-window rows (window_size > 0), beam width
+  > 1 and FP8 attention compute are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits 8 with
+  kv_dtype fp8 (its own class, priced as FA3's fp8 cache: Q cast, fp8 MMAs); prefill with an fp8 KV
+  cache is unrepresentable (how the kernel uses the fp8 cache is not modelled).
+- Vidur `mlp.csv`: one input row holds ten ops of one token count, so it becomes one measured row
+  per (input row, op), each carrying the whole input row plus `vidur_op`. Statistic: the `mean`
+  over the 20 layers (ms). Protocol `kernel` (CUPTI durations). Shapes are the per-GPU shards of
+  the row's tensor-parallel degree. `emb` (embedding lookup) is outside the op vocabulary.
+- anything else ending in .csv: the generic CSV (measured.read_generic_csv).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mpsim.analysis.validation.measured import (
+    EXTRA,
+    GENERIC_COLUMNS,
+    INT_COLUMNS,
+    Measurements,
+    read_generic_csv,
+)
+from mpsim.errors import MpsimInputError
+
+GEMM_COLUMNS = {"gemm_dtype", "m", "n", "k", "latency"}
+ATTENTION_COLUMNS = {"op_name", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
+                     "kv_cache_dtype", "attn_dtype", "step", "latency"}
+WO_BITS = {"int4_wo": 4, "int8_wo": 8}
+SCOPE_BY_FRAMEWORK = {"vllm": "kv_append", "sglang": "kv_append", "trtllm": "rope+kv_append"}
+VIDUR_OPS = ("emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+VIDUR_STAT = "mean"
+
+
+def read_measurements(path: str | Path) -> Measurements:
+    """Read a measured table, whichever source it is (by its columns), into generic rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise MpsimInputError(f"{path}: no such measurement file")
+    if path.suffix == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise MpsimInputError(f"{path}: not a readable Parquet file ({exc})") from None
+        if set(frame.columns) >= GEMM_COLUMNS:
+            return read_aic_gemm(frame)
+        if set(frame.columns) >= ATTENTION_COLUMNS:
+            return read_aic_attention(frame)
+        raise MpsimInputError(f"{path}: not an aiconfigurator gemm_perf / *_attention_perf table "
+                              f"(columns {list(frame.columns)})")
+    if path.suffix == ".csv":
+        head = pd.read_csv(path, nrows=0).columns
+        if "num_tokens" in head and f"time_stats.add.{VIDUR_STAT}" in head:
+            return read_vidur(pd.read_csv(path))
+        return read_generic_csv(path)
+    raise MpsimInputError(f"{path}: expected a .parquet (aiconfigurator) or .csv (Vidur mlp.csv or "
+                          "the generic measurement CSV) file")
+
+
+def _blank(n: int) -> pd.DataFrame:
+    rows = pd.DataFrame({c: pd.array([pd.NA] * n, dtype="Int64") for c in INT_COLUMNS})
+    for c in ("op", "w_format", "protocol", "includes", "cls", "kv_dtype"):
+        rows[c] = ""
+    rows["status"] = "ok"
+    rows["measured_us"] = np.nan
+    return rows
+
+
+def _finish(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[list(GENERIC_COLUMNS) + list(EXTRA)].reset_index(drop=True)
+
+
+def _mark(rows: pd.DataFrame, mask: np.ndarray | pd.Series, reason: str) -> None:
+    """Set `reason` as the status of the rows in `mask` that are still ok."""
+    hit = np.asarray(mask, dtype=bool) & (rows["status"] == "ok").to_numpy()
+    rows.loc[hit, "status"] = reason
+
+
+def read_aic_gemm(frame: pd.DataFrame) -> Measurements:
+    d = frame.reset_index(drop=True)
+    rows = _blank(len(d))
+    dtype = d["gemm_dtype"].astype(str)
+    rows["op"] = "gemm"
+    for c in ("m", "n", "k"):
+        rows[c] = d[c].astype("Int64")
+    rows["measured_us"] = d["latency"].to_numpy(dtype=float) * 1e3
+    trt = d["kernel_source"].astype(str).str.startswith("trt_flow") if "kernel_source" in d else False
+    rows["protocol"] = np.where(trt, "trt-profiler", "graph")
+    bf16 = dtype.isin(["bfloat16", "float16"]).to_numpy()
+    rows.loc[bf16, "w_format"], rows.loc[bf16, "w_bits"] = "fp16", 16
+    wo = dtype.isin(list(WO_BITS)).to_numpy()
+    bits = dtype.map(WO_BITS)
+    rows.loc[wo, "w_bits"] = bits[wo].astype("Int64")
+    rows.loc[wo, "w_format"] = "int" + bits[wo].astype(int).astype(str) + "-group"
+    rows.loc[wo, "group_size"] = rows.loc[wo, "k"]  # per-channel: one group per row
+    rows["cls"] = "gemm " + dtype.replace({"bfloat16": "bf16", "float16": "fp16"})
+    _mark(rows, ~(bf16 | wo), "unrepresentable: gemm_dtype is not a weight-only or 16-bit GEMM "
+          "(fp8 / block-fp8 / SmoothQuant W8A8 compute has no mpsim weight format)")
+    notes = ["bfloat16 GEMMs are priced as fp16 (equal tensor-core rates on Hopper and Ampere)",
+             "int4_wo/int8_wo are per-channel (group_size = k) weight-only GEMMs"]
+    return Measurements("aiconfigurator gemm_perf", frame, _finish(rows), notes)
+
+
+def read_aic_attention(frame: pd.DataFrame) -> Measurements:
+    d = frame.reset_index(drop=True)
+    rows = _blank(len(d))
+    decode = (d["op_name"].astype(str) == "generation_attention").to_numpy()
+    step = d["step"].astype("Int64")
+    isl = d["isl"].astype("Int64")
+    rows["op"] = "attention"
+    rows["batch"] = d["batch_size"].astype("Int64")
+    rows["heads"] = d["num_heads"].astype("Int64")
+    rows["kv_heads"] = d["num_key_value_heads"].astype("Int64")
+    rows["head_dim"] = d["head_dim"].astype("Int64")
+    rows["q_len"] = pd.array(np.where(decode, 1, isl.to_numpy(dtype=np.int64)), dtype="Int64")
+    rows["kv_len"] = pd.array(np.where(decode, step.to_numpy(dtype=np.int64) + 1,
+                                       isl.to_numpy(dtype=np.int64)), dtype="Int64")
+    rows["measured_us"] = d["latency"].to_numpy(dtype=float) * 1e3
+    rows["protocol"] = "graph"
+    framework = d["framework"].astype(str).str.lower() if "framework" in d else pd.Series("", index=d.index)
+    rows["includes"] = framework.map(SCOPE_BY_FRAMEWORK).fillna("kv_append").to_numpy()
+    kv = d["kv_cache_dtype"].astype(str)
+    fp8_kv = (kv == "fp8").to_numpy()
+    rows["kv_bits"] = pd.array(np.where(fp8_kv, 8, 16), dtype="Int64")
+    rows.loc[fp8_kv, "kv_dtype"] = "fp8"
+    rows["cls"] = np.where(~decode, "attention prefill",
+                           np.where(fp8_kv, "attention decode fp8-kv", "attention decode kv16"))
+    _attention_quirks(d, rows, decode, fp8_kv)
+    notes = ["attention times include the framework's op scope: " + ", ".join(
+        f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
+        "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]
+    return Measurements("aiconfigurator attention_perf", frame, _finish(rows), notes)
+
+
+def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
+                      fp8_kv: np.ndarray) -> None:
+    window = d["window_size"].fillna(0).to_numpy() if "window_size" in d else np.zeros(len(d))
+    _mark(rows, window > 0, "unrepresentable: sliding-window attention (window_size > 0)")
+    if "beam_width" in d:
+        _mark(rows, d["beam_width"].fillna(1).to_numpy() != 1, "unrepresentable: beam width > 1")
+    _mark(rows, d["attn_dtype"].astype(str).to_numpy() != "bfloat16",
+          "unrepresentable: FP8 attention compute (attn_dtype fp8)")
+    _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache")
+    heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
+    _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
+          "unrepresentable: heads not a multiple of kv_heads")
+
+
+def read_vidur(frame: pd.DataFrame) -> Measurements:
+    """One measured row per (input row, op); `vidur_op` names the op."""
+    missing = [f"time_stats.{op}.{VIDUR_STAT}" for op in VIDUR_OPS
+               if f"time_stats.{op}.{VIDUR_STAT}" not in frame.columns]
+    if missing:
+        raise MpsimInputError(f"Vidur mlp.csv: missing column(s) {missing}")
+    d = frame.reset_index(drop=True)
+    parts, inputs = [], []
+    for op in VIDUR_OPS:
+        parts.append(_vidur_op(d, op))
+        inputs.append(frame.reset_index(drop=True).assign(vidur_op=op))
+    order = np.argsort(np.concatenate([np.arange(len(d)) * len(VIDUR_OPS) + i
+                                       for i in range(len(VIDUR_OPS))]), kind="stable")
+    rows = pd.concat(parts, ignore_index=True).iloc[order]
+    carried = pd.concat(inputs, ignore_index=True).iloc[order].reset_index(drop=True)
+    notes = [f"Vidur: statistic '{VIDUR_STAT}' over 20 layers; one row per (token count, op); "
+             "GEMMs at the exact Llama shapes are their own class"]
+    return Measurements("Vidur mlp.csv", carried, _finish(rows), notes)
+
+
+def _vidur_op(d: pd.DataFrame, op: str) -> pd.DataFrame:
+    tp = d["num_tensor_parallel_workers"].to_numpy(dtype=np.int64)
+    hidden, ffn = d["n_embd"].to_numpy(dtype=np.int64), d["n_expanded_embd"].to_numpy(dtype=np.int64)
+    heads, kv_heads = d["n_head"].to_numpy(dtype=np.int64), d["n_kv_head"].to_numpy(dtype=np.int64)
+    head_dim = hidden // heads
+    rows = _blank(len(d))
+    rows["measured_us"] = d[f"time_stats.{op}.{VIDUR_STAT}"].to_numpy(dtype=float) * 1e3
+    rows["protocol"], rows["tokens"] = "kernel", d["num_tokens"].astype("Int64")
+    gemm = {"attn_pre_proj": ((heads + 2 * kv_heads) * head_dim // tp, hidden),
+            "attn_post_proj": (hidden, heads * head_dim // tp),
+            "mlp_up_proj": (2 * ffn // tp, hidden), "mlp_down_proj": (hidden, ffn // tp)}
+    if op in gemm:
+        rows["op"], rows["cls"], rows["w_format"], rows["w_bits"] = "gemm", "gemm fp16 (Vidur)", "fp16", 16
+        rows["m"], (rows["n"], rows["k"]) = rows["tokens"], gemm[op]
+        rows["tokens"] = pd.NA
+    elif op == "attn_rope":
+        rows["op"] = rows["cls"] = "rope"
+        rows["heads"], rows["head_dim"] = heads // tp, head_dim
+        rows["kv_heads"] = np.maximum(kv_heads // tp, 1)
+    elif op == "mlp_act":
+        rows["op"] = rows["cls"] = "silu_mul"
+        rows["hidden"] = ffn // tp
+    else:
+        kind = {"emb": "emb", "add": "add"}.get(op, "rmsnorm")
+        rows["op"], rows["cls"], rows["hidden"] = kind, kind, hidden
+    if op == "emb":
+        rows["op"], rows["status"] = "", "unrepresentable: emb (embedding lookup) is not in the op vocabulary"
+    return rows

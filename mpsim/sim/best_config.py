@@ -1,0 +1,169 @@
+"""Model-guided autotune: the launch config the simulator predicts fastest among candidates.
+
+`best_config(build, candidates, hw)` builds one launch row per candidate config (`build(config) ->
+row`, e.g. a `functools.partial` of mpsim.launch_plan.gemm_row with `config=`) and returns the
+fastest by the GPU model, with its simulated outcome. The power-limited clock depends on the launch,
+so the search follows the model's clock post-pass: every candidate is priced at the boost clock, the
+fastest sets the clock, and the candidates are priced again at that clock (SimParams.power_iterations
+times, or until the clock settles). Within one clock, candidates are simulated in order of a lower
+bound on their time (mpsim.sim.gpu.model.lower_bound_s) and the search stops when the next bound is
+no better than the best time found, so the answer is the exact argmin over the candidates at a small
+share of their cost (`BestConfig.simulated` says how many SimPy runs it took). The winner's
+`outcome` is what `mpsim.sim.simulate` gives for its row. Ties go to the earlier candidate.
+
+`best_gemm_row` wraps it for one GEMM shape (`mpsim op gemm --config best`) and
+`with_best_gemm_configs` for every GEMM of a synthesized trace (`mpsim synth --hw H --config
+best`). The simulator never replaces a trace's recorded config: only callers that build their own
+rows use this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pandas as pd
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
+from mpsim.kernels import launch_config as lc
+from mpsim.launch_plan import gemm_row
+from mpsim.sim.gpu.model import (
+    launch_work,
+    lower_bound_s,
+    power_clock,
+    simulate_gpu_launch,
+    tensor_flops,
+)
+from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.result import LaunchOutcome
+from mpsim.traces.trace import Trace
+from mpsim.traces.validate import coerce_types
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    config: lc.LaunchConfig
+    row: Row
+    outcome: LaunchOutcome       # the simulator's outcome for `row` (its own clock post-pass)
+    candidates: int              # configs considered
+    simulated: int               # SimPy runs the search took (pruned by lower bounds)
+    wall_s: float
+
+    @property
+    def predicted_s(self) -> float:
+        return self.outcome.time_s
+
+
+def architecture(hw: GpuSpec) -> str:
+    """The candidate family of a GPU: Hopper-class tensor cores (>= 4096 dense fp16 FLOP/clk/SM,
+    wgmma) or the Ampere set for everything else."""
+    return "hopper" if hw.tensor_core.flops_per_clock_per_SM.get("fp16", 0) >= 4096 else "ampere"
+
+
+def best_config(build: Callable[[lc.LaunchConfig], Row], candidates: Sequence[lc.LaunchConfig],
+                hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
+                resident: float = 0.0) -> BestConfig:
+    """The candidate whose launch the GPU model predicts fastest on `hw` (see the module doc)."""
+    start = time.perf_counter()
+    if not candidates:
+        raise MpsimInputError("best_config: no candidate configs")
+    rows = [build(c) for c in candidates]
+    if not isinstance(hw, GpuSpec):  # the NPU model does not read GPU launch configs
+        out = _simulate(rows[0], hw, params, resident)
+        return BestConfig(candidates[0], rows[0], out, len(rows), 1, time.perf_counter() - start)
+    clock = hw.compute.boost_clock_MHz * 1e6
+    runs = 0
+    best_i = 0
+    for _ in range(params.power_iterations + 1):
+        bounds = [lower_bound_s(row, hw, params, resident, clock) for row in rows]
+        best_t = math.inf
+        for i in sorted(range(len(rows)), key=lambda j: (bounds[j], j)):
+            if bounds[i] >= best_t:
+                break
+            t = simulate_gpu_launch(rows[i], hw, params, resident, clock_hz=clock).time_s
+            runs += 1
+            if t < best_t or (t == best_t and i < best_i):
+                best_i, best_t = i, t
+        r = gpu_rates(hw, params, clock)
+        flops = tensor_flops(launch_work(rows[best_i], r, params, resident))
+        new_clock = power_clock(hw, params, flops, best_t, clock)
+        if abs(new_clock - clock) <= 1e-4 * clock:
+            break
+        clock = new_clock
+    out = simulate_gpu_launch(rows[best_i], hw, params, resident)
+    return BestConfig(candidates[best_i], rows[best_i], out, len(rows), runs + 1,
+                      time.perf_counter() - start)
+
+
+def _simulate(row: Row, hw: HardwareSpec, params: SimParams, resident: float) -> LaunchOutcome:
+    from mpsim.sim.replay import simulate_launch  # replay imports this module's neighbours
+
+    return simulate_launch(row, hw, params, resident)
+
+
+def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
+                           group_size: int | None, hw: HardwareSpec,
+                           kernel: str | None = None) -> list[lc.LaunchConfig]:
+    """The candidates of one GEMM shape on `hw`: mpsim's kernels (by architecture) or cuBLAS's."""
+    sms = hw.compute_units
+    if kernel == lc.CUBLAS_GEMM:
+        return lc.cublas_candidates(m, n, k, sms)
+    if kernel == lc.TRTLLM_WO_GEMV:
+        return [lc.trtllm_wo_config(m, n, k, bits)]
+    if kernel is not None:
+        raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
+    arch = architecture(hw) if isinstance(hw, GpuSpec) else "hopper"
+    return lc.gemm_candidates(m, n, k, w_format, bits, group_size, arch)
+
+
+def best_gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
+                  group_size: int | None = None, bias: bool = False, *, hw: HardwareSpec,
+                  kernel: str | None = None, params: SimParams = DEFAULT_PARAMS) -> BestConfig:
+    """The fastest config of one GEMM launch on `hw` (mpsim's kernels, or `kernel`'s candidates)."""
+    probe = gemm_row(m, n, k, w_format, bits, group_size, bias, kernel=kernel)
+    fmt, bits_, group = probe["w_format"], int(probe["w_bits"]), probe["group_size"]
+    cands = gemm_candidate_configs(m, n, k, fmt, bits_, group, hw, kernel)
+    build = partial(gemm_row, m, n, k, fmt, bits_, group, bias, kernel=kernel,
+                    sms=hw.compute_units)
+    return best_config(lambda c: build(config=c), cands, hw, params)
+
+
+def with_best_gemm_configs(trace: Trace, hw: HardwareSpec,
+                           params: SimParams = DEFAULT_PARAMS) -> tuple[Trace, dict[str, Any]]:
+    """The trace with every GEMM launch of mpsim's kernels given the config the simulator predicts
+    fastest on `hw` (one search per distinct shape and format), and facts about the search. Shapes,
+    formats and the analytic accounting are unchanged; only kernel, grid and config move."""
+    rows = trace.rows.copy()
+    gemm = (rows["op"] == "gemm").to_numpy()
+    keys = ["m", "n", "k", "w_format", "w_bits", "group_size", "bias"]
+    start = time.perf_counter()
+    sub = rows.loc[gemm, keys]
+    codes = sub.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    runs = 0
+    chosen: list[Row] = []
+    for code in range(int(codes.max()) + 1 if len(codes) else 0):
+        first = sub.iloc[int((codes == code).argmax())]
+        m, n, k, fmt, bits, group, bias = (None if pd.isna(v) else v for v in first)
+        best = best_gemm_row(int(m or 0), int(n or 0), int(k or 0), str(fmt), int(bits or 16),
+                             None if group is None else int(group), bool(bias), hw=hw, params=params)
+        chosen.append(best.row)
+        runs += best.simulated
+    for col in ("kernel", "grid", "config"):  # text columns are categorical: new values, new categories
+        values = rows[col].astype(object).to_numpy(copy=True)
+        values[gemm] = [chosen[c][col] for c in codes]
+        rows[col] = pd.Series(values, index=rows.index).astype("category")
+    rows = coerce_types(rows, "model-guided configs")  # canonical storage (sorted categories)
+    searches = len(chosen)
+    env = {**trace.meta.environment, "launch_configs": f"best for {hw.name} (model-guided)"}
+    meta = dataclasses.replace(trace.meta, environment=env)
+    info = {"shapes": searches, "simulated": runs, "wall_s": time.perf_counter() - start}
+    return Trace(rows, meta), info

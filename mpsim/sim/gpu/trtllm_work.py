@@ -1,0 +1,46 @@
+"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work.
+
+cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
+per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
+of K in I = ceil(K / CtaK) steps, CtaK = 128 threads x 128 bits / weight bits (int4: 4096, int8:
+2048 weights), so both formats move 16 KiB of weights per CTA step. A step issues its loads, waits
+for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multiplies on the fp32
+lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
+co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
+the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
+loop. Constants: SimParams wo_* (wo rows; not from SASS: no TensorRT-LLM build here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.sim.params import SimParams
+from mpsim.traces.accounting import FP16
+
+MAX_CTAS_PER_SM = 16
+CTA_N = 8
+
+
+def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                   p: SimParams, resident: float) -> LaunchWork:
+    m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
+    cta_k = int(cfg["block_k"])
+    iters = cdiv(k, cta_k)
+    ctas = max(1, n // CTA_N)
+    per_sm = min(MAX_CTAS_PER_SM, cdiv(ctas, r.sms))
+    w_it = CTA_N * k / iters
+    ops = (p.wo_ops_dq4 if bits == 4 else p.wo_ops_dq8) + m * p.wo_ops_fma
+    trip = Trip(load_bytes=w_it * bits / 8 + m * k / iters * FP16, mma_flops=0.0,
+                pipes={"fp32": w_it * ops}, latency_ns=p.wo_lat_ns, overlap_latency=True)
+    reads = n * k * bits / 8 + n * 2 * FP16 + m * k * FP16
+    res = CtaResources(4, 0.0, 0.0, 1, 64)
+    work = KernelWork(trip, Epilogue(m * CTA_N * FP16), (iters,), "single", ctas, ctas, res, reads,
+                      setup_ns=p.wo_cta_ns, fixed_ns=p.wo_scope_us * 1e3, resident_split=per_sm,
+                      name="trtllm wo gemv")
+    return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]

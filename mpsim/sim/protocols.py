@@ -1,0 +1,111 @@
+"""Measurement protocols as data: the fixed cost each timing protocol adds to a measured call.
+
+A measured time means different things under different protocols (traces/schema.py PROTOCOLS):
+`kernel` (CUPTI kernel durations), `graph` (mean per call inside a CUDA graph), `eager` (host wall
+clock around one framework call) and `trt-profiler` (TensorRT's per-layer profiler). The simulator
+predicts kernel bodies; under protocol P one measured call that runs `launches` kernels costs
+
+    sum of the kernel bodies + launches x per_launch_us + per_call_us
+
+with the constants in mpsim/sim/protocols.yaml, each naming its source. The file also lists the op
+scopes (`includes`: blank, `kv_append`, `rope+kv_append`) as the extra launches they add.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from mpsim.errors import MpsimInputError
+from mpsim.traces.schema import PROTOCOLS
+
+SCOPE_LAUNCHES = ("rope", "kv_append")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    description: str
+    per_call_us: float
+    per_launch_us: float
+    source: str
+
+    def cost_s(self, launches: int = 1) -> float:
+        """The fixed cost of one measured call that runs `launches` kernels, in seconds."""
+        return (self.per_call_us + launches * self.per_launch_us) * 1e-6
+
+
+@dataclass(frozen=True)
+class ProtocolFile:
+    protocols: dict[str, Protocol]
+    scopes: dict[str, tuple[str, ...]]
+    sources: dict[str, dict[str, Any]]
+
+
+def parse_protocols(text: str, where: str) -> ProtocolFile:
+    """Read and check a protocol file: exactly the contract's four protocols, known sources."""
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise MpsimInputError(f"{where}: not a YAML mapping")
+    sources = {str(s["id"]): dict(s) for s in data.get("sources") or []}
+    raw = data.get("protocols") or {}
+    if sorted(raw) != sorted(PROTOCOLS):
+        raise MpsimInputError(f"{where}: protocols {sorted(raw)}; expected exactly {list(PROTOCOLS)}")
+    protocols = {}
+    for name, entry in raw.items():
+        try:
+            p = Protocol(name, str(entry["description"]), float(entry["per_call_us"]),
+                         float(entry["per_launch_us"]), str(entry["source"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MpsimInputError(f"{where}: protocols.{name}: {exc!r}") from None
+        if p.per_call_us < 0 or p.per_launch_us < 0:
+            raise MpsimInputError(f"{where}: protocols.{name}: costs must be >= 0")
+        if p.source not in sources:
+            raise MpsimInputError(f"{where}: protocols.{name}: unknown source {p.source!r}")
+        protocols[name] = p
+    scopes = {str(k): tuple(v or ()) for k, v in (data.get("scopes") or {}).items()}
+    bad = [s for s in scopes.values() for launch in s if launch not in SCOPE_LAUNCHES]
+    if bad or "" not in scopes:
+        raise MpsimInputError(f"{where}: scopes must include '' and list only {SCOPE_LAUNCHES}")
+    return ProtocolFile(protocols, scopes, sources)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped() -> ProtocolFile:
+    text = resources.files("mpsim.sim").joinpath("protocols.yaml").read_text("utf-8")
+    return parse_protocols(text, "mpsim/sim/protocols.yaml")
+
+
+def get_protocol(name: str, table: ProtocolFile | None = None) -> Protocol:
+    """The named protocol (shipped constants unless `table` is given); unknown names list the valid."""
+    found = (table or shipped()).protocols.get(name)
+    if found is None:
+        raise MpsimInputError(f"unknown measurement protocol {name!r}; expected one of {list(PROTOCOLS)}")
+    return found
+
+
+def scope_launches(includes: str, table: ProtocolFile | None = None) -> tuple[str, ...]:
+    """The extra launches an op scope adds (`kv_append`, `rope+kv_append`; blank: none)."""
+    scopes = (table or shipped()).scopes
+    if includes not in scopes:
+        raise MpsimInputError(f"unknown op scope {includes!r}; expected blank or one of "
+                              f"{[s for s in scopes if s]}")
+    return scopes[includes]
+
+
+def describe(name: str | None, launch_overhead_us: float | None = None) -> str:
+    """One line saying which protocol a prediction follows."""
+    if name is None:
+        if launch_overhead_us is not None:
+            return ("protocol: none named (each kernel pays the hardware file's launch.overhead_us = "
+                    f"{launch_overhead_us:g} us)")
+        gap = get_protocol("graph").per_launch_us
+        return (f"protocol: none named; graph by default (each kernel pays the graph gap, {gap:g} us;"
+                " mpsim/sim/protocols.yaml)")
+    p = get_protocol(name)
+    return (f"protocol: {name} ({p.description}; +{p.per_call_us:g} us per call, "
+            f"+{p.per_launch_us:g} us per launch; mpsim/sim/protocols.yaml)")

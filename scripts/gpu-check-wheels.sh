@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Download the wheels scripts/gpu-check.sh installs on a GPU machine that has no network (simpy:
+# the one package mpsim needs that the device image lacks) into .whl/ (ignored by git: name `.whl`
+# in the device tool's `carry`). Run it once on a machine where pip reaches a package index.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEST=${1:-$ROOT/.whl}
+PY=${PYTHON:-python3}
+mkdir -p "$DEST"
+"$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation py \
+    -d "$DEST" "simpy==4.1.1"
+ls -l "$DEST"

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The GPU kit: everything mpsim measures on a real GPU, in one run, into one folder.
+#
+#   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
+#                        [--policies P1,P2,...] [--batches B1,B2,...]
+#
+# On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
+#   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
+#      default .whl/; scripts/gpu-check-wheels.sh downloads them beforehand on a machine with pip),
+#      and makes the checkout importable as `mpsim` without pip (a folder of links, like the
+#      editable install's mapping);
+#   2. runs `pytest -m gpu` (the Triton kernels against their references on the GPU);
+#   3. runs the kernel and attention benchmarks (analysis/bench/kernels.py, attention.py);
+#   4. captures vicuna-7b shapes with random weights: prompt 512, 128 new tokens, batch 1 and 16,
+#      policies fp16, w4, ap4-4@64-3, w4+kv8. --layers N (default 4) keeps N of the 32 layers:
+#      every launch has the model's exact shapes, the layer count only repeats them (32 for the
+#      whole model; random weights for 32 layers take ~40 s per capture on the host);
+#   5. runs `mpsim validate` on every capture against --hw (default h200-sxm).
+# Everything goes under --out (default out/gpu-check-<UTC time>): SUMMARY.md (steps, exit codes,
+# times, environment), log.txt, pytest-gpu.txt, bench_kernels.csv, bench_attention.csv,
+# captures/*.parquet, validate/*-{rows,summary}.csv. --tar FILE also packs the folder.
+# A failing step is recorded and the next one still runs; the exit code is 1 if any step failed.
+#
+# --dry-run: the same steps on this machine's CPU (the Triton interpreter) at tiny shapes (one
+# layer of hidden 128, prompt 4, 2 new tokens, batch 1 and 2, 2 benchmark repeats), with the
+# project's .venv python when there is one: what tests/scripts/test_gpu_check.py runs.
+# --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dry-run) DRY=1 ;;
+        --out) OUT=$2; shift ;;
+        --wheels) WHEELS=$2; shift ;;
+        --layers) LAYERS=$2; shift ;;
+        --hw) HW=$2; shift ;;
+        --tar) TAR=$2; shift ;;
+        --policies) POLICIES=${2//,/ }; shift ;;
+        --batches) BATCHES=${2//,/ }; shift ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+OUT=${OUT:-$ROOT/out/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT/captures" "$OUT/validate"
+OUT=$(cd "$OUT" && pwd)
+cd "$ROOT"
+LOG="$OUT/log.txt" SUMMARY="$OUT/SUMMARY.md"
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ "$DRY" = 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin/python"
+else PY=python3; fi
+if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
+export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
+FAILED=0 START=$(date +%s)
+
+{
+    echo "# mpsim GPU check"
+    echo
+    echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ), $([ "$DRY" = 1 ] && echo 'DRY RUN (CPU, tiny shapes)' || echo 'GPU run')"
+    echo "- checkout: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "- python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1))"
+    echo "- GPU: $(nvidia-smi -L 2>/dev/null | head -1 || true)"
+    echo
+    echo "| step | exit | seconds |"
+    echo "|---|---|---|"
+} > "$SUMMARY"
+
+step() {  # step NAME COMMAND...: run, log, record exit code and time
+    local name=$1 t0 rc
+    shift
+    t0=$(date +%s)
+    echo "=== $name: $*" | tee -a "$LOG"
+    "$@" >> "$LOG" 2>&1
+    rc=$?
+    echo "| $name | $rc | $(( $(date +%s) - t0 )) |" >> "$SUMMARY"
+    [ "$rc" = 0 ] || { FAILED=1; echo "    $name failed (exit $rc), see $LOG" | tee -a "$LOG"; }
+    return 0
+}
+
+deps() {  # simpy from the carried wheels; the checkout as `mpsim` through a folder of links
+    local site="$OUT/.site"
+    mkdir -p "$site"
+    if ! "$PY" -c "import simpy" 2>/dev/null; then
+        ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "no wheels in $WHEELS (scripts/gpu-check-wheels.sh)"; return 1; }
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$site" "$WHEELS"/*.whl || return 1
+    fi
+    if ! "$PY" -c "import mpsim.sim, mpsim.kernels, mpsim.analysis" 2>/dev/null; then
+        mkdir -p "$site/mpsim"
+        for f in "$ROOT"/mpsim/*; do ln -sfn "$f" "$site/mpsim/$(basename "$f")"; done
+        for d in kernels traces hw_models reference analysis; do ln -sfn "$ROOT/$d" "$site/mpsim/$d"; done
+    fi
+    PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c \
+        "import mpsim, simpy, torch, triton; print('mpsim from', mpsim.__file__, '| simpy', simpy.__version__, '| torch', torch.__version__, '| triton', triton.__version__, '| cuda', torch.cuda.is_available())"
+}
+
+model_config() {  # a Llama config.json: vicuna-7b's shapes with $LAYERS layers, or a tiny one
+    local path="$OUT/model-config.json"
+    if [ "$DRY" = 1 ]; then
+        echo '{"model_type": "llama", "_name_or_path": "tiny-dry-run", "num_hidden_layers": 1, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 160}' > "$path"
+    else
+        echo "{\"model_type\": \"llama\", \"_name_or_path\": \"vicuna-7b-${LAYERS}l\", \"num_hidden_layers\": $LAYERS, \"hidden_size\": 4096, \"intermediate_size\": 11008, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, \"vocab_size\": 32000}" > "$path"
+    fi
+    echo "$path"
+}
+
+step "dependencies" deps
+export PYTHONPATH="$OUT/.site${PYTHONPATH:+:$PYTHONPATH}"
+CONFIG=$(model_config)
+POLICIES=${POLICIES:-fp16 w4 ap4-4@64-3 w4+kv8}
+if [ "$DRY" = 1 ]; then
+    PROMPT=4 GEN=2 BATCHES=${BATCHES:-1 2} BENCH=(--dry-run --repeats 2 --warmup 1)
+    GEMM_BENCH=(--modules o down) GPU_TESTS=(tests/kernels/test_kern_gemm_gpu.py tests/kernels/test_kern_attn_gpu.py)
+else
+    PROMPT=512 GEN=128 BATCHES=${BATCHES:-1 16} BENCH=() GEMM_BENCH=() GPU_TESTS=(tests)
+fi
+step "pytest -m gpu" "$PY" -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
+step "kernel benchmark" "$PY" -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
+    --out "$OUT/bench_kernels.csv"
+step "attention benchmark" "$PY" -m mpsim.analysis.bench.attention "${BENCH[@]}" \
+    --out "$OUT/bench_attention.csv"
+for batch in $BATCHES; do
+    for policy in $POLICIES; do
+        name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch"
+        step "capture $name" "$PY" -m mpsim.cli capture --model "$CONFIG" --dummy --policy "$policy" \
+            --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" --out "$OUT/captures/$name.parquet"
+        [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -m mpsim.cli validate \
+            "$OUT/captures/$name.parquet" --hw "$HW" --out "$OUT/validate/$name-rows.csv" \
+            --summary "$OUT/validate/$name-summary.csv"
+    done
+done
+sed -n '/^=== pytest -m gpu/,/^=== /p' "$LOG" | sed '$d' > "$OUT/pytest-gpu.txt"
+{
+    echo
+    echo "- finished in $(( $(date +%s) - START )) s; $([ "$FAILED" = 0 ] && echo 'every step passed' || echo 'SOME STEPS FAILED (log.txt)')"
+} >> "$SUMMARY"
+rm -rf "$OUT/.site" "$OUT/.sim-cache"
+if [ -n "$TAR" ]; then tar -czf "$TAR" -C "$(dirname "$OUT")" "$(basename "$OUT")" && echo "wrote $TAR"; fi
+cat "$SUMMARY"
+exit "$FAILED"

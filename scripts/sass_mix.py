@@ -1,0 +1,280 @@
+"""Count the per-weight instruction mix of the shipped GEMM/GEMV kernels from their sm_90a SASS.
+
+    python scripts/sass_mix.py [--jobs N] [--check]
+
+For every weight format (fp16, int{8,4,3,2}-group, anyprec at 2..8 bits) and each kernel path (the
+GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), compile the kernel for sm_90a
+on the CPU (Triton's compiler with its bundled ptxas: no GPU or driver needed), disassemble the cubin
+with the bundled nvdisasm, find the main K loop (the backward branch whose body holds the most
+instructions) and count its instructions by issue pipe:
+
+    fp32    FADD/FMUL/FFMA/FMNMX/FSEL/FSETP and the fp16x2 HADD2/HMUL2/HFMA2/HMNMX2   128 lanes/clk/SM
+    alu     integer add/logic/shift/compare/select/permute, IMAD, MOV                     64
+    cvt     I2F/I2FP/F2I/F2F/F2FP/FRND (type conversions)                                 16
+    sfu     MUFU (exp2, rcp, ...)                                                          16
+    lsu     LDG/STG/LDS/STS/LDSM/LDGSTS/ATOM/RED/SHFL (load/store and shuffles)           32
+    tensor  HMMA/HGMMA (the tensor pipe; the model times it by FLOPs)                      -
+    other   branches, barriers, uniform-datapath ops (one issue slot each, no lane pipe)  -
+
+(rates: CUDA C++ Programming Guide, "Arithmetic Instructions", throughput table, compute capability
+9.0; load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
+once per K trip, so a pipe's thread-ops per weight are count x 32 lanes x num_warps / (BLOCK_N x
+BLOCK_K); uniform and control instructions count once per warp (issue slots, `issue` below).
+
+It writes mpsim/sim/gpu/sass_table.py (a committed table the GPU model reads) and prints it.
+`--check` recompiles one case and exits non-zero if the committed table disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "mpsim" / "sim" / "gpu" / "sass_table.py"
+ARCH = 90
+PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
+
+_FP32 = {"FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP", "FSET", "FCHK", "FSWZADD", "HADD2",
+         "HMUL2", "HFMA2", "HMNMX2", "HSETP2", "HSET2", "FMNMX3", "FADD2", "FMUL2", "FFMA2"}
+_ALU = {"IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL", "SHR", "ISETP", "IMNMX", "SEL", "LEA",
+        "PRMT", "IABS", "SGXT", "BMSK", "IMAD", "IMUL", "MOV", "VIADD", "VIADDMNMX", "VIMNMX",
+        "VIMNMX3", "IMNMX3", "P2R", "R2P", "PLOP3", "CS2R", "BFE", "BFI", "IDP", "IDP4A", "BREV",
+        "FLO", "POPC", "XMAD", "ISCADD", "S2R", "IADD32I", "LOP32I", "VOTE", "VOTEU", "CCTL"}
+_CVT = {"I2F", "I2FP", "F2I", "F2IP", "F2F", "F2FP", "FRND", "I2I", "I2IP"}
+_SFU = {"MUFU"}
+_LSU = {"LDG", "STG", "LDS", "STS", "LDSM", "STSM", "LDGSTS", "LD", "ST", "ATOM", "ATOMG", "ATOMS",
+        "RED", "REDG", "SHFL", "LDL", "STL", "LDC", "ULDC", "UTMALDG", "UBLKCP", "SYNCS",
+        "LDGDEPBAR", "MATCH", "REDUX"}
+_TENSOR = {"HMMA", "HGMMA", "IMMA", "QGMMA", "WARPGROUP"}
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z][A-Z0-9_]*)(\S*)\s*([^;]*);")
+_LABEL = re.compile(r"^(\.L_x_\d+):")
+_BRANCH_TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+
+
+def pipe_of(opcode: str) -> str:
+    """The issue pipe of one SASS opcode (mnemonic without modifiers)."""
+    if opcode.startswith("U") and opcode not in _ALU:  # uniform datapath: one issue slot per warp
+        return "other"
+    for name, group in (("fp32", _FP32), ("alu", _ALU), ("cvt", _CVT), ("sfu", _SFU),
+                        ("lsu", _LSU), ("tensor", _TENSOR)):
+        if opcode in group:
+            return name
+    return "other"
+
+
+def main_loop(sass: str) -> list[str]:
+    """Opcodes of the largest loop: from a label to the last backward branch to it."""
+    labels: dict[str, int] = {}
+    instrs: list[tuple[int, str, str]] = []  # (index, opcode, operands)
+    pending: list[str] = []
+    for line in sass.splitlines():
+        m = _LABEL.match(line.strip())
+        if m:
+            pending.append(m.group(1))
+            continue
+        i = _INSTR.search(line)
+        if i:
+            for lab in pending:
+                labels[lab] = len(instrs)
+            pending = []
+            instrs.append((len(instrs), i.group(2), i.group(4)))
+    best: tuple[int, int] = (0, -1)
+    for idx, op, operands in instrs:
+        if op != "BRA":
+            continue
+        t = _BRANCH_TARGET.search(operands)
+        if t and t.group(1) in labels and labels[t.group(1)] <= idx:
+            start = labels[t.group(1)]
+            if idx - start > best[1] - best[0]:
+                best = (start, idx)
+    if best[1] < 0:
+        raise ValueError("no backward branch: the K loop was not found in the SASS")
+    return [op for _, op, _ in instrs[best[0]:best[1] + 1]]
+
+
+def cases() -> list[tuple[Any, ...]]:
+    """(w_format, bits, group_size, M, N, K, tile) per table row: the GEMV at 1 and 16 rows and the
+    tiled GEMM, each at the launchers' heuristic tile (tile None) and the candidate tiles of
+    kernels/launch_config.py (GEMV: GEMV_TILES; GEMM: three of the Hopper tiles)."""
+    from mpsim.kernels.launch_config import GEMV_TILES
+
+    formats: list[tuple[str, int, int | None]] = [("fp16", 16, None)]
+    formats += [(f"int{b}-group", b, 128) for b in (8, 4, 3, 2)]
+    formats += [("anyprec", b, None) for b in range(2, 9)]
+    gemm_tiles = ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 3))
+    out: list[tuple[Any, ...]] = []
+    for fmt, bits, group in formats:
+        for m in (1, 16):
+            for bn, bk in GEMV_TILES:
+                out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3)))
+        out.append((fmt, bits, group, 2048, 4096, 4096, None))
+        for tile in gemm_tiles:
+            out.append((fmt, bits, group, 2048, 4096, 4096, tile))
+    return out
+
+
+def _launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
+                 tile: tuple[int, ...] | None = None) -> tuple[Any, dict[str, Any], Any]:
+    """(kernel, its arguments as a launch passes them, config) for one case (as the launchers do)."""
+    from mpsim.kernels import gemm_anyprec, gemm_fp16, gemm_group
+    from mpsim.kernels.gemm_common import k_per_split
+    from mpsim.kernels.launch_config import (
+        GEMM_GROUP_M,
+        LaunchConfig,
+        _fit_block_k,
+        _format_tag,
+        cdiv,
+        gemm_config,
+    )
+    from mpsim.traces.accounting import padded_k
+
+    cfg = gemm_config(m, n, k, w_format, bits, group)
+    if tile is not None:
+        bm, bn, bk, warps, stages = tile
+        tag = _format_tag(w_format)
+        if cfg.kernel.startswith("gemv"):
+            bk = _fit_block_k(bk, tag, group)
+            cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
+        else:
+            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group)
+            cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
+                               group_m=GEMM_GROUP_M)
+    gemv = cfg.kernel.startswith("gemv")
+    kp = padded_k(k, group)
+    args: dict[str, Any] = dict(M=m, N=n, K=k, stride_xm=k, stride_om=n, HAS_BIAS=False,
+                                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                                bias_ptr=None, x_ptr="ptr", out_ptr="ptr")
+    if gemv:
+        args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
+                    cnt_ptr="ptr" if cfg.split_k > 1 else None,
+                    K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
+                                            cfg.block_k))
+    else:
+        args.update(GROUP_M=cfg.group_m)
+    if w_format == "fp16":
+        args.update(w_ptr="ptr", stride_wn=k)
+        module: Any = gemm_fp16
+    elif w_format == "anyprec":
+        args.update(qw_ptr="ptr", lut_ptr="ptr", KP=kp, stride_qp=n * kp // 32,
+                    stride_qn=kp // 32, stride_ln=1 << bits, BITS=bits)
+        module = gemm_anyprec
+    else:
+        assert group is not None
+        args.update(qw_ptr="ptr", s_ptr="ptr", z_ptr="ptr", KP=kp, stride_qn=kp * bits // 32,
+                    stride_sn=kp // group, BITS=bits, GROUP=group)
+        module = gemm_group
+    fmt = {"fp16": "fp16", "anyprec": "anyprec"}.get(w_format, "group")
+    return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
+
+
+POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
+            "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
+            "z_ptr": "*fp16", "lut_ptr": "*fp16"}
+
+
+def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
+    """Compile one case for sm_90a and count its main loop's instructions per weight by pipe."""
+    os.environ.pop("TRITON_INTERPRET", None)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel, args, cfg = _launch_args(*case)
+    signature, constexprs, attrs = {}, {}, {}
+    for i, param in enumerate(kernel.params):
+        name, value = param.name, args[param.name]
+        if name in POINTERS and value is not None:
+            signature[name], attrs[(i,)] = POINTERS[name], [["tt.divisibility", 16]]
+        elif not param.is_constexpr and value is not None:
+            signature[name] = "i32"
+            if value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            signature[name], constexprs[(i,)] = "constexpr", value
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
+                              target=GPUTarget("cuda", ARCH, 32),
+                              options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
+        f.write(compiled.asm["cubin"])
+    try:
+        sass = subprocess.run([triton.knobs.nvidia.nvdisasm.path, "-c", f.name], check=True,
+                              capture_output=True, text=True).stdout
+    finally:
+        os.unlink(f.name)
+    ops = main_loop(sass)
+    counts = dict.fromkeys(PIPES, 0)
+    for op in ops:
+        counts[pipe_of(op)] += 1
+    lanes = 32 * cfg.num_warps
+    weights = cfg.block_n * cfg.block_k
+    per_weight = {p: round(counts[p] * lanes / weights, 4) for p in PIPES}
+    # uniform/control instructions take one issue slot per warp, not 32 lanes
+    issue = sum(counts[p] for p in PIPES) * lanes / weights
+    fmt, bits = case[0], case[1]
+    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec") else "group",
+            "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
+            "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
+            "issue": round(issue, 4)}
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    cols = ("kernel", "w_format", "bits", "block_m", "block_n", "block_k", "num_warps",
+            "loop_instructions", *PIPES, "issue")
+    lines = [
+        '"""Per-weight instruction mix of the shipped GEMM/GEMV kernels\' K loops, by issue pipe.',
+        "",
+        "Generated by scripts/sass_mix.py from the kernels' sm_90a SASS (Triton's compiler, bundled",
+        "ptxas and nvdisasm); do not edit by hand: rerun the script after changing a kernel. Values are",
+        "thread-instructions per weight (lane-ops; `issue` counts every instruction of the loop body).",
+        '"""',
+        "",
+        "# ruff: noqa: E501",
+        "",
+        f"COLUMNS = {cols!r}",
+        "ROWS = [",
+    ]
+    for r in rows:
+        lines.append(f"    {tuple(r[c] for c in cols)!r},")
+    lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="recompile one case, compare with the table")
+    ap.add_argument("--only", help="print the rows of formats containing this text; write nothing")
+    args = ap.parse_args(argv)
+    todo = cases()
+    if args.only:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for r in pool.map(count_case, [c for c in todo if args.only in c[0]]):
+                print(json.dumps(r))
+        return 0
+    if args.check:
+        sys.path.insert(0, str(ROOT))
+        from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
+        got = count_case(todo[len(todo) // 2])
+        want = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
+        ok = got in want
+        print(json.dumps(got), "matches the table" if ok else "DIFFERS from the table")
+        return 0 if ok else 1
+    with ProcessPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(count_case, todo))
+    TABLE.write_text(render(rows))
+    for r in rows:
+        print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Readers of the published tables, on small samples of the ground truth read in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from groundtruth_cases import AIC, VIDUR, needs_groundtruth
+
+from mpsim.analysis.validation.selections import apply_selection
+from mpsim.analysis.validation.sources import (
+    read_aic_attention,
+    read_aic_gemm,
+    read_measurements,
+    read_vidur,
+)
+from mpsim.errors import MpsimInputError
+
+pytestmark = needs_groundtruth
+
+
+def _sample(path: str, n: int = 40, **match: object) -> pd.DataFrame:
+    d = pd.read_parquet(AIC / path)
+    for k, v in match.items():
+        d = d[d[k] == v]
+    return d.iloc[np.linspace(0, len(d) - 1, n).astype(int)]
+
+
+def test_gemm_dtypes_protocols_and_units() -> None:
+    d = pd.concat([_sample("h200_sxm/gemm/trtllm/1.2.0rc5/gemm_perf.parquet", 5, gemm_dtype=t)
+                   for t in ("bfloat16", "int4_wo", "int8_wo", "fp8", "sq")])
+    m = read_aic_gemm(d)
+    r = m.rows
+    assert len(r) == len(d) and (r["op"] == "gemm").all()
+    assert np.allclose(r["measured_us"], d["latency"].to_numpy() * 1e3)
+    bf16, wo4 = r.iloc[:5], r.iloc[5:10]
+    assert (bf16["w_format"] == "fp16").all() and (bf16["protocol"] == "graph").all()
+    assert (wo4["w_format"] == "int4-group").all() and (wo4["group_size"] == wo4["k"]).all()
+    assert (wo4["protocol"] == "trt-profiler").all() and (r.iloc[10:15]["w_bits"] == 8).all()
+    assert r.iloc[15:]["status"].str.startswith("unrepresentable: gemm_dtype").all()
+    assert set(r["cls"]) == {"gemm bf16", "gemm int4_wo", "gemm int8_wo", "gemm fp8", "gemm sq"}
+
+
+def test_attention_scope_by_framework_and_quirks() -> None:
+    vllm = read_aic_attention(_sample("h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet",
+                                      200)).rows
+    trt = read_aic_attention(_sample("h100_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet",
+                                     200)).rows
+    assert (vllm["includes"] == "kv_append").all() and (trt["includes"] == "rope+kv_append").all()
+    assert (vllm["q_len"] == 1).all() and (trt["q_len"] == trt["kv_len"]).all()
+    assert set(vllm["cls"]) == {"attention decode kv16", "attention decode fp8-kv"}
+    assert (vllm.loc[vllm["cls"] == "attention decode fp8-kv", "kv_bits"] == 8).all()
+    statuses = set(vllm["status"]) | set(trt["status"])
+    assert "unrepresentable: sliding-window attention (window_size > 0)" in statuses
+    assert "unrepresentable: FP8 attention compute (attn_dtype fp8)" in statuses
+
+
+def test_generation_kv_len_counts_the_new_token() -> None:
+    d = _sample("h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet", 20)
+    r = read_aic_attention(d).rows
+    assert (r["kv_len"].to_numpy() == d["step"].to_numpy() + 1).all()
+
+
+def test_vidur_one_row_per_token_count_and_op() -> None:
+    path = VIDUR / "h100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    d = pd.read_csv(path)
+    d = d[d["num_tokens"].isin([1, 512])]
+    m = read_vidur(d)
+    assert len(m.rows) == 10 * len(d) and list(m.input.columns)[-1] == "vidur_op"
+    first = m.rows.iloc[:10]
+    assert list(m.input["vidur_op"].iloc[:10]) == ["emb", "input_layernorm", "attn_pre_proj",
+                                                   "attn_rope", "attn_post_proj",
+                                                   "post_attention_layernorm", "mlp_up_proj",
+                                                   "mlp_act", "mlp_down_proj", "add"]
+    assert first["status"].iloc[0].startswith("unrepresentable: emb")
+    assert (first["protocol"] == "kernel").all()
+    gemms = m.rows[(m.rows["op"] == "gemm") & (m.input["num_tensor_parallel_workers"] == 1).to_numpy()]
+    assert {(int(n), int(k)) for n, k in zip(gemms["n"], gemms["k"], strict=True)} == {
+        (12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008)}
+    tp2 = m.rows[(m.input["num_tensor_parallel_workers"] == 2).to_numpy() & (m.rows["op"] == "silu_mul")]
+    assert (tp2["hidden"] == 5504).all()
+    kept = apply_selection(m, "issue11").rows
+    assert set(kept.loc[(m.input["num_tensor_parallel_workers"] != 1).to_numpy(), "status"]) == {
+        "skipped: outside selection issue11"}
+
+
+def test_files_are_recognised_by_their_columns(tmp_path: object) -> None:
+    m = read_measurements(VIDUR / "h100/meta-llama/Llama-2-70b-hf/mlp.csv")
+    assert m.source == "Vidur mlp.csv"
+    with pytest.raises(MpsimInputError, match="no such measurement file"):
+        read_measurements(AIC / "nope.parquet")

@@ -1,0 +1,40 @@
+"""The committed per-weight instruction table (mpsim/sim/gpu/sass_table.py) is what the shipped
+kernels compile to: one case recompiled for sm_90a on the CPU must match its row exactly, and the
+table covers every kernel, format and candidate tile the GPU model prices."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpsim.kernels.launch_config import GEMV_TILES
+from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_mix.py"
+
+
+def test_the_table_covers_every_kernel_and_width() -> None:
+    rows = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
+    kinds = {(r["kernel"], r["bits"]) for r in rows}
+    for path in ("gemv", "gemm"):
+        assert (f"{path}_fp16_kernel", 16) in kinds
+        assert all((f"{path}_group_kernel", b) in kinds for b in (8, 4, 3, 2))
+        assert all((f"{path}_anyprec_kernel", b) in kinds for b in range(2, 9))
+    gemv_tiles = {(r["block_n"], r["block_k"]) for r in rows if r["kernel"] == "gemv_fp16_kernel"}
+    assert set(GEMV_TILES) <= gemv_tiles
+    assert all(r["issue"] > 0 for r in rows)
+
+
+def test_a_recompiled_kernel_matches_its_committed_row() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], env=env, capture_output=True,
+                          text=True, timeout=900)
+    if "no ptxas" in proc.stdout:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "matches the table" in proc.stdout

@@ -1,0 +1,230 @@
+"""Issue 11's model corrections, each pinned by a test that fails on the model before them.
+
+(DRAM latency weighted by the miss share; no clamp to the roofline, the bound residency-aware and a
+launch below it an error; CUDA-core pipes issued concurrently; dequantization from the shipped
+kernels' SASS; weight-only never faster than fp16 where the GEMM is compute bound; fewer bits never
+slower where memory bound; memo namespaces and sweep keys that follow the code.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.launch_plan import attention_row, gemm_row
+from mpsim.models import PRESETS
+from mpsim.policy import parse_policy
+from mpsim.sim import simulate
+from mpsim.sim.best_config import best_gemm_row
+from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles
+from mpsim.sim.gpu.occupancy import CtaResources
+from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.gpu.sass import per_weight_mix
+from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip, bundles
+from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.sim.replay import BelowBoundError, finish, simulate_launch
+from mpsim.sim.roofline import roofline
+from mpsim.synth import synthesize
+from mpsim.traces.trace import rows_to_frame
+from mpsim.workload import Workload
+
+H200: GpuSpec = load_hardware("h200-sxm")  # type: ignore[assignment]
+H100: GpuSpec = load_hardware("h100-sxm")  # type: ignore[assignment]
+REL = 1e-9
+
+
+def _latency_bound_kernel(miss_bytes: float) -> KernelWork:
+    """One CTA, 40 trips of one tiny tile each, one stage: every trip waits for its load."""
+    trip = Trip(load_bytes=1024.0, mma_flops=0.0)
+    res = CtaResources(4, 1024.0, 0.0, 1, 32)
+    return KernelWork(trip, Epilogue(0.0), (40,), "single", 1, 1, res, miss_bytes)
+
+
+def test_dram_latency_is_weighted_by_the_miss_share() -> None:
+    """Old model: every trip paid l2 + the full DRAM latency whenever any byte of the launch missed,
+    so a launch that misses 1% of its bytes waited as long as one that misses them all."""
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    times = {}
+    for share in (0.01, 1.0):
+        work = _latency_bound_kernel(share * 40 * 1024)
+        sim = GpuLaunchSim(r, work, 1, 1)
+        times[share] = sim.run(bundles(work, r.sms, r.sms, DEFAULT_PARAMS))
+    extra = r.dram_latency - r.l2_latency
+    # 39 steady trips differ by 0.99 of the extra DRAM latency each (the first pays it in full both times)
+    assert times[1.0] - times[0.01] == pytest.approx(39 * 0.99 * extra, rel=0.02)
+    assert times[0.01] < 40 * (r.l2_latency + 0.05 * extra) + r.dram_latency + 2000
+
+
+def test_cuda_core_pipes_issue_concurrently() -> None:
+    """Old model: integer and fp32 work shared one serial pipe (time = int/64 + fp32/128)."""
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    trip = Trip(0.0, 0.0, pipes={"fp32": 12800.0, "alu": 6400.0})
+    assert cuda_cycles(trip, r) == pytest.approx(max(12800 / 128, 6400 / 64, (12800 + 6400) / 128))
+    mixed = Trip(0.0, 0.0, pipes={"fp32": 12800.0, "alu": 3200.0, "cvt": 800.0, "lsu": 1600.0})
+    # the issue limit: 18400 lanes at 128 per clock (each pipe alone would be done in 100 cycles)
+    assert cuda_cycles(mixed, r) == pytest.approx(18400 / 128)
+    # per-pipe busy time is kept apart: a trip of only integer work leaves the fp32 pipe idle
+    work = KernelWork(Trip(0.0, 0.0, pipes={"alu": 6400.0}), Epilogue(0.0), (10,), "single", 132, 132,
+                      CtaResources(4, 0.0, 0.0, 1, 32), 0.0)
+    sim = GpuLaunchSim(r, work, 1, 1)
+    sim.run(bundles(work, r.sms, r.sms, DEFAULT_PARAMS))
+    assert sim.pipe_busy["fp32"] == 0 and sim.pipe_busy["alu"] == pytest.approx(132 * 10 * 100)
+
+
+def test_a_launch_below_its_residency_aware_bound_is_an_error_naming_it() -> None:
+    """Old model: finish() clamped such a launch to the bound and set `floored`; now nothing is
+    clamped and no `floored` column exists."""
+    tr = synthesize(PRESETS["mobilellama-1.4b"], parse_policy("fp16"), Workload(8, 2, 1))
+    rows = tr.rows
+    res = simulate(tr, H200, cache_dir=None)
+    assert "floored" not in res.launches.columns
+    per = res.launches.drop(columns=["launch_id", "start_s", "end_s", "time_s", "t_math_s",
+                                     "t_mem_s", "t_lower_s"]).copy()
+    per.loc[per.index[5], "kernel_s"] = 0.0
+    per.loc[per.index[5], "overhead_s"] = 0.0
+    with pytest.raises(BelowBoundError, match=f"launch {rows['launch_id'].iloc[5]} "):
+        finish(rows, per, H200)
+
+
+def test_the_bound_counts_only_the_dram_bytes_left_after_the_predecessors_output() -> None:
+    tr = synthesize(PRESETS["vicuna-7b"], parse_policy("fp16"), Workload(512, 1, 1))
+    rows = tr.rows.iloc[:8].reset_index(drop=True)
+    plain, resident = roofline(rows, H200), roofline(rows, H200, resident=True)
+    qkv = rows.index[rows["module"] == "qkv"][0]  # reads the norm's 4 MiB output
+    saved = (plain.t_mem_s - resident.t_mem_s)[qkv] * H200.dram_bandwidth_Bps()
+    assert saved == pytest.approx(512 * 4096 * 2)
+    assert resident.t_mem_s[0] == plain.t_mem_s[0]  # the first launch has no predecessor
+
+
+def test_dequantization_costs_the_shipped_kernels_sass_mix() -> None:
+    """Old model: 1.5 integer ops per weight for every group width (a magic-number dequant the
+    kernels do not do); now each kernel's K trip issues its own SASS mix by pipe."""
+    row = gemm_row(1, 4096, 4096, "group", 4)
+    cfg = json.loads(row["config"])
+    mix = per_weight_mix(row["kernel"], 4, cfg["block_m"])
+    assert mix["issue"] > 2.0 and mix["alu"] > 1.5
+    from mpsim.sim.gpu.model import launch_work
+    part = launch_work(row, gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS, 0.0)[0]
+    weights = cfg["block_n"] * cfg["block_k"]
+    assert part.work.trip.pipes["alu"] == pytest.approx(mix["alu"] * weights)
+
+
+@pytest.mark.parametrize("hw", [H200, H100], ids=["h200", "h100"])
+@pytest.mark.parametrize(("family", "bits"), [("group", 8), ("group", 4), ("group", 3), ("group", 2),
+                                              ("anyprec", 4), ("anyprec", 3)])
+def test_a_weight_only_gemm_is_never_faster_than_fp16_where_compute_bound(
+        hw: GpuSpec, family: str, bits: int) -> None:
+    """Old model: large quantized GEMMs came out 1-6% faster than fp16 (less L2 traffic per tile,
+    dequantization assumed hidden)."""
+    m, n, k = 4096, 4096, 4096
+    fp16 = simulate_launch(gemm_row(m, n, k), hw).time_s
+    quant = simulate_launch(gemm_row(m, n, k, family, bits), hw).time_s
+    assert quant >= fp16 * (1 - REL)
+    best16 = best_gemm_row(m, n, k, hw=hw).predicted_s
+    bestq = best_gemm_row(m, n, k, family, bits, hw=hw).predicted_s
+    assert bestq >= best16 * (1 - REL)
+
+
+GROUP_WIDTHS = (8, 4, 3, 2)
+ANYPREC_WIDTHS = (8, 7, 6, 5, 4, 3, 2)
+# Two pairs the shipped group GEMVs get wrong on the instruction-bound HBM parts (their SASS mix,
+# scripts/sass_mix.py): with one activation row, 3-bit codes (a word triple loaded without 128-bit
+# vectors, unpacked through 24-bit units) cost more load/store and issue slots per weight than 4-bit
+# ones; with more rows, the 2-bit unpack issues more integer instructions per weight than the 3-bit
+# one at their best tiles. Both outweigh the fewer bytes where the GEMV is not HBM bound.
+KNOWN_SLOWER = {("group", 4, 3), ("group", 3, 2)}
+
+
+def _violations(hw_name: str, m: int, n: int, k: int) -> set[tuple[str, int, int]]:
+    hw = load_hardware(hw_name)
+    bad = set()
+    for family, widths in (("group", GROUP_WIDTHS), ("anyprec", ANYPREC_WIDTHS)):
+        times = [simulate_launch(gemm_row(m, n, k, family, b), hw).time_s for b in widths]
+        for i, wide in enumerate(times):
+            for j in range(i + 1, len(times)):
+                if times[j] > wide * (1 + REL):
+                    bad.add((family, widths[i], widths[j]))
+    return bad
+
+
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+
+
+@pytest.mark.parametrize("hw_name", ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s", "rtx-4090"])
+@pytest.mark.parametrize("m", [1, 2, 16])
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+def test_fewer_bits_are_never_slower_for_any_other_pair_in_the_memory_bound_regime(
+        hw_name: str, m: int, n: int, k: int) -> None:
+    """Every pair of one family at M <= 16, bound or not (the old model checked only pairs where
+    both were DRAM-bound, and its 3-, 4- and 2-bit group GEMVs, dequant-bound, came out equal or
+    out of order). The one pair the shipped kernels get wrong is pinned below."""
+    assert _violations(hw_name, m, n, k) <= KNOWN_SLOWER
+
+
+@pytest.mark.xfail(strict=True, reason="the shipped 3-bit (one row) and 2-bit (more rows) group "
+                   "GEMVs issue more instructions per weight than the next wider width (KNOWN_SLOWER)")
+def test_fewer_bits_are_never_slower_for_every_pair() -> None:
+    assert not any(_violations(h, m, n, k) for h in ("h200-sxm", "a100-sxm-80gb")
+                   for m in (1, 16) for n, k in SHAPES[:2])
+
+
+@pytest.mark.parametrize("hw_name", ["h200-sxm", "a100-sxm-80gb", "rtx-4090"])
+@pytest.mark.parametrize(("batch", "kv", "heads"), [(1, 4096, (32, 32)), (16, 2048, (32, 8)),
+                                                    (1, 32768, (32, 8)), (64, 1024, (32, 32))])
+def test_fewer_kv_bits_are_never_slower_for_decode_attention(hw_name: str, batch: int, kv: int,
+                                                             heads: tuple[int, int]) -> None:
+    hw = load_hardware(hw_name)
+    times = [simulate_launch(attention_row(batch, 1, kv, *heads, 128, bits), hw).time_s
+             for bits in (16, 8, 4)]
+    assert times[0] >= times[1] * (1 - REL) and times[1] >= times[2] * (1 - REL), times
+
+
+def test_the_memo_namespace_and_sweep_keys_follow_the_source(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """Old model: the namespace hashed the hardware, SimParams and a hand-bumped version only, so
+    after an edit to the simulator a disk memo (and a resumed sweep) returned the old times."""
+    import mpsim.analysis.sweep.spec as spec_mod
+    import mpsim.sim.memo as memo_mod
+    from mpsim.workload import Workload as Wl
+
+    files = {p.name for p in memo_mod.source_files()}
+    for name in ("cta.py", "gemm_work.py", "roofline.py", "replay.py", "accounting.py",
+                 "launch_plan.py", "synth.py", "launch_config.py", "sass_table.py", "params.py"):
+        assert name in files, name
+    spec = PRESETS["mobilellama-1.4b"]
+    tr = synthesize(spec, parse_policy("fp16"), Workload(8, 2, 1))
+    before = simulate(tr, H200, cache_dir=tmp_path)
+    ns_before = memo_mod.namespace(H200, DEFAULT_PARAMS, "sim")
+    key_before = spec_mod.point_key(spec, "fp16", Wl(8, 2, 1), H200, "sim")
+    # an edit to any deciding source changes the fingerprint
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("x = 1\n")
+    b.write_text("x = 1\n")
+    fp1 = memo_mod.fingerprint_files([a, b])
+    b.write_text("x = 2\n")
+    assert memo_mod.fingerprint_files([a, b]) != fp1
+    monkeypatch.setattr(memo_mod, "source_fingerprint", lambda: "edited-simulator")
+    monkeypatch.setattr(spec_mod, "source_fingerprint", lambda: "edited-simulator")
+    assert memo_mod.namespace(H200, DEFAULT_PARAMS, "sim") != ns_before
+    assert spec_mod.point_key(spec, "fp16", Wl(8, 2, 1), H200, "sim") != key_before
+    after = simulate(tr, H200, cache_dir=tmp_path)
+    assert after.stats["memo_hits"] == 0 and after.stats["simulated"] == before.stats["simulated"]
+
+
+def _rows(*rows: dict[str, Any]) -> pd.DataFrame:
+    return rows_to_frame(list(rows))
+
+
+def test_every_launch_stays_at_or_above_the_residency_aware_bound() -> None:
+    tr = synthesize(PRESETS["vicuna-7b"], parse_policy("ap4-4@2-3+kv8"), Workload(128, 3, 2))
+    # GPUs (the NPU's step model overlaps launches: its bound holds per step, tests/sim/test_sim_npu.py)
+    for hw_name in ("h200-sxm", "l40s", "rtx-4090"):
+        out = simulate(tr, load_hardware(hw_name), cache_dir=None).launches
+        assert np.all(out["time_s"] >= out["t_lower_s"] * (1 - REL))
