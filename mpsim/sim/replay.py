@@ -140,6 +140,11 @@ def _check_bound(rows: pd.DataFrame, time_s: np.ndarray, lower: np.ndarray, hw: 
             f"{lower[i] * 1e6:.4f} us ({int(below.sum())} launch(es) below)")
 
 
+def first_of_codes(codes: np.ndarray) -> np.ndarray:
+    """The first row of each code, for codes numbered in order of first appearance (keys.distinct)."""
+    return np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
+
+
 def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec) -> LaunchTable:
     """The run's per-launch table: the replay's outcomes on one timeline beside the roofline."""
     return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw)
@@ -153,7 +158,8 @@ class LaunchTable:
     def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
         self.per, self.index = per, rows.index
         self.launch_id = rows["launch_id"].to_numpy()
-        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw, resident=True)
+        keyed = None if per.codes is None else (first_of_codes(per.codes), per.codes)
+        _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw, resident=True, keyed=keyed)
         if "end_s" in per.per_key:  # a step model: ends come from overlapped steps, shares not floored
             self.end = np.asarray(self._outcome("end_s"), dtype=float)
             self.time_s = np.diff(self.end, prepend=0.0)

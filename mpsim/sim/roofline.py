@@ -55,15 +55,18 @@ def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
 
 
 def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
-                   resident: bool = False) -> tuple[Any, ...]:
+                   resident: bool = False, keyed: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[Any, ...]:
     """The arrays behind `roofline`: (FLOPs, bytes, t_math, t_mem, t_lower), one entry per launch
-    (no DataFrame: the replay keeps only what its timeline needs)."""
+    (no DataFrame: the replay keeps only what its timeline needs). `keyed` = (first row of each
+    distinct launch, code per row), the replay's launch keys: what depends on a launch's own shape
+    is computed once per distinct launch."""
     import numpy as np  # see roofline
 
     flops = rows["flops"].to_numpy(dtype=float)
     nbytes = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
     if resident and isinstance(hw, GpuSpec):
-        nbytes = nbytes - resident_credit(rows, hw.l2.size_MiB * 2**20)
+        nbytes -= resident_credit(rows, hw.l2.size_MiB * 2**20, keyed)
     is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
     peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
     t_math = flops / peak
@@ -112,15 +115,24 @@ def is_warm(config: str) -> bool:
     return bool(json.loads(config).get("l2_warm", 0))
 
 
-def resident_credit(rows: pd.DataFrame, l2_bytes: float) -> np.ndarray:
-    """DRAM bytes each launch may find in an L2 of `l2_bytes` instead of DRAM (see the module doc)."""
+def resident_credit(rows: pd.DataFrame, l2_bytes: float,
+                    keyed: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """DRAM bytes each launch may find in an L2 of `l2_bytes` instead of DRAM (see the module doc);
+    `keyed`: as in roofline_terms (a launch's input bytes and warmth follow from its key columns)."""
     import numpy as np  # see roofline
 
+    if keyed is None:
+        inputs, warm = input_bytes(rows), warm_rows(rows)
+    else:
+        first, codes = keyed
+        reps = rows.iloc[first]
+        inputs, warm = input_bytes(reps)[codes], warm_rows(reps)[codes]
     written = rows["bytes_written"].to_numpy(dtype=float)
     read = rows["bytes_read"].to_numpy(dtype=float)
-    prev = np.minimum(np.concatenate([[0.0], written[:-1]]), l2_bytes)
-    credit = np.minimum(prev, input_bytes(rows))
-    warm = warm_rows(rows) & (read <= l2_bytes)
+    credit = np.concatenate([[0.0], written[:-1]])
+    np.minimum(credit, l2_bytes, out=credit)  # what the previous launch left, up to the L2
+    np.minimum(credit, inputs, out=credit)  # of what this launch reads first
+    warm &= read <= l2_bytes
     return np.where(warm, read, credit)
 
 

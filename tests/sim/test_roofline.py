@@ -56,3 +56,21 @@ def test_fewer_bits_faster_decode() -> None:
         dec = (rows["phase"] == "decode").to_numpy()
         times.append(roofline(rows, hw)["t_lower_s"].to_numpy()[dec].sum())
     assert np.all(np.diff(times) < 0)
+
+
+def test_the_resident_bound_per_distinct_launch_is_the_bound_per_row() -> None:
+    """The replay computes a launch's input bytes and warmth once per distinct launch key; the
+    bound it gets is the one computed row by row."""
+    from mpsim.sim.keys import launch_keys
+    from mpsim.sim.replay import first_of_codes
+    from mpsim.sim.roofline import roofline_terms
+
+    hw = load_hardware("h100-sxm")
+    rows = synthesize(PRESETS["llama-3-8b"], parse_policy("ap4-4@3-3+kv8"), Workload(40, 6, 3),
+                      kv_block=64).rows
+    codes, _ = launch_keys(rows, 0.0)
+    plain = roofline_terms(rows, hw, resident=True)
+    keyed = roofline_terms(rows, hw, resident=True, keyed=(first_of_codes(codes), codes))
+    for a, b in zip(plain, keyed, strict=True):
+        assert np.array_equal(a, b)
+    assert (plain[3] < roofline_terms(rows, hw)[3]).any()  # some credit was given
