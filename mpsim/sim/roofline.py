@@ -7,9 +7,10 @@ As a performance model (`roofline(rows, hw)`) every analytic byte goes to DRAM.
 As the bound of the simulators (`roofline(rows, hw, resident=True)`), t_mem counts only the DRAM bytes
 a launch must move: on a GPU, the activation input the previous launch just wrote is in L2 up to the
 L2's size (a launch reads at most min(what its predecessor wrote, L2, its own first input) from L2),
-and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph) finds
-inputs that fit the L2 there. The credit uses the whole L2, more than any simulator credits, so the
-bound stays a bound; a simulated time below it is an error (mpsim/sim/replay.py).
+and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph, or an add
+whose second input the previous kernel just wrote) may find
+up to an L2's worth of its reads there. The credit uses the whole L2, more than any simulator
+credits, so the bound stays a bound; a simulated time below it is an error (mpsim/sim/replay.py).
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float) -> np.ndarray:
     read = rows["bytes_read"].to_numpy(dtype=float)
     prev = np.minimum(np.concatenate([[0.0], written[:-1]]), l2_bytes)
     credit = np.minimum(prev, input_bytes(rows))
-    warm = warm_rows(rows) & (read <= l2_bytes)
-    return np.where(warm, read, credit)
+    # a warm launch may find up to a whole L2 of what it reads there (all of it when it fits)
+    return np.where(warm_rows(rows), np.maximum(credit, np.minimum(read, l2_bytes)), credit)
 
 
 def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
