@@ -21,7 +21,7 @@ measurements ran, priced by name (mpsim/sim/gpu/kernels_known.py):
 - the `rope` scope (TRT-LLM's `rope+kv_append`): a `vllm_rotary_embedding` launch first;
 - rmsnorm, silu_mul, rope, add: vLLM's `vllm_rms_norm`, `vllm_silu_and_mul`,
   `vllm_rotary_embedding` and PyTorch's `torch_add`; an add measured inside a model's forward
-  (Vidur's rows, which carry `vidur_op`) reads its second input warm from L2 (the previous kernel's
+  (`in_forward`, set by the Vidur reader) reads its second input warm from L2 (the previous kernel's
   output).
 
 Launches come in the order the framework runs them (scope first: RoPE, then the attention with its
@@ -150,7 +150,7 @@ def _rowwise(op: str, row: Mapping[str, Any]) -> Row:
         return framework_op_row(kernel, tokens, _int(row, "heads") * _int(row, "head_dim"),
                                 heads=_int(row, "heads"), kv_heads=_int(row, "kv_heads"),
                                 head_dim=_int(row, "head_dim"))
-    in_forward = bool(row.get("vidur_op"))
+    in_forward = bool(row.get("in_forward"))
     return framework_op_row(kernel, tokens, _int(row, "hidden"), l2_warm=op == "add" and in_forward)
 
 

@@ -50,8 +50,9 @@ GROUP_BITS = (8, 4, 3, 2)
 ANYPREC_BITS = range(2, 9)
 DEFAULT_GROUP = 128
 BANDS = ((16, "1-16"), (256, "17-256"), (8192, "257-8192"))
-# Extra columns of the normalized frame (not written to the rows file).
-EXTRA = ("cls", "kv_dtype", "status")
+# Extra columns of the normalized frame (not written to the rows file). `in_forward`: measured inside
+# a model's forward pass (Vidur), so a residual add's second input is the previous kernel's output.
+EXTRA = ("cls", "kv_dtype", "status", "in_forward")
 
 
 @dataclass
@@ -143,7 +144,7 @@ def normalize_generic(text: pd.DataFrame, where: str) -> pd.DataFrame:
     rows["op"] = rows["op"].str.lower()
     rows["measured_us"] = pd.to_numeric(_words(text, "measured_us").replace("", np.nan), errors="coerce")
     _check_vocabulary(rows, where)
-    rows["cls"], rows["kv_dtype"], rows["status"] = "", "", "ok"
+    rows["cls"], rows["kv_dtype"], rows["status"], rows["in_forward"] = "", "", "ok", False
     for i in range(len(rows)):
         _check_shape(rows, i, where)
     return rows[list(GENERIC_COLUMNS) + list(EXTRA)]

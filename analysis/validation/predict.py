@@ -13,6 +13,8 @@ Per measured row, with P its protocol (mpsim/sim/protocols.py) and n the GPU ker
 stand for (mpsim.sim.gpu.kernels_known.launch_kernels: an FA3 row with its KV append is two):
     predicted_us = sum of the simulated kernel bodies + P's cost for one call of n launches
     roofline_us  = sum of the launches' t_lower (max(t_math, t_mem))    + the same cost
+with the roofline as a performance model (mpsim.sim.roofline.roofline: every analytic byte at DRAM,
+datasheet peaks), not the simulator's residency-aware lower bound.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import ProtocolFile, shipped
+from mpsim.sim.roofline import roofline
 from mpsim.traces.atomic import write_json_atomic
 from mpsim.traces.trace import rows_to_frame
 
@@ -218,7 +221,8 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
     frame, owner, main, sim = _simulate_chunked(groups, hw, params, memo, status)
     kernels = np.array([launch_kernels(r) for r in frame[["kernel", "config"]].to_dict("records")])
     count = np.bincount(owner[owner >= 0], weights=kernels[owner >= 0], minlength=n).astype(np.int64)
-    sums = {c: _sums(sim[c].to_numpy(dtype=float) * 1e6, owner, n)
+    plain = roofline(frame, hw)
+    sums = {c: _sums((sim if c == "kernel_s" else plain)[c].to_numpy(dtype=float) * 1e6, owner, n)
             for c in ("kernel_s", "t_lower_s", "t_math_s", "t_mem_s")}
     cost = protocol_cost_us(rows["protocol"], count, table)
     ok = status == "ok"

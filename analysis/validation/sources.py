@@ -77,6 +77,7 @@ def _blank(n: int) -> pd.DataFrame:
     for c in ("op", "w_format", "protocol", "includes", "cls", "kv_dtype"):
         rows[c] = ""
     rows["status"] = "ok"
+    rows["in_forward"] = False
     rows["measured_us"] = np.nan
     return rows
 
@@ -189,6 +190,7 @@ def _vidur_op(d: pd.DataFrame, op: str) -> pd.DataFrame:
     rows = _blank(len(d))
     rows["measured_us"] = d[f"time_stats.{op}.{VIDUR_STAT}"].to_numpy(dtype=float) * 1e3
     rows["protocol"], rows["tokens"] = "kernel", d["num_tokens"].astype("Int64")
+    rows["in_forward"] = True  # Vidur times each op inside the model's forward
     gemm = {"attn_pre_proj": ((heads + 2 * kv_heads) * head_dim // tp, hidden),
             "attn_post_proj": (hidden, heads * head_dim // tp),
             "mlp_up_proj": (2 * ffn // tp, hidden), "mlp_down_proj": (hidden, ffn // tp)}

@@ -7,9 +7,10 @@ As a performance model (`roofline(rows, hw)`) every analytic byte goes to DRAM.
 As the bound of the simulators (`roofline(rows, hw, resident=True)`), t_mem counts only the DRAM bytes
 a launch must move: on a GPU, the activation input the previous launch just wrote is in L2 up to the
 L2's size (a launch reads at most min(what its predecessor wrote, L2, its own first input) from L2),
-and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph) finds
-inputs that fit the L2 there. The credit uses the whole L2, more than any simulator credits, so the
-bound stays a bound; a simulated time below it is an error (mpsim/sim/replay.py).
+and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph, or an add
+whose second input the previous kernel just wrote) may find up to an L2's worth of its reads there.
+The credit uses the whole L2, more than any simulator credits, so the bound stays a bound; a
+simulated time below it is an error (mpsim/sim/replay.py).
 
 `roofline`/`roofline_terms` work on a whole trace (vectorized), `launch_roofline` on one launch in
 plain Python (`mpsim op`, which starts without numpy and pandas); tests/sim/test_roofline.py holds
@@ -132,8 +133,8 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float,
     credit = np.concatenate([[0.0], written[:-1]])
     np.minimum(credit, l2_bytes, out=credit)  # what the previous launch left, up to the L2
     np.minimum(credit, inputs, out=credit)  # of what this launch reads first
-    warm &= read <= l2_bytes
-    return np.where(warm, read, credit)
+    # a warm launch may find up to a whole L2 of what it reads there (all of it when it fits)
+    return np.where(warm, np.maximum(credit, np.minimum(read, l2_bytes)), credit)
 
 
 def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -144,9 +145,8 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     flops = float(row["flops"])
     read = float(row["bytes_read"])
     nbytes = read + float(row["bytes_written"])
-    if resident and isinstance(hw, GpuSpec) and row["kernel"] in WARM_KERNELS \
-            and is_warm(str(row["config"])) and read <= hw.l2.size_MiB * 2**20:
-        nbytes -= read
+    if resident and isinstance(hw, GpuSpec) and row["kernel"] in WARM_KERNELS and is_warm(str(row["config"])):
+        nbytes -= min(read, hw.l2.size_MiB * 2**20)  # up to an L2 of its reads (resident_credit)
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     t_math, t_mem = flops / peak, nbytes / hw.dram_bandwidth_Bps()
     return {"t_math_s": t_math, "t_mem_s": t_mem, "t_lower_s": max(t_math, t_mem),

@@ -55,7 +55,7 @@ def test_published_kernels_by_row() -> None:
     assert launch_rows(norm, HW).launches[0]["kernel"] == "vllm_rms_norm"
     add = {"op": "add", "tokens": 8, "hidden": 4096}
     assert "l2_warm" not in launch_rows(add, HW).launches[0]["config"]
-    assert '"l2_warm": 1' in launch_rows({**add, "vidur_op": "add"}, HW).launches[0]["config"]
+    assert '"l2_warm": 1' in launch_rows({**add, "in_forward": True}, HW).launches[0]["config"]
 
 
 def test_protocol_cost_and_launch_count(tmp_path: Path) -> None:
