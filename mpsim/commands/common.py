@@ -70,7 +70,8 @@ def hardware(name_or_path: str) -> HardwareSpec:
     return load_hardware(name_or_path)
 
 
-MODEL_HELP = "tiny (the shipped byte-level model), or a model folder: HF or written by `mpsim quantize`"
+MODEL_HELP = ("tiny (the shipped byte-level model), or a model folder: HF, written by `mpsim quantize` or "
+              "by `mpsim train-tiny --out`")
 
 
 def add_prompt_args(p: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
     q.add_argument("--model", default="tiny", help=MODEL_HELP)
     q.add_argument("--policy", required=True, help="one policy or a comma-separated list")
     q.add_argument("--prompts", default=None, help="JSONL prompt file (default: held-out stdlib windows, "
-                   "tiny only)")
+                   "byte-level models only)")
     add_prompt_args(q)
     q.add_argument("--samples", type=int, default=16)
     q.add_argument("--prompt-len", type=int, default=64)
@@ -50,7 +50,11 @@ def register(sub: Any) -> None:
 
     t = sub.add_parser("train-tiny", help="train the tiny byte-level Llama on the stdlib sources")
     t.add_argument("--out", default=None, help="output folder (default: the shipped mpsim/data/tiny)")
+    t.add_argument("--config", default=None, help="JSON file of training settings (TinyConfig fields; a "
+                   "run's written train_config.json repeats it; default: the shipped tiny model's)")
     t.add_argument("--steps", type=int, default=None, help="override the number of training steps")
+    t.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after this much training wall time (the step reached is written as stop_at)")
     t.set_defaults(func=_train_tiny)
 
 
@@ -125,9 +129,9 @@ def _quality(args: argparse.Namespace) -> int:
     model = open_text_model(args.model)
     if args.prompts is not None:
         return _quality_prompts(args, model)
-    if model.name != "tiny":
+    if not model.byte_level:
         raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (the held-out stdlib "
-                              "windows are the byte-level tiny model's)")
+                              "windows are for byte-level models: tiny, or a `train-tiny` folder)")
     from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
 
     params = model.params()
@@ -174,7 +178,15 @@ def _train_tiny(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import tiny_dir
     from mpsim.tiny.train import TinyConfig, train_tiny
 
-    cfg = TinyConfig() if args.steps is None else dataclasses.replace(TinyConfig(), steps=args.steps)
+    cfg = TinyConfig.from_json(args.config) if args.config else TinyConfig()
+    if args.steps is not None:
+        cfg = dataclasses.replace(cfg, steps=args.steps)
+    if args.max_minutes is not None:
+        cfg = dataclasses.replace(cfg, max_minutes=args.max_minutes)
+    if args.out is None and cfg.name != TinyConfig().name:
+        raise MpsimInputError(f"train-tiny: model {cfg.name!r} is not the shipped tiny model; give --out DIR")
+    print(f"training {cfg.name}: {cfg.params() / 1e6:.2f} M parameters, {cfg.steps} steps of "
+          f"{cfg.batch} x {cfg.seq_len} bytes, {cfg.threads} thread(s)", flush=True)
     out = train_tiny(Path(args.out) if args.out else tiny_dir(), cfg)
-    print(f"wrote {out}/config.json, model.safetensors, train_log.csv, loss.png")
+    print(f"wrote {out}/config.json, model.safetensors, train_config.json, train_log.csv, loss.png")
     return 0

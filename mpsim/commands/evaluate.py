@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     ev = sub.add_parser("evaluate", help="policies and precision schedulers: quality vs fp16 and speed")
     ev.add_argument("--model", default="tiny", help="the generating model: " + MODEL_HELP)
     ev.add_argument("--prompts", default=None, help="JSONL prompt file: first half validation, second half "
-                    "test (default: held-out stdlib windows, tiny only)")
+                    "test (default: held-out stdlib windows, byte-level models only)")
     ev.add_argument("--val-prompts", default=None, help="a separate validation prompt file (then all of "
                     "--prompts is the test set)")
     add_prompt_args(ev)
@@ -59,8 +59,8 @@ def register(sub: Any) -> None:
 
     tr = sub.add_parser("train-scheduler", help="generate labels and train the learned scheduler")
     tr.add_argument("--model", default="tiny", help=MODEL_HELP)
-    tr.add_argument("--prompts", default=None, help="JSONL training prompts (default: stdlib windows, tiny "
-                    "only); never the evaluation's prompts")
+    tr.add_argument("--prompts", default=None, help="JSONL training prompts (default: stdlib windows, "
+                    "byte-level models only); never the evaluation's prompts")
     add_prompt_args(tr)
     tr.add_argument("--ladder", type=_ints, default=(4, 3))
     tr.add_argument("--samples", type=int, default=384)
@@ -80,15 +80,15 @@ def _model(name: str) -> Any:
 
 
 def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None:
-    """(validation, test) from --prompts [--val-prompts]; None: the stdlib windows (tiny only)."""
+    """(validation, test) from --prompts [--val-prompts]; None: the stdlib windows (byte-level models)."""
     from mpsim.engine.prompts import file_prompt_set
 
     if args.prompts is None:
         if args.val_prompts is not None:
             raise MpsimInputError("--val-prompts needs --prompts (the test prompts)")
-        if model.name != "tiny":
+        if not model.byte_level:
             raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (the held-out stdlib "
-                                  "windows are the byte-level tiny model's)")
+                                  "windows are for byte-level models: tiny, or a `train-tiny` folder)")
         return None
     test = file_prompt_set(args.prompts, model, args.gen_len, task=args.task, chat=args.chat)
     if args.val_prompts is not None:
@@ -130,7 +130,7 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
     spec = text_model.spec
     speed_spec = spec if speed_model in (None, model) else get_model(str(speed_model))
     folder = Path(learned) if learned else text_model.folder
-    target: Any = text_model.params() if text_model.name == "tiny" else text_model
+    target: Any = text_model.params() if text_model.byte_level else text_model
     ev = evaluate(target, cfg, speed_spec, folder, prompts=prompts, backend=backend)
     paths = write_evaluation(ev, out)
     print(markdown(ev))
@@ -146,11 +146,11 @@ def _train(args: argparse.Namespace) -> int:
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
 
     model = _model(args.model)
-    if args.prompts is None and model.name != "tiny":
+    if args.prompts is None and not model.byte_level:
         raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (training prompts)")
     pset = (None if args.prompts is None
             else file_prompt_set(args.prompts, model, args.gen_len, task=args.task, chat=args.chat))
-    queries = 2 if model.name == "tiny" else model.spec.num_kv_heads  # PMPD: one query per KV head
+    queries = 2 if model.byte_level else model.spec.num_kv_heads  # PMPD: one query per KV head
     cfg = TrainConfig(samples=len(pset) if pset else args.samples, prompt_len=args.prompt_len,
                       gen_len=args.gen_len, segments=args.segments, seed=args.seed, queries=queries)
     ladder = Ladder(tuple(args.ladder))

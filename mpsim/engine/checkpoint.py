@@ -6,7 +6,8 @@
 - a quantized folder (`mpsim quantize`): the stored format is read directly and is the default
   policy; a policy needing more bits than it stores is an error; fp16 (the baseline of `quality`
   and `evaluate`) comes from the source folder its header names, while that folder exists.
-The tiny byte-level model opens through mpsim.tiny.shipped.open_text_model.
+The tiny byte-level model opens through mpsim.tiny.shipped.open_text_model; a byte-level folder written
+by `mpsim train-tiny --out DIR` opens here (its config.json says its tokens are bytes).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mpsim.engine.backends import Backend
 from mpsim.engine.model import Decoder
 from mpsim.engine.quantize import QuantizedLayer
 from mpsim.engine.quantized import HEADER, QuantInfo, is_quantized, read_header
-from mpsim.engine.tokenizer import Tokenizer, load_tokenizer
+from mpsim.engine.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
 from mpsim.engine.weights import ModelParams, load_hf_weights
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec, from_hf_config
@@ -35,6 +36,12 @@ class TextModel:
     quant: QuantInfo | None = None
     _params: ModelParams | None = field(default=None, repr=False)
     _quantized: dict[str, tuple[ModelParams, list[QuantizedLayer]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def byte_level(self) -> bool:
+        """Tokens are bytes (the tiny model, or a folder from `mpsim train-tiny`): the held-out stdlib
+        windows are its default prompts."""
+        return isinstance(self.tokenizer, ByteTokenizer)
 
     @property
     def default_policy(self) -> str:

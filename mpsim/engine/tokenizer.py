@@ -223,13 +223,25 @@ def has_tokenizer(folder: str | Path) -> bool:
     return (f / "tokenizer.json").exists() or (f / "tokenizer.model").exists()
 
 
-def load_tokenizer(folder: str | Path) -> HFTokenizer | SentencePieceTokenizer:
-    """The folder's tokenizer: tokenizer.json (preferred) or tokenizer.model, with its BOS/EOS."""
+BYTE_TOKENIZER_KEY = "mpsim_tokenizer"  # config.json key of a byte-level model (`mpsim train-tiny`)
+
+
+def is_byte_level_folder(folder: str | Path) -> bool:
+    """A folder written by `mpsim train-tiny`: its config.json says the tokens are bytes."""
+    value = _read_json(Path(folder) / "config.json").get(BYTE_TOKENIZER_KEY)
+    return isinstance(value, str) and value.startswith("bytes")
+
+
+def load_tokenizer(folder: str | Path) -> HFTokenizer | SentencePieceTokenizer | ByteTokenizer:
+    """The folder's tokenizer: tokenizer.json (preferred) or tokenizer.model, with its BOS/EOS; bytes
+    for a byte-level model's folder (one written by `mpsim train-tiny`)."""
     folder = Path(folder)
     specials = _read_specials(folder)
     if (folder / "tokenizer.json").exists():
         return HFTokenizer(folder / "tokenizer.json", specials)
     if (folder / "tokenizer.model").exists():
         return SentencePieceTokenizer(folder / "tokenizer.model", specials)
+    if is_byte_level_folder(folder):
+        return ByteTokenizer()
     raise MpsimInputError(f"{folder}: no tokenizer (expected tokenizer.json or tokenizer.model); text "
                           "generation needs one (the byte-level model is --model tiny)")

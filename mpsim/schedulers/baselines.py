@@ -43,7 +43,9 @@ class RandomSwitch(SwitchScheduler):
     def choose(self, state: StepState) -> list[int]:
         rng = np.random.default_rng(self.seed)
         n = len(state.running)
-        return [int(s) for s in rng.choice(np.asarray(self.points), size=n, p=self.prior)]
+        # renormalized: a stored prior is rounded (6 decimals), numpy wants a sum within ~1e-8 of 1
+        p = None if self.prior is None else np.asarray(self.prior, dtype=float) / np.sum(self.prior)
+        return [int(s) for s in rng.choice(np.asarray(self.points), size=n, p=p)]
 
 
 def top1_probability(logits: torch.Tensor) -> np.ndarray:

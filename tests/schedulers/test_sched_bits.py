@@ -119,3 +119,5 @@ def test_random_switch_is_seeded_and_draws_candidates_only() -> None:
     assert set(prior) == {0}
     with pytest.raises(ValueError, match="summing to 1"):
         RandomSwitch(LADDER, points=[0, 3], prior=[0.5, 0.6])
+    rounded = [0.697917, 0.151042, 0.085938, 0.065104]  # a stored prior (6 decimals) sums to 1.000001
+    assert set(RandomSwitch(LADDER, points=[0, 2, 4, 6], prior=rounded).choose(state)) <= {0, 2, 4, 6}
