@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mpsim.analysis.validation.metrics import nelder_mead
+
 ROOT = Path(__file__).resolve().parents[1]
 GT = ROOT.parent / "shared" / "groundtruth"
 GPUS = {"h200": ("h200_sxm", "h200-sxm"), "h100": ("h100_sxm", "h100-sxm")}
@@ -214,37 +216,6 @@ def stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
             "r_log": float(np.corrcoef(np.log(pred), np.log(meas))[0, 1]) if len(e) > 2 else np.nan}
 
 
-def nelder_mead(f: Any, x0: list[float], step: float, iters: int = 800) -> tuple[np.ndarray, float]:
-    """Minimize f over R^n (a small Nelder-Mead: no SciPy in the project's environment)."""
-    n = len(x0)
-    pts = [np.asarray(x0, float)] + [np.asarray(x0, float) + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if abs(vals[-1] - vals[0]) < 1e-9:
-            break
-        c = np.mean(pts[:-1], axis=0)
-        xr = c + (c - pts[-1])
-        fr = f(xr)
-        if fr < vals[0]:
-            xe = c + 2 * (c - pts[-1])
-            fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = c + 0.5 * (pts[-1] - c)
-            fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (q - pts[0]) for q in pts[1:]]
-                vals = [vals[0]] + [f(q) for q in pts[1:]]
-    i = int(np.argmin(vals))
-    return pts[i], vals[i]
-
-
 def fit_eff_roofline(tm: np.ndarray, tb: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     """Best max(t_math/e_c, t_mem/e_m) + c by MAPE (Nelder-Mead from three starts)."""
 
@@ -254,8 +225,8 @@ def fit_eff_roofline(tm: np.ndarray, tb: np.ndarray, y: np.ndarray) -> tuple[flo
     best: tuple[np.ndarray, float] | None = None
     for x0 in ([np.log(0.8), np.log(0.8), 3.0], [np.log(0.5), np.log(0.5), 1.0],
                [np.log(1.0), np.log(0.9), 5.0]):
-        x, v = nelder_mead(f, x0, 0.3)
-        x, v = nelder_mead(f, list(x), 0.05)
+        x, v = nelder_mead(f, np.asarray(x0, float), 0.3, iters=800)
+        x, v = nelder_mead(f, x, 0.05, iters=800)
         if best is None or v < best[1]:
             best = (x, v)
     assert best is not None
@@ -340,7 +311,7 @@ def fit(args: argparse.Namespace, overrides: dict[str, float]) -> int:
 
     x0 = [np.log(v) if v > 0 else v for v in start]
     try:
-        x, v = nelder_mead(cost, x0, 0.1, iters=args.fit_iters)
+        x, v = nelder_mead(cost, np.asarray(x0, float), 0.1, iters=args.fit_iters)
     finally:
         pool.shutdown()
     final = {n: float(np.exp(xi)) if s0 > 0 else float(xi) for n, xi, s0 in zip(names, x, start, strict=True)}

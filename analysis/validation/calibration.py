@@ -28,6 +28,7 @@ import pandas as pd
 from mpsim.analysis.validation.measured import activation_rows, band_of
 from mpsim.analysis.validation.predict import predict_rows, protocol_cost_us
 from mpsim.hw_models.schema import HardwareSpec
+from mpsim.sim.calibrate import golden
 from mpsim.sim.calibrate_constants import (
     Constants,
     apply_hw,
@@ -93,25 +94,6 @@ class Evaluator:
         return float(pd.Series(e[ok]).groupby(g[ok]).mean().mean()) if ok.any() else math.inf
 
 
-def golden(f: Callable[[float], float], lo: float, hi: float, log: bool = False,
-           steps: int | None = None) -> float:
-    a, b = (math.log(lo), math.log(hi)) if log else (lo, hi)
-    to: Callable[[float], float] = math.exp if log else float
-    g = (math.sqrt(5) - 1) / 2
-    x1, x2 = b - g * (b - a), a + g * (b - a)
-    f1, f2 = f(to(x1)), f(to(x2))
-    for _ in range(GOLDEN_STEPS if steps is None else steps):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - g * (b - a)
-            f1 = f(to(x1))
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + g * (b - a)
-            f2 = f(to(x2))
-    return to(x1 if f1 <= f2 else x2)
-
-
 def fit_protocols(ev: Evaluator, c: Constants, mask: np.ndarray) -> Constants:
     """Each protocol the fitted rows use: its per-call cost, others held (two passes)."""
     used = sorted(set(ev.rows["protocol"][mask]))
@@ -145,7 +127,7 @@ def _grid(ev: Evaluator, c: Constants, mask: np.ndarray) -> Constants:
 
 def _refine(ev: Evaluator, c: Constants, mask: np.ndarray, name: str, lo: float, hi: float,
             log: bool) -> Constants:
-    best = golden(lambda v: ev.loss(_with(ev, c, mask, **{name: v}), mask), lo, hi, log)
+    best = golden(lambda v: ev.loss(_with(ev, c, mask, **{name: v}), mask), lo, hi, log, GOLDEN_STEPS)
     return _accept(ev, c, _with(ev, c, mask, **{name: best}), mask)
 
 

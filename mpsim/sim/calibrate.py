@@ -130,13 +130,16 @@ def mape(pred: np.ndarray, measured: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - measured) / measured) * 100) if len(measured) else math.nan
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, log: bool) -> float:
+def golden(f: Callable[[float], float], lo: float, hi: float, log: bool = False,
+           steps: int = GOLDEN_STEPS) -> float:
+    """The minimum of a one-dimensional f on [lo, hi] by golden-section search (on a log scale
+    with `log`), after `steps` narrowings."""
     a, b = (math.log(lo), math.log(hi)) if log else (lo, hi)
     g = (math.sqrt(5) - 1) / 2
     x1, x2 = b - g * (b - a), a + g * (b - a)
-    to = math.exp if log else (lambda v: v)
+    to: Callable[[float], float] = math.exp if log else float
     f1, f2 = f(to(x1)), f(to(x2))
-    for _ in range(GOLDEN_STEPS):
+    for _ in range(steps):
         if f1 <= f2:
             b, x2, f2 = x2, x1, f1
             x1 = b - g * (b - a)
@@ -149,7 +152,7 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, log: bool) -> flo
 
 
 def _fit_overhead(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> Knobs:
-    best = _golden(lambda o: ev.loss(dataclasses.replace(k, overhead_us=o), mask),
+    best = golden(lambda o: ev.loss(dataclasses.replace(k, overhead_us=o), mask),
                    *BOUNDS["overhead_us"], log=False)
     return dataclasses.replace(k, overhead_us=best)
 
@@ -175,7 +178,7 @@ def _refine(ev: _Evaluator, k: Knobs, name: str, mask: np.ndarray) -> Knobs:
     grid = GRID[name]
     i = int(np.argmin(np.abs(grid - getattr(k, name))))
     lo, hi = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
-    best = _golden(lambda v: _err(ev, dataclasses.replace(k, **{name: v}), mask)[0], lo, hi,
+    best = golden(lambda v: _err(ev, dataclasses.replace(k, **{name: v}), mask)[0], lo, hi,
                    log=name == "dequant_scale")
     return _err(ev, dataclasses.replace(k, **{name: best}), mask)[1]
 
