@@ -22,8 +22,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two worker processes (pytest-xdist): the tests are independent (each has its own tmp dirs and memo).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -m "not slow" --durations=15
+	$(BIN)/python -m pytest -q -ra -m "not slow" -n 2 --durations=15
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m slow --durations=15
