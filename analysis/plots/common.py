@@ -94,6 +94,28 @@ def workload_label(prompt_len: int, gen_len: int, batch: int) -> str:
     return f"prompt {prompt_len}, {gen_len} new, batch {batch}"
 
 
+WORKLOAD = ["prompt_len", "gen_len", "batch"]
+
+
+def workloads(data: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """The table's (prompt_len, gen_len, batch) workloads, in order of first appearance."""
+    return list(dict.fromkeys(data[WORKLOAD].itertuples(index=False, name=None)))
+
+
+def panel_rows(data: pd.DataFrame, load: tuple[int, int, int], column: str, value: str) -> pd.DataFrame:
+    """The rows of one chart panel: one workload and one value of `column` (a model or a device)."""
+    return data[(data[column] == value) & (data[WORKLOAD].apply(tuple, axis=1) == load)]
+
+
+def cell(sel: pd.DataFrame, column: str, **where: str) -> float:
+    """`column` of the first row matching every `where` (column=value), NaN when none does."""
+    mask = pd.Series(True, index=sel.index)
+    for key, value in where.items():
+        mask &= sel[key] == value
+    hit = sel.loc[mask, column]
+    return float(hit.iloc[0]) if len(hit) else float("nan")
+
+
 def pick_perf_model(table: pd.DataFrame, perf_model: str | None) -> str:
     """The perf model to draw: the one asked for, else the simulator's if present, else the only one."""
     have = list(dict.fromkeys(table["perf_model"]))

@@ -17,18 +17,20 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mpsim.analysis.plots.common import (
+    cell,
     new_axes,
+    panel_rows,
     pick_perf_model,
     policy_colors,
     require_columns,
     save,
     styled,
     workload_label,
+    workloads,
 )
 from mpsim.errors import MpsimInputError
 
 NEEDS = ("model", "policy", "hw", "perf_model", "prompt_len", "gen_len", "batch", "j_per_token")
-WORKLOAD = ["prompt_len", "gen_len", "batch"]
 
 
 @styled
@@ -40,13 +42,13 @@ def energy_figure(table: pd.DataFrame, perf_model: str | None = None) -> Figure:
         raise MpsimInputError("energy chart: no j_per_token in the table (hardware files without an "
                               "energy block, or a sweep made before energy columns existed)")
     models = list(dict.fromkeys(data["model"]))
-    loads = list(dict.fromkeys(data[WORKLOAD].itertuples(index=False, name=None)))
+    loads = workloads(data)
     policies = list(dict.fromkeys(data["policy"]))
     colors = policy_colors(policies)
     fig, axes = new_axes(len(loads), len(models), (5.0 * len(models), 3.6 * len(loads) + 0.9))
     for r, load in enumerate(loads):
         for c, model in enumerate(models):
-            sel = data[(data["model"] == model) & (data[WORKLOAD].apply(tuple, axis=1) == load)]
+            sel = panel_rows(data, load, "model", model)
             _panel(axes[r][c], sel, policies, colors)
             axes[r][c].set_title(f"{model} | {workload_label(*load)}")
         axes[r][0].set_ylabel("energy per generated token (J)")
@@ -64,19 +66,14 @@ def _panel(ax: Axes, sel: pd.DataFrame, policies: list[str], colors: dict[str, t
     has_dram = "decode_dram_j_per_token" in sel.columns
     for i, pol in enumerate(policies):
         x = np.arange(len(hws)) + (i - (len(policies) - 1) / 2) * width
-        total = [_value(sel, hw, pol, "j_per_token") for hw in hws]
+        total = [cell(sel, "j_per_token", hw=hw, policy=pol) for hw in hws]
         ax.bar(x, total, width, color=colors[pol], label=pol)
         if has_dram:
-            dram = [_value(sel, hw, pol, "decode_dram_j_per_token") for hw in hws]
+            dram = [cell(sel, "decode_dram_j_per_token", hw=hw, policy=pol) for hw in hws]
             ax.bar(x, dram, width, facecolor="none", edgecolor="0.2", hatch="///", linewidth=0)
     ax.set_xticks(np.arange(len(hws)), hws)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
-
-
-def _value(sel: pd.DataFrame, hw: str, policy: str, column: str) -> float:
-    hit = sel[(sel["hw"] == hw) & (sel["policy"] == policy)][column]
-    return float(hit.iloc[0]) if len(hit) else float("nan")
 
 
 @styled

@@ -13,11 +13,20 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from mpsim.analysis.plots.common import MEMORY_COLORS, new_axes, require_columns, save, styled, workload_label
+from mpsim.analysis.plots.common import (
+    MEMORY_COLORS,
+    WORKLOAD,
+    new_axes,
+    panel_rows,
+    require_columns,
+    save,
+    styled,
+    workload_label,
+    workloads,
+)
 
 NEEDS = ("model", "policy", "prompt_len", "gen_len", "batch", "weights_bytes", "kv_cache_bytes",
          "peak_activation_bytes")
-WORKLOAD = ["prompt_len", "gen_len", "batch"]
 PARTS = {"weights": "weights_bytes", "KV cache": "kv_cache_bytes", "activations": "peak_activation_bytes"}
 GB = 1e9
 
@@ -27,12 +36,12 @@ def memory_figure(table: pd.DataFrame) -> Figure:
     require_columns(table, NEEDS, "memory chart")
     data = table.drop_duplicates(subset=["model", "policy", *WORKLOAD])
     models = list(dict.fromkeys(data["model"]))
-    loads = list(dict.fromkeys(data[WORKLOAD].itertuples(index=False, name=None)))
+    loads = workloads(data)
     capacity = _capacities(table)
     fig, axes = new_axes(len(loads), len(models), (5.2 * len(models), 3.6 * len(loads) + 0.6))
     for r, load in enumerate(loads):
         for c, model in enumerate(models):
-            sel = data[(data["model"] == model) & (data[WORKLOAD].apply(tuple, axis=1) == load)]
+            sel = panel_rows(data, load, "model", model)
             _panel(axes[r][c], sel, capacity)
             axes[r][c].set_title(f"{model} | {workload_label(*load)}")
         axes[r][0].set_ylabel("memory (GB)")

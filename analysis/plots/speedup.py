@@ -15,18 +15,20 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mpsim.analysis.plots.common import (
+    cell,
     new_axes,
+    panel_rows,
     pick_perf_model,
     policy_colors,
     require_columns,
     save,
     styled,
     workload_label,
+    workloads,
 )
 from mpsim.errors import MpsimInputError
 
 NEEDS = ("model", "policy", "hw", "perf_model", "prompt_len", "gen_len", "batch", "speedup_vs_fp16")
-WORKLOAD = ["prompt_len", "gen_len", "batch"]
 
 
 @styled
@@ -37,13 +39,13 @@ def speedup_figure(table: pd.DataFrame, perf_model: str | None = None) -> Figure
     if data["speedup_vs_fp16"].isna().all():
         raise MpsimInputError("speedup chart: no speedups in the table (the sweep needs an fp16 policy)")
     hws = list(dict.fromkeys(data["hw"]))
-    loads = list(dict.fromkeys(data[WORKLOAD].itertuples(index=False, name=None)))
+    loads = workloads(data)
     policies = [p for p in dict.fromkeys(data["policy"]) if p != "fp16"]
     colors = policy_colors(["fp16", *policies])
     fig, axes = new_axes(len(loads), len(hws), (4.6 * len(hws), 3.4 * len(loads) + 0.9), sharey="row")
     for r, load in enumerate(loads):
         for c, hw in enumerate(hws):
-            sel = data[(data["hw"] == hw) & (data[WORKLOAD].apply(tuple, axis=1) == load)]
+            sel = panel_rows(data, load, "hw", hw)
             _panel(axes[r][c], sel, policies, colors)
             axes[r][c].set_title(f"{hw} | {workload_label(*load)}")
         axes[r][0].set_ylabel("speedup over fp16\n(end-to-end tokens/s)")
@@ -58,18 +60,13 @@ def _panel(ax: Axes, sel: pd.DataFrame, policies: list[str], colors: dict[str, t
     models = list(dict.fromkeys(sel["model"]))
     width = 0.85 / max(1, len(policies))
     for i, pol in enumerate(policies):
-        vals = [_value(sel, m, pol) for m in models]
+        vals = [cell(sel, "speedup_vs_fp16", model=m, policy=pol) for m in models]
         x = np.arange(len(models)) + (i - (len(policies) - 1) / 2) * width
         ax.bar(x, vals, width, color=colors[pol], label=pol)
     ax.axhline(1.0, color="0.3", lw=1, ls="--")
     ax.set_xticks(np.arange(len(models)), models)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
-
-
-def _value(sel: pd.DataFrame, model: str, policy: str) -> float:
-    hit = sel[(sel["model"] == model) & (sel["policy"] == policy)]["speedup_vs_fp16"]
-    return float(hit.iloc[0]) if len(hit) else float("nan")
 
 
 @styled
