@@ -14,11 +14,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from mpsim.kernels import runtime
 from mpsim.kernels.gemm_anyprec import gemm_anyprec
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
-from mpsim.kernels.launch_config import gemm_config
+from mpsim.kernels.launch_config import LaunchConfig
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,12 @@ class AnyPrecWeight:
 Weight = Fp16Weight | GroupWeight | AnyPrecWeight
 
 
-def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y = x @ W.T (+ bias) for x fp16 (..., K) and any weight container -> fp16 (..., N)."""
+def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None, *,
+           config: LaunchConfig | None = None) -> torch.Tensor:
+    """y = x @ W.T (+ bias) for x fp16 (..., K) and any weight container -> fp16 (..., N).
+
+    The launch config is the launcher's choice (gemm_common.run_gemm: the heuristic gemm_config,
+    or on a GPU the autotuned fastest candidate) unless `config` forces one."""
     if not isinstance(weight, (Fp16Weight, GroupWeight, AnyPrecWeight)):
         raise ValueError(f"weight: expected Fp16Weight, GroupWeight or AnyPrecWeight, "
                          f"got {type(weight).__name__}")
@@ -108,15 +111,13 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None) ->
         raise ValueError(f"x: expected K={weight.in_features} (the weight's in_features) on the "
                          f"last axis, got shape {tuple(x.shape)}")
     x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
-    m, k, n = int(x2.shape[0]), int(x2.shape[1]), weight.out_features
-    cfg = gemm_config(m, n, k, weight.w_format, weight.bits, weight.group_size,
-                      on_gpu=runtime.on_gpu())
+    n = weight.out_features
     if isinstance(weight, Fp16Weight):
-        y = gemm_fp16(x2, weight.weight, bias, config=cfg)
+        y = gemm_fp16(x2, weight.weight, bias, config=config)
     elif isinstance(weight, GroupWeight):
         y = gemm_group(x2, weight.qweight, weight.scales, weight.zeros, bits=weight.bits,
-                       group_size=weight.group_size, bias=bias, config=cfg)
+                       group_size=weight.group_size, bias=bias, config=config)
     else:
         y = gemm_anyprec(x2, weight.qweight, weight.luts[weight.bits], bits=weight.bits,
-                         bias=bias, config=cfg)
+                         bias=bias, config=config)
     return y.reshape(*x.shape[:-1], n)

@@ -20,14 +20,16 @@ from mpsim.kernels.gemm_common import (
     check_bias,
     check_config,
     check_weight,
+    gemv_acc,
+    gemv_total,
     grouped_tile,
-    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
+    run_gemm,
     splitk_finish,
     store_output,
 )
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
 from mpsim.traces.accounting import padded_k
 
 MAX_PARENT_BITS = 8
@@ -63,7 +65,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr, ws_ptr, cnt_p
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
     for k0 in range(k_lo, k_hi, BLOCK_K):
@@ -71,8 +73,8 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr, ws_ptr, cnt_p
                             BITS, BLOCK_N, BLOCK_K)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
-    splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, pid_n, pid_k,
-                  M, N, stride_om, HAS_BIAS, SPLIT_K)
+    splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
+                  pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 
 
 @triton.jit
@@ -142,7 +144,8 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
                  config: LaunchConfig | None = None) -> torch.Tensor:
     """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits}.
 
-    `config` overrides gemm_config's choice (tests use it to force split-K widths).
+    `config` overrides the choice (gemm_common.run_gemm: the heuristic, or autotuning on a GPU);
+    tests use it to force split-K widths.
     """
     dev = runtime.device()
     x = check_activations(x, dev)
@@ -150,9 +153,6 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
     n = qweight.shape[1]
     bias = check_bias(bias, n, dev)
-    cfg = config or gemm_config(m, n, k, "anyprec", bits, None, on_gpu=runtime.on_gpu())
-    check_config(cfg, _KERNELS, m, n)
-    _check_block_k(cfg.block_k)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
@@ -166,10 +166,13 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
         stride_ln=lut.stride(0), stride_om=out.stride(0),
         # constexprs
         BITS=bits, HAS_BIAS=bias is not None,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
     )
-    launch_gemv_or_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, cfg, record, x.device, m, n, kp,
-                        **args)
+
+    def check(cfg: LaunchConfig) -> None:
+        check_config(cfg, _KERNELS, m, n)
+        _check_block_k(cfg.block_k)
+
+    run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check, **args)
     return out
 
 

@@ -14,15 +14,16 @@ to 0, so the cached workspace is reused without a memset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from mpsim.kernels import autotune, runtime
 from mpsim.kernels.launch_checks import check_contiguous, check_tensor, launch_recorded
-from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.kernels.launch_config import LaunchConfig, gemm_candidates, gemm_config
 
 
 @triton.jit
@@ -34,14 +35,39 @@ def load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def mma_rows(w, x, acc, BLOCK_M: tl.constexpr):
-    """acc (BLOCK_N, BLOCK_M) += w (BLOCK_N, BLOCK_K) @ x (BLOCK_M, BLOCK_K)^T, fp32 accumulation."""
+def gemv_acc(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The GEMV's fp32 accumulator: one per weight lane (BLOCK_N, BLOCK_K) for one activation row,
+    reduced once after the K loop (gemv_total), else the (BLOCK_N, BLOCK_M) MMA accumulator."""
     if BLOCK_M == 1:
-        # One activation row: a broadcast multiply and a row sum beat an MMA padded to 8 columns.
-        acc += tl.sum(w.to(tl.float32) * x.to(tl.float32), axis=1)[:, None]
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    return acc
+
+
+@triton.jit
+def mma_rows(w, x, acc, BLOCK_M: tl.constexpr):
+    """acc += w (BLOCK_N, BLOCK_K) @ x (BLOCK_M, BLOCK_K)^T in fp32, on gemv_acc's accumulator.
+
+    One activation row: a broadcast multiply-add into per-lane partial sums (one FFMA per weight),
+    no cross-lane reduction inside the K loop: reducing every K tile with warp shuffles made the
+    loop load/store-bound (4-5 LSU lanes per weight in the sm_90a SASS, scripts/sass_mix.py).
+    More rows: the tensor-core dot."""
+    if BLOCK_M == 1:
+        acc += w.to(tl.float32) * x.to(tl.float32)
     else:
         acc = tl.dot(w, tl.trans(x), acc)
     return acc
+
+
+@triton.jit
+def gemv_total(acc, BLOCK_M: tl.constexpr):
+    """gemv_acc's accumulator as (BLOCK_N, BLOCK_M): the one row's lane sums reduced once."""
+    if BLOCK_M == 1:  # noqa: SIM108 (a static branch on a constexpr, as in gemv_acc)
+        out = tl.sum(acc, axis=1)[:, None]
+    else:
+        out = acc
+    return out
 
 
 @triton.jit
@@ -122,13 +148,14 @@ class SplitKWorkspaces:
 WORKSPACES = SplitKWorkspaces()
 
 
-def launch(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], **kwargs: Any) -> None:
-    """Launch `kernel` on cfg.grid with keyword args, as one trace row when a recorder is active."""
+def launch(kernel: Any, cfg: LaunchConfig, record: dict[str, Any] | None, **kwargs: Any) -> None:
+    """Launch `kernel` on cfg.grid with keyword args, as one trace row when a recorder is active
+    (record None: an autotuning trial, not recorded)."""
     launch_recorded(cfg, "gemm", record, lambda: kernel[cfg.grid](
         **kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
 
 
-def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], device: torch.device,
+def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any] | None, device: torch.device,
                    m: int, n: int, **kwargs: Any) -> None:
     """Launch a GEMV kernel with its cached workspace and counters (none when split_k == 1)."""
     if cfg.split_k == 1:
@@ -143,7 +170,7 @@ def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any], devic
         raise
 
 
-def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any],
+def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any] | None,
                         device: torch.device, m: int, n: int, k_loop: int, **kwargs: Any) -> None:
     """Run the path gemm_config chose: the split-K GEMV over k_loop columns, or the tiled GEMM in
     the config's GROUP_M-row bands (check_config makes sure a tiled config has group_m)."""
@@ -153,6 +180,38 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
                        SPLIT_K=cfg.split_k, **kwargs)
     else:
         launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
+
+
+def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str, Any],
+             device: torch.device, k_loop: int, check: Callable[[LaunchConfig], None],
+             **args: Any) -> LaunchConfig:
+    """Launch one GEMM/GEMV (as one trace row when recording) and return the config it ran:
+    `config` when given, else the heuristic gemm_config, or on a GPU with autotuning on the fastest
+    candidate of the device's architecture (kernels/autotune.py; its trial launches are not
+    recorded). `record` holds the shape columns; `args` the kernel arguments but the block sizes."""
+    m, n = record["m"], record["n"]
+
+    def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> None:
+        check(cfg)
+        launch_gemv_or_gemm(gemv, gemm, cfg, columns, device, m, n, k_loop, BLOCK_M=cfg.block_m,
+                            BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args)
+
+    cfg = config or choose_config(record, device, lambda c: run(c, None))
+    run(cfg, record)
+    return cfg
+
+
+def choose_config(record: dict[str, Any], device: torch.device,
+                  trial: Callable[[LaunchConfig], None]) -> LaunchConfig:
+    """The config a launch runs when none is forced (see run_gemm)."""
+    m, n, k = record["m"], record["n"], record["k"]
+    fmt, bits, group = record["w_format"], record["w_bits"], record["group_size"]
+    gpu = runtime.on_gpu()
+    if not gpu or not autotune.enabled():
+        return gemm_config(m, n, k, fmt, bits, group, on_gpu=gpu)
+    arch = autotune.gpu_arch(torch.cuda.get_device_capability(device))
+    key = (fmt, bits, group, m, n, k, record["bias"], str(device))
+    return autotune.TUNER.best(key, gemm_candidates(m, n, k, fmt, bits, group, arch), trial)
 
 
 def k_per_split(k_loop: int, split_k: int, block_k: int) -> int:

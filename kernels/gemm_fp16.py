@@ -17,14 +17,16 @@ from mpsim.kernels.gemm_common import (
     check_bias,
     check_config,
     check_weight,
+    gemv_acc,
+    gemv_total,
     grouped_tile,
-    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
+    run_gemm,
     splitk_finish,
     store_output,
 )
-from mpsim.kernels.launch_config import LaunchConfig, gemm_config
+from mpsim.kernels.launch_config import LaunchConfig
 
 
 @triton.jit
@@ -46,15 +48,15 @@ def gemv_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         w = _fp16_w_tile(w_ptr, offs_n, k0, N, K, stride_wn, BLOCK_K)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
-    splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, pid_n, pid_k,
-                  M, N, stride_om, HAS_BIAS, SPLIT_K)
+    splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
+                  pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 
 
 @triton.jit
@@ -82,7 +84,8 @@ def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
               config: LaunchConfig | None = None) -> torch.Tensor:
     """y = x @ weight.T (+ bias) with x fp16 (M, K), weight fp16 (N, K), bias fp16 (N,) -> fp16 (M, N).
 
-    `config` overrides launch_config.gemm_config's choice (tests use it to force split-K widths).
+    `config` overrides the choice (gemm_common.run_gemm: the heuristic, or autotuning on a GPU);
+    tests use it to force split-K widths.
     """
     dev = runtime.device()
     x = check_activations(x, dev)
@@ -93,8 +96,6 @@ def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
         raise ValueError(f"weight: expected shape (N, {k}) to match x's K={k}, "
                          f"got {tuple(weight.shape)}")
     bias = check_bias(bias, n, dev)
-    cfg = config or gemm_config(m, n, k, "fp16", 16, None, on_gpu=runtime.on_gpu())
-    check_config(cfg, tuple(_KERNELS), m, n)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="fp16", w_bits=16, group_size=None, a_dtype="fp16",
                   out_dtype="fp16", bias=bias is not None)
@@ -106,8 +107,8 @@ def gemm_fp16(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
         # strides
         stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
         # constexprs
-        HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        HAS_BIAS=bias is not None,
     )
-    launch_gemv_or_gemm(gemv_fp16_kernel, gemm_fp16_kernel, cfg, record, x.device, m, n, k,
-                        **args)
+    run_gemm(gemv_fp16_kernel, gemm_fp16_kernel, config, record, x.device, k,
+             lambda cfg: check_config(cfg, tuple(_KERNELS), m, n), **args)
     return out

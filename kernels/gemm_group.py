@@ -20,14 +20,16 @@ from mpsim.kernels.gemm_common import (
     check_bias,
     check_config,
     check_weight,
+    gemv_acc,
+    gemv_total,
     grouped_tile,
-    launch_gemv_or_gemm,
     load_x_tile,
     mma_rows,
+    run_gemm,
     splitk_finish,
     store_output,
 )
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
 from mpsim.traces.accounting import padded_k
 
 GROUP_BITS = (2, 3, 4, 8)
@@ -37,8 +39,9 @@ GROUP_BITS = (2, 3, 4, 8)
 def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Codes of columns k0.. (k0 a multiple of 32), 0 outside N x KP, as (BLOCK_N, chunks, codes
-    per chunk) uint32 (a chunk: one packed word, or 24 bits of a 3-bit word triple), with each
-    chunk's first column (a chunk never straddles a group: G is a multiple of 32)."""
+    per chunk) uint32 (a chunk: one packed word at 8 and 4 bits, 32 codes at 3 and 2 bits: a word
+    triple or pair cut into four 8-code units), with each chunk's first column (a chunk never
+    straddles a group: G is a multiple of 32)."""
     n_mask = offs_n < N
     if BITS == 3:
         # 32 codes per 96-bit word triple: code j at bit 3j (codes 10 and 21 straddle two words).
@@ -58,6 +61,21 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
         units = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BLOCK_N, NC, 4))
         shift = (tl.arange(0, 8) * 3).to(tl.uint32)[None, None, None, :]
         codes = tl.reshape((units[:, :, :, None] >> shift) & 7, (BLOCK_N, NC, 32))
+        first_col = offs_c * 32
+    elif BITS == 2:
+        # The 3-bit path's shape (chunks of 32 codes as four 8-code units, see there) with cheaper
+        # units: the 16-bit halves of a word pair. Unpacking 32 codes this way issues fewer
+        # instructions than 4-bit words do (scripts/sass_mix.py), so 2-bit is never the slower.
+        NC2: tl.constexpr = BLOCK_K // 32
+        offs_c = k0 // 32 + tl.arange(0, NC2)
+        mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
+        base = qw_ptr + offs_n[:, None] * stride_qn + 2 * offs_c[None, :]
+        w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        units = tl.reshape(tl.join(tl.join(w0 & 0xFFFF, w1 & 0xFFFF), tl.join(w0 >> 16, w1 >> 16)),
+                           (BLOCK_N, NC2, 4))
+        shift = (tl.arange(0, 8) * 2).to(tl.uint32)[None, None, None, :]
+        codes = tl.reshape((units[:, :, :, None] >> shift) & 3, (BLOCK_N, NC2, 32))
         first_col = offs_c * 32
     else:
         PER: tl.constexpr = 32 // BITS
@@ -106,7 +124,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
     for k0 in range(k_lo, k_hi, BLOCK_K):
@@ -114,8 +132,8 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
                           BITS, GROUP, BLOCK_N, BLOCK_K)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
-    splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, pid_n, pid_k,
-                  M, N, stride_om, HAS_BIAS, SPLIT_K)
+    splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
+                  pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 
 
 @triton.jit
@@ -185,7 +203,8 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
                config: LaunchConfig | None = None) -> torch.Tensor:
     """y = x @ W_hat.T (+ bias): x fp16 (M, K), the docs/formats.md group weight -> fp16 (M, N).
 
-    group_size is the resolved G (KP for whole-row groups). `config` overrides gemm_config's choice.
+    group_size is the resolved G (KP for whole-row groups). `config` overrides the choice
+    (gemm_common.run_gemm: the heuristic, or autotuning on a GPU).
     """
     dev = runtime.device()
     x = check_activations(x, dev)
@@ -194,9 +213,6 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
     n = qweight.shape[0]
     bias = check_bias(bias, n, dev)
     w_format = f"int{bits}-group"
-    cfg = config or gemm_config(m, n, k, w_format, bits, group_size, on_gpu=runtime.on_gpu())
-    check_config(cfg, _KERNELS, m, n)
-    _check_block_k(cfg.block_k, group_size)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format=w_format, w_bits=bits, group_size=group_size,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
@@ -210,10 +226,13 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
         stride_om=out.stride(0),
         # constexprs
         BITS=bits, GROUP=group_size, HAS_BIAS=bias is not None,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
     )
-    launch_gemv_or_gemm(gemv_group_kernel, gemm_group_kernel, cfg, record, x.device, m, n, kp,
-                        **args)
+
+    def check(cfg: LaunchConfig) -> None:
+        check_config(cfg, _KERNELS, m, n)
+        _check_block_k(cfg.block_k, group_size)
+
+    run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check, **args)
     return out
 
 

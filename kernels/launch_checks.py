@@ -67,11 +67,12 @@ def _fmt(shape: tuple[int | None, ...]) -> str:
     return "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
 
 
-def launch_recorded(cfg: LaunchConfig, op: str, columns: dict[str, Any],
+def launch_recorded(cfg: LaunchConfig, op: str, columns: dict[str, Any] | None,
                     launch: Callable[[], object]) -> None:
-    """Run `launch()`; inside the active recorder's launch(...) scope when a capture is running."""
+    """Run `launch()`; inside the active recorder's launch(...) scope when a capture is running
+    (columns None: an autotuning trial, never recorded)."""
     rec = active_recorder()
-    if rec is None:
+    if rec is None or columns is None:
         launch()
         return
     with rec.launch(kernel=cfg.kernel, op=op, grid=cfg.grid, config=cfg.config_dict(), **columns):

@@ -78,14 +78,17 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
                         4, 3, split_k)
 
 
-# GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop issues the fewest
-# instructions per weight for this format and row count (mpsim/sim/gpu/sass_table.py, counted by
-# scripts/sass_mix.py from the sm_90a SASS). One activation row multiplies on CUDA cores with a row
-# sum per trip, more rows on the tensor cores through a shared-memory layout change: different
-# code, different best tiles.
-GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {"fp16": (64, 64)}
+# GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop costs the fewest
+# cycles per weight for this format and row count: the most loaded pipe's lanes per weight over its
+# issue rate (mpsim/sim/gpu/sass_table.py, counted by scripts/sass_mix.py from the sm_90a SASS; ties
+# to the smaller tile). One activation row multiplies on CUDA cores into per-lane partial sums, more
+# rows on the tensor cores through a shared-memory layout change: different code, different tiles.
+GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {
+    "fp16": (64, 64), ("group", 8): (32, 256), ("group", 4): (32, 256), ("group", 3): (64, 128),
+    ("group", 2): (64, 128), ("anyprec", 2): (32, 128), "anyprec": (64, 128)}
 GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
-    "fp16": (32, 128), ("group", 4): (64, 64), ("group", 3): (64, 64), ("group", 2): (32, 128)}
+    "fp16": (64, 128), ("group", 8): (32, 256), ("group", 4): (64, 128), ("group", 3): (64, 128),
+    ("group", 2): (64, 128), ("anyprec", 8): (32, 128), "anyprec": (32, 256)}
 GEMV_TILE_DEFAULT = (16, 256)
 
 
@@ -250,9 +253,10 @@ HOPPER_GEMM_TILES = ((128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 64, 8
                      (64, 64, 64, 4, 3), (128, 32, 32, 4, 4), (64, 32, 32, 2, 5), (32, 64, 32, 2, 5))
 AMPERE_GEMM_TILES = ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4),
                      (128, 64, 32, 4, 4), (64, 64, 64, 4, 3), (64, 64, 32, 4, 4))
-# GEMV (up to 64 rows): BLOCK_N x BLOCK_K tiles of 4096 weights (the dequantized tile in registers
-# compiles without spills at this size) and split-K widths; every split keeps >= 2 K trips.
-GEMV_TILES = ((16, 256), (32, 128), (64, 64))
+# GEMV (up to 64 rows): BLOCK_N x BLOCK_K tiles of 4096 and 8192 weights (the dequantized tile in
+# registers; at 8192 only the any-precision kernels spill, one local load or store per trip, which
+# the instruction table counts) and split-K widths; every split keeps >= 2 K trips.
+GEMV_TILES = ((16, 256), (32, 128), (64, 64), (32, 256), (64, 128))
 GEMV_SPLITS = (1, 2, 4, 8, 16)
 GEMV_CANDIDATE_MAX_ROWS = 64
 ARCHITECTURES = ("hopper", "ampere")

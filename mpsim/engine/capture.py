@@ -2,7 +2,9 @@
 
 Every kernel launch becomes a trace row with its grid, config, analytic bytes and measured time
 (CUDA events on a GPU; host wall time under the Triton interpreter, and the `device` column says
-which). A short warm-up generation runs first, unrecorded, so JIT compilation is not measured.
+which). A short warm-up generation runs first, unrecorded, so JIT compilation is not measured; on a
+GPU with autotuning on (kernels/autotune.py) it runs the whole prompts, so every GEMM shape is tuned
+before the recorded generation, and each row records the config that ran.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
     `mpsim.traces.kineto.import_kineto` reads back (eager decoding).
     """
     from mpsim.engine.graphs import use_decode_mode
+    from mpsim.kernels import autotune
     from mpsim.kernels.runtime import on_gpu
 
     backend = make_backend("triton")
@@ -82,6 +85,10 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
     if mode == "graphs":  # warm-up, unrecorded: JIT compilation, and every graph captured
         generate(decoder, prompts, workload.gen_len, FixedScheduler(policy))
         decoder.graphs.replay_log.clear()  # only the recorded generation's replays are reported
+    elif on_gpu() and autotune.enabled():
+        # the whole prompts for two tokens: every prefill and decode GEMM shape is autotuned here
+        # (kernels/autotune.py), outside the recorded, timed generation
+        generate(decoder, prompts, 2, FixedScheduler(policy))
     else:
         generate(decoder, [p[: min(8, len(p))] for p in prompts], 2, FixedScheduler(policy))
     gpu = on_gpu()

@@ -29,7 +29,9 @@ COMPARED = ["kernel", "op", "phase", "step", "layer", "module", "m", "n", "k", "
     (variant(norm="layer", mlp="gelu", parallel_attn_mlp=True, qkv_bias=True, o_bias=True,
              mlp_bias=True, lm_head_bias=True, rotary_fraction=0.5), "w4g64+kv4"),
 ])
-def test_capture_matches_synth_launch_for_launch(spec: ModelSpec, policy: str, tmp_path: Path) -> None:
+def test_capture_matches_synth_launch_for_launch(spec: ModelSpec, policy: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPSIM_AUTOTUNE", "0")  # on a GPU: the heuristic configs synthesis records
     wl = Workload(prompt_len=5, gen_len=3, batch=2)
     profile = tmp_path / "kineto.json"
     captured = capture(spec, parse_policy(policy), wl, profile=profile)

@@ -70,7 +70,9 @@ def reference_w_hat(weight: Weight) -> np.ndarray:
 
 @pytest.mark.parametrize(("n", "k"), SHAPES)
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_real_shapes_exact_dequant_and_bounded_products(fmt: str, n: int, k: int) -> None:
+def test_real_shapes_exact_dequant_and_bounded_products(fmt: str, n: int, k: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPSIM_AUTOTUNE", "0")  # the heuristic here; every candidate below
     gen = torch.Generator(device=DEVICE).manual_seed(n + k)
     weight, w_hat = random_weight(fmt, n, k, gen)
     w_ref = reference_w_hat(weight)
@@ -92,3 +94,32 @@ def test_split_k_workspace_is_reused_across_calls() -> None:
     first = linear(x, weight)
     for _ in range(20):
         assert torch.equal(linear(x, weight), first)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "int4", "int3", "int2", "ap3"])
+@pytest.mark.parametrize("m", [1, 16, 64])
+def test_every_autotune_candidate_is_right_and_the_tuned_launch_records_one(
+        fmt: str, m: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each config of the device's candidate set computes the same bounded product; autotuning
+    then picks one of them, and a capture records that one launch only."""
+    from mpsim.kernels import autotune
+    from mpsim.kernels.launch_config import gemm_candidates
+    from mpsim.traces.recorder import Recorder
+
+    n = k = 4096
+    gen = torch.Generator(device=DEVICE).manual_seed(m)
+    weight, _ = random_weight(fmt, n, k, gen)
+    w_ref = reference_w_hat(weight)
+    x = torch.randn(m, k, generator=gen, device=DEVICE).half()
+    xn = x.cpu().numpy()
+    want, bound = gemm_float64(xn, w_ref), gemm_bound(xn, w_ref, None, U32_TRUNC)
+    arch = autotune.gpu_arch(torch.cuda.get_device_capability())
+    for cfg in gemm_candidates(m, n, k, weight.w_format, weight.bits, weight.group_size, arch):
+        y = linear(x, weight, config=cfg).cpu().numpy()
+        assert_close_bound(y, want, bound, f"{fmt} m={m} {cfg.config_dict()}")
+    monkeypatch.setenv("MPSIM_AUTOTUNE", "1")
+    with Recorder() as rec:
+        y = linear(x, weight).cpu().numpy()
+    rows = rec.finish()
+    assert len(rows) == 1
+    assert_close_bound(y, want, bound, f"{fmt} m={m} tuned")

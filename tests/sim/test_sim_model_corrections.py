@@ -108,7 +108,8 @@ def test_dequantization_costs_the_shipped_kernels_sass_mix() -> None:
     kernels do not do); now each kernel's K trip issues its own SASS mix by pipe."""
     row = gemm_row(1, 4096, 4096, "group", 4)
     cfg = json.loads(row["config"])
-    mix = per_weight_mix(row["kernel"], 4, cfg["block_m"])
+    mix = per_weight_mix(row["kernel"], 4, cfg["block_m"], cfg["block_n"], cfg["block_k"],
+                         cfg["num_warps"])
     assert mix["issue"] > 2.0 and mix["alu"] > 1.5
     from mpsim.sim.gpu.model import launch_work
     part = launch_work(row, gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS, 0.0)[0]
@@ -134,19 +135,21 @@ def test_a_weight_only_gemm_is_never_faster_than_fp16_where_compute_bound(
 
 GROUP_WIDTHS = (8, 4, 3, 2)
 ANYPREC_WIDTHS = (8, 7, 6, 5, 4, 3, 2)
-# Two pairs the shipped group GEMVs get wrong on the instruction-bound HBM parts (their SASS mix,
-# scripts/sass_mix.py): with one activation row, 3-bit codes (a word triple loaded without 128-bit
-# vectors, unpacked through 24-bit units) cost more load/store and issue slots per weight than 4-bit
-# ones; with more rows, the 2-bit unpack issues more integer instructions per weight than the 3-bit
-# one at their best tiles. Both outweigh the fewer bytes where the GEMV is not HBM bound.
-KNOWN_SLOWER = {("group", 4, 3), ("group", 3, 2)}
+GPUS = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s", "rtx-4090"]
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 
 
-def _violations(hw_name: str, m: int, n: int, k: int) -> set[tuple[str, int, int]]:
+def _violations(hw_name: str, m: int, n: int, k: int, tuned: bool) -> set[tuple[str, int, int]]:
+    """Pairs (family, wider, narrower) where the narrower width is slower: at the configs the GPU
+    launchers autotune to (tuned: the model-guided best of the same candidate set, kernels/autotune.py)
+    or at the fixed heuristic configs (the interpreter's, and synthesis without --hw)."""
     hw = load_hardware(hw_name)
     bad = set()
     for family, widths in (("group", GROUP_WIDTHS), ("anyprec", ANYPREC_WIDTHS)):
-        times = [simulate_launch(gemm_row(m, n, k, family, b), hw).time_s for b in widths]
+        if tuned:
+            times = [best_gemm_row(m, n, k, family, b, hw=hw).predicted_s for b in widths]
+        else:
+            times = [simulate_launch(gemm_row(m, n, k, family, b), hw).time_s for b in widths]
         for i, wide in enumerate(times):
             for j in range(i + 1, len(times)):
                 if times[j] > wide * (1 + REL):
@@ -154,24 +157,40 @@ def _violations(hw_name: str, m: int, n: int, k: int) -> set[tuple[str, int, int
     return bad
 
 
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+@pytest.mark.parametrize("hw_name", GPUS)
+def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> None:
+    """Every pair of one family at M <= 16 (1, 2 and 16 rows; the decode shapes of a 7B model),
+    bound or not, at the configs the launchers autotune to on a GPU. Old code: with one activation
+    row the GEMVs reduced every K tile across lanes (4-5 load/store lanes per weight) and the 3-bit
+    unpack cost more than the 4-bit one, so 3- and 2-bit came out slower than 4-bit (h200-sxm,
+    m=1: 4->3 and 3->2 bit); now per-lane partial sums, 8192-weight tiles and 2-bit units shaped
+    like the 3-bit ones (mpsim/sim/gpu/sass_table.py) keep every width in order."""
+    bad = {(m, n, k): v for m in (1, 2, 16) for n, k in SHAPES
+           if (v := _violations(hw_name, m, n, k, tuned=True))}
+    assert not bad
 
 
-@pytest.mark.parametrize("hw_name", ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s", "rtx-4090"])
+# At the fixed heuristic configs a few pairs still come out of order by 1-3%: the heuristic picks
+# each width's cheapest tile per weight and a split-K that fills ~2 waves, which for N = 4096 leaves
+# the 3- and 2-bit 64-row tiles a worse wave tail than the 4-bit 32-row tile (h200-sxm/h100-sxm,
+# one row), and the 7- and 6-bit any-precision GEMVs at 16 rows two waves on l40s where the 8-bit
+# tile fits one. Autotuning (above) removes them; the heuristic's split rule is the simplest that
+# stays closest to the tuned configs over a 7B-70B shape sample (mean 1.053x the tuned time).
+KNOWN_SLOWER = {("group", 4, 3), ("group", 4, 2), ("anyprec", 8, 7), ("anyprec", 8, 6)}
+
+
+@pytest.mark.parametrize("hw_name", GPUS)
 @pytest.mark.parametrize("m", [1, 2, 16])
 @pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_fewer_bits_are_never_slower_for_any_other_pair_in_the_memory_bound_regime(
+def test_fewer_bits_at_the_heuristic_configs_only_the_known_pairs(
         hw_name: str, m: int, n: int, k: int) -> None:
-    """Every pair of one family at M <= 16, bound or not (the old model checked only pairs where
-    both were DRAM-bound, and its 3-, 4- and 2-bit group GEMVs, dequant-bound, came out equal or
-    out of order). The one pair the shipped kernels get wrong is pinned below."""
-    assert _violations(hw_name, m, n, k) <= KNOWN_SLOWER
+    assert _violations(hw_name, m, n, k, tuned=False) <= KNOWN_SLOWER
 
 
-@pytest.mark.xfail(strict=True, reason="the shipped 3-bit (one row) and 2-bit (more rows) group "
-                   "GEMVs issue more instructions per weight than the next wider width (KNOWN_SLOWER)")
-def test_fewer_bits_are_never_slower_for_every_pair() -> None:
-    assert not any(_violations(h, m, n, k) for h in ("h200-sxm", "a100-sxm-80gb")
+@pytest.mark.xfail(strict=True, reason="at the heuristic configs a few narrower widths have a worse "
+                   "wave tail than the wider one (KNOWN_SLOWER); the tuned configs have none")
+def test_fewer_bits_are_never_slower_at_the_heuristic_configs() -> None:
+    assert not any(_violations(h, m, n, k, tuned=False) for h in ("h200-sxm", "a100-sxm-80gb")
                    for m in (1, 16) for n, k in SHAPES[:2])
 
 
