@@ -74,3 +74,10 @@ def test_trace_commands_load_no_engine_or_plots(trace: Path, tmp_path: Path) -> 
 
 def test_the_parser_names_the_registered_models() -> None:
     assert tuple(PERF_MODELS) == PERF_MODEL_NAMES
+
+
+def test_a_warm_memo_loads_no_simulator(trace: Path, tmp_path: Path) -> None:
+    """Every launch found in the memo: the SimPy models (simpy) are never imported."""
+    argv = ("simulate", str(trace), "--hw", "h200-sxm", "--cache-dir", str(tmp_path / "memo"))
+    assert "simpy" in loaded_by(*argv)  # cold: the distinct launches are simulated
+    assert "simpy" not in loaded_by(*argv)  # warm: all from the memo
