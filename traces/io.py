@@ -1,8 +1,9 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (3); every version in READABLE_VERSIONS is read and upgraded:
-version 1 has no `kv_tokens` column (filled on read), versions 1 and 2 no `protocol` field (it comes
-from a capture's environment["protocol"] when that names one).
+Files are written at SCHEMA_VERSION (3), by traces/write.py (from columns, without pandas); every
+version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
+read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
+that names one).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -20,28 +21,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mpsim.traces.atomic import write_parquet_atomic
+from mpsim.traces.columns import from_frame
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
-from mpsim.traces.validate import validate_frame
+from mpsim.traces.validate import typed_frame, validate_frame
+from mpsim.traces.write import META_KEY, write_columns
 
-META_KEY = b"mpsim"
+__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "write_trace"]
 
 
 def write_trace(trace: Trace, path: str | Path) -> Path:
+    """`trace` as a trace file: its rows coerced to the storage types, then traces/write.py."""
     path = Path(path)
-    frame = validate_frame(trace.rows, f"trace for {path}")
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    fields = trace.meta.as_dict() | {"schema_version": SCHEMA_VERSION}  # written as this version
-    meta[META_KEY] = json.dumps(fields, sort_keys=True).encode()
-    # Dictionary pages for the text columns only (they are dictionaries already; numbers encode
-    # plainly, a third faster to write), no column statistics (nothing filters on them), and zstd:
-    # a third of snappy's file size, written as fast and decoded faster on read.
-    text = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
-    return write_parquet_atomic(table.replace_schema_metadata(meta), path, use_dictionary=text,
-                                write_statistics=False, compression="zstd")
+    return write_columns(from_frame(typed_frame(trace.rows, f"trace for {path}")), trace.meta, path)
 
 
 def read_trace(path: str | Path) -> Trace:
