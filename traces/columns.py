@@ -2,9 +2,10 @@
 
 What synthesis builds and the Parquet writer stores: a number or boolean column is its values in the
 storage width beside NA flags (`Numbers`); a text column is integer codes into its sorted, all-used
-names, -1 for NA (`Text`). `to_arrow` makes the Arrow table the trace file holds (zero-copy where
-Arrow allows), `to_frame` the pandas DataFrame a Trace holds (pandas loads only there), `from_frame`
-the columns of a typed DataFrame (traces/validate.py: coerce_types).
+names, -1 for NA (`Text`). `to_arrow` makes the Arrow table the trace file holds and `from_arrow` takes
+a column of it back (both zero-copy where Arrow allows), `to_frame` the pandas DataFrame a Trace
+holds (pandas loads only there), `from_frame` the columns of a typed DataFrame (traces/validate.py:
+coerce_types).
 """
 
 from __future__ import annotations
@@ -72,6 +73,60 @@ def to_arrow(columns: TraceColumns) -> pa.Table:
         else:
             arrays.append(_arrow_array(c.values, c.na))
     return pa.Table.from_arrays(arrays, names=list(COLUMNS))
+
+
+def from_arrow(col: str, chunked: pa.ChunkedArray) -> Column | None:
+    """A file's column over Arrow's memory (read-only values; NA flags, booleans and the codes of a
+    text column with NA are new arrays), or None when it is not stored in its storage type."""
+    import pyarrow as pa
+
+    arr = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+    n, na = len(arr), _nulls(arr)
+    if STORAGE[col] == "category":
+        if not (pa.types.is_dictionary(arr.type) and arr.type.value_type in (pa.string(), pa.large_string())
+                and arr.type.index_type in (pa.int8(), pa.int32())):
+            return None
+        codes = _values(arr.indices)
+        if na.any():
+            codes = np.where(na, codes.dtype.type(-1), codes)
+        return canonical(Text(codes, tuple(arr.dictionary.to_pylist())))
+    dtype = numpy_dtype(col)
+    if arr.type != pa.from_numpy_dtype(dtype):
+        return None
+    if dtype == np.bool_:  # Arrow's booleans are bits
+        bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+        return Numbers(np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + n].astype(bool), na)
+    return Numbers(_values(arr), na)
+
+
+def _values(arr: pa.Array) -> np.ndarray:
+    """A fixed-width array's values, over its buffer."""
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+
+
+def _nulls(arr: pa.Array) -> np.ndarray:
+    """True where `arr` is null (its validity bitmap, unpacked)."""
+    n = len(arr)
+    if arr.null_count == 0:
+        return np.zeros(n, dtype=bool)
+    if arr.null_count == n:
+        return np.ones(n, dtype=bool)
+    bits = np.frombuffer(arr.buffers()[0], dtype=np.uint8)
+    return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + n] == 0
+
+
+def canonical(text: Text) -> Text:
+    """`text` with its names sorted and each used (as synthesis makes them), so that equal columns
+    compare equal whatever wrote them."""
+    used = np.bincount(text.codes.astype(np.intp) + 1, minlength=len(text.names) + 1)[1:] > 0  # -1: NA
+    names = list(text.names)
+    if used.all() and names == sorted(names):
+        return text
+    keep = sorted(name for name, u in zip(names, used, strict=True) if u)
+    new_code = {name: i for i, name in enumerate(keep)}
+    table = np.array([new_code.get(name, -1) for name in names] + [-1], dtype=text.codes.dtype)
+    return Text(table[text.codes.astype(np.intp)], tuple(keep))  # code -1 takes the last entry: -1
 
 
 def _arrow_array(values: np.ndarray, na: np.ndarray) -> pa.Array:
