@@ -81,6 +81,7 @@ def _stored_columns(file: pq.ParquetFile) -> TraceColumns | None:
     if sorted(file.schema_arrow.names) != sorted(COLUMNS):
         return None
     table = file.read(columns=list(COLUMNS), use_threads=True)
+    pa.default_memory_pool().release_unused()  # the decoder's scratch memory, else kept by the pool
     columns: TraceColumns = {}
     for col in COLUMNS:
         column = from_arrow(col, table.column(col))
