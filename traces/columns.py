@@ -156,6 +156,8 @@ def pandas_metadata(columns: TraceColumns) -> dict[str, Any]:
     `to_frame` gives, so that a reader that goes through pandas gets the storage dtypes back."""
     from importlib.metadata import version
 
+    import pyarrow as pa
+
     entries = []
     for col in COLUMNS:
         c = columns[col]
@@ -169,7 +171,7 @@ def pandas_metadata(columns: TraceColumns) -> dict[str, Any]:
         entries.append({"name": col, "field_name": col, "pandas_type": kind, "numpy_type": numpy_type,
                         "metadata": meta})
     return {"index_columns": [], "column_indexes": [], "columns": entries, "attributes": {},
-            "creator": {"library": "pyarrow", "version": version("pyarrow")},
+            "creator": {"library": "pyarrow", "version": pa.__version__},
             "pandas_version": version("pandas")}
 
 

@@ -6,7 +6,8 @@ TraceMeta as JSON under b"mpsim" (written as schema.SCHEMA_VERSION) and, under b
 storage dtypes, as pyarrow writes them for a DataFrame, so that a file read through pandas
 (`pd.read_parquet`) gets them back. Dictionary pages for the text columns only (they are
 dictionaries already; numbers encode plainly, a third faster to write), no column statistics
-(nothing filters on them), and zstd: a third of snappy's file size, written as fast.
+(nothing filters on them), values encoded 64k at a time (not 1k), and lz4: written and read ~0.04 s
+faster each than zstd for a 794k-launch trace, at 2.6x its size (3.8 MB instead of 1.5 MB).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mpsim.traces.meta import TraceMeta
 from mpsim.traces.schema import SCHEMA_VERSION
 
 META_KEY = b"mpsim"
+WRITE_BATCH = 65_536  # values the Parquet writer encodes at a time
 
 
 def write_columns(columns: TraceColumns, meta: TraceMeta, path: str | Path) -> Path:
@@ -33,4 +35,4 @@ def write_columns(columns: TraceColumns, meta: TraceMeta, path: str | Path) -> P
     table = to_arrow(columns).replace_schema_metadata(schema_meta)
     text = [c for c, col in columns.items() if isinstance(col, Text)]
     return write_parquet_atomic(table, path, use_dictionary=text, write_statistics=False,
-                                compression="zstd")
+                                compression="lz4", write_batch_size=WRITE_BATCH)
