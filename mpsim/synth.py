@@ -6,27 +6,31 @@ so each such segment's pass is built once by the launch plan (mpsim/launch_plan.
 launch rows are built) and repeated column by column; only the attention columns (kv_len, grid,
 config, FLOPs, bytes) are computed per step, once per step for all layers. No per-row Python
 objects: each column is allocated once in its storage width (traces/schema.py STORAGE) and filled
-by broadcast writes, pass by pass; a 2.4M-launch trace is a few dozen numpy arrays wrapped, without
-a copy, into one DataFrame.
+by broadcast writes, pass by pass; a 2.4M-launch trace is a few dozen numpy arrays
+(traces/columns.py), written as they are (`mpsim synth`: traces/write.py, without pandas) or wrapped,
+without a copy, into one DataFrame (`synthesize`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import ATTENTION_STEP_COLUMNS, PassShape, Row, decode_attention_costs, pass_launches
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, WeightChoice
+from mpsim.traces.columns import Numbers, Text, TraceColumns, numpy_dtype, to_frame
+from mpsim.traces.meta import TraceMeta
 from mpsim.traces.schema import COLUMNS, STORAGE
-from mpsim.traces.trace import Trace, TraceMeta
 from mpsim.workload import Workload, check_size
+
+if TYPE_CHECKING:
+    from mpsim.traces.trace import Trace
 
 TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
@@ -35,6 +39,17 @@ def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: b
                kv_block: int | None = None, cuda_graphs: bool = False) -> Trace:
     """The trace a generation would record, with analytic bytes/FLOPs and no measured times.
     `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py)."""
+    from mpsim.traces.trace import Trace  # pandas: the rows as a DataFrame
+
+    columns, meta = synthesize_columns(spec, policy, workload, on_gpu=on_gpu, kv_block=kv_block,
+                                       cuda_graphs=cuda_graphs)
+    return Trace(to_frame(columns), meta)
+
+
+def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
+                       kv_block: int | None = None,
+                       cuda_graphs: bool = False) -> tuple[TraceColumns, TraceMeta]:
+    """`synthesize`'s trace as numpy columns and its metadata, without pandas."""
     b, L = workload.batch, workload.prompt_len
     capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
     table = _Columns()
@@ -50,7 +65,7 @@ def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: b
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {}))
-    return Trace(table.frame(), meta)
+    return table.columns(), meta
 
 
 def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[WeightChoice, np.ndarray]]:
@@ -82,7 +97,7 @@ class _Pass:
 
 
 class _Columns:
-    """Trace columns under construction. Passes are collected first; `frame` then allocates each
+    """Trace columns under construction. Passes are collected first; `columns` then allocates each
     column once, in its storage width (text: codes into the sorted vocabulary), and fills it pass
     by pass with broadcast writes: no tiled copies, no concatenation."""
 
@@ -93,17 +108,17 @@ class _Columns:
                  attention: dict[str, list[Any]] | None = None) -> None:
         self.passes.append(_Pass(rows, steps, attention))
 
-    def frame(self) -> pd.DataFrame:
-        """The trace rows: COLUMNS in order, each in its storage dtype, categories sorted."""
+    def columns(self) -> TraceColumns:
+        """The trace columns: COLUMNS in order, each in its storage type, text names sorted."""
         n = sum(p.launches for p in self.passes)
-        out: dict[str, Any] = {
-            "launch_id": pd.arrays.IntegerArray(np.arange(n, dtype=np.int64), np.zeros(n, dtype=bool)),
-            "stream": pd.arrays.IntegerArray(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)),
+        out: TraceColumns = {
+            "launch_id": Numbers(np.arange(n, dtype=np.int64), np.zeros(n, dtype=bool)),
+            "stream": Numbers(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)),
         }
         for col in COLUMNS:
             if col not in out:
                 out[col] = self._text(col, n) if col in TEXT else self._numbers(col, n)
-        return pd.DataFrame({c: out[c] for c in COLUMNS}, copy=False)
+        return {c: out[c] for c in COLUMNS}
 
     def _fill(self, col: str, out: np.ndarray, encode: Any, mask: np.ndarray | None = None) -> None:
         """Write every pass's values of `col` into `out` (and NA flags into `mask`); `encode(values,
@@ -125,7 +140,7 @@ class _Columns:
                 step_values, _ = encode(p.attention[col], [p.rows[attn[0]]] * len(p.steps))
                 out[block].reshape(shape)[:, attn] = step_values[:, None]
 
-    def _text(self, col: str, n: int) -> pd.Categorical:
+    def _text(self, col: str, n: int) -> Text:
         values = {v for p in self.passes for v in [r.get(col) for r in p.rows]
                   + (p.attention[col] if p.attention and col in p.attention else [])}
         names = sorted(v for v in values if v is not None)
@@ -136,18 +151,12 @@ class _Columns:
             return np.array([-1 if v is None else code_of[v] for v in vals], dtype=codes.dtype), None
 
         self._fill(col, codes, encode)
-        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(names, dtype="str")))
+        return Text(codes, tuple(names))
 
-    def _numbers(self, col: str, n: int) -> Any:
-        storage = STORAGE[col]
-        kind = {"boolean": np.bool_, "Float64": np.float64}.get(storage) or storage.lower()
-        values, mask = np.empty(n, dtype=kind), np.zeros(n, dtype=bool)
+    def _numbers(self, col: str, n: int) -> Numbers:
+        values, mask = np.empty(n, dtype=numpy_dtype(col)), np.zeros(n, dtype=bool)
         self._fill(col, values, lambda vals, rows: _encode(col, vals, rows), mask)
-        if storage == "boolean":
-            return pd.arrays.BooleanArray(values, mask)
-        if storage == "Float64":
-            return pd.arrays.FloatingArray(values, mask)
-        return pd.arrays.IntegerArray(values, mask)
+        return Numbers(values, mask)
 
 
 def _encode(col: str, values: list[Any], rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:

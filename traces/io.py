@@ -1,13 +1,16 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (3); every version in READABLE_VERSIONS is read and upgraded:
-version 1 has no `kv_tokens` column (filled on read), versions 1 and 2 no `protocol` field (it comes
-from a capture's environment["protocol"] when that names one).
+Files are written at SCHEMA_VERSION (3), by traces/write.py (from columns, without pandas); every
+version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
+read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
+that names one).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
-and a read takes the file a few columns at a time into pandas, handing their Arrow memory back
-before the next, so a trace is held once in memory, not twice.
+and a file that holds them so (what mpsim writes) is read as it is: the DataFrame's columns lie over
+Arrow's memory (traces/columns.py: from_arrow), no conversion, the trace held once. Any other file
+(wide types, plain text, a version-1 file) goes through pandas a few columns at a time, handing
+their Arrow memory back before the next, and is coerced to the storage types (validate_frame).
 """
 
 from __future__ import annotations
@@ -20,28 +23,21 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mpsim.traces.atomic import write_parquet_atomic
+from mpsim.traces.checks import check_values
+from mpsim.traces.columns import TraceColumns, from_arrow, from_frame, to_frame
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
+from mpsim.traces.schema import COLUMNS, PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
-from mpsim.traces.validate import validate_frame
+from mpsim.traces.validate import typed_frame, validate_frame
+from mpsim.traces.write import META_KEY, write_columns
 
-META_KEY = b"mpsim"
+__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "write_trace"]
 
 
 def write_trace(trace: Trace, path: str | Path) -> Path:
+    """`trace` as a trace file: its rows coerced to the storage types, then traces/write.py."""
     path = Path(path)
-    frame = validate_frame(trace.rows, f"trace for {path}")
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    fields = trace.meta.as_dict() | {"schema_version": SCHEMA_VERSION}  # written as this version
-    meta[META_KEY] = json.dumps(fields, sort_keys=True).encode()
-    # Dictionary pages for the text columns only (they are dictionaries already; numbers encode
-    # plainly, a third faster to write), no column statistics (nothing filters on them), and zstd:
-    # a third of snappy's file size, written as fast and decoded faster on read.
-    text = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
-    return write_parquet_atomic(table.replace_schema_metadata(meta), path, use_dictionary=text,
-                                write_statistics=False, compression="zstd")
+    return write_columns(from_frame(typed_frame(trace.rows, f"trace for {path}")), trace.meta, path)
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -51,13 +47,19 @@ def read_trace(path: str | Path) -> Trace:
     try:
         file = pq.ParquetFile(path)
         meta = _read_meta(file.schema_arrow.metadata or {}, path)
-        frame = _read_columns(file)
+        stored = _stored_columns(file) if meta.schema_version != 1 else None
+        frame = _read_columns(file) if stored is None else None
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from None
-    if meta.schema_version == 1:  # before kv_tokens: every batch was uniform
-        frame = with_kv_tokens(frame)
-    if meta.schema_version != SCHEMA_VERSION:  # older files are upgraded (the protocol: _protocol)
+    version = meta.schema_version
+    if version != SCHEMA_VERSION:  # older files are upgraded (the protocol: _protocol)
         meta = dataclasses.replace(meta, schema_version=SCHEMA_VERSION)
+    if stored is not None:  # every column as mpsim writes it: checked and wrapped, not converted
+        check_values(stored, str(path))
+        return Trace(to_frame(stored), meta)
+    assert frame is not None
+    if version == 1:  # before kv_tokens: every batch was uniform
+        frame = with_kv_tokens(frame)
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -70,6 +72,23 @@ def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
     tokens = pd.array([pd.NA] * len(frame), dtype="Int64")
     tokens[decode] = (frame["batch"].astype("Int64") * frame["kv_len"].astype("Int64")).to_numpy()[decode]
     return frame.assign(kv_tokens=tokens)
+
+
+def _stored_columns(file: pq.ParquetFile) -> TraceColumns | None:
+    """The trace's columns over the file's Arrow memory when the file holds exactly the schema's
+    columns, each in its storage type (the files mpsim writes); else None, and the file is read
+    through pandas and coerced (`_read_columns`, validate_frame), which names what is wrong."""
+    if sorted(file.schema_arrow.names) != sorted(COLUMNS):
+        return None
+    table = file.read(columns=list(COLUMNS), use_threads=True)
+    pa.default_memory_pool().release_unused()  # the decoder's scratch memory, else kept by the pool
+    columns: TraceColumns = {}
+    for col in COLUMNS:
+        column = from_arrow(col, table.column(col))
+        if column is None:
+            return None
+        columns[col] = column
+    return columns
 
 
 READ_BATCH = 6  # columns decoded together (in parallel): a third faster than one by one, ~15 MB more

@@ -3,44 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import COLUMNS, PROTOCOLS, REQUIRED, SCHEMA_VERSION
+from mpsim.traces.meta import SOURCES, TraceMeta
+from mpsim.traces.schema import COLUMNS, REQUIRED
 from mpsim.traces.validate import coerce_types
 
-SOURCES = ("synth", "capture", "kineto")
-
-
-@dataclass(frozen=True)
-class TraceMeta:
-    """What the trace is of. Model and workload are plain dicts: traces/ knows no model or policy.
-
-    `protocol`: how the rows' measured_us were timed (one of PROTOCOLS), None when the trace has no
-    measured times or does not say.
-    """
-
-    source: str
-    model: dict[str, Any] = field(default_factory=dict)
-    policy: str = ""
-    workload: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
-    protocol: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.protocol is not None and self.protocol not in PROTOCOLS:
-            raise TraceError(f"trace protocol {self.protocol!r}: expected one of {list(PROTOCOLS)}")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version, "source": self.source, "model": self.model,
-            "policy": self.policy, "workload": self.workload, "environment": self.environment,
-            "protocol": self.protocol,
-        }
+__all__ = ["SOURCES", "Trace", "TraceMeta", "rows_to_frame"]
 
 
 @dataclass

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mpsim.commands.common import add_context_arg, add_generation_args, generation_from_args, hardware, warn
 from mpsim.errors import MpsimInputError
-from mpsim.workload import check_context
+from mpsim.models import ModelSpec
+from mpsim.policy import Policy
+from mpsim.workload import Workload, check_context
+
+if TYPE_CHECKING:
+    from mpsim.traces.columns import Column
 
 
 def register(sub: Any) -> None:
@@ -29,32 +35,53 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # numpy, pandas and pyarrow load here, not when the CLI builds its parser (`mpsim --help`)
-    from mpsim.synth import synthesize
-    from mpsim.traces.io import write_trace
-
     spec, policy, workload = generation_from_args(args)
     warn(check_context(spec, workload.prompt_len, workload.gen_len,
                        allow_beyond=args.allow_beyond_context))
-    trace = synthesize(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
-                       kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
     if args.config == "best":
-        from mpsim.sim.best_config import with_best_gemm_configs  # the simulator, only when tuning
-
-        if args.hw is None:
-            raise MpsimInputError("synth --config best needs --hw (the device to tune for)")
-        if args.launch_configs != "gpu":
-            raise MpsimInputError("synth --config best tunes GPU launch configs (not --launch-configs "
-                                  "interpreter)")
-        trace, info = with_best_gemm_configs(trace, hardware(args.hw))
-        print(f"model-guided configs for {args.hw}: {info['shapes']} GEMM shapes, "
-              f"{info['simulated']} simulated launches, {info['wall_s']:.1f} s")
+        path, totals = _write_best(args, spec, policy, workload)
     elif args.hw is not None:
         raise MpsimInputError("synth --hw only applies with --config best (without it, synthesis "
                               "records the launchers' heuristic so synth == capture holds)")
-    path = write_trace(trace, args.out)
-    rows = trace.rows
-    print(f"wrote {path}: {len(rows)} launches ({spec.name}, {policy}, prompt {workload.prompt_len}, "
+    else:
+        # numpy and pyarrow load here, not when the CLI builds its parser (`mpsim --help`); the
+        # columns go to the file as they are, without pandas
+        from mpsim.synth import synthesize_columns
+        from mpsim.traces.write import write_columns
+
+        columns, meta = synthesize_columns(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
+                                           kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
+        path = write_columns(columns, meta, args.out)
+        totals = (len(columns["launch_id"].na), _total(columns["bytes_read"]), _total(columns["flops"]))
+    launches, bytes_read, flops = totals
+    print(f"wrote {path}: {launches} launches ({spec.name}, {policy}, prompt {workload.prompt_len}, "
           f"{workload.gen_len} new tokens, batch {workload.batch}); "
-          f"{rows['bytes_read'].sum() / 1e9:.2f} GB read, {rows['flops'].sum() / 1e12:.2f} TFLOP")
+          f"{bytes_read / 1e9:.2f} GB read, {flops / 1e12:.2f} TFLOP")
     return 0
+
+
+def _total(column: Column) -> int:
+    """The sum of a number column (bytes, FLOPs: required, never NA)."""
+    return int(column.values.sum())  # type: ignore[union-attr]
+
+
+def _write_best(args: argparse.Namespace, spec: ModelSpec, policy: Policy,
+                workload: Workload) -> tuple[Path, tuple[int, int, int]]:
+    """Synthesize with the GEMM configs the simulator predicts fastest on --hw, and write it."""
+    # the simulator and pandas load only when tuning
+    from mpsim.sim.best_config import with_best_gemm_configs
+    from mpsim.synth import synthesize
+    from mpsim.traces.io import write_trace
+
+    if args.hw is None:
+        raise MpsimInputError("synth --config best needs --hw (the device to tune for)")
+    if args.launch_configs != "gpu":
+        raise MpsimInputError("synth --config best tunes GPU launch configs (not --launch-configs "
+                              "interpreter)")
+    trace = synthesize(spec, policy, workload, kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
+    trace, info = with_best_gemm_configs(trace, hardware(args.hw))
+    print(f"model-guided configs for {args.hw}: {info['shapes']} GEMM shapes, "
+          f"{info['simulated']} simulated launches, {info['wall_s']:.1f} s")
+    rows = trace.rows
+    return (write_trace(trace, args.out),
+            (len(rows), int(rows["bytes_read"].sum()), int(rows["flops"].sum())))

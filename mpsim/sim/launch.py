@@ -20,7 +20,6 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
 from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.sim.energy_costs import gpu_launch_dynamic_j, roofline_launch_dynamic_j, static_w
 from mpsim.sim.gpu.memory import usable_l2
-from mpsim.sim.gpu.model import simulate_gpu_launch
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.npu.rates import npu_rates, npu_resident_cap
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
@@ -33,6 +32,10 @@ def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams 
                     resident: float = 0.0) -> LaunchOutcome:
     """One launch (a trace-row mapping) on `hw`, with no memo."""
     if isinstance(hw, GpuSpec):
+        # the SimPy GPU model (simpy, the CTA and work models: ~0.07 s of imports) loads when a launch
+        # is first simulated: a replay whose launches all come from the memo never needs it
+        from mpsim.sim.gpu.model import simulate_gpu_launch
+
         return simulate_gpu_launch(row, hw, params, resident)
     if isinstance(hw, NpuSpec):
         # the NPU model (its step model, numpy) loads only when an NPU launch is simulated

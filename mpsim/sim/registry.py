@@ -20,7 +20,6 @@ import pandas as pd
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
-from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import Protocol, get_protocol
@@ -75,6 +74,8 @@ def model_version(name: str) -> str:
 def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
     """Each launch row as one measured call under `protocol`: its per-call cost plus its per-launch
     cost times the GPU kernels the row stands for (an FA3 row with its KV append is two)."""
+    from mpsim.sim.gpu.kernels_known import launch_kernels  # the GPU work models, only with a protocol
+
     kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
                        dtype=float)
     return (protocol.per_call_us + kernels * protocol.per_launch_us) * 1e-6

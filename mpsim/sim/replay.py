@@ -40,7 +40,6 @@ from mpsim.sim.energy_costs import static_w
 from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
 from mpsim.sim.launch import REL, BelowBoundError, resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
-from mpsim.sim.npu.replay import replay_npu
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
 from mpsim.sim.roofline import roofline, roofline_terms
@@ -58,6 +57,8 @@ class Broadcast:
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
     if isinstance(hw, NpuSpec):  # whole steps: one row per launch, with its end and busy interval
+        from mpsim.sim.npu.replay import replay_npu  # the NPU step model, only for an NPU
+
         return Broadcast(replay_npu(rows, hw, params, memo), None)
     codes, reps = launch_keys(rows, resident_cap(hw, params))
     ns = namespace(hw, params, "sim")

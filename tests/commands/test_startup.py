@@ -1,7 +1,8 @@
 """Start-up: a command imports what it uses, when it uses it.
 
 Building the parser loads no command's implementation; `synth`, `simulate`, `op`, `roofline`, `hw`
-and `models` never load torch, triton or matplotlib; `mpsim --help` and `mpsim op` on a GPU load
+and `models` never load torch, triton or matplotlib; `synth` loads no pandas (numpy columns go
+straight to Arrow) and a warm-memo `simulate` no simpy; `mpsim --help` and `mpsim op` on a GPU load
 neither numpy nor pandas (`mpsim op` on an NPU goes through the NPU step model, which prices whole
 steps with numpy and pandas: mpsim/sim/launch.py). Each case runs in a fresh interpreter, as a
 user's command does.
@@ -48,6 +49,7 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     loaded = loaded_by("synth", "--model", "mobilellama-1.4b", "--policy", "ap4-3", "--prompt-len", "16",
                        "--gen-len", "3", "--out", str(path))
     assert not loaded & ENGINE_AND_PLOTS, f"synth loaded {loaded & ENGINE_AND_PLOTS}"
+    assert not loaded & {"pandas", "simpy"}, f"synth loaded {loaded & {'pandas', 'simpy'}}"
     return path
 
 
@@ -74,3 +76,10 @@ def test_trace_commands_load_no_engine_or_plots(trace: Path, tmp_path: Path) -> 
 
 def test_the_parser_names_the_registered_models() -> None:
     assert tuple(PERF_MODELS) == PERF_MODEL_NAMES
+
+
+def test_a_warm_memo_loads_no_simulator(trace: Path, tmp_path: Path) -> None:
+    """Every launch found in the memo: the SimPy models (simpy) are never imported."""
+    argv = ("simulate", str(trace), "--hw", "h200-sxm", "--cache-dir", str(tmp_path / "memo"))
+    assert "simpy" in loaded_by(*argv)  # cold: the distinct launches are simulated
+    assert "simpy" not in loaded_by(*argv)  # warm: all from the memo
