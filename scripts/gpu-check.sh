@@ -2,7 +2,7 @@
 # The GPU kit: everything mpsim measures on a real GPU, in one run, into one folder.
 #
 #   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
-#                        [--policies P1,P2,...] [--batches B1,B2,...]
+#                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -14,7 +14,10 @@
 #   4. captures vicuna-7b shapes with random weights: prompt 512, 128 new tokens, batch 1 and 16,
 #      policies fp16, w4, ap4-4@64-3, w4+kv8. --layers N (default 4) keeps N of the 32 layers:
 #      every launch has the model's exact shapes, the layer count only repeats them (32 for the
-#      whole model; random weights for 32 layers take ~40 s per capture on the host);
+#      whole model; random weights for 32 layers take ~40 s per capture on the host), with the
+#      launchers' heuristic configs (MPSIM_AUTOTUNE=0, as synthesis records them), then the --tuned
+#      policies (default w4) again with GPU-side autotuning on (kernels/autotune.py: every candidate
+#      config of each GEMM shape compiled and timed once; the rows record the configs it chose);
 #   5. runs `mpsim validate` on every capture against --hw (default h200-sxm).
 # Everything goes under --out (default out/gpu-check-<UTC time>): SUMMARY.md (steps, exit codes,
 # times, environment), log.txt, pytest-gpu.txt, bench_kernels.csv, bench_attention.csv,
@@ -24,11 +27,12 @@
 # --dry-run: the same steps on this machine's CPU (the Triton interpreter) at tiny shapes (one
 # layer of hidden 128, prompt 4, 2 new tokens, batch 1 and 2, 2 benchmark repeats), with the
 # project's .venv python when there is one: what tests/scripts/test_gpu_check.py runs.
-# --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16).
+# --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16);
+# --tuned the autotuned captures ('' for none).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES=""
+DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
         --tar) TAR=$2; shift ;;
         --policies) POLICIES=${2//,/ }; shift ;;
         --batches) BATCHES=${2//,/ }; shift ;;
+        --tuned) TUNED=${2//,/ }; shift ;;
         -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -122,16 +127,25 @@ step "kernel benchmark" "$PY" -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${G
     --out "$OUT/bench_kernels.csv"
 step "attention benchmark" "$PY" -m mpsim.analysis.bench.attention "${BENCH[@]}" \
     --out "$OUT/bench_attention.csv"
-for batch in $BATCHES; do
-    for policy in $POLICIES; do
-        name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch"
-        step "capture $name" "$PY" -m mpsim.cli capture --model "$CONFIG" --dummy --policy "$policy" \
-            --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" --out "$OUT/captures/$name.parquet"
-        [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -m mpsim.cli validate \
-            "$OUT/captures/$name.parquet" --hw "$HW" --out "$OUT/validate/$name-rows.csv" \
-            --summary "$OUT/validate/$name-summary.csv"
+capture_grid() {  # AUTOTUNE SUFFIX POLICY...
+    local tune=$1 suffix=$2 batch policy name
+    shift 2
+    for batch in $BATCHES; do
+        for policy in "$@"; do
+            name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch$suffix"
+            step "capture $name" env MPSIM_AUTOTUNE="$tune" "$PY" -m mpsim.cli capture --model "$CONFIG" \
+                --dummy --policy "$policy" --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" \
+                --out "$OUT/captures/$name.parquet"
+            [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -m mpsim.cli validate \
+                "$OUT/captures/$name.parquet" --hw "$HW" --out "$OUT/validate/$name-rows.csv" \
+                --summary "$OUT/validate/$name-summary.csv"
+        done
     done
-done
+}
+# shellcheck disable=SC2086  # word lists on purpose
+capture_grid 0 "" $POLICIES
+# shellcheck disable=SC2086
+[ -n "$TUNED" ] && capture_grid 1 "-tuned" $TUNED
 sed -n '/^=== pytest -m gpu/,/^=== /p' "$LOG" | sed '$d' > "$OUT/pytest-gpu.txt"
 {
     echo

@@ -96,8 +96,8 @@ def test_split_k_workspace_is_reused_across_calls() -> None:
         assert torch.equal(linear(x, weight), first)
 
 
-@pytest.mark.parametrize("fmt", ["fp16", "int4", "int3", "int2", "ap3"])
-@pytest.mark.parametrize("m", [1, 16, 64])
+@pytest.mark.parametrize("fmt", ["fp16", "int4", "int3"])  # each candidate compiles (~1 s each)
+@pytest.mark.parametrize("m", [1, 16])
 def test_every_autotune_candidate_is_right_and_the_tuned_launch_records_one(
         fmt: str, m: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each config of the device's candidate set computes the same bounded product; autotuning
