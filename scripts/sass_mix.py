@@ -40,7 +40,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "mpsim" / "sim" / "gpu" / "sass_table.py"
-ARCH = 90
 PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
 
 _FP32 = {"FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP", "FSET", "FCHK", "FSWZADD", "HADD2",
@@ -122,87 +121,15 @@ def cases() -> list[tuple[Any, ...]]:
     return out
 
 
-def _launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
-                 tile: tuple[int, ...] | None = None) -> tuple[Any, dict[str, Any], Any]:
-    """(kernel, its arguments as a launch passes them, config) for one case (as the launchers do)."""
-    from mpsim.kernels import gemm_anyprec, gemm_fp16, gemm_group
-    from mpsim.kernels.gemm_common import k_per_split
-    from mpsim.kernels.launch_config import (
-        GEMM_GROUP_M,
-        LaunchConfig,
-        _fit_block_k,
-        _format_tag,
-        cdiv,
-        gemm_config,
-    )
-    from mpsim.traces.accounting import padded_k
-
-    cfg = gemm_config(m, n, k, w_format, bits, group)
-    if tile is not None:
-        bm, bn, bk, warps, stages = tile
-        tag = _format_tag(w_format)
-        if cfg.kernel.startswith("gemv"):
-            bk = _fit_block_k(bk, tag, group)
-            cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
-        else:
-            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group)
-            cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
-                               group_m=GEMM_GROUP_M)
-    gemv = cfg.kernel.startswith("gemv")
-    kp = padded_k(k, group)
-    args: dict[str, Any] = dict(M=m, N=n, K=k, stride_xm=k, stride_om=n, HAS_BIAS=False,
-                                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                                bias_ptr=None, x_ptr="ptr", out_ptr="ptr")
-    if gemv:
-        args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
-                    cnt_ptr="ptr" if cfg.split_k > 1 else None,
-                    K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
-                                            cfg.block_k))
-    else:
-        args.update(GROUP_M=cfg.group_m)
-    if w_format == "fp16":
-        args.update(w_ptr="ptr", stride_wn=k)
-        module: Any = gemm_fp16
-    elif w_format == "anyprec":
-        args.update(qw_ptr="ptr", lut_ptr="ptr", KP=kp, stride_qp=n * kp // 32,
-                    stride_qn=kp // 32, stride_ln=1 << bits, BITS=bits)
-        module = gemm_anyprec
-    else:
-        assert group is not None
-        args.update(qw_ptr="ptr", s_ptr="ptr", z_ptr="ptr", KP=kp, stride_qn=kp * bits // 32,
-                    stride_sn=kp // group, BITS=bits, GROUP=group)
-        module = gemm_group
-    fmt = {"fp16": "fp16", "anyprec": "anyprec"}.get(w_format, "group")
-    return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
-
-
-POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
-            "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
-            "z_ptr": "*fp16", "lut_ptr": "*fp16"}
-
-
 def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     """Compile one case for sm_90a and count its main loop's instructions per weight by pipe."""
     os.environ.pop("TRITON_INTERPRET", None)
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
-    kernel, args, cfg = _launch_args(*case)
-    signature, constexprs, attrs = {}, {}, {}
-    for i, param in enumerate(kernel.params):
-        name, value = param.name, args[param.name]
-        if name in POINTERS and value is not None:
-            signature[name], attrs[(i,)] = POINTERS[name], [["tt.divisibility", 16]]
-        elif not param.is_constexpr and value is not None:
-            signature[name] = "i32"
-            if value % 16 == 0:
-                attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            signature[name], constexprs[(i,)] = "constexpr", value
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
-                              target=GPUTarget("cuda", ARCH, 32),
-                              options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
+
+    kernel, args, cfg = launch_args(*case)
+    compiled = compile_sm90(kernel, args, cfg)
     with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     try:

@@ -1,0 +1,100 @@
+"""Compile the GEMM/GEMV kernels for sm_90a on the CPU, with the arguments a launch would pass.
+
+Triton's compiler and the ptxas and nvdisasm it bundles need no GPU: tests/kernels/test_kern_gemm_compile.py
+checks registers and spills this way, scripts/sass_mix.py counts the SASS instruction mix. Call it
+without TRITON_INTERPRET set (the kernels are interpreted, not compiled, when it is). Integer arguments
+get Triton's divisible-by-16 specialization when their value allows it, as a real launch's would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpsim.kernels import gemm_anyprec, gemm_fp16, gemm_group
+from mpsim.kernels.gemm_common import k_per_split
+from mpsim.kernels.launch_config import (
+    GEMM_GROUP_M,
+    LaunchConfig,
+    _fit_block_k,
+    _format_tag,
+    cdiv,
+    gemm_config,
+)
+from mpsim.traces.accounting import padded_k
+
+ARCH = 90
+POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
+            "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
+            "z_ptr": "*fp16", "lut_ptr": "*fp16"}
+
+
+def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
+                tile: tuple[int, ...] | None = None,
+                gemv_bias: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(kernel, its arguments as a launch passes them, config) for one shape: gemm_config's choice,
+    or `tile` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) on the same path; `gemv_bias` gives the
+    GEMV path a bias. Pointers are the placeholder "ptr" (or None where the launch passes none)."""
+    cfg = gemm_config(m, n, k, w_format, bits, group)
+    if tile is not None:
+        bm, bn, bk, warps, stages = tile
+        tag = _format_tag(w_format)
+        if cfg.kernel.startswith("gemv"):
+            bk = _fit_block_k(bk, tag, group)
+            cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
+        else:
+            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group)
+            cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
+                               group_m=GEMM_GROUP_M)
+    gemv = cfg.kernel.startswith("gemv")
+    bias = gemv and gemv_bias
+    kp = padded_k(k, group)
+    args: dict[str, Any] = dict(M=m, N=n, K=k, stride_xm=k, stride_om=n, HAS_BIAS=bias,
+                                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                                bias_ptr="ptr" if bias else None, x_ptr="ptr", out_ptr="ptr")
+    if gemv:
+        args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
+                    cnt_ptr="ptr" if cfg.split_k > 1 else None,
+                    K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
+                                            cfg.block_k or 1))
+    else:
+        args.update(GROUP_M=cfg.group_m)
+    if w_format == "fp16":
+        args.update(w_ptr="ptr", stride_wn=k)
+        module: Any = gemm_fp16
+    elif w_format == "anyprec":
+        args.update(qw_ptr="ptr", lut_ptr="ptr", KP=kp, stride_qp=n * kp // 32,
+                    stride_qn=kp // 32, stride_ln=1 << bits, BITS=bits)
+        module = gemm_anyprec
+    else:
+        if group is None:
+            raise ValueError(f"{w_format}: a group format needs a group size")
+        args.update(qw_ptr="ptr", s_ptr="ptr", z_ptr="ptr", KP=kp, stride_qn=kp * bits // 32,
+                    stride_sn=kp // group, BITS=bits, GROUP=group)
+        module = gemm_group
+    fmt = {"fp16": "fp16", "anyprec": "anyprec"}.get(w_format, "group")
+    return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
+
+
+def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig) -> Any:
+    """triton.compile of `kernel` for sm_90a with these arguments (launch_args) and cfg's warps and
+    stages; the result holds .asm["ptx"], .asm["cubin"] and .metadata."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    for i, param in enumerate(kernel.params):
+        name, value = param.name, args[param.name]
+        if name in POINTERS and value is not None:
+            signature[name], attrs[(i,)] = POINTERS[name], [["tt.divisibility", 16]]
+        elif not param.is_constexpr and value is not None:
+            signature[name] = "i32"
+            if value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            signature[name], constexprs[(i,)] = "constexpr", value
+    return triton.compile(ASTSource(kernel, signature, constexprs, attrs),
+                          target=GPUTarget("cuda", ARCH, 32),
+                          options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages))
