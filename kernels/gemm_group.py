@@ -43,39 +43,32 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
     triple or pair cut into four 8-code units), with each chunk's first column (a chunk never
     straddles a group: G is a multiple of 32)."""
     n_mask = offs_n < N
-    if BITS == 3:
-        # 32 codes per 96-bit word triple: code j at bit 3j (codes 10 and 21 straddle two words).
+    if BITS <= 3:
+        # 32 codes per chunk of BITS words (3 bits: a 96-bit triple, code j at bit 3j, codes 10 and
+        # 21 straddling two words; 2 bits: a word pair), cut into four 8-code units with fixed
+        # shifts, each of which then unpacks like a word. The 2-bit units (the 16-bit halves of the
+        # pair) issue fewer instructions per weight than 4-bit words (scripts/sass_mix.py), so
+        # 2-bit is never the slower.
         NC: tl.constexpr = BLOCK_K // 32
         offs_c = k0 // 32 + tl.arange(0, NC)
         mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
-        base = qw_ptr + offs_n[:, None] * stride_qn + 3 * offs_c[None, :]
+        base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
         w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)
         w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        w2 = tl.load(base + 2, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        # Codes 8u..8u+7 fill bits 24u..24u+23 of the triple: four 24-bit units, each from at most
-        # two words with fixed shifts, then every unit unpacks like a word of 3-bit codes.
-        u0 = w0 & 0xFFFFFF
-        u1 = (w0 >> 24) | ((w1 & 0xFFFF) << 8)
-        u2 = (w1 >> 16) | ((w2 & 0xFF) << 16)
-        u3 = w2 >> 8
+        if BITS == 3:  # codes 8u..8u+7 fill bits 24u..24u+23: each unit from at most two words
+            w2 = tl.load(base + 2, mask=mask, other=0).to(tl.uint32, bitcast=True)
+            u0 = w0 & 0xFFFFFF
+            u1 = (w0 >> 24) | ((w1 & 0xFFFF) << 8)
+            u2 = (w1 >> 16) | ((w2 & 0xFF) << 16)
+            u3 = w2 >> 8
+        else:
+            u0 = w0 & 0xFFFF
+            u1 = w0 >> 16
+            u2 = w1 & 0xFFFF
+            u3 = w1 >> 16
         units = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BLOCK_N, NC, 4))
-        shift = (tl.arange(0, 8) * 3).to(tl.uint32)[None, None, None, :]
-        codes = tl.reshape((units[:, :, :, None] >> shift) & 7, (BLOCK_N, NC, 32))
-        first_col = offs_c * 32
-    elif BITS == 2:
-        # The 3-bit path's shape (chunks of 32 codes as four 8-code units, see there) with cheaper
-        # units: the 16-bit halves of a word pair. Unpacking 32 codes this way issues fewer
-        # instructions than 4-bit words do (scripts/sass_mix.py), so 2-bit is never the slower.
-        NC2: tl.constexpr = BLOCK_K // 32
-        offs_c = k0 // 32 + tl.arange(0, NC2)
-        mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
-        base = qw_ptr + offs_n[:, None] * stride_qn + 2 * offs_c[None, :]
-        w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        units = tl.reshape(tl.join(tl.join(w0 & 0xFFFF, w1 & 0xFFFF), tl.join(w0 >> 16, w1 >> 16)),
-                           (BLOCK_N, NC2, 4))
-        shift = (tl.arange(0, 8) * 2).to(tl.uint32)[None, None, None, :]
-        codes = tl.reshape((units[:, :, :, None] >> shift) & 3, (BLOCK_N, NC2, 32))
+        shift = (tl.arange(0, 8) * BITS).to(tl.uint32)[None, None, None, :]
+        codes = tl.reshape((units[:, :, :, None] >> shift) & ((1 << BITS) - 1), (BLOCK_N, NC, 32))
         first_col = offs_c * 32
     else:
         PER: tl.constexpr = 32 // BITS
