@@ -59,7 +59,7 @@ def _coerce(series: pd.Series, col: str, where: str) -> pd.Series:
         row = _first((typed < info.min) | (typed > info.max))
         if row is not None:
             raise fail(where, row, col, f"{typed.iloc[row]} is out of the range this column holds "
-                                         f"({info.min}..{info.max})")
+                                        f"({info.min}..{info.max})")
     return typed.astype(storage)
 
 
