@@ -32,8 +32,9 @@ def register(sub: Any) -> None:
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompts", help="JSONL file, one {\"prompt\": ..., \"reference\": ...} per line")
     add_prompt_args(gen)
-    gen.add_argument("--gen-len", type=int, default=64)
-    gen.add_argument("--backend", choices=("reference", "triton"), default="reference")
+    gen.add_argument("--gen-len", type=int, default=64, help="new tokens per prompt (default 64)")
+    gen.add_argument("--backend", choices=("reference", "triton"), default="reference",
+                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     gen.set_defaults(func=_generate)
 
     q = sub.add_parser("quality", help="quality of a policy against fp16 (held-out text, or --prompts)")
@@ -42,10 +43,13 @@ def register(sub: Any) -> None:
     q.add_argument("--prompts", default=None, help="JSONL prompt file (default: held-out stdlib windows, "
                    "byte-level models only)")
     add_prompt_args(q)
-    q.add_argument("--samples", type=int, default=16)
-    q.add_argument("--prompt-len", type=int, default=64)
-    q.add_argument("--gen-len", type=int, default=32)
-    q.add_argument("--backend", choices=("reference", "triton"), default="reference")
+    q.add_argument("--samples", type=int, default=16,
+                   help="held-out windows to score (default 16; not with --prompts)")
+    q.add_argument("--prompt-len", type=int, default=64,
+                   help="prompt bytes of each held-out window (default 64; not with --prompts)")
+    q.add_argument("--gen-len", type=int, default=32, help="new tokens per prompt (default 32)")
+    q.add_argument("--backend", choices=("reference", "triton"), default="reference",
+                   help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     q.set_defaults(func=_quality)
 
     t = sub.add_parser("train-tiny", help="train the tiny byte-level Llama on the stdlib sources")

@@ -31,27 +31,35 @@ def register(sub: Any) -> None:
     ev.add_argument("--val-prompts", default=None, help="a separate validation prompt file (then all of "
                     "--prompts is the test set)")
     add_prompt_args(ev)
-    ev.add_argument("--policies", type=_csv, default=("fp16", "ap4", "ap3", "ap4-3", "ap4-4@8-3"))
+    ev.add_argument("--policies", type=_csv, default=("fp16", "ap4", "ap3", "ap4-3", "ap4-4@8-3"),
+                    help="comma-separated policies to compare (default fp16,ap4,ap3,ap4-3,ap4-4@8-3)")
     ev.add_argument("--schedulers", type=_csv, default=("static", "learned"),
                     help="any of uniform-high, uniform-low, phase-aware, static, learned, random, "
                          "random-prior, confidence, budget, budget@BITS, oracle")
-    ev.add_argument("--hw", type=_csv, default=("h200-sxm", "npu-llm"))
+    ev.add_argument("--hw", type=_csv, default=("h200-sxm", "npu-llm"),
+                    help="comma-separated hardware the schedules are timed on (default h200-sxm,npu-llm)")
     ev.add_argument("--ladder", type=_ints, default=None,
                     help="widths the schedulers walk down, e.g. 4,3 (default: highest,lowest ap listed)")
-    ev.add_argument("--prompt-len", type=int, default=64)
-    ev.add_argument("--gen-len", type=int, default=32)
-    ev.add_argument("--val-samples", type=int, default=24)
-    ev.add_argument("--test-samples", type=int, default=24)
+    ev.add_argument("--prompt-len", type=int, default=64,
+                    help="prompt bytes of each held-out window (default 64; not with --prompts)")
+    ev.add_argument("--gen-len", type=int, default=32, help="new tokens per prompt (default 32)")
+    ev.add_argument("--val-samples", type=int, default=24,
+                    help="held-out validation windows, which tune the schedulers (default 24)")
+    ev.add_argument("--test-samples", type=int, default=24,
+                    help="held-out test windows, which the table reports (default 24)")
     ev.add_argument("--segments", type=int, default=3, help="N: candidate switch points {0, L/N, ..., L}")
-    ev.add_argument("--metric", choices=("rouge_bytes", "rouge_words"), default="rouge_bytes")
+    ev.add_argument("--metric", choices=("rouge_bytes", "rouge_words"), default="rouge_bytes",
+                    help="quality metric against the fp16 generation (default rouge_bytes)")
     ev.add_argument("--slack", type=float, default=0.0, help="quality target = all-high's minus this")
     ev.add_argument("--budget-bits", type=float, default=None, help="budget scheduler's target (default mid)")
     ev.add_argument("--speed-model", default=None,
                     help="model shapes the schedules are timed on (default: the generating model)")
-    ev.add_argument("--perf-model", choices=("sim", "roofline"), default="sim")
+    ev.add_argument("--perf-model", choices=("sim", "roofline"), default="sim",
+                    help="performance model that times the schedules (default sim)")
     ev.add_argument("--learned", default=None,
                     help="classifier folder (default: the model's own folder; tiny: the shipped one)")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=int, default=0,
+                    help="seed of the held-out windows and the random schedulers (default 0)")
     ev.add_argument("--backend", choices=("reference", "triton"), default="reference",
                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
@@ -62,13 +70,18 @@ def register(sub: Any) -> None:
     tr.add_argument("--prompts", default=None, help="JSONL training prompts (default: stdlib windows, "
                     "byte-level models only); never the evaluation's prompts")
     add_prompt_args(tr)
-    tr.add_argument("--ladder", type=_ints, default=(4, 3))
-    tr.add_argument("--samples", type=int, default=384)
-    tr.add_argument("--prompt-len", type=int, default=64)
-    tr.add_argument("--gen-len", type=int, default=32)
-    tr.add_argument("--segments", type=int, default=3)
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--backend", choices=("reference", "triton"), default="reference")
+    tr.add_argument("--ladder", type=_ints, default=(4, 3),
+                    help="widths the scheduler walks down, e.g. 4,3 (default 4,3)")
+    tr.add_argument("--samples", type=int, default=384,
+                    help="training windows (default 384; with --prompts: every prompt of the file)")
+    tr.add_argument("--prompt-len", type=int, default=64,
+                    help="prompt bytes of each training window (default 64; not with --prompts)")
+    tr.add_argument("--gen-len", type=int, default=32, help="new tokens per prompt (default 32)")
+    tr.add_argument("--segments", type=int, default=3, help="N: candidate switch points {0, L/N, ..., L}")
+    tr.add_argument("--seed", type=int, default=0,
+                    help="seed of the training windows, the hold-out split and the training (default 0)")
+    tr.add_argument("--backend", choices=("reference", "triton"), default="reference",
+                    help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     tr.add_argument("--out", default=None, help="folder (default: the model's folder; tiny: mpsim/data/tiny)")
     tr.set_defaults(func=_train)
 

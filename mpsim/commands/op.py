@@ -20,18 +20,26 @@ from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, gemm_row
 
+# --help text of the shape arguments
+DIM_HELP = {"m": "activation rows (tokens)", "n": "weight rows (output features)",
+            "k": "the reduction dimension (input features)", "batch": "sequences",
+            "q-len": "query tokens per sequence (1: decode, more: causal prefill)",
+            "kv-len": "key/value tokens per sequence, these queries' included (>= --q-len)",
+            "heads": "query heads", "kv-heads": "key/value heads (fewer than --heads: grouped-query)",
+            "head-dim": "dimension of one head"}
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("op", help="simulate one launch (gemm or attention) from its shapes")
     ops = p.add_subparsers(dest="op_kind", required=True, metavar="{gemm,attention}")
     g = ops.add_parser("gemm", help="y = x @ W.T with an M x K activation and an N x K weight")
     for dim in ("m", "n", "k"):
-        g.add_argument(f"--{dim}", type=int, required=True)
+        g.add_argument(f"--{dim}", type=int, required=True, help=DIM_HELP[dim])
     g.add_argument("--w-format", default="fp16",
                    help="fp16, group (int{bits}-group), anyprec, or a trace spelling (default fp16)")
     g.add_argument("--bits", type=int, default=16, help="weight bits (group: 8,4,3,2; anyprec: 2..8)")
     g.add_argument("--group", type=int, default=None, help="group size for group formats (default 128)")
-    g.add_argument("--bias", action="store_true")
+    g.add_argument("--bias", action="store_true", help="the GEMM also adds a bias vector")
     g.add_argument("--kernel", default=None, choices=(lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV),
                    help="price another library's kernel instead of mpsim's Triton kernel")
     g.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
@@ -40,7 +48,7 @@ def register(sub: Any) -> None:
     _common(g, _gemm)
     a = ops.add_parser("attention", help="decode (q-len 1) or causal prefill attention")
     for name in ("batch", "q-len", "kv-len", "heads", "kv-heads", "head-dim"):
-        a.add_argument(f"--{name}", type=int, required=True)
+        a.add_argument(f"--{name}", type=int, required=True, help=DIM_HELP[name])
     a.add_argument("--kv-bits", type=int, default=16, help="KV cache bits for decode: 16, 8, 4")
     a.add_argument("--kv-block", type=int, default=None, help="paged KV block (default contiguous)")
     a.add_argument("--kernel", default=None, choices=("fa3",),

@@ -28,7 +28,7 @@ KINDS = ("speedup", "memory", "energy", "roofline", "timeline", "validation", "p
 def register(sub: Any) -> None:
     p = sub.add_parser("plot", help="draw a figure (speedup, memory, energy, roofline, timeline, ...)")
     p.add_argument("results", nargs="?", help="a table (Parquet or CSV): sweep results, launches, ...")
-    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--kind", required=True, choices=KINDS, help="the figure to draw")
     p.add_argument("--out", required=True, help="figure file: .png, .svg, or no suffix for both")
     p.add_argument("--trace", help="trace file (roofline, timeline, validation)")
     p.add_argument("--hw", help="hardware name or YAML file (with --trace)")
