@@ -22,9 +22,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two worker processes (pytest-xdist): the tests are independent (each has its own tmp dirs and memo).
+# Two worker processes (pytest-xdist): the tests are independent (each has its own tmp dirs and memo);
+# loadgroup keeps a file marked xdist_group on one worker (tests/project/test_wheel.py: one wheel build).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -m "not slow" -n 2 --durations=15
+	$(BIN)/python -m pytest -q -ra -m "not slow" -n 2 --dist loadgroup --durations=15
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m slow --durations=15
