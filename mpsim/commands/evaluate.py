@@ -54,12 +54,10 @@ def register(sub: Any) -> None:
     ev.add_argument("--budget-bits", type=float, default=None, help="budget scheduler's target (default mid)")
     ev.add_argument("--speed-model", default=None,
                     help="model shapes the schedules are timed on (default: the generating model)")
-    ev.add_argument("--perf-model", choices=("sim", "roofline"), default="sim",
-                    help="performance model that times the schedules (default sim)")
+    ev.add_argument("--perf-model", choices=("sim", "roofline"), default="sim", help="times the schedules")
     ev.add_argument("--learned", default=None,
                     help="classifier folder (default: the model's own folder; tiny: the shipped one)")
-    ev.add_argument("--seed", type=int, default=0,
-                    help="seed of the held-out windows and the random schedulers (default 0)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the held-out windows and random schedulers")
     ev.add_argument("--backend", choices=("reference", "triton"), default="reference",
                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
