@@ -91,9 +91,9 @@ def fresh(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _dependency_dirs() -> list[str]:
-    """This environment's site-packages folders (its venv's and those it reaches), none in the checkout."""
-    dirs = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()
-            and not Path(p).resolve().is_relative_to(ROOT)]
+    """This environment's site-packages folders (its venv's, in the checkout's .venv under `make`, and
+    those it reaches); never the checkout itself or tests/, which sys.path also holds here."""
+    dirs = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
     assert dirs, f"no site-packages folder on sys.path: {sys.path}"
     return dirs
 
