@@ -101,7 +101,9 @@ def _dependency_dirs() -> list[str]:
 @pytest.fixture(scope="module")
 def workdir(fresh: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder outside the checkout, where the installed commands run."""
-    return tmp_path_factory.mktemp("outside")
+    folder = tmp_path_factory.mktemp("outside")
+    assert not folder.resolve().is_relative_to(ROOT)
+    return folder
 
 
 def _env(workdir: Path) -> dict[str, str]:
