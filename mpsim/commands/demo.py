@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     table.to_csv(out / "results.csv", index=False)
     print(f"sweep: {outcome.computed} points computed, {outcome.skipped} reused, "
           f"{outcome.seconds:.1f} s; wrote {outcome.path} and {out / 'results.csv'}")
-    for line in draw_figures(table, out / "figures"):
+    for line in draw_figures(table, out / "figures", {m.name: m for m in spec.models}, spec.hardware):
         print(line)
     if args.spec is None and not args.no_serving:
         from mpsim.analysis.sweep.serve_demo import serve_demo
