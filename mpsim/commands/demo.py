@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         for line in serve_demo(out, args.workers, not args.no_progress):
             print(line)
     if args.spec is None and not args.no_evaluation:
-        _evaluation(out)
+        _evaluation(out, not args.no_progress)
     else:
         print("pareto chart: skipped (no evaluation run; `mpsim evaluate --out DIR` draws it)")
     text = summary_text(table)
@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
 EVALUATION_SPEED_MODEL = "mobilellama-1.4b"
 
 
-def _evaluation(out: Path) -> None:
+def _evaluation(out: Path, bar: bool) -> None:
     # The engine (torch, the kernels) loads here, not when the CLI builds its parser.
-    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.analysis.evaluate.config import EvalConfig
     from mpsim.commands.evaluate import run_evaluation
 
     folder = out / "evaluation"
@@ -83,6 +83,6 @@ def _evaluation(out: Path) -> None:
         schedulers=("uniform-high", "uniform-low", "phase-aware", "static", "learned", "random", "budget"),
         hw=("h200-sxm", "npu-llm"), slack=0.01, val_samples=12, test_samples=12)
     print(f"\nevaluation: tiny model, timed on {EVALUATION_SPEED_MODEL}, {cfg} -> {folder}")
-    run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL)
+    run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL, bar=bar)
     shutil.copyfile(folder / "pareto.png", out / "figures" / "pareto.png")
     print(f"wrote {out / 'figures' / 'pareto.png'} (quality vs speedup)")

@@ -55,6 +55,7 @@ def register(sub: Any) -> None:
     ev.add_argument("--backend", choices=("reference", "triton"), default="reference",
                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=_evaluate)
 
     tr = sub.add_parser("train-scheduler", help="generate labels and train the learned scheduler")
@@ -84,8 +85,6 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
     from mpsim.engine.prompts import file_prompt_set
 
     if args.prompts is None:
-        if args.val_prompts is not None:
-            raise MpsimInputError("--val-prompts needs --prompts (the test prompts)")
         if not model.byte_level:
             raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (the held-out stdlib "
                                   "windows are for byte-level models: tiny, or a `train-tiny` folder)")
@@ -99,14 +98,27 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
     return test.subset(0, half, "val"), test.subset(half, len(test), "test")
 
 
+def _check_prompt_files(args: argparse.Namespace) -> None:
+    if args.val_prompts is not None and args.prompts is None:
+        raise MpsimInputError("--val-prompts needs --prompts (the test prompts)")
+    for option, path in (("--prompts", args.prompts), ("--val-prompts", args.val_prompts)):
+        if path is not None and not Path(path).is_file():
+            raise MpsimInputError(f"{option} {path}: no such file (expected a JSONL prompt file)")
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.analysis.evaluate.config import EvalConfig, check_config
+    from mpsim.models import get_model
 
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)
+    check_config(cfg)  # every argument before the model opens and the generations run
+    if args.speed_model not in (None, args.model):
+        get_model(args.speed_model)
+    _check_prompt_files(args)
     model = _model(args.model)
     prompts = _prompt_sets(args, model)
     if prompts is not None:  # speed is timed at the test prompts' mean length
@@ -114,14 +126,17 @@ def _evaluate(args: argparse.Namespace) -> int:
         mean_len = round(sum(len(p) for p in test.prompts) / len(test))
         cfg = dataclasses.replace(cfg, prompt_len=mean_len, val_samples=len(val), test_samples=len(test))
     run_evaluation(cfg, args.out, args.model, args.speed_model, args.learned, opened=model, prompts=prompts,
-                   backend=args.backend)
+                   backend=args.backend, bar=not args.no_progress)
     return 0
 
 
 def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: str | None = None,
                    learned: str | None = None, *, prompts: Any = None, opened: Any = None,
-                   backend: str = "reference") -> list[Path]:
-    """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out`."""
+                   backend: str = "reference", bar: bool = False) -> list[Path]:
+    """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out` (`bar`:
+    progress bars on stderr, the per-entry lines printed above them)."""
+    from tqdm import tqdm
+
     from mpsim.analysis.evaluate.report import markdown, write_evaluation
     from mpsim.analysis.evaluate.run import evaluate
     from mpsim.models import get_model
@@ -131,7 +146,8 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
     speed_spec = spec if speed_model in (None, model) else get_model(str(speed_model))
     folder = Path(learned) if learned else text_model.folder
     target: Any = text_model.params() if text_model.byte_level else text_model
-    ev = evaluate(target, cfg, speed_spec, folder, prompts=prompts, backend=backend)
+    ev = evaluate(target, cfg, speed_spec, folder, progress=tqdm.write if bar else print, prompts=prompts,
+                  backend=backend, bar=bar)
     paths = write_evaluation(ev, out)
     print(markdown(ev))
     print(f"\n{ev.timings['total_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
