@@ -11,6 +11,8 @@ from typing import Any
 from mpsim.commands.common import MODEL_HELP, add_prompt_args
 from mpsim.errors import MpsimInputError
 
+TRAIN_SCHEDULER_OUT = "tiny-scheduler"  # train-scheduler of the shipped model without --out
+
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
@@ -70,7 +72,10 @@ def register(sub: Any) -> None:
     tr.add_argument("--segments", type=int, default=3)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--backend", choices=("reference", "triton"), default="reference")
-    tr.add_argument("--out", default=None, help="folder (default: the model's folder; tiny: mpsim/data/tiny)")
+    tr.add_argument("--out", default=None,
+                    help=f"folder (default: the model's folder; for the shipped tiny model "
+                         f"./{TRAIN_SCHEDULER_OUT}: the package's mpsim/data/tiny is rewritten only when "
+                         "--out names it)")
     tr.set_defaults(func=_train)
 
 
@@ -154,14 +159,31 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
     return list(paths)
 
 
+def _train_ladder(args: argparse.Namespace) -> Any:
+    """train-scheduler's arguments, checked before the model opens; the ladder."""
+    from mpsim.analysis.evaluate.config import EvalConfig, ladder_of
+
+    for option, value in (("--samples", args.samples), ("--prompt-len", args.prompt_len),
+                          ("--gen-len", args.gen_len)):
+        if value < 1:
+            raise MpsimInputError(f"{option}: expected an integer >= 1, got {value}")
+    if not 1 <= args.segments <= args.gen_len:
+        raise MpsimInputError(f"--segments: expected 1..{args.gen_len} (--gen-len), got {args.segments}")
+    return ladder_of(EvalConfig(ladder=tuple(args.ladder)))
+
+
 def _train(args: argparse.Namespace) -> int:
     from mpsim.engine.prompts import file_prompt_set
-    from mpsim.engine.scheduler import Ladder
     from mpsim.schedulers.learned import save_classifier
     from mpsim.schedulers.runs import DecoderPool
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
+    from mpsim.tiny.shipped import inside_package
 
+    ladder = _train_ladder(args)
     model = _model(args.model)
+    out = Path(args.out) if args.out else model.folder
+    if args.out is None and inside_package(out):  # the shipped model: never the package by default
+        out = Path(TRAIN_SCHEDULER_OUT)
     if args.prompts is None and not model.byte_level:
         raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (training prompts)")
     pset = (None if args.prompts is None
@@ -169,14 +191,15 @@ def _train(args: argparse.Namespace) -> int:
     queries = 2 if model.byte_level else model.spec.num_kv_heads  # PMPD: one query per KV head
     cfg = TrainConfig(samples=len(pset) if pset else args.samples, prompt_len=args.prompt_len,
                       gen_len=args.gen_len, segments=args.segments, seed=args.seed, queries=queries)
-    ladder = Ladder(tuple(args.ladder))
     start = time.perf_counter()
     data = make_training_data(DecoderPool(model, args.backend), ladder, cfg, progress=print, prompts=pset)
     clf, record = train_classifier(data, cfg)
     record |= {"ladder": list(ladder.widths), "model": args.model,
                "prompts": args.prompts or "stdlib training windows"}
-    paths = save_classifier(clf, Path(args.out) if args.out else model.folder, record)
+    paths = save_classifier(clf, out, record)
     print(f"labels {record['label_counts']}, held-out accuracy {record['accuracy_heldout']} "
           f"(majority class {record['majority_class_heldout']}); {time.perf_counter() - start:.0f} s")
     print("wrote " + ", ".join(str(p) for p in paths))
+    if out != model.folder:
+        print(f"(`mpsim evaluate --model {args.model} --learned {out}` uses it)")
     return 0
