@@ -1,6 +1,6 @@
 """The serving part of `mpsim demo`: a small serve sweep (analysis/specs/serve-demo.yaml, priced by the
-roofline), one run's iterations, the three serving charts and the SLO lines. About half a minute on
-2 cores."""
+roofline to fit the demo's time), one run's iterations, the three serving charts and the SLO lines,
+which say which performance model priced them (the README's serving chart is the simulator's)."""
 
 from __future__ import annotations
 

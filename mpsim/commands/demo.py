@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # A small PMPD-style comparison on the tiny model: real generations for quality, the simulator for
-# speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound). ~30-60 s on 2 cores.
+# speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound).
 EVALUATION_SPEED_MODEL = "mobilellama-1.4b"
 
 
