@@ -66,6 +66,8 @@ def check_config(cfg: EvalConfig) -> Ladder:
                           ("--val-samples", cfg.val_samples), ("--test-samples", cfg.test_samples)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise MpsimInputError(f"{option}: expected an integer >= 1, got {value!r}")
+    if cfg.seed < 0:
+        raise MpsimInputError(f"--seed: expected an integer >= 0, got {cfg.seed}")
     if not 1 <= cfg.segments <= cfg.gen_len:
         raise MpsimInputError(f"--segments: expected 1..{cfg.gen_len} (--gen-len: candidate switch points "
                               f"{{0, L/N, ..., L}}), got {cfg.segments}")

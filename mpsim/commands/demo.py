@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsim.commands.common import warn
+from mpsim.errors import MpsimInputError
 
 
 def register(sub: Any) -> None:
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.analysis.sweep.default import demo_spec
     from mpsim.analysis.sweep.run import run_sweep
 
+    if args.workers is not None and args.workers < 1:  # before the spec is read and the sweep starts
+        raise MpsimInputError(f"--workers: expected an integer >= 1, got {args.workers}")
     out = Path(args.out)
     spec = demo_spec(args.spec)
     for message in spec.warnings:

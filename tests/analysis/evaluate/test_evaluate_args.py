@@ -44,6 +44,7 @@ BAD = [
     (["--prompt-len", "-1"], "--prompt-len: expected an integer >= 1, got -1"),
     (["--val-samples", "0"], "--val-samples: expected an integer >= 1, got 0"),
     (["--test-samples", "0"], "--test-samples: expected an integer >= 1, got 0"),
+    (["--seed", "-1"], "--seed: expected an integer >= 0, got -1"),
     (["--speed-model", "no-such-model"], "unknown model 'no-such-model'"),
     (["--val-prompts", "v.jsonl"], "--val-prompts needs --prompts"),
     (["--prompts", "no-such-file.jsonl"], "--prompts no-such-file.jsonl: no such file"),

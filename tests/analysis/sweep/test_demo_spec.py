@@ -46,3 +46,13 @@ def test_demo_draws_a_spec_of_a_config_json_or_a_custom_hardware_yaml(
     assert figures == ["energy.png", "memory.png", f"roofline-{hw_name}.png", "speedup.png",
                        f"timeline-{hw_name}.png"]
     assert "Speedup over fp16" in capsys.readouterr().out
+
+
+def test_demo_refuses_zero_workers_before_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def reached(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the sweep started before the arguments were checked")
+
+    monkeypatch.setattr("mpsim.analysis.sweep.run.run_sweep", reached)
+    assert main(["demo", "--out", str(tmp_path / "out"), "--workers", "0"]) == 2
+    assert "--workers: expected an integer >= 1, got 0" in capsys.readouterr().err
