@@ -6,7 +6,7 @@ workload, with the policy's average decode bits counted both ways.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -23,7 +23,8 @@ from mpsim.analysis.plots.speedup import plot_speedup
 from mpsim.analysis.plots.timeline import plot_timeline
 from mpsim.analysis.plots.validation import plot_validation, validation_frame
 from mpsim.hw_models.loader import load_hardware
-from mpsim.models import get_model
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
 from mpsim.traces.io import read_trace
@@ -37,8 +38,13 @@ DEVICE_HW = {"H200": "h200-sxm", "H100": "h100-sxm", "A100": "a100-sxm-80gb", "L
              "4090": "rtx-4090"}
 
 
-def draw_figures(table: pd.DataFrame, folder: Path) -> Iterator[str]:
-    """Write the demo's charts into `folder`, yielding one line per chart written or skipped."""
+def draw_figures(table: pd.DataFrame, folder: Path, models: Mapping[str, ModelSpec] | None = None,
+                 hardware: Mapping[str, HardwareSpec] | None = None) -> Iterator[str]:
+    """Write the demo's charts into `folder`, yielding one line per chart written or skipped.
+
+    `models` and `hardware`: the sweep's own specs by the names its table uses (a spec may name a
+    config.json or a hardware YAML, which the table knows only by their `name`); names missing
+    from them are looked up as presets and shipped hardware."""
     pm = pick_perf_model(table, None)
     for model in dict.fromkeys([pm, *table["perf_model"]]):
         name = "speedup.png" if model == pm else f"speedup-{model}.png"
@@ -47,9 +53,10 @@ def draw_figures(table: pd.DataFrame, folder: Path) -> Iterator[str]:
     if "j_per_token" in table.columns and table["j_per_token"].notna().any():
         yield _wrote(plot_energy(table, folder / "energy.png", pm))
     model_name, policy, wl, hw_names = showcase(table)
-    trace = synthesize(get_model(model_name), parse_policy(policy), wl)
+    model = (models or {}).get(model_name) or get_model(model_name)
+    trace = synthesize(model, parse_policy(policy), wl)
     for hw_name in hw_names:
-        hw = load_hardware(hw_name)
+        hw = (hardware or {}).get(hw_name) or load_hardware(hw_name)
         run = trace_run(trace, hw, pm)
         title = run_title(trace, hw, pm)
         yield _wrote(plot_roofline(run, hw, title, folder / f"roofline-{hw_name}.png"))

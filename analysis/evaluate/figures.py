@@ -16,10 +16,15 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from mpsim.analysis.plots.common import new_axes, policy_colors, save, styled
+from mpsim.analysis.plots.common import new_axes, policy_colors, require_columns, save, styled
 from mpsim.analysis.plots.pareto import pareto_front
+from mpsim.errors import MpsimInputError
 
 QUALITY_LABEL = "Rouge-L (bytes) vs fp16, test prompts"
+QUALITY_LABELS = {"rouge_l_bytes": QUALITY_LABEL, "rouge_l_words": "Rouge-L (words) vs fp16, test prompts"}
+SPEED_LABELS = {"speedup_vs_fp16": "speedup over fp16 (tokens/s)",
+                "speedup_vs_high": "speedup over uniform high (tokens/s)"}
+EVALUATION_KEYS = ("label", "kind", "hw", "speed_model", "perf_model")  # what marks an evaluation table
 OFFSETS = ((6, 4), (6, -11), (-6, 4), (-6, -11), (6, 15), (6, -22), (-6, 15), (-6, -22))  # points
 FONT_PT = 8.0
 MARK_PT = 5.0  # half-size of the box a marker keeps free of labels
@@ -64,32 +69,43 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def _pareto_panel(ax: Axes, sel: pd.DataFrame, colors: dict[str, tuple[float, ...]]) -> None:
-    front = pareto_front(sel, "speedup", "rouge_l_bytes").to_numpy()
+def _pareto_panel(ax: Axes, sel: pd.DataFrame, quality: str, colors: dict[str, tuple[float, ...]]) -> None:
+    front = pareto_front(sel, "speedup", quality).to_numpy()
     for (_, r), on in zip(sel.iterrows(), front, strict=True):
-        ax.scatter(r["speedup"], r["rouge_l_bytes"], s=70 if on else 40, color=colors[r["policy"]],
+        ax.scatter(r["speedup"], r[quality], s=70 if on else 40, color=colors[r["policy"]],
                    edgecolors="black" if on else "none", zorder=3)
     pts = sel[front].sort_values("speedup")
-    ax.plot(pts["speedup"], pts["rouge_l_bytes"], color="0.3", lw=1.2, ls="--", label="Pareto front")
+    ax.plot(pts["speedup"], pts[quality], color="0.3", lw=1.2, ls="--", label="Pareto front")
     span = float(np.ptp(sel["speedup"].to_numpy(dtype=float))) or 1e-3
     ax.set_xlim(float(sel["speedup"].min()) - 0.1 * span, float(sel["speedup"].max()) + 0.35 * span)
-    ax.set_xlabel("speedup over fp16 (tokens/s)")
-    ax.set_ylabel(QUALITY_LABEL)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)
-    spread_labels(ax, list(sel["speedup"]), list(sel["rouge_l_bytes"]), list(sel["policy"]))
+    spread_labels(ax, list(sel["speedup"]), list(sel[quality]), list(sel["policy"]))
+
+
+def is_evaluation_table(table: pd.DataFrame) -> bool:
+    """A table `mpsim evaluate` wrote (evaluation.parquet/.csv): one row per entry and hardware."""
+    return set(EVALUATION_KEYS) <= set(table.columns)
 
 
 @styled
-def pareto_figure(table: pd.DataFrame) -> Figure:
-    """Quality vs speedup over fp16, one panel per hardware; fp16 itself (1, 1) is left out so the
-    quantized points spread over the axes."""
-    data = table[table["label"] != "fp16"].rename(columns={"label": "policy", "speedup_vs_fp16": "speedup"})
+def pareto_figure(table: pd.DataFrame, quality: str = "rouge_l_bytes",
+                  speedup: str = "speedup_vs_fp16") -> Figure:
+    """Quality vs speedup, one panel per hardware; fp16 itself (1, 1) is left out so the
+    quantized points spread over the axes. `quality` and `speedup`: columns of the table."""
+    require_columns(table, (*EVALUATION_KEYS, quality, speedup), "Pareto chart of an evaluation table")
+    data = table[table["label"] != "fp16"]
+    data = data.drop(columns=[c for c in ("policy", "speedup") if c in data.columns and c != speedup])
+    data = data.rename(columns={"label": "policy", speedup: "speedup"}).dropna(subset=["speedup", quality])
+    if data.empty:
+        raise MpsimInputError(f"Pareto chart: no entry other than fp16 has both {speedup} and {quality}")
     groups = list(data.groupby("hw", sort=False))
     fig, axes = new_axes(1, len(groups), (6.4 * len(groups), 5.0))
     for ax, (hw, sel) in zip(axes[0], groups, strict=True):
-        merged = merged_labels(sel, "speedup", "rouge_l_bytes")
-        _pareto_panel(ax, merged, policy_colors(list(merged["policy"])))
+        merged = merged_labels(sel, "speedup", quality)
+        _pareto_panel(ax, merged, quality, policy_colors(list(merged["policy"])))
+        ax.set_xlabel(SPEED_LABELS.get(speedup, speedup))
+        ax.set_ylabel(QUALITY_LABELS.get(quality, quality))
         ax.set_title(f"{hw} ({sel['speed_model'].iloc[0]} shapes, {sel['perf_model'].iloc[0]}): "
                      "quality vs speedup", fontsize=10)
     fig.tight_layout()
@@ -126,8 +142,9 @@ def bits_figure(table: pd.DataFrame, switches: pd.DataFrame) -> Figure:
     return fig
 
 
-def pareto_plot(table: pd.DataFrame, out: Path) -> list[Path]:
-    return save(pareto_figure(table), out)
+def pareto_plot(table: pd.DataFrame, out: str | Path, quality: str = "rouge_l_bytes",
+                speedup: str = "speedup_vs_fp16") -> list[Path]:
+    return save(pareto_figure(table, quality, speedup), out)
 
 
 def quality_bits_plot(table: pd.DataFrame, switches: pd.DataFrame, out: Path) -> list[Path]:

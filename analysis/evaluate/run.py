@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
+from mpsim.analysis.evaluate.config import EvalConfig, check_config
 from mpsim.analysis.evaluate.schedulers import (
     Context,
     Entry,
@@ -39,33 +41,12 @@ from mpsim.analysis.evaluate.speed import SpeedModel
 from mpsim.analysis.evaluate.switch import switch_table
 from mpsim.engine.checkpoint import TextModel
 from mpsim.engine.prompts import PromptSet
-from mpsim.engine.scheduler import Ladder
 from mpsim.engine.weights import ModelParams
-from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import ModelSpec
-from mpsim.policy import parse_policy
 from mpsim.schedulers.runs import DecoderPool, Runner, prompt_set
 from mpsim.schedulers.static import QualityTarget
 from mpsim.workload import Workload
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    policies: tuple[str, ...] = ("fp16", "ap4", "ap3", "ap4-3", "ap4-4@8-3")
-    schedulers: tuple[str, ...] = ("static", "learned")
-    hw: tuple[str, ...] = ("h200-sxm", "npu-llm")
-    ladder: tuple[int, ...] | None = None  # default: highest and lowest ap widths of the policies
-    prompt_len: int = 64
-    gen_len: int = 32
-    val_samples: int = 24
-    test_samples: int = 24
-    segments: int = 3
-    metric: str = "rouge_bytes"
-    slack: float = 0.0
-    budget_bits: float | None = None
-    perf_model: str = "sim"
-    seed: int = 0
 
 
 @dataclass
@@ -76,31 +57,18 @@ class Evaluation:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def ladder_of(cfg: EvalConfig) -> Ladder:
-    if cfg.ladder is not None:
-        return Ladder(tuple(cfg.ladder))
-    widths = {b for p in cfg.policies for b in _ap_widths(p)}
-    if len(widths) < 2:
-        raise MpsimInputError(f"policies {list(cfg.policies)}: the schedulers switch between the highest and "
-                              "lowest `ap` widths listed; list two (e.g. ap4,ap3) or give --ladder 4,3")
-    return Ladder((max(widths), min(widths)))
-
-
-def _ap_widths(spelling: str) -> list[int]:
-    p = parse_policy(spelling)
-    return [] if p.family != "anyprec" else [p.prefill_bits, *(b for _, b in p.decode_schedule)]
-
-
 NEEDS_CLASSIFIER = ("learned", "random-prior")
 
 
 def evaluate(model: ModelParams | TextModel, cfg: EvalConfig, speed_spec: ModelSpec, learned_dir: Path | None,
              progress: Callable[[str], None] = print,
-             prompts: tuple[PromptSet, PromptSet] | None = None, backend: str = "reference") -> Evaluation:
+             prompts: tuple[PromptSet, PromptSet] | None = None, backend: str = "reference",
+             bar: bool = False) -> Evaluation:
     """`prompts`: (validation, test) prompt sets; default: the held-out stdlib windows (tiny model).
-    `backend`: reference (numba, CPU) or triton (mpsim's kernels: a GPU, or the CPU interpreter)."""
+    `backend`: reference (numba, CPU) or triton (mpsim's kernels: a GPU, or the CPU interpreter).
+    `bar`: tqdm progress bars on stderr (entries generated, runs simulated), as sweeps have."""
     start = time.perf_counter()
-    ladder = ladder_of(cfg)
+    ladder = check_config(cfg)
     pool = DecoderPool(model, backend)
     if prompts is None:
         prompts = (prompt_set("val", cfg.val_samples, cfg.prompt_len, cfg.gen_len, cfg.seed),
@@ -111,11 +79,11 @@ def evaluate(model: ModelParams | TextModel, cfg: EvalConfig, speed_spec: ModelS
     ctx = Context(ladder, val, test, QualityTarget(cfg.metric, cfg.slack), cfg.segments, cfg.budget_bits,
                   learned_dir, cfg.seed)
     cfg = _without_classifier(cfg, learned_dir, ctx, progress)
-    entries = _entries(ctx, cfg, progress)
+    entries = _entries(ctx, cfg, progress, bar)
     quality_s = time.perf_counter() - start
     progress(f"quality: {len(entries)} entries in {quality_s:.0f} s; simulating")
     speed = SpeedModel(speed_spec, Workload(cfg.prompt_len, cfg.gen_len, 1), cfg.perf_model)
-    table = _table(entries, ctx, cfg, speed, speed_spec.name)
+    table = _table(entries, ctx, cfg, speed, speed_spec.name, bar)
     choices = ctx.choices | {"ladder": list(ladder.widths), "config": asdict(cfg)}
     timings = {"quality_s": quality_s, "total_s": time.perf_counter() - start}
     return Evaluation(table, switch_table(entries, ctx), choices, timings)
@@ -138,19 +106,24 @@ def _without_classifier(cfg: EvalConfig, learned_dir: Path | None, ctx: Context,
     return replace(cfg, schedulers=tuple(s for s in cfg.schedulers if s not in NEEDS_CLASSIFIER))
 
 
-def _entries(ctx: Context, cfg: EvalConfig, progress: Callable[[str], None]) -> list[Entry]:
+def _entries(ctx: Context, cfg: EvalConfig, progress: Callable[[str], None], bar: bool) -> list[Entry]:
     out: list[Entry] = []
     seen: set[str] = set()
-    for p in dict.fromkeys(("fp16", *cfg.policies)):
-        out.append(fixed_entry(ctx, p))
-        seen.add(p)
-        progress(f"  {p}")
-    for name in dict.fromkeys(cfg.schedulers):
-        e = build_entry(ctx, name)
-        if e.kind == "policy" and e.label in seen:
-            continue
-        out.append(e)
-        progress(f"  {name}: {e.detail}")
+    policies, schedulers = dict.fromkeys(("fp16", *cfg.policies)), dict.fromkeys(cfg.schedulers)
+    with tqdm(total=len(policies) + len(schedulers), unit="entry", desc="evaluate: quality",
+              disable=not bar, dynamic_ncols=True) as pbar:
+        for p in policies:
+            out.append(fixed_entry(ctx, p))
+            seen.add(p)
+            pbar.update(1)
+            progress(f"  {p}")
+        for name in schedulers:
+            e = build_entry(ctx, name)
+            pbar.update(1)
+            if e.kind == "policy" and e.label in seen:
+                continue
+            out.append(e)
+            progress(f"  {name}: {e.detail}")
     return out
 
 
@@ -173,18 +146,21 @@ def _nanmean(x: np.ndarray | None) -> float:
 
 
 def _table(entries: list[Entry], ctx: Context, cfg: EvalConfig, speed: SpeedModel,
-           speed_name: str) -> pd.DataFrame:
+           speed_name: str, bar: bool) -> pd.DataFrame:
     high_rouge = ctx.test.fixed(f"ap{ctx.ladder.high}").rouge_bytes
     rows = []
-    for hw_name in cfg.hw:
-        hw = load_hardware(hw_name)
-        base = {sp: speed.speed([sp], hw).tokens_per_s for sp in ("fp16", f"ap{ctx.ladder.high}")}
-        for e in entries:
-            sp = speed.speed(e.spellings, hw)
-            rows.append(_quality_columns(e, high_rouge, ctx.ladder.high) | {
-                "hw": hw.name, "perf_model": speed.perf_model, "speed_model": speed_name,
-                "ttft_ms": sp.ttft_s * 1e3, "tpot_ms": sp.tpot_s * 1e3, "tokens_per_s": sp.tokens_per_s,
-                "speedup_vs_fp16": sp.tokens_per_s / base["fp16"],
-                "speedup_vs_high": sp.tokens_per_s / base[f"ap{ctx.ladder.high}"],
-            })
+    with tqdm(total=len(cfg.hw) * len(entries), unit="entry", desc="evaluate: speed", disable=not bar,
+              dynamic_ncols=True) as pbar:
+        for hw_name in cfg.hw:
+            hw = load_hardware(hw_name)
+            base = {sp: speed.speed([sp], hw).tokens_per_s for sp in ("fp16", f"ap{ctx.ladder.high}")}
+            for e in entries:
+                sp = speed.speed(e.spellings, hw)
+                rows.append(_quality_columns(e, high_rouge, ctx.ladder.high) | {
+                    "hw": hw.name, "perf_model": speed.perf_model, "speed_model": speed_name,
+                    "ttft_ms": sp.ttft_s * 1e3, "tpot_ms": sp.tpot_s * 1e3, "tokens_per_s": sp.tokens_per_s,
+                    "speedup_vs_fp16": sp.tokens_per_s / base["fp16"],
+                    "speedup_vs_high": sp.tokens_per_s / base[f"ap{ctx.ladder.high}"],
+                })
+                pbar.update(1)
     return pd.DataFrame(rows)

@@ -9,6 +9,7 @@ checked against PMPD's semantics (monotone, one rung at a time) before they are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,12 +181,25 @@ BUILDERS: dict[str, Callable[[Context], Entry]] = {
 
 def build_entry(ctx: Context, name: str) -> Entry:
     """A registered name, or `budget@B` for a budget scheduler with target B bits."""
+    check_scheduler(name, ctx.ladder)
+    if name.startswith("budget@"):
+        return _budget(ctx, float(name.split("@", 1)[1]), name)
+    return BUILDERS[name](ctx)
+
+
+def check_scheduler(name: str, ladder: Ladder) -> None:
+    """`name` is one build_entry builds: registered, or budget@B with B between the ladder's ends."""
     if name.startswith("budget@"):
         try:
             target = float(name.split("@", 1)[1])
         except ValueError:
             raise MpsimInputError(f"scheduler {name!r}: expected budget@BITS, e.g. budget@3.25") from None
-        return _budget(ctx, target, name)
-    if name not in BUILDERS:
+        check_budget(target, ladder, f"scheduler {name!r}")
+    elif name not in BUILDERS:
         raise MpsimInputError(f"unknown scheduler {name!r}; valid: {', '.join(BUILDERS)}, budget@BITS")
-    return BUILDERS[name](ctx)
+
+
+def check_budget(target: float, ladder: Ladder, what: str) -> None:
+    if not (math.isfinite(target) and ladder.low <= target <= ladder.high):
+        raise MpsimInputError(f"{what}: expected a target of {ladder.low}..{ladder.high} bits (the ladder's "
+                              f"ends), got {target:g}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsim.commands.common import warn
+from mpsim.errors import MpsimInputError
 
 
 def register(sub: Any) -> None:
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.analysis.sweep.default import demo_spec
     from mpsim.analysis.sweep.run import run_sweep
 
+    if args.workers is not None and args.workers < 1:  # before the spec is read and the sweep starts
+        raise MpsimInputError(f"--workers: expected an integer >= 1, got {args.workers}")
     out = Path(args.out)
     spec = demo_spec(args.spec)
     for message in spec.warnings:
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     table.to_csv(out / "results.csv", index=False)
     print(f"sweep: {outcome.computed} points computed, {outcome.skipped} reused, "
           f"{outcome.seconds:.1f} s; wrote {outcome.path} and {out / 'results.csv'}")
-    for line in draw_figures(table, out / "figures"):
+    for line in draw_figures(table, out / "figures", {m.name: m for m in spec.models}, spec.hardware):
         print(line)
     if args.spec is None and not args.no_serving:
         from mpsim.analysis.sweep.serve_demo import serve_demo
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         for line in serve_demo(out, args.workers, not args.no_progress):
             print(line)
     if args.spec is None and not args.no_evaluation:
-        _evaluation(out)
+        _evaluation(out, not args.no_progress)
     else:
         print("pareto chart: skipped (no evaluation run; `mpsim evaluate --out DIR` draws it)")
     text = summary_text(table)
@@ -68,13 +71,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 # A small PMPD-style comparison on the tiny model: real generations for quality, the simulator for
-# speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound). ~30-60 s on 2 cores.
+# speed on MobileLLaMA-1.4B's shapes (the tiny model's own steps are launch-bound).
 EVALUATION_SPEED_MODEL = "mobilellama-1.4b"
 
 
-def _evaluation(out: Path) -> None:
+def _evaluation(out: Path, bar: bool) -> None:
     # The engine (torch, the kernels) loads here, not when the CLI builds its parser.
-    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.analysis.evaluate.config import EvalConfig
     from mpsim.commands.evaluate import run_evaluation
 
     folder = out / "evaluation"
@@ -83,6 +86,6 @@ def _evaluation(out: Path) -> None:
         schedulers=("uniform-high", "uniform-low", "phase-aware", "static", "learned", "random", "budget"),
         hw=("h200-sxm", "npu-llm"), slack=0.01, val_samples=12, test_samples=12)
     print(f"\nevaluation: tiny model, timed on {EVALUATION_SPEED_MODEL}, {cfg} -> {folder}")
-    run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL)
+    run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL, bar=bar)
     shutil.copyfile(folder / "pareto.png", out / "figures" / "pareto.png")
     print(f"wrote {out / 'figures' / 'pareto.png'} (quality vs speedup)")

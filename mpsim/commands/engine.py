@@ -11,6 +11,8 @@ from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
 
+TRAIN_TINY_OUT = "tiny-model"  # `mpsim train-tiny` without --out: a folder in the working directory
+
 
 def register(sub: Any) -> None:
     cap = sub.add_parser("capture", help="run the engine on mpsim's kernels and record every launch")
@@ -53,7 +55,9 @@ def register(sub: Any) -> None:
     q.set_defaults(func=_quality)
 
     t = sub.add_parser("train-tiny", help="train the tiny byte-level Llama on the stdlib sources")
-    t.add_argument("--out", default=None, help="output folder (default: the shipped mpsim/data/tiny)")
+    t.add_argument("--out", default=None,
+                   help=f"output folder (default ./{TRAIN_TINY_OUT}; the shipped model's folder, "
+                        "mpsim/data/tiny, is rewritten only when --out names it)")
     t.add_argument("--config", default=None, help="JSON file of training settings (TinyConfig fields; a "
                    "run's written train_config.json repeats it; default: the shipped tiny model's)")
     t.add_argument("--steps", type=int, default=None, help="override the number of training steps")
@@ -179,7 +183,6 @@ def _quality_prompts(args: argparse.Namespace, model: Any) -> int:
 def _train_tiny(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from mpsim.tiny.shipped import tiny_dir
     from mpsim.tiny.train import TinyConfig, train_tiny
 
     cfg = TinyConfig.from_json(args.config) if args.config else TinyConfig()
@@ -187,10 +190,9 @@ def _train_tiny(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(cfg, steps=args.steps)
     if args.max_minutes is not None:
         cfg = dataclasses.replace(cfg, max_minutes=args.max_minutes)
-    if args.out is None and cfg.name != TinyConfig().name:
-        raise MpsimInputError(f"train-tiny: model {cfg.name!r} is not the shipped tiny model; give --out DIR")
+    folder = Path(args.out or TRAIN_TINY_OUT)  # never the package by default
     print(f"training {cfg.name}: {cfg.params() / 1e6:.2f} M parameters, {cfg.steps} steps of "
-          f"{cfg.batch} x {cfg.seq_len} bytes, {cfg.threads} thread(s)", flush=True)
-    out = train_tiny(Path(args.out) if args.out else tiny_dir(), cfg)
+          f"{cfg.batch} x {cfg.seq_len} bytes, {cfg.threads} thread(s) -> {folder}", flush=True)
+    out = train_tiny(folder, cfg)
     print(f"wrote {out}/config.json, model.safetensors, train_config.json, train_log.csv, loss.png")
     return 0

@@ -11,6 +11,8 @@ from typing import Any
 from mpsim.commands.common import MODEL_HELP, add_prompt_args
 from mpsim.errors import MpsimInputError
 
+TRAIN_SCHEDULER_OUT = "tiny-scheduler"  # train-scheduler of the shipped model without --out
+
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
@@ -61,6 +63,7 @@ def register(sub: Any) -> None:
     ev.add_argument("--backend", choices=("reference", "triton"), default="reference",
                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=_evaluate)
 
     tr = sub.add_parser("train-scheduler", help="generate labels and train the learned scheduler")
@@ -80,7 +83,10 @@ def register(sub: Any) -> None:
                     help="seed of the training windows, the hold-out split and the training (default 0)")
     tr.add_argument("--backend", choices=("reference", "triton"), default="reference",
                     help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
-    tr.add_argument("--out", default=None, help="folder (default: the model's folder; tiny: mpsim/data/tiny)")
+    tr.add_argument("--out", default=None,
+                    help=f"folder (default: the model's folder; for the shipped tiny model "
+                         f"./{TRAIN_SCHEDULER_OUT}: the package's mpsim/data/tiny is rewritten only when "
+                         "--out names it)")
     tr.set_defaults(func=_train)
 
 
@@ -95,8 +101,6 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
     from mpsim.engine.prompts import file_prompt_set
 
     if args.prompts is None:
-        if args.val_prompts is not None:
-            raise MpsimInputError("--val-prompts needs --prompts (the test prompts)")
         if not model.byte_level:
             raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (the held-out stdlib "
                                   "windows are for byte-level models: tiny, or a `train-tiny` folder)")
@@ -110,14 +114,27 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
     return test.subset(0, half, "val"), test.subset(half, len(test), "test")
 
 
+def _check_prompt_files(args: argparse.Namespace) -> None:
+    if args.val_prompts is not None and args.prompts is None:
+        raise MpsimInputError("--val-prompts needs --prompts (the test prompts)")
+    for option, path in (("--prompts", args.prompts), ("--val-prompts", args.val_prompts)):
+        if path is not None and not Path(path).is_file():
+            raise MpsimInputError(f"{option} {path}: no such file (expected a JSONL prompt file)")
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.analysis.evaluate.config import EvalConfig, check_config
+    from mpsim.models import get_model
 
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)
+    check_config(cfg)  # every argument before the model opens and the generations run
+    if args.speed_model not in (None, args.model):
+        get_model(args.speed_model)
+    _check_prompt_files(args)
     model = _model(args.model)
     prompts = _prompt_sets(args, model)
     if prompts is not None:  # speed is timed at the test prompts' mean length
@@ -125,14 +142,17 @@ def _evaluate(args: argparse.Namespace) -> int:
         mean_len = round(sum(len(p) for p in test.prompts) / len(test))
         cfg = dataclasses.replace(cfg, prompt_len=mean_len, val_samples=len(val), test_samples=len(test))
     run_evaluation(cfg, args.out, args.model, args.speed_model, args.learned, opened=model, prompts=prompts,
-                   backend=args.backend)
+                   backend=args.backend, bar=not args.no_progress)
     return 0
 
 
 def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: str | None = None,
                    learned: str | None = None, *, prompts: Any = None, opened: Any = None,
-                   backend: str = "reference") -> list[Path]:
-    """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out`."""
+                   backend: str = "reference", bar: bool = False) -> list[Path]:
+    """Evaluate `cfg` (an EvalConfig) on `model`, print the table and write it to `out` (`bar`:
+    progress bars on stderr, the per-entry lines printed above them)."""
+    from tqdm import tqdm
+
     from mpsim.analysis.evaluate.report import markdown, write_evaluation
     from mpsim.analysis.evaluate.run import evaluate
     from mpsim.models import get_model
@@ -142,21 +162,39 @@ def run_evaluation(cfg: Any, out: str | Path, model: str = "tiny", speed_model: 
     speed_spec = spec if speed_model in (None, model) else get_model(str(speed_model))
     folder = Path(learned) if learned else text_model.folder
     target: Any = text_model.params() if text_model.byte_level else text_model
-    ev = evaluate(target, cfg, speed_spec, folder, prompts=prompts, backend=backend)
+    ev = evaluate(target, cfg, speed_spec, folder, progress=tqdm.write if bar else print, prompts=prompts,
+                  backend=backend, bar=bar)
     paths = write_evaluation(ev, out)
     print(markdown(ev))
     print(f"\n{ev.timings['total_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return list(paths)
 
 
+def _train_ladder(args: argparse.Namespace) -> Any:
+    """train-scheduler's arguments, checked before the model opens; the ladder."""
+    from mpsim.analysis.evaluate.config import EvalConfig, ladder_of
+
+    for option, value in (("--samples", args.samples), ("--prompt-len", args.prompt_len),
+                          ("--gen-len", args.gen_len)):
+        if value < 1:
+            raise MpsimInputError(f"{option}: expected an integer >= 1, got {value}")
+    if not 1 <= args.segments <= args.gen_len:
+        raise MpsimInputError(f"--segments: expected 1..{args.gen_len} (--gen-len), got {args.segments}")
+    return ladder_of(EvalConfig(ladder=tuple(args.ladder)))
+
+
 def _train(args: argparse.Namespace) -> int:
     from mpsim.engine.prompts import file_prompt_set
-    from mpsim.engine.scheduler import Ladder
     from mpsim.schedulers.learned import save_classifier
     from mpsim.schedulers.runs import DecoderPool
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
+    from mpsim.tiny.shipped import inside_package
 
+    ladder = _train_ladder(args)
     model = _model(args.model)
+    out = Path(args.out) if args.out else model.folder
+    if args.out is None and inside_package(out):  # the shipped model: never the package by default
+        out = Path(TRAIN_SCHEDULER_OUT)
     if args.prompts is None and not model.byte_level:
         raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (training prompts)")
     pset = (None if args.prompts is None
@@ -164,14 +202,15 @@ def _train(args: argparse.Namespace) -> int:
     queries = 2 if model.byte_level else model.spec.num_kv_heads  # PMPD: one query per KV head
     cfg = TrainConfig(samples=len(pset) if pset else args.samples, prompt_len=args.prompt_len,
                       gen_len=args.gen_len, segments=args.segments, seed=args.seed, queries=queries)
-    ladder = Ladder(tuple(args.ladder))
     start = time.perf_counter()
     data = make_training_data(DecoderPool(model, args.backend), ladder, cfg, progress=print, prompts=pset)
     clf, record = train_classifier(data, cfg)
     record |= {"ladder": list(ladder.widths), "model": args.model,
                "prompts": args.prompts or "stdlib training windows"}
-    paths = save_classifier(clf, Path(args.out) if args.out else model.folder, record)
+    paths = save_classifier(clf, out, record)
     print(f"labels {record['label_counts']}, held-out accuracy {record['accuracy_heldout']} "
           f"(majority class {record['majority_class_heldout']}); {time.perf_counter() - start:.0f} s")
     print("wrote " + ", ".join(str(p) for p in paths))
+    if out != model.folder:
+        print(f"(`mpsim evaluate --model {args.model} --learned {out}` uses it)")
     return 0

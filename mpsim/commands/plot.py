@@ -1,7 +1,8 @@
 """`mpsim plot [RESULTS] --kind K --out FILE`: draw one figure from a table or a trace.
 
-speedup, memory, energy: a sweep's results table (energy: J per generated token). pareto: any
-table with policy, a speedup and a quality column. roofline: --trace T --hw H. timeline: --trace T
+speedup, memory, energy: a sweep's results table (energy: J per generated token). pareto: an
+`mpsim evaluate` table (evaluation.parquet/.csv), or any table with policy, a speedup and a quality
+column. roofline: --trace T --hw H. timeline: --trace T
 --hw H, or a table of launches with start_s/end_s. validation: --trace T (with measured_us) --hw H,
 or a table of op, measured_s and predicted_s. serve-latency, serve-capacity: a sweep's
 serve_results.parquet; serve-timeline: a `mpsim serve` run's iterations.parquet. The suffix of --out
@@ -38,7 +39,9 @@ def register(sub: Any) -> None:
     p.add_argument("--step", type=int, default=None, help="timeline: decode step to show (default 1)")
     p.add_argument("--start-ms", type=float, default=None, help="timeline: window start (ms)")
     p.add_argument("--window-ms", type=float, default=None, help="timeline: window width (ms)")
-    p.add_argument("--quality", default="quality", help="pareto: the quality column (higher is better)")
+    p.add_argument("--quality", default=None,
+                   help="pareto: the quality column, higher is better (default: quality; on an `mpsim "
+                        "evaluate` table rouge_l_bytes)")
     p.add_argument("--speedup", default=None,
                    help="pareto: the speedup column (default: speedup, else speedup_vs_fp16)")
     p.set_defaults(func=run)
@@ -56,7 +59,6 @@ def _draw(args: argparse.Namespace) -> list[Path]:
     from mpsim.analysis.plots.energy import plot_energy
     from mpsim.analysis.plots.inputs import read_table, run_title, trace_run
     from mpsim.analysis.plots.memory import plot_memory
-    from mpsim.analysis.plots.pareto import plot_pareto
     from mpsim.analysis.plots.roofline import plot_roofline
     from mpsim.analysis.plots.speedup import plot_speedup
     from mpsim.analysis.plots.timeline import plot_timeline
@@ -73,7 +75,7 @@ def _draw(args: argparse.Namespace) -> list[Path]:
             return plot_energy(table, args.out, args.perf_model)
         if args.kind == "memory":
             return plot_memory(table, args.out)
-        return plot_pareto(_pareto_table(table, args.speedup), args.out, args.quality)
+        return _pareto(table, args)
     if args.kind in ("timeline", "validation") and args.results and not args.trace:
         table, name = read_table(args.results), Path(args.results).name
         if args.kind == "validation":  # a table of op, measured_s, predicted_s
@@ -121,6 +123,18 @@ def _need(args: argparse.Namespace, attr: str, what: str) -> str:
     if not value:
         raise MpsimInputError(f"--kind {args.kind} needs {what}")
     return str(value)
+
+
+def _pareto(table: pd.DataFrame, args: argparse.Namespace) -> list[Path]:
+    """An `mpsim evaluate` table as the evaluation draws it (a panel per hardware); any other table
+    with policy, a speedup and a quality column as one panel (or one per model)."""
+    from mpsim.analysis.evaluate.figures import is_evaluation_table, pareto_plot
+    from mpsim.analysis.plots.pareto import plot_pareto
+
+    if is_evaluation_table(table):
+        return pareto_plot(table, args.out, args.quality or "rouge_l_bytes",
+                           args.speedup or "speedup_vs_fp16")
+    return plot_pareto(_pareto_table(table, args.speedup), args.out, args.quality or "quality")
 
 
 def _pareto_table(table: pd.DataFrame, speedup: str | None) -> pd.DataFrame:

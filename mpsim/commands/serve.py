@@ -105,6 +105,15 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """The integer options no later step checks before it runs (a negative seed failed in numpy)."""
+    from mpsim.errors import MpsimInputError
+
+    for option, value in (("--seed", args.seed), ("--audit", args.audit)):
+        if value < 0:
+            raise MpsimInputError(f"{option}: expected an integer >= 0, got {value}")
+
+
 def run(args: argparse.Namespace) -> int:
     from mpsim.hw_models.loader import load_hardware
     from mpsim.models import get_model
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.serve.outputs import format_summary, write_outputs
     from mpsim.sim import check_model
 
+    _check_counts(args)
     check_model(args.perf_model)
     spec, policy, hw = get_model(args.model), parse_policy(args.policy), load_hardware(args.hw)
     cfg = config_from_args(args)

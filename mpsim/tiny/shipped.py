@@ -15,6 +15,13 @@ def tiny_dir() -> Path:
     return tiny_config_path().parent
 
 
+def inside_package(path: str | Path) -> bool:
+    """Whether `path` lies inside the installed mpsim package (the shipped tiny model's folder among
+    others): commands write there only when --out names it, never by default."""
+    package = Path(__file__).resolve().parents[1]  # mpsim/tiny/shipped.py -> mpsim/
+    return Path(path).resolve().is_relative_to(package)
+
+
 def tiny_spec() -> ModelSpec:
     return get_model(TINY_NAME)
 

@@ -65,11 +65,6 @@ def test_bad_settings_are_one_clear_error_naming_the_file(tmp_path: Path, settin
     assert main(["train-tiny", "--config", str(path), "--out", str(tmp_path / "out")]) == 2
 
 
-def test_a_config_not_named_tiny_needs_an_out_folder(tmp_path: Path) -> None:
-    path = _write(tmp_path / "c.json", MICRO)
-    assert main(["train-tiny", "--config", str(path)]) == 2  # never overwrites the shipped model
-
-
 def test_the_written_config_repeats_the_run(trained: Path, tmp_path: Path) -> None:
     written = json.loads((trained / "train_config.json").read_text())
     assert written == asdict(TinyConfig(**MICRO))  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from engine_cases import SMALL
 
+from mpsim.analysis.evaluate.config import EvalConfig, ladder_of
 from mpsim.analysis.evaluate.report import write_evaluation
-from mpsim.analysis.evaluate.run import EvalConfig, Evaluation, evaluate, ladder_of
+from mpsim.analysis.evaluate.run import Evaluation, evaluate
 from mpsim.analysis.evaluate.schedulers import BUILDERS
 from mpsim.cli import main
 from mpsim.engine.scheduler import candidate_points

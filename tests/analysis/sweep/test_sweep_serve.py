@@ -59,7 +59,8 @@ def test_a_serve_sweep_runs_resumes_and_reports(tmp_path: Path) -> None:
     assert again.computed == 0 and again.skipped == 4
     pd.testing.assert_frame_equal(again.serve_table, table)
     lines = slo_lines(table)
-    assert len(lines) == 1 and "max swept rate meeting p99 TPOT <= 2 ms" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("mobilellama-1.4b on h200-sxm (priced by roofline), "
+                                                   "max swept rate meeting p99 TPOT <= 2 ms: ")
 
 
 def test_an_slo_nobody_meets_is_said_so(tmp_path: Path) -> None:
@@ -67,4 +68,5 @@ def test_an_slo_nobody_meets_is_said_so(tmp_path: Path) -> None:
     assert table is not None and not table["slo_met"].any()
     assert max_rates(table)["max_rate_rps"].isna().all()
     (line,) = slo_lines(table)
-    assert "no policy meets p99 TPOT <= 0.001 ms at any swept rate" in line
+    assert line.startswith("mobilellama-1.4b on h200-sxm (priced by roofline): no policy meets p99 TPOT "
+                           "<= 0.001 ms at any swept rate")
