@@ -65,7 +65,10 @@ def register(sub: Any) -> None:
     ev.add_argument("--out", required=True, help="folder for the table, plot and choices")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=_evaluate)
+    _register_train(sub)
 
+
+def _register_train(sub: Any) -> None:
     tr = sub.add_parser("train-scheduler", help="generate labels and train the learned scheduler")
     tr.add_argument("--model", default="tiny", help=MODEL_HELP)
     tr.add_argument("--prompts", default=None, help="JSONL training prompts (default: stdlib windows, "
