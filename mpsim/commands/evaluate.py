@@ -102,8 +102,11 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
 def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from mpsim.analysis.evaluate.report import OUTPUT_FILES
     from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.traces.atomic_folder import check_folder
 
+    check_folder(args.out, OUTPUT_FILES)
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)
