@@ -74,6 +74,7 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
         write(tmp)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp's file is private; the output follows the umask
         _fsync(tmp)
         os.replace(tmp, path)
     except OSError as exc:
@@ -82,6 +83,19 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def umask() -> int:
+    """This process's umask (read without changing it where /proc tells it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync(path: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mpsim.traces.atomic import check_output, reason
+from mpsim.traces.atomic import check_output, reason, umask
 from mpsim.traces.errors import OutputError
 
 
@@ -28,6 +28,7 @@ def atomic_folder(target: str | Path, owned: Collection[str]) -> Iterator[Path]:
     target = check_folder(target, owned)
     tmp = _make_temporary(target)
     try:
+        os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's folder is private; the output follows the umask
         try:
             yield tmp
         except OutputError as exc:  # a file inside: name the folder the user gave
