@@ -33,8 +33,8 @@ MEASURED = "op,m,n,k,w_format,w_bits,measured_us,protocol\n" + "".join(
     f"gemm,{m},4096,4096,fp16,16,{10 + m},graph\n" for m in range(1, 13))  # rows: a CSV of > 1000 bytes
 VALIDATION_TABLE = "op,measured_s,predicted_s\ngemm,1e-5,1.1e-5\nattention,2e-5,1.8e-5\n"
 GEN = ["--prompt-len", "16", "--gen-len", "2"]
-SERVE = ["--model", "mobilellama-1.4b", "--policy", "fp16", "--hw", "h200-sxm", "--rate", "1", "--requests", "2",
-         "--prompt-len", "16", "--gen-len", "4"]
+SERVE = ["--model", "mobilellama-1.4b", "--policy", "fp16", "--hw", "h200-sxm", "--rate", "1",
+         "--requests", "2", "--prompt-len", "16", "--gen-len", "4"]
 EVALUATE = ["--policies", "fp16,ap4,ap3", "--schedulers", "uniform-high", "--hw", "h200-sxm", "--val-samples",
             "2", "--test-samples", "2", "--gen-len", "4", "--prompt-len", "16", "--segments", "2",
             "--perf-model", "roofline"]
@@ -51,8 +51,8 @@ COMMANDS: dict[str, tuple[str, str | None, Argv]] = {
     "sweep": ("folder", None, lambda i, out: ["sweep", str(i["spec"]), "--out", out, "--workers", "1",
                                               "--no-progress"]),
     "serve": ("folder", "summary.json", lambda i, out: ["serve", *SERVE, "--out", out]),
-    "quantize": ("folder", "config.json", lambda i, out: ["quantize", "--model", str(i["hf"]), "--policy", "w4",
-                                                          "--out", out]),
+    "quantize": ("folder", "config.json", lambda i, out: ["quantize", "--model", str(i["hf"]), "--policy",
+                                                          "w4", "--out", out]),
     "evaluate": ("folder", "evaluation.md", lambda i, out: ["evaluate", *EVALUATE, "--out", out]),
 }
 FULL_DISK = """

@@ -29,7 +29,8 @@ def _trace() -> Any:
 def _first_outcome(raw: dict[str, Any]) -> dict[str, Any]:
     """The outcome of the file's first entry (an entry holds it under "outcome" where sealed)."""
     entry = raw[next(iter(raw))]
-    return entry["outcome"] if "outcome" in entry else entry
+    outcome: dict[str, Any] = entry.get("outcome", entry)
+    return outcome
 
 
 def _edit(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
