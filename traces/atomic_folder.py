@@ -45,14 +45,14 @@ def atomic_folder(target: str | Path, owned: Collection[str]) -> Iterator[Path]:
 def check_folder(target: str | Path, owned: Collection[str]) -> Path:
     """Raise OutputError unless `target` can be replaced by a folder of the `owned` files: what
     check_output checks, and an existing folder holds nothing else (before any work starts)."""
-    target = check_output(target, folder=True)
-    if target.is_dir():
-        foreign = sorted(set(os.listdir(target)) - set(owned))
+    folder = check_output(target, folder=True)
+    if folder.is_dir():
+        foreign = sorted(set(os.listdir(folder)) - set(owned))
         if foreign:
-            raise OutputError(target, f"it holds files this command does not write ({', '.join(foreign[:5])}"
+            raise OutputError(folder, f"it holds files this command does not write ({', '.join(foreign[:5])}"
                                       f"{', ...' if len(foreign) > 5 else ''}); the folder is replaced "
                                       "as a whole: name a new or empty folder")
-    return target
+    return folder
 
 
 def _make_temporary(target: Path) -> Path:
