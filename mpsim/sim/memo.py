@@ -35,6 +35,7 @@ from mpsim.traces.atomic import write_json_atomic
 from mpsim.traces.errors import OutputError
 
 T = TypeVar("T")
+_UNSAVED: set[Path] = set()  # memo folders this process could not write to (warned once)
 
 MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides staleness
 # What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
@@ -153,7 +154,9 @@ class LaunchMemo:
         try:
             write_json_atomic(sealed, path)
         except OutputError as exc:
-            warn(f"the simulator's memo was not saved ({exc}); the results are kept, not cached")
+            if path.parent not in _UNSAVED:  # once per folder and process (a sweep saves per point)
+                _UNSAVED.add(path.parent)
+                warn(f"the simulator's memo was not saved ({exc}); the results are kept, not cached")
 
     def _path(self, ns: str, suffix: str = ".json") -> Path:
         assert self.cache_dir is not None
