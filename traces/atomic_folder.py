@@ -46,6 +46,8 @@ def check_folder(target: str | Path, owned: Collection[str]) -> Path:
     """Raise OutputError unless `target` can be replaced by a folder of the `owned` files: what
     check_output checks, and an existing folder holds nothing else (before any work starts)."""
     folder = check_output(target, folder=True)
+    if folder.is_symlink():  # replace the folder it points to, not the link
+        folder = folder.resolve()
     if folder.is_dir():
         foreign = sorted(set(os.listdir(folder)) - set(owned))
         if foreign:

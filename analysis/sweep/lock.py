@@ -120,21 +120,25 @@ def _holders(lock: Path) -> set[int]:
     return found
 
 
-def worker_init(lock_fd: int | None, parent: int) -> None:
-    """A sweep worker's first act: let go of the folder's lock and die with its parent `parent`."""
-    if lock_fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(lock_fd)
+def worker_init(lock_fd: int | None, lock: str | None, parent: int) -> None:
+    """A sweep worker's first act: let go of the folder's lock (its inherited descriptor, where the
+    worker was forked) and die with the sweep `parent` (directly, or with the fork server that
+    started it, which exits with the sweep)."""
+    if lock_fd is not None and lock is not None:
+        with contextlib.suppress(OSError):  # only if the number still names the lock file
+            if os.path.samestat(os.fstat(lock_fd), os.stat(lock)):
+                os.close(lock_fd)
+    direct = os.getppid()
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     else:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:  # the parent died before the request above
+    if direct != parent and not _alive(parent):  # the sweep died before the request above
         os._exit(1)
 
 
 def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
+    while _alive(parent):
         time.sleep(WATCH_INTERVAL_S)
     os._exit(1)

@@ -82,7 +82,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
             computed += todo
             with tqdm(total=total, initial=total - todo, unit="point", desc=f"sweep {spec.name}",
                       disable=not progress, dynamic_ncols=True) as bar:
-                for task in _execute(tasks, n, dask_address, dask_timeout_s, lock_fd):
+                for task in _execute(tasks, n, dask_address, dask_timeout_s, (lock_fd, store.lock)):
                     bar.update(task.size)
             try:
                 table = store.merge(spec.keys()) if len(spec) else pd.DataFrame()
@@ -116,14 +116,14 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
 
 
 def _execute(tasks: Sequence[Task], workers: int, dask_address: str | None,
-             dask_timeout_s: float, lock_fd: int | None = None) -> Iterator[Task]:
+             dask_timeout_s: float, lock: tuple[int, Path] | None = None) -> Iterator[Task]:
     if not tasks:
         return iter(())
     if dask_address is not None:
         return _on_dask(tasks, dask_address, dask_timeout_s, workers)
     if workers == 1 or len(tasks) <= 1:
         return _in_process(tasks)
-    return _on_processes(tasks, workers, lock_fd)
+    return _on_processes(tasks, workers, lock)
 
 
 def _in_process(tasks: Sequence[Task]) -> Iterator[Task]:
@@ -132,10 +132,12 @@ def _in_process(tasks: Sequence[Task]) -> Iterator[Task]:
         yield task
 
 
-def _on_processes(tasks: Sequence[Task], workers: int, lock_fd: int | None) -> Iterator[Task]:
-    """On local worker processes, which let go of the folder's lock and die with this process."""
+def _on_processes(tasks: Sequence[Task], workers: int, lock: tuple[int, Path] | None) -> Iterator[Task]:
+    """On local worker processes, which let go of the folder's lock (its descriptor and path) and
+    die with this process."""
+    fd, path = (None, None) if lock is None else (lock[0], str(lock[1]))
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=worker_init,
-                               initargs=(lock_fd, os.getpid()))
+                               initargs=(fd, path, os.getpid()))
     pending: dict[Future[list[str]], Task] = {pool.submit(run_task, t): t for t in tasks}
     try:
         while pending:

@@ -45,6 +45,7 @@ class PointStore:
         self.points = self.root / points  # "serve_points" for a spec's serve section
         self.log = self.root / "computed.log"
         self.results = self.root / "results.parquet"
+        self.lock = self.root / ".lock"
 
     def point_path(self, key: str) -> Path:
         return self.points / f"{key}.parquet"
@@ -53,7 +54,7 @@ class PointStore:
     def locked(self) -> Iterator[int]:
         """Hold the folder for one sweep (a second sweep on it is an error, not a race); yields the
         lock's descriptor, which worker processes close (sweep/lock.py)."""
-        lock_path = self.root / ".lock"
+        lock_path = self.lock
         try:
             self.points.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
