@@ -131,7 +131,9 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_kill_9_of_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill -9", "kill"])
+def test_killing_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(sig: int,
+                                                                              tmp_path: Path) -> None:
     spec, script, out = tmp_path / "spec.yaml", tmp_path / "run.py", tmp_path / "sweep"
     spec.write_text(SLOW_SPEC)
     script.write_text(SCRIPT)
@@ -142,7 +144,7 @@ def test_kill_9_of_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(
               and bool(PointStore(out).computed_keys())), 120, "the sweep started no workers")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         workers = _children(proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)  # the parent only, as `kill -9 PID` does
+        os.kill(proc.pid, sig)  # the parent only, as `kill [-9] PID` does
         proc.wait(timeout=30)
         _wait(lambda: not any(_running(w) for w in workers), GONE_WITHIN_S, "workers outlived their parent")
         rerun = subprocess.run([sys.executable, str(script), str(spec), str(out), "0"], capture_output=True,
