@@ -139,3 +139,18 @@ def test_a_full_disk_is_one_clear_error_and_keeps_the_old_output(command: str, i
     if old is not None:
         assert old.read_text() == "old"
         assert kind == "file" or sorted(p.name for p in out.iterdir()) == [old.name]
+
+
+def test_a_serve_rerun_replaces_the_folder_as_a_whole(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "serve"
+    assert main(["serve", *SERVE, "--out", str(out), "--timeline"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["iterations.parquet", "requests.parquet", "summary.json",
+                                                     "timeline.json"]
+    assert main(["serve", *SERVE, "--seed", "1", "--out", str(out)]) == 0  # no timeline this time
+    assert sorted(p.name for p in out.iterdir()) == ["iterations.parquet", "requests.parquet", "summary.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve"]  # no temporary sibling left
+    (out / "notes.txt").write_text("mine")  # a folder holding other files is not replaced
+    assert main(["serve", *SERVE, "--out", str(out)]) == 2
+    assert "it holds files this command does not write (notes.txt)" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine"
