@@ -12,6 +12,7 @@ files are replaced as a whole by mpsim.traces.atomic_folder.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import tempfile
@@ -85,8 +86,9 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=1)
 def umask() -> int:
-    """This process's umask (read without changing it where /proc tells it)."""
+    """This process's umask (read once, without changing it where /proc tells it)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):

@@ -38,23 +38,33 @@ SERVE = ["--model", "mobilellama-1.4b", "--policy", "fp16", "--hw", "h200-sxm", 
 EVALUATE = ["--policies", "fp16,ap4,ap3", "--schedulers", "uniform-high", "--hw", "h200-sxm", "--val-samples",
             "2", "--test-samples", "2", "--gen-len", "4", "--prompt-len", "16", "--segments", "2",
             "--perf-model", "roofline"]
-# command -> (output kind, a file the folder output holds, argv given the inputs and the output path)
+def _validate(inputs: dict[str, Path]) -> list[str]:
+    return ["validate", "--against", str(inputs["measured"]), "--hw", "h200-sxm", "--no-cache"]
+
+
+# command -> (output kind, its name, a file the folder output holds, argv given the inputs and the output)
 Argv = Callable[[dict[str, Path], str], list[str]]
-COMMANDS: dict[str, tuple[str, str | None, Argv]] = {
-    "synth": ("file", None, lambda i, out: ["synth", "--model", "mobilellama-1.4b", "--policy", "fp16", *GEN,
-                                            "--out", out]),
-    "plot": ("file", None, lambda i, out: ["plot", str(i["table"]), "--kind", "validation", "--out", out]),
-    "validate --out": ("file", None, lambda i, out: ["validate", "--against", str(i["measured"]), "--hw",
-                                                     "h200-sxm", "--no-cache", "--out", out]),
-    "validate --plot": ("file", None, lambda i, out: ["validate", "--against", str(i["measured"]), "--hw",
-                                                      "h200-sxm", "--no-cache", "--plot", out]),
-    "sweep": ("folder", None, lambda i, out: ["sweep", str(i["spec"]), "--out", out, "--workers", "1",
-                                              "--no-progress"]),
-    "serve": ("folder", "summary.json", lambda i, out: ["serve", *SERVE, "--out", out]),
-    "quantize": ("folder", "config.json", lambda i, out: ["quantize", "--model", str(i["hf"]), "--policy",
-                                                          "w4", "--out", out]),
-    "evaluate": ("folder", "evaluation.md", lambda i, out: ["evaluate", *EVALUATE, "--out", out]),
+COMMANDS: dict[str, tuple[str, str, str | None, Argv]] = {
+    "synth": ("file", "t.parquet", None, lambda i, out: ["synth", "--model", "mobilellama-1.4b", "--policy",
+                                                         "fp16", *GEN, "--out", out]),
+    "simulate": ("file", "launches.parquet", None, lambda i, out: ["simulate", str(i["trace"]), "--hw",
+                                                                   "h100-sxm", "--no-cache", "--out", out]),
+    "roofline": ("file", "bounds.csv", None, lambda i, out: ["roofline", str(i["trace"]), "--hw", "h100-sxm",
+                                                             "--out", out]),
+    "plot": ("file", "fig.png", None, lambda i, out: ["plot", str(i["table"]), "--kind", "validation",
+                                                      "--out", out]),
+    "validate --out": ("file", "rows.csv", None, lambda i, out: [*_validate(i), "--out", out]),
+    "validate --plot": ("file", "fig.png", None, lambda i, out: [*_validate(i), "--plot", out]),
+    "sweep": ("folder", "out", None, lambda i, out: ["sweep", str(i["spec"]), "--out", out, "--workers", "1",
+                                                     "--no-progress"]),
+    "serve": ("folder", "out", "summary.json", lambda i, out: ["serve", *SERVE, "--out", out]),
+    "quantize": ("folder", "out", "config.json", lambda i, out: ["quantize", "--model", str(i["hf"]),
+                                                                 "--policy", "w4", "--out", out]),
+    "evaluate": ("folder", "out", "evaluation.md", lambda i, out: ["evaluate", *EVALUATE, "--out", out]),
+    "demo": ("folder", "out", None, lambda i, out: ["demo", "--out", out, "--no-progress", "--no-evaluation",
+                                                    "--no-serving"]),
 }
+FULL_DISK_COMMANDS = [c for c in COMMANDS if c != "demo"]  # (the demo's whole sweep: minutes)
 FULL_DISK = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
@@ -70,13 +80,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "spec.yaml").write_text(SPEC)
     (root / "measured.csv").write_text(MEASURED)
     (root / "table.csv").write_text(VALIDATION_TABLE)
+    assert main(["synth", "--model", "mobilellama-1.4b", "--policy", "w4", *GEN, "--out",
+                 str(root / "t.parquet")]) == 0
     return {"spec": root / "spec.yaml", "measured": root / "measured.csv", "table": root / "table.csv",
-            "hf": make_hf_folder(root / "hf", layers=1)}
-
-
-def _name(command: str) -> str:
-    return "fig.png" if command in ("plot", "validate --plot") else "out.csv" if command == "validate --out" \
-        else "out"
+            "hf": make_hf_folder(root / "hf", layers=1), "trace": root / "t.parquet"}
 
 
 def _leftovers(root: Path) -> list[str]:
@@ -93,8 +100,9 @@ def _check_error(rc: int, err: str, out: Path) -> None:
 def test_an_output_under_a_file_is_one_clear_error(command: str, inputs: dict[str, Path], tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "blocker").write_text("a file")
-    out = tmp_path / "blocker" / "sub" / _name(command)
-    rc = main(COMMANDS[command][2](inputs, str(out)))
+    _, name, _, argv = COMMANDS[command]
+    out = tmp_path / "blocker" / "sub" / name
+    rc = main(argv(inputs, str(out)))
     err = capsys.readouterr().err
     _check_error(rc, err, out)
     assert f"{tmp_path / 'blocker'} is a file, not a folder" in err
@@ -105,13 +113,13 @@ def test_an_output_under_a_file_is_one_clear_error(command: str, inputs: dict[st
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_an_output_of_the_wrong_kind_is_one_clear_error(command: str, inputs: dict[str, Path], tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    kind = COMMANDS[command][0]
-    out = tmp_path / _name(command)
+    kind, name, _, argv = COMMANDS[command]
+    out = tmp_path / name
     if kind == "folder":  # --out names an existing file
         out.write_text("keep me")
     else:  # a file to write where a folder is
         out.mkdir()
-    rc = main(COMMANDS[command][2](inputs, str(out)))
+    rc = main(argv(inputs, str(out)))
     err = capsys.readouterr().err
     _check_error(rc, err, out)
     assert ("it is a file, not a folder" if kind == "folder" else "it is a folder, not a file") in err
@@ -119,11 +127,11 @@ def test_an_output_of_the_wrong_kind_is_one_clear_error(command: str, inputs: di
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("command", FULL_DISK_COMMANDS)
 def test_a_full_disk_is_one_clear_error_and_keeps_the_old_output(command: str, inputs: dict[str, Path],
                                                                  tmp_path: Path) -> None:
-    kind, owned, argv = COMMANDS[command]
-    out = tmp_path / "results" / _name(command)
+    kind, name, owned, argv = COMMANDS[command]
+    out = tmp_path / "results" / name
     out.parent.mkdir()
     old = out / owned if owned else out if kind == "file" else None
     if old is not None:  # what an earlier run left: a failed write must leave it whole
