@@ -23,6 +23,7 @@ import pandas as pd
 
 from mpsim.reference.anyprec import dequantize_anyprec, quantize_anyprec
 from mpsim.reference.group_quant import dequantize_group, quantize_group
+from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "analysis" / "results"
@@ -168,7 +169,7 @@ def write_section(name: str, text: str, path: Path = TABLES_MD) -> None:
         new = old[: old.index(begin)] + block + old[old.index(end) + len(end) :]
     else:
         new = old.rstrip() + "\n\n" + block + "\n"
-    path.write_text(new)
+    write_text_atomic(new, path)
 
 
 def main() -> None:
@@ -177,9 +178,9 @@ def main() -> None:
     args = parser.parse_args()
     df = collect(args.rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    df.to_csv(RESULTS / "numerics_quality.csv", index=False)
+    write_csv_atomic(df, RESULTS / "numerics_quality.csv", index=False)
     cmp = comparison(df)
-    cmp.to_csv(RESULTS / "numerics_quality_comparison.csv", index=False)
+    write_csv_atomic(cmp, RESULTS / "numerics_quality_comparison.csv", index=False)
     full = df[df.fmt != "uniform-sym"].pivot_table(
         index=["dist", "k", "fmt", "seed_bits", "group_size"], columns="bits", values="nmse"
     )

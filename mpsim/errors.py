@@ -7,8 +7,10 @@ nothing of mpsim; this module gathers them.
 
 from __future__ import annotations
 
+import sys
+
 from mpsim.hw_models.errors import HardwareFileError
-from mpsim.traces.errors import TraceError
+from mpsim.traces.errors import OutputError, TraceError
 
 
 class MpsimInputError(ValueError):
@@ -22,4 +24,11 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     FileNotFoundError,
     IsADirectoryError,
     PermissionError,
+    OutputError,
 )
+
+
+def warn(message: str | None) -> None:
+    """A warning the user should see, on stderr, in the CLI's own voice (any layer may give one)."""
+    if message:
+        print(f"mpsim: warning: {message}", file=sys.stderr)

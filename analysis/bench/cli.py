@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -174,7 +176,7 @@ def update_doc(doc: Path, table_md: str, runs: int, checkouts: list[Checkout]) -
     note = (f"\nProcess wall time and peak RSS of each command as a child process, medians of {runs} "
             f"runs ({who}; `python -m mpsim.analysis.bench.cli`), on {os.cpu_count()} cores; the last "
             "column is the 1-minute load average seen before the runs.\n\n")
-    doc.write_text(f"{head}{BEGIN}{note}{table_md}\n{END}{tail}")
+    write_text_atomic(f"{head}{BEGIN}{note}{table_md}\n{END}{tail}", doc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -194,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             co.work.mkdir(parents=True)
         table = bench(checkouts, args.runs, args.sweep, args.quick)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
+    write_csv_atomic(table, args.out, index=False)
     md = markdown(table)
     print(md)
     if args.doc:

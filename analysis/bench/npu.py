@@ -29,6 +29,7 @@ from mpsim.sim.keys import bucketed_kv
 from mpsim.sim.memo import LaunchMemo
 from mpsim.synth import synthesize
 from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
+from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
 from mpsim.traces.trace import Trace
 from mpsim.workload import Workload
 
@@ -255,7 +256,7 @@ def fill(doc: Path, name: str, text: str) -> None:
         raise ValueError(f"{doc}: no {begin} ... {end} block to fill")
     head, rest = content.split(begin, 1)
     _, tail = rest.split(end, 1)
-    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
+    write_text_atomic(f"{head}{begin}\n{text}\n{end}{tail}", doc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = {"decode": bars, "prefill": prefill, "split": split, "energy": energy,
               "sensitivity": sens}
     for name, table in tables.items():
-        table.to_csv(out / f"npu_{name}.csv", index=False)
+        write_csv_atomic(table, out / f"npu_{name}.csv", index=False)
         print(f"## {name}\n{markdown(table)}\n")
     if args.doc:
         cols = {"decode": ["hw", "policy", "weights_MB", "kv_MB", "bound_ms", "writes_us", "gather_us",

@@ -24,6 +24,7 @@ import pandas as pd
 
 from mpsim.engine.parallel_quant import quantize_anyprec_parallel, quantize_group_parallel
 from mpsim.models import get_model
+from mpsim.traces.atomic import write_csv_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 GOALS_S = {"group": 120.0, "anyprec": 1800.0}  # the goals for a 7B on the 2-core machine
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t = bench(args.model, args.formats.split(","))
     RESULTS.mkdir(exist_ok=True)
-    t.to_csv(RESULTS / "bench_quantize.csv", index=False, float_format="%.4g")
+    write_csv_atomic(t, RESULTS / "bench_quantize.csv", index=False, float_format="%.4g")
     print(summary(t, get_model(args.model).num_layers))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0

@@ -39,6 +39,7 @@ from mpsim.reference.kv_quant import kv_quant_ref
 from mpsim.reference.norms import layer_norm_ref, rms_norm_ref
 from mpsim.reference.rope import rope_ref
 from mpsim.reference.sampling import argmax_ref
+from mpsim.traces.atomic import write_csv_atomic
 
 GEMV_SHAPES = ((4096, 4096), (11008, 4096))
 HIDDEN, FFN, HEADS, HEAD_DIM, KV_LEN, VOCAB = 4096, 11008, 32, 128, 4096, 32000
@@ -182,8 +183,8 @@ def main() -> None:
     gemv, ops = bench_gemv(args.repeats), bench_ops(args.repeats)
     share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    gemv.to_csv(RESULTS / "bench_reference_gemv.csv", index=False)
-    ops.to_csv(RESULTS / "bench_reference_ops.csv", index=False)
+    write_csv_atomic(gemv, RESULTS / "bench_reference_gemv.csv", index=False)
+    write_csv_atomic(ops, RESULTS / "bench_reference_ops.csv", index=False)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numba single-threaded"
     text = (
         "## Reference speed (analysis/bench/reference.py)\n\n"

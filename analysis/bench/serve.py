@@ -37,6 +37,7 @@ from mpsim.serve.arrivals import build_requests
 from mpsim.serve.config import Buckets, SchedulerConfig, ServeConfig
 from mpsim.serve.engine import make_pricer, run_serve
 from mpsim.serve.pricing import IterationPricer
+from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "analysis" / "results"
@@ -147,7 +148,7 @@ def update_doc(marker: str, text: str) -> None:
     doc = DOC.read_text() if DOC.is_file() else ""
     if begin in doc and end in doc:
         head, rest = doc.split(begin, 1)
-        DOC.write_text(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+        write_text_atomic(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1], DOC)
 
 
 TABLES = {  # csv -> (doc marker, columns, formats)
@@ -173,7 +174,7 @@ TABLES = {  # csv -> (doc marker, columns, formats)
 
 def write_table(rows: list[dict[str, Any]], csv: str) -> pd.DataFrame:
     table = pd.DataFrame(rows)
-    table.to_csv(RESULTS / csv, index=False, float_format="%.6g")
+    write_csv_atomic(table, RESULTS / csv, index=False, float_format="%.6g")
     doc_tables([csv])
     print(table.to_string())
     return table
@@ -204,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "error" in args.part:
         write_table(error_rows(), "serve_pricing_error.csv")
         exact = exact_comparison()
-        pd.DataFrame([exact]).to_csv(RESULTS / "serve_pricing_exact.csv", index=False, float_format="%.6g")
+        write_csv_atomic(pd.DataFrame([exact]), RESULTS / "serve_pricing_exact.csv", index=False,
+                         float_format="%.6g")
         print(pd.Series(exact).to_string())
     return 0
 

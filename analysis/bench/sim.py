@@ -26,6 +26,7 @@ from mpsim.models import get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
 from mpsim.synth import synthesize
+from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
 from mpsim.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +94,7 @@ def update_doc(doc: Path, table_md: str, runs: int) -> None:
     note = (f"\n{MODEL}, prompt {WORKLOAD.prompt_len}, {WORKLOAD.gen_len} new tokens, batch "
             f"{WORKLOAD.batch}, policy `{POLICY}`; medians of {runs} runs "
             f"(`python -m mpsim.analysis.bench.sim`).\n\n")
-    doc.write_text(f"{head}{BEGIN}{note}{table_md}\n{END}{tail}")
+    write_text_atomic(f"{head}{BEGIN}{note}{table_md}\n{END}{tail}", doc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     table = pd.DataFrame([bench_one(h, args.runs) for h in args.hw])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
+    write_csv_atomic(table, args.out, index=False)
     md = markdown(table)
     print(md)
     if args.doc:

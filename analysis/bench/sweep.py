@@ -25,6 +25,7 @@ import pandas as pd
 from mpsim.analysis.sweep.default import demo_spec
 from mpsim.analysis.sweep.run import run_sweep
 from mpsim.analysis.sweep.spec import SweepSpec
+from mpsim.traces.atomic import write_csv_atomic
 
 CSV = Path("analysis/results/sweep_bench.csv")
 # What a forked local worker has already imported and a fresh Dask worker process has not.
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"benchmarking {len(spec)} points ({len(spec.groups())} traces), perf models {spec.perf_models}")
     table = bench(spec, not args.no_dask, args.repeat)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.csv, index=False)
+    write_csv_atomic(table, args.csv, index=False)
     print(f"wrote {args.csv}\n")
     print(markdown(table))
     return 0

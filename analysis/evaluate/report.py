@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import pandas as pd
 
 from mpsim.analysis.evaluate.figures import pareto_plot, quality_bits_plot
 from mpsim.analysis.evaluate.run import Evaluation
+from mpsim.traces.atomic import atomic_write, write_csv_atomic, write_text_atomic
+from mpsim.traces.atomic_folder import atomic_folder
 
 MARKDOWN_COLUMNS = {
     "label": "policy / scheduler", "detail": "detail", "avg_bits_pmpd": "bits (PMPD)",
@@ -22,22 +25,26 @@ SPEED_COLUMNS = {"ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "tokens_per_s": "to
                  "speedup_vs_fp16": "x fp16", "speedup_vs_high": "x high"}
 
 
+OUTPUT_FILES = ("evaluation.parquet", "evaluation.csv", "switch_points.csv", "choices.json", "pareto.png",
+                "quality_vs_bits.png", "evaluation.md")
+
+
 def write_evaluation(ev: Evaluation, out: str | Path) -> list[Path]:
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "evaluation.parquet", folder / "evaluation.csv"]
-    ev.table.to_parquet(paths[0], index=False)
-    ev.table.to_csv(paths[1], index=False, float_format="%.6g")
-    if not ev.switch_table.empty:
-        paths.append(folder / "switch_points.csv")
-        ev.switch_table.to_csv(paths[-1], index=False, float_format="%.6g")
-    paths.append(folder / "choices.json")
-    paths[-1].write_text(json.dumps(_jsonable(ev.choices | {"timings_s": ev.timings}), indent=2) + "\n")
-    paths += pareto_plot(ev.table, folder / "pareto.png")
-    paths += quality_bits_plot(ev.table, ev.switch_table, folder / "quality_vs_bits.png")
-    paths.append(folder / "evaluation.md")
-    paths[-1].write_text(markdown(ev) + "\n")
-    return paths
+    """The evaluation's files in `out`, which is replaced as a whole (never a mix of two runs)."""
+    target = Path(out)
+    with atomic_folder(target, OUTPUT_FILES) as folder:
+        atomic_write(folder / "evaluation.parquet", lambda tmp: ev.table.to_parquet(tmp, index=False))
+        write_csv_atomic(ev.table, folder / "evaluation.csv", index=False, float_format="%.6g")
+        if not ev.switch_table.empty:
+            write_csv_atomic(ev.switch_table, folder / "switch_points.csv", index=False,
+                             float_format="%.6g")
+        write_text_atomic(json.dumps(_jsonable(ev.choices | {"timings_s": ev.timings}), indent=2) + "\n",
+                          folder / "choices.json")
+        pareto_plot(ev.table, folder / "pareto.png")
+        quality_bits_plot(ev.table, ev.switch_table, folder / "quality_vs_bits.png")
+        write_text_atomic(markdown(ev) + "\n", folder / "evaluation.md")
+        written = sorted(os.listdir(folder))
+    return [target / name for name in OUTPUT_FILES if name in written]
 
 
 def markdown(ev: Evaluation) -> str:

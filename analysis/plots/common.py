@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mpsim.errors import MpsimInputError
+from mpsim.traces.atomic import write_figure_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -76,10 +77,11 @@ def output_paths(out: str | Path) -> list[Path]:
 
 def save(fig: Figure, out: str | Path) -> list[Path]:
     paths = output_paths(out)
-    for p in paths:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(p)
-    plt.close(fig)
+    try:
+        for p in paths:
+            write_figure_atomic(fig, p)
+    finally:
+        plt.close(fig)
     return paths
 
 

@@ -8,6 +8,7 @@ sweep was interrupted.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -21,9 +22,10 @@ import yaml
 from tqdm import tqdm
 
 from mpsim.analysis.sweep import default_workers, serve
+from mpsim.analysis.sweep.lock import worker_init
 from mpsim.analysis.sweep.point import GroupTask, run_group
 from mpsim.analysis.sweep.spec import Group, SweepSpec
-from mpsim.analysis.sweep.store import PointStore
+from mpsim.analysis.sweep.store import DiscardedPointsError, PointStore
 from mpsim.errors import MpsimInputError
 from mpsim.traces.atomic import write_text_atomic
 
@@ -65,24 +67,32 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
         check_dask_address(dask_address)
     store, serve_store = PointStore(out_dir), PointStore(out_dir, serve.POINTS)
     t0 = time.perf_counter()
-    with store.locked():
+    with store.locked() as lock_fd:
         store.remove_partial()
         serve_store.remove_partial()
         _write_spec_copy(spec, store.root / "spec.yaml")
         serve_keys = serve.keys(spec) if spec.serve is not None else []
-        tasks: list[Task] = []
-        if spec.serve is not None:  # the long ones first
-            tasks += serve.tasks(spec, serve_store.finished(), str(store.root))
-        tasks += pending_tasks(spec, store)
-        total, todo = len(spec) + len(serve_keys), sum(t.size for t in tasks)
-        with tqdm(total=total, initial=total - todo, unit="point", desc=f"sweep {spec.name}",
-                  disable=not progress, dynamic_ncols=True) as bar:
-            for task in _execute(tasks, n, dask_address, dask_timeout_s):
-                bar.update(task.size)
-        table = store.merge(spec.keys()) if len(spec) else pd.DataFrame()
-        serve_table = serve.merge(store.root, serve_keys) if serve_keys else None
-    return SweepOutcome(table, todo, total - todo, time.perf_counter() - t0, store.results, serve_table,
-                        store.root / serve.RESULTS if serve_keys else None)
+        total, computed = len(spec) + len(serve_keys), 0
+        for attempt in (1, 2):  # a second pass recomputes point files discarded while merging
+            tasks: list[Task] = []
+            if spec.serve is not None:  # the long ones first
+                tasks += serve.tasks(spec, serve_store.finished(), str(store.root))
+            tasks += pending_tasks(spec, store)
+            todo = sum(t.size for t in tasks)
+            computed += todo
+            with tqdm(total=total, initial=total - todo, unit="point", desc=f"sweep {spec.name}",
+                      disable=not progress, dynamic_ncols=True) as bar:
+                for task in _execute(tasks, n, dask_address, dask_timeout_s, (lock_fd, store.lock)):
+                    bar.update(task.size)
+            try:
+                table = store.merge(spec.keys()) if len(spec) else pd.DataFrame()
+                serve_table = serve.merge(store.root, serve_keys) if serve_keys else None
+                break
+            except DiscardedPointsError:
+                if attempt == 2:
+                    raise
+    return SweepOutcome(table, computed, total - computed, time.perf_counter() - t0, store.results,
+                        serve_table, store.root / serve.RESULTS if serve_keys else None)
 
 
 def run_task(task: Task) -> list[str]:
@@ -106,14 +116,14 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
 
 
 def _execute(tasks: Sequence[Task], workers: int, dask_address: str | None,
-             dask_timeout_s: float) -> Iterator[Task]:
+             dask_timeout_s: float, lock: tuple[int, Path] | None = None) -> Iterator[Task]:
     if not tasks:
         return iter(())
     if dask_address is not None:
         return _on_dask(tasks, dask_address, dask_timeout_s, workers)
     if workers == 1 or len(tasks) <= 1:
         return _in_process(tasks)
-    return _on_processes(tasks, workers)
+    return _on_processes(tasks, workers, lock)
 
 
 def _in_process(tasks: Sequence[Task]) -> Iterator[Task]:
@@ -122,8 +132,12 @@ def _in_process(tasks: Sequence[Task]) -> Iterator[Task]:
         yield task
 
 
-def _on_processes(tasks: Sequence[Task], workers: int) -> Iterator[Task]:
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)))
+def _on_processes(tasks: Sequence[Task], workers: int, lock: tuple[int, Path] | None) -> Iterator[Task]:
+    """On local worker processes, which let go of the folder's lock (its descriptor and path) and
+    die with this process."""
+    fd, path = (None, None) if lock is None else (lock[0], str(lock[1]))
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=worker_init,
+                               initargs=(fd, path, os.getpid()))
     pending: dict[Future[list[str]], Task] = {pool.submit(run_task, t): t for t in tasks}
     try:
         while pending:

@@ -13,6 +13,8 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from mpsim.traces.atomic import write_figure_atomic
+
 BANDS = (0.10, 0.25)
 
 
@@ -58,7 +60,7 @@ def scatter(frame: pd.DataFrame, models: Mapping[str, str], path: str | Path, ti
             _panel(ax, frame, col, colors, lo, hi, label)
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return write_figure_atomic(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -35,7 +35,7 @@ from mpsim.analysis.validation.adapter import (
     UnrepresentableError,
     launch_rows,
 )
-from mpsim.errors import MpsimInputError
+from mpsim.errors import MpsimInputError, warn
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.launch_plan import costed
 from mpsim.sim import DEFAULT_CACHE, simulate
@@ -45,6 +45,7 @@ from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import ProtocolFile, shipped
 from mpsim.sim.roofline import roofline
 from mpsim.traces.atomic import write_json_atomic
+from mpsim.traces.errors import OutputError
 from mpsim.traces.trace import rows_to_frame
 
 
@@ -102,7 +103,10 @@ class DiskConfigs(dict[str, str]):
 
     def save(self) -> None:
         if len(self) != self._size:
-            write_json_atomic(dict(sorted(self.items())), self.path)
+            try:
+                write_json_atomic(dict(sorted(self.items())), self.path)
+            except OutputError as exc:  # a cache: the configs found are kept in memory
+                warn(f"the best-config cache was not saved ({exc})")
             self._size = len(self)
 
 

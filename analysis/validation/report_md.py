@@ -12,6 +12,7 @@ import pandas as pd
 
 from mpsim.analysis.validation.metrics import BAND_ORDER, error_stats
 from mpsim.sim.protocols import shipped
+from mpsim.traces.atomic import write_text_atomic
 
 
 @dataclass
@@ -203,7 +204,7 @@ def write_doc(path: Path, blocks: dict[str, str], dry: bool = False) -> None:
             raise SystemExit(f"{path}: no <!-- validation:{name} --> ... <!-- /validation:{name} --> block")
         text = pattern.sub(_replacer(body), text)
     if not dry:
-        path.write_text(text, encoding="utf-8")
+        write_text_atomic(text, path)
 
 
 def _replacer(body: str) -> Callable[[re.Match[str]], str]:

@@ -9,9 +9,9 @@ SimPy, matplotlib, the engine's torch) inside the function that runs it, where i
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
+from mpsim.errors import warn
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
@@ -40,12 +40,6 @@ def add_context_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(BEYOND_CONTEXT_FLAG, action="store_true",
                    help="run a workload whose prompt + new tokens exceed the model's context length "
                         "(`mpsim models` lists them) with a warning instead of an error")
-
-
-def warn(message: str | None) -> None:
-    """A warning the user should see, on stderr, in the CLI's own voice."""
-    if message:
-        print(f"mpsim: warning: {message}", file=sys.stderr)
 
 
 def check_trace_context(meta: TraceMeta, args: argparse.Namespace) -> None:
@@ -84,3 +78,15 @@ def add_prompt_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", nargs="?", const="auto", default=None, metavar="NAME",
                    help="wrap prompts in the chat template: the folder's own (--chat alone) or a built-in "
                         f"({', '.join(BUILTIN_TEMPLATES)})")
+
+
+def check_outputs(*files: str | None, folder: str | None = None) -> None:
+    """Before any work: each output file (and the output `folder`) given can be written where it is
+    named (no file in the way, the right kind if it exists, a writable file system)."""
+    from mpsim.traces.atomic import check_output  # pyarrow loads with it: not when parsing
+
+    for path in files:
+        if path:
+            check_output(path)
+    if folder:
+        check_output(folder, folder=True)

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import warn
+from mpsim.commands.common import check_outputs, warn
 from mpsim.errors import MpsimInputError
 
 
@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.analysis.demo_report import draw_figures, summary_text
     from mpsim.analysis.sweep.default import demo_spec
     from mpsim.analysis.sweep.run import run_sweep
+    from mpsim.traces.atomic import write_csv_atomic, write_text_atomic
 
     if args.workers is not None and args.workers < 1:  # before the spec is read and the sweep starts
         raise MpsimInputError(f"--workers: expected an integer >= 1, got {args.workers}")
+    check_outputs(folder=args.out)
     out = Path(args.out)
     spec = demo_spec(args.spec)
     for message in spec.warnings:
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
           f"with perf models {', '.join(spec.perf_models)}")
     outcome = run_sweep(spec, out / "sweep", workers=args.workers, progress=not args.no_progress)
     table = outcome.table
-    table.to_csv(out / "results.csv", index=False)
+    write_csv_atomic(table, out / "results.csv", index=False)
     print(f"sweep: {outcome.computed} points computed, {outcome.skipped} reused, "
           f"{outcome.seconds:.1f} s; wrote {outcome.path} and {out / 'results.csv'}")
     for line in draw_figures(table, out / "figures", {m.name: m for m in spec.models}, spec.hardware):
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("pareto chart: skipped (no evaluation run; `mpsim evaluate --out DIR` draws it)")
     text = summary_text(table)
-    (out / "summary.txt").write_text(text + "\n")
+    write_text_atomic(text + "\n", out / "summary.txt")
     print()
     print(text)
     return 0
@@ -87,5 +89,7 @@ def _evaluation(out: Path, bar: bool) -> None:
         hw=("h200-sxm", "npu-llm"), slack=0.01, val_samples=12, test_samples=12)
     print(f"\nevaluation: tiny model, timed on {EVALUATION_SPEED_MODEL}, {cfg} -> {folder}")
     run_evaluation(cfg, folder, speed_model=EVALUATION_SPEED_MODEL, bar=bar)
-    shutil.copyfile(folder / "pareto.png", out / "figures" / "pareto.png")
+    from mpsim.traces.atomic import atomic_write
+
+    atomic_write(out / "figures" / "pareto.png", lambda tmp: shutil.copyfile(folder / "pareto.png", tmp))
     print(f"wrote {out / 'figures' / 'pareto.png'} (quality vs speedup)")

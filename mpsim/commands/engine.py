@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args
+from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args, check_outputs
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
@@ -84,6 +84,7 @@ def _capture(args: argparse.Namespace) -> int:
     policy = parse_policy(args.policy)
     if model is not None:
         model.check_policy(policy)
+    check_outputs(args.out, args.profile)
     trace = capture(spec, policy, Workload(args.prompt_len, args.gen_len, args.batch),
                     weights=weights, profile=args.profile, decode=args.decode, model=model)
     path = write_trace(trace, args.out)

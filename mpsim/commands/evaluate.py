@@ -129,8 +129,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
     from mpsim.analysis.evaluate.config import EvalConfig, check_config
+    from mpsim.analysis.evaluate.report import OUTPUT_FILES
     from mpsim.models import get_model
+    from mpsim.traces.atomic_folder import check_folder
 
+    check_folder(args.out, OUTPUT_FILES)
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)

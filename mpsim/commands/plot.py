@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpsim.commands.common import PERF_MODEL_NAMES, hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, check_outputs, hardware
 from mpsim.errors import MpsimInputError
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mpsim.analysis.plots.common import output_paths
+
+    check_outputs(*map(str, output_paths(args.out)))
     paths = _draw(args)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

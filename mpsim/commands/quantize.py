@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 def _quantize(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from mpsim.engine.quantize_checkpoint import quantize_folder, total_rows, weight_format
+    from mpsim.engine.quantize_checkpoint import OUTPUT_FILES, quantize_folder, total_rows, weight_format
     from mpsim.engine.quantized import is_quantized
     from mpsim.models import from_hf_config
     from mpsim.policy import parse_policy
@@ -36,6 +36,10 @@ def _quantize(args: argparse.Namespace) -> int:
         raise MpsimInputError(f"--model {src}: no config.json (expected a Hugging Face model folder)")
     if is_quantized(src):
         raise MpsimInputError(f"--model {src}: already quantized; quantize the original checkpoint")
+    if out.resolve() != src.resolve():  # (the same folder: quantize_folder says so)
+        from mpsim.traces.atomic_folder import check_folder
+
+        check_folder(out, OUTPUT_FILES)
     spec = from_hf_config(src / "config.json")
     policy = parse_policy(args.policy)
     fmt = weight_format(policy)

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import add_context_arg, add_hw_arg, check_trace_context, hardware
+from mpsim.commands.common import add_context_arg, add_hw_arg, check_outputs, check_trace_context, hardware
 
 BOUND_COLUMNS = ("launch_id", "t_math_s", "t_mem_s", "t_lower_s", "bound")
 
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.traces.chrome import chrome_events
     from mpsim.traces.io import read_trace
 
+    check_outputs(args.out, args.timeline)
     trace = read_trace(args.trace)
     check_trace_context(trace.meta, args)
     hw = hardware(args.hw)

@@ -120,10 +120,12 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.policy import parse_policy
     from mpsim.serve.arrivals import build_requests
     from mpsim.serve.engine import run_serve
-    from mpsim.serve.outputs import format_summary, write_outputs
+    from mpsim.serve.outputs import OUTPUT_FILES, format_summary, write_outputs
     from mpsim.sim import check_model
+    from mpsim.traces.atomic_folder import check_folder
 
     _check_counts(args)
+    check_folder(args.out, OUTPUT_FILES)
     check_model(args.perf_model)
     spec, policy, hw = get_model(args.model), parse_policy(args.policy), load_hardware(args.hw)
     cfg = config_from_args(args)

@@ -11,6 +11,7 @@ from mpsim.commands.common import (
     PERF_MODEL_NAMES,
     add_context_arg,
     add_hw_arg,
+    check_outputs,
     check_trace_context,
     hardware,
 )
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.sim.summary import format_summary
     from mpsim.traces.io import read_trace
 
+    check_outputs(args.out, args.timeline)
     trace = read_trace(args.trace)
     check_trace_context(trace.meta, args)
     hw = hardware(args.hw)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from mpsim.analysis.sweep import default_workers
-from mpsim.commands.common import add_context_arg, warn
+from mpsim.commands.common import add_context_arg, check_outputs, warn
 
 
 def register(sub: Any) -> None:
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.analysis.sweep.store import PointStore
 
     spec = load_spec(args.spec, allow_beyond_context=args.allow_beyond_context)
+    check_outputs(folder=args.out)
     for message in spec.warnings:
         warn(message)
     try:

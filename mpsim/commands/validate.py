@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpsim.commands.calibrate_cli import add_calibrate, check_selection, format_calibration
-from mpsim.commands.common import add_hw_arg, hardware
+from mpsim.commands.common import add_hw_arg, check_outputs, hardware
 from mpsim.commands.simulate import add_cache_args, cache_dir
 from mpsim.errors import MpsimInputError
 
@@ -53,11 +53,12 @@ def _write_outputs(args: argparse.Namespace, rows: pd.DataFrame, summary: pd.Dat
                    frame: pd.DataFrame, title: str) -> None:
     from mpsim.analysis.validation.against import MODELS
     from mpsim.analysis.validation.plots import scatter  # matplotlib: only for --plot
+    from mpsim.traces.atomic import write_csv_atomic
     if args.out:
-        rows.to_csv(args.out, index=False)
+        write_csv_atomic(rows, args.out, index=False)
         print(f"wrote {args.out} ({len(rows)} rows)")
     if args.summary:
-        summary.to_csv(args.summary, index=False)
+        write_csv_atomic(summary, args.summary, index=False)
         print(f"wrote {args.summary}")
     if args.plot:
         scatter(frame[frame["status"] == "ok"], MODELS, args.plot, title)
@@ -73,6 +74,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     if (args.trace is None) == (args.against is None):
         raise MpsimInputError("validate: give a trace or --against FILE (one of them)")
+    check_outputs(args.out, args.summary, args.plot)
     if args.against is not None:
         return _against(args)
     if args.calibration or args.select:

@@ -126,9 +126,10 @@ def _profiler_times(prof: Any, rows: list[dict[str, Any]], profile: str | Path |
     import tempfile
 
     from mpsim.engine.graphs import kernel_records, match_kernel_times
+    from mpsim.traces.atomic import atomic_write
 
     path = Path(profile) if profile is not None else Path(tempfile.mkdtemp(prefix="mpsim-kineto-")) / "k.json"
-    prof.export_chrome_trace(str(path))
+    atomic_write(path, lambda tmp: prof.export_chrome_trace(tmp))
     if not kernel_times:
         return {}
     times = match_kernel_times([r["kernel"] for r in rows], kernel_records(json.loads(path.read_text())))

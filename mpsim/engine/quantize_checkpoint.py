@@ -28,7 +28,10 @@ from mpsim.policy import Policy
 from mpsim.reference.anyprec import AnyPrecWeight as RefAnyPrec
 from mpsim.reference.group_quant import WHOLE_ROW, GroupQuantWeight
 from mpsim.traces.accounting import padded_k
-from mpsim.traces.atomic import write_text_atomic
+from mpsim.traces.atomic import atomic_write, write_text_atomic
+from mpsim.traces.atomic_folder import atomic_folder
+
+OUTPUT_FILES = (TENSORS, HEADER, "config.json", *TOKENIZER_FILES)  # what `quantize --out` holds
 
 FUSED = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up"), "o": ("o",), "down": ("down",),
          "fc1": ("fc1",), "fc2": ("fc2",)}
@@ -112,18 +115,19 @@ def quantize_folder(src: Path, out: Path, spec: ModelSpec, policy: Policy, *,
         for module, lin in layer.linears.items():
             tensors |= _linear_tensors(f"layers.{i}.{module}", lin, fmt, _sensitivity(sens, spec, i, module),
                                        progress)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [write_safetensors(out / TENSORS, tensors, {"format": "mpsim-quantized"})]
     sens_record = (None if sensitivity is None
                    else {"file": sensitivity.name, "sha256": file_digest(sensitivity)})
     header = header_dict(policy, tensors, fmt, sens_record, src, spec.as_dict())
     if sens_record is None and fmt["family"] == "anyprec":
         header["sensitivity"] = None
         header["clustering"] = "every weight weighted equally (no --sensitivity)"
-    written.append(write_text_atomic(json.dumps(header, indent=1) + "\n", out / HEADER))
-    for name in ("config.json", *TOKENIZER_FILES):
-        if (src / name).exists():
-            written.append(Path(shutil.copyfile(src / name, out / name)))
+    with atomic_folder(out, OUTPUT_FILES) as tmp:  # replaced as a whole: never half a checkpoint
+        write_safetensors(tmp / TENSORS, tensors, {"format": "mpsim-quantized"})
+        write_text_atomic(json.dumps(header, indent=1) + "\n", tmp / HEADER)
+        for name in ("config.json", *TOKENIZER_FILES):
+            if (src / name).exists():
+                atomic_write(tmp / name, lambda t, name=name: shutil.copyfile(src / name, t))
+        written = [out / name for name in OUTPUT_FILES if (tmp / name).exists()]
     return written
 
 

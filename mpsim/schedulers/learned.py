@@ -25,6 +25,7 @@ from torch import nn
 
 from mpsim.engine.scheduler import Ladder, StepState, SwitchScheduler
 from mpsim.errors import MpsimInputError
+from mpsim.traces.atomic import atomic_write, write_text_atomic
 
 FORMAT = "mpsim-learned-scheduler"
 VERSION = 1
@@ -106,11 +107,11 @@ def save_classifier(model: KVClassifier, folder: str | Path, info: dict[str, Any
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
-    save_file({k: t.detach().float().contiguous() for k, t in model.state_dict().items()}, str(weights))
+    state = {k: t.detach().float().contiguous() for k, t in model.state_dict().items()}
+    atomic_write(weights, lambda tmp: save_file(state, tmp))
     record = {"format": FORMAT, "version": VERSION, "classifier": asdict(model.cfg)} | info
-    config.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(json.dumps(record, indent=2, sort_keys=True) + "\n", config)
     return [weights, config]
 
 

@@ -24,6 +24,7 @@ from mpsim.serve.config import ServeConfig
 from mpsim.serve.kv import KvCapacity
 from mpsim.serve.scheduler import Scheduler, Step
 from mpsim.traces.atomic import atomic_write, write_json_atomic
+from mpsim.traces.atomic_folder import atomic_folder
 
 ITERATION_COLUMNS = ("start_s", "time_s", "protocol", "decode_seqs", "prefill_seqs", "prefill_tokens",
                      "tokens", "batch", "running", "waiting", "in_system", "kv_blocks_used",
@@ -131,16 +132,20 @@ def _slo(kept: pd.DataFrame, cfg: ServeConfig, span: float) -> dict[str, Any]:
     return out
 
 
+OUTPUT_FILES = ("requests.parquet", "iterations.parquet", "summary.json", "timeline.json")
+
+
 def write_outputs(folder: str | Path, requests: pd.DataFrame, iterations: pd.DataFrame,
                   summary: dict[str, Any], timeline: bool = False) -> list[Path]:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [atomic_write(folder / "requests.parquet", lambda t: requests.to_parquet(t, index=False)),
-             atomic_write(folder / "iterations.parquet", lambda t: iterations.to_parquet(t, index=False)),
-             write_json_atomic(_plain(summary), folder / "summary.json")]
-    if timeline:
-        paths.append(write_json_atomic(timeline_events(iterations, summary), folder / "timeline.json"))
-    return paths
+    """The run's files in `folder`, which is replaced as a whole (never a mix of two runs)."""
+    target = Path(folder)
+    with atomic_folder(target, OUTPUT_FILES) as tmp:
+        atomic_write(tmp / "requests.parquet", lambda t: requests.to_parquet(t, index=False))
+        atomic_write(tmp / "iterations.parquet", lambda t: iterations.to_parquet(t, index=False))
+        write_json_atomic(_plain(summary), tmp / "summary.json")
+        if timeline:
+            write_json_atomic(timeline_events(iterations, summary), tmp / "timeline.json")
+    return [target / name for name in OUTPUT_FILES if timeline or name != "timeline.json"]
 
 
 def _plain(value: Any) -> Any:

@@ -16,6 +16,7 @@ import yaml
 
 from mpsim.hw_models.loader import list_hardware, parse_hardware
 from mpsim.sim.calibrate import CalibrationResult, Knobs
+from mpsim.traces.atomic import write_text_atomic
 
 
 def hardware_text(name_or_path: str) -> str:
@@ -66,9 +67,5 @@ def write_calibrated(hw_name_or_path: str, result: CalibrationResult, trace_name
                 f"{result.train_launches} used to fit)")
     text = calibrated_yaml(hardware_text(hw_name_or_path), result.after, citation, out.stem)
     parse_hardware(text, str(out))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text_atomic(text, out)
 

@@ -6,12 +6,15 @@ loaded from), SimParams.fingerprint(), MODEL_VERSION and `source_fingerprint()`,
 of everything that decides a simulated number (the simulator, the roofline, the accounting, the
 launch plan and synthesis, the launch configs), so an edit to any of them starts a new namespace and
 no stale outcome comes back. The sweep's point keys include the same fingerprint. On disk a
-namespace is one JSON file `<cache_dir>/<namespace>.json` mapping key text -> outcome; writes merge
-with what is there and replace the file atomically, so concurrent runs at worst recompute. The
-default folder is $MPSIM_CACHE_DIR, else ~/.cache/mpsim/sim. Only plain JSON is read back (no
-pickles).
+namespace is one JSON file `<cache_dir>/<namespace>.json` mapping key text -> {"sum", "outcome"},
+`sum` a hash of the key and the outcome; writes merge with what is there and replace the file
+atomically, so concurrent runs at worst recompute. The default folder is $MPSIM_CACHE_DIR, else
+~/.cache/mpsim/sim. Only plain JSON is read back (no pickles).
 The NPU's step model memoizes whole steps the same way (`get_step`/`put_step`: plain JSON column
 lists keyed by the step's signature, in `<cache_dir>/<namespace>.steps.json`).
+The memo only saves work: an unreadable file, or an entry of the wrong type or whose sum does not
+match (edited by hand, damaged), is discarded with a warning and computed again; a memo that cannot
+be written (read-only, full disk) is a warning, and the results computed are kept.
 """
 
 from __future__ import annotations
@@ -19,15 +22,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from mpsim.errors import MpsimInputError
+from mpsim.errors import warn
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome
 from mpsim.traces.atomic import write_json_atomic
+from mpsim.traces.errors import OutputError
+
+T = TypeVar("T")
+_UNSAVED: set[Path] = set()  # memo folders this process could not write to (warned once)
 
 MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides staleness
 # What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
@@ -88,6 +96,7 @@ class LaunchMemo:
         self._dirty: set[str] = set()
         self._steps: dict[str, dict[str, dict[str, Any]]] = {}
         self._dirty_steps: set[str] = set()
+        self._warned: set[Path] = set()
         self.hits = 0
         self.misses = 0
         self.sim_seconds = 0.0  # wall time spent simulating the misses
@@ -125,43 +134,105 @@ class LaunchMemo:
         self._dirty_steps.add(ns)
 
     def flush(self) -> None:
-        """Write new entries to disk (merged with the file's current content)."""
+        """Write new entries to disk (merged with the file's current content); a write that fails
+        is a warning (the results stay in memory, only not cached)."""
         if self.cache_dir is None:
             self._dirty.clear()
             self._dirty_steps.clear()
             return
         for ns in sorted(self._dirty):
             merged = {**self._load(ns), **self._entries[ns]}
-            write_json_atomic({k: v.as_dict() for k, v in sorted(merged.items())}, self._path(ns))
+            self._save({k: v.as_dict() for k, v in sorted(merged.items())}, self._path(ns))
         for ns in sorted(self._dirty_steps):
             steps = {**self._load_steps(ns), **self._steps[ns]}
-            write_json_atomic(dict(sorted(steps.items())), self._path(ns, ".steps.json"))
+            self._save(dict(sorted(steps.items())), self._path(ns, ".steps.json"))
         self._dirty.clear()
         self._dirty_steps.clear()
+
+    def _save(self, outcomes: dict[str, dict[str, Any]], path: Path) -> None:
+        sealed = {k: {"sum": entry_sum(k, v), "outcome": v} for k, v in outcomes.items()}
+        try:
+            write_json_atomic(sealed, path)
+        except OutputError as exc:
+            if path.parent not in _UNSAVED:  # once per folder and process (a sweep saves per point)
+                _UNSAVED.add(path.parent)
+                warn(f"the simulator's memo was not saved ({exc}); the results are kept, not cached")
 
     def _path(self, ns: str, suffix: str = ".json") -> Path:
         assert self.cache_dir is not None
         return self.cache_dir / f"{ns}{suffix}"
 
     def _load_steps(self, ns: str) -> dict[str, dict[str, Any]]:
-        if self.cache_dir is None or not self._path(ns, ".steps.json").is_file():
-            return {}
-        path = self._path(ns, ".steps.json")
-        try:
-            raw = json.loads(path.read_text())
-        except ValueError as exc:
-            raise MpsimInputError(f"{path}: not a readable mpsim step memo ({exc}); "
-                                  "delete it to rebuild") from None
-        if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-            raise MpsimInputError(f"{path}: not a readable mpsim step memo; delete it to rebuild")
-        return raw
+        return self._read(self._path(ns, ".steps.json"), _step) if self.cache_dir is not None else {}
 
     def _load(self, ns: str) -> dict[str, LaunchOutcome]:
-        if self.cache_dir is None or not self._path(ns).is_file():
+        return self._read(self._path(ns), _launch) if self.cache_dir is not None else {}
+
+    def _read(self, path: Path, parse: Callable[[Any], T]) -> dict[str, T]:
+        """The entries of a memo file whose sums match and that `parse` accepts; the others are
+        discarded with one warning per file (once per memo)."""
+        if not path.is_file():
             return {}
         try:
-            raw = json.loads(self._path(ns).read_text())
-            return {k: LaunchOutcome.from_dict(v) for k, v in raw.items()}
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise MpsimInputError(f"{self._path(ns)}: not a readable mpsim launch memo ({exc}); "
-                                  "delete it to rebuild") from None
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            self._discarded(path, f"unreadable ({exc}); it is rebuilt")
+            return {}
+        if not isinstance(raw, dict):
+            self._discarded(path, "not a memo (a JSON object of entries); it is rebuilt")
+            return {}
+        out, bad = {}, []
+        for key, entry in raw.items():
+            try:
+                if not isinstance(entry, dict) or entry.get("sum") != entry_sum(key, entry.get("outcome")):
+                    raise ValueError("sum does not match")
+                out[key] = parse(entry["outcome"])
+            except (ValueError, TypeError, KeyError):
+                bad.append(key)
+        if bad:
+            self._discarded(path, f"{len(bad)} of {len(raw)} entries of the wrong type or whose sum does "
+                                  "not match (edited or damaged) discarded; they are computed again")
+        return out
+
+    def _discarded(self, path: Path, what: str) -> None:
+        if path not in self._warned:
+            self._warned.add(path)
+            warn(f"{path}: {what}")
+
+
+def entry_sum(key: str, outcome: Any) -> str:
+    """The hash a memo entry carries: of its key and its outcome (as JSON)."""
+    text = key + "\n" + json.dumps(outcome, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _number(v: Any, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise TypeError(f"{name}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _launch(d: Any) -> LaunchOutcome:
+    """A launch outcome from a memo entry, every field of its type (else TypeError)."""
+    if not isinstance(d, dict) or not isinstance(d.get("util", {}), dict) or not isinstance(
+            d.get("bound", ""), str):
+        raise TypeError("not a launch outcome")
+    numbers = {k: _number(v, k) for k, v in d.items() if k not in ("util", "bound")}
+    util = {str(k): _number(v, k) for k, v in (d.get("util") or {}).items()}
+    return LaunchOutcome(**numbers, util=util, bound=d.get("bound", "latency"))
+
+
+def _step(d: Any) -> dict[str, Any]:
+    """A step outcome from a memo entry: columns of numbers as long as its bounds (else TypeError)."""
+    if not isinstance(d, dict) or not isinstance(d.get("columns"), dict) or not d["columns"]:
+        raise TypeError("not a step outcome")
+    bound = d.get("bound")
+    if not isinstance(bound, list) or not all(isinstance(b, str) for b in bound):
+        raise TypeError("bound: expected a list of names")
+    for name, col in d["columns"].items():
+        if not isinstance(col, list) or len(col) != len(bound):
+            raise TypeError(f"column {name}: expected {len(bound)} numbers")
+        for v in col:
+            _number(v, name)
+    _number(d.get("duration_s"), "duration_s")
+    return d

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import time
@@ -27,6 +28,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
 from mpsim.tiny.corpus import load_corpus
 from mpsim.tiny.torch_llama import TorchLlama, bits_per_byte
+from mpsim.traces.atomic import atomic_write, check_output, write_figure_atomic, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def train_tiny(out_dir: Path, cfg: TinyConfig = TinyConfig()) -> Path:
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_output(out_dir, folder=True)  # before training, not after
     log_rows: list[dict[str, float]] = []
     t0 = time.perf_counter()
     last = cfg.steps if cfg.stop_at is None else cfg.stop_at
@@ -189,13 +191,15 @@ def _save(model: TorchLlama, cfg: TinyConfig, out_dir: Path, log_rows: list[dict
     from safetensors.torch import save_file
 
     tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    (out_dir / "config.json").write_text(json.dumps(hf_config(cfg), indent=2) + "\n")
-    (out_dir / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
-    with open(out_dir / "train_log.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(log_rows[0]))
-        writer.writeheader()
-        writer.writerows(log_rows)
+    atomic_write(out_dir / "model.safetensors",
+                 lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+    write_text_atomic(json.dumps(hf_config(cfg), indent=2) + "\n", out_dir / "config.json")
+    write_text_atomic(json.dumps(asdict(cfg), indent=2) + "\n", out_dir / "train_config.json")
+    log = io.StringIO(newline="")
+    writer = csv.DictWriter(log, fieldnames=list(log_rows[0]))
+    writer.writeheader()
+    writer.writerows(log_rows)
+    write_text_atomic(log.getvalue(), out_dir / "train_log.csv")
     _plot(log_rows, out_dir / "loss.png", f"{cfg.name}: byte-level Llama ({cfg.params() / 1e6:.1f} M) "
           "on Python stdlib sources")
 
@@ -216,5 +220,7 @@ def _plot(rows: list[dict[str, float]], path: Path, title: str) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        write_figure_atomic(fig, path)
+    finally:
+        plt.close(fig)

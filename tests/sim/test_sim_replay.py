@@ -123,15 +123,6 @@ def test_disk_memo_is_warm_and_keyed_by_hardware_content(tmp_path: Path) -> None
     assert first.stats["simulated"] > 0 and again.stats["simulated"] == 0
 
 
-def test_a_corrupt_disk_memo_is_a_clear_error(tmp_path: Path) -> None:
-    tr, hw = _trace(), load_hardware("h100-sxm")
-    simulate(tr, hw, cache_dir=tmp_path)
-    (memo_file,) = tmp_path.glob("*.json")
-    memo_file.write_text("{not json")
-    with pytest.raises(MpsimInputError, match="not a readable mpsim launch memo"):
-        simulate(tr, hw, cache_dir=tmp_path)
-
-
 def test_decode_attention_is_bucketed_by_kv_tiles() -> None:
     tr = _trace("vicuna-7b", "fp16", Workload(60, 12, 1))  # kv 61..71 spans two 64-token tiles
     rows = tr.rows
