@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
+import io
 import os
 import shutil
 import sys
@@ -53,6 +55,10 @@ def _interpreter_without_gpu() -> None:
 # A command's process allocates some 60k long-lived objects (the modules of numpy, pandas, pyarrow)
 # and little cyclic garbage. Collecting the youngest generation every 50k allocations instead of 700
 # spares ~180 collections over the imports (~0.05 s); what a command leaves in cycles is small.
+# The OSErrors that mean the machine cannot take a write (full disk, file-size limit, quota, read-only
+# file system): one clear line naming the file, not a traceback, wherever the write was.
+DISK_FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
+
 COMMAND_GC_THRESHOLD = (50_000, 10, 10)
 
 
@@ -95,12 +101,35 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except USER_ERRORS as exc:  # bad input: one clear line, no traceback
-        print(f"mpsim: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `mpsim ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except USER_ERRORS as exc:  # bad input: one clear line, no traceback
+        print(f"mpsim: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno not in DISK_FULL_OR_READ_ONLY:
+            raise
+        # A write outside mpsim's own writers (which name the output the user gave) failed for want of
+        # room or permission, e.g. numba's cache of a function compiled during the run: name that file.
+        from mpsim.traces.atomic import REASONS
+
+        print(f"mpsim: error: cannot write {_file_written(exc)}: {REASONS[exc.errno]}", file=sys.stderr)
+        return 2
+
+
+def _file_written(exc: OSError) -> str:
+    """The file a failed write was writing: the error's own filename, else the innermost file object
+    in the failing frames (a `write` on an open file names none)."""
+    if exc.filename:
+        return str(exc.filename)
+    tb, name = exc.__traceback__, None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, io.IOBase) and isinstance(getattr(value, "name", None), str):
+                name = value.name
+        tb = tb.tb_next
+    return name or "a file (its name is unknown)"
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str, str | None, Argv]] = {
     "demo": ("folder", "out", None, lambda i, out: ["demo", "--out", out, "--no-progress", "--no-evaluation",
                                                     "--no-serving"]),
 }
+NUMBA_COMMANDS = ("evaluate", "quantize")  # they compile numba functions (cached on disk) as they run
 FULL_DISK_COMMANDS = [c for c in COMMANDS if c != "demo"]  # (the demo's whole sweep: minutes)
 FULL_DISK = """
 import resource, signal, sys
@@ -139,6 +140,8 @@ def test_a_full_disk_is_one_clear_error_and_keeps_the_old_output(command: str, i
         old.write_text("old")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "MPSIM_CACHE_DIR": str(tmp_path / "cache"),
            "TRITON_INTERPRET": "1"}
+    if command in NUMBA_COMMANDS:  # numba's on-disk cache warm, so that the first write is the output's
+        assert main(argv(inputs, str(tmp_path / "warm" / name))) == 0
     proc = subprocess.run([sys.executable, "-c", FULL_DISK, *argv(inputs, str(out))], env=env,
                           capture_output=True, text=True, timeout=600)
     _check_error(proc.returncode, proc.stderr, out)
@@ -147,6 +150,18 @@ def test_a_full_disk_is_one_clear_error_and_keeps_the_old_output(command: str, i
     if old is not None:
         assert old.read_text() == "old"
         assert kind == "file" or sorted(p.name for p in out.iterdir()) == [old.name]
+
+
+def test_a_full_disk_under_a_cold_numba_cache_is_one_clear_error(tmp_path: Path) -> None:
+    """A write that is not one of mpsim's outputs (numba's cache of a function compiled during the run)
+    on a full disk: one line naming that file, exit 2, no traceback."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, "quality", "--model", "tiny", "--policy", "w4",
+                           "--samples", "1", "--gen-len", "2", "--prompt-len", "8"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    assert f"mpsim: error: cannot write {tmp_path / 'numba'}" in proc.stderr, proc.stderr
+    assert "file too large" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_serve_rerun_replaces_the_folder_as_a_whole(tmp_path: Path,
