@@ -142,7 +142,7 @@ def encode(x: np.ndarray, fmt: MiniFloat, saturate: bool = True) -> np.ndarray:
     inf = np.isinf(a)
     a = np.where(nan | inf, 0.0, a)
     _, e = np.frexp(a)  # a = f * 2^e with f in [0.5, 1): floor(log2 a) = e - 1 (a > 0)
-    ex = np.maximum(e.astype(np.int64) - 1, fmt.emin)
+    ex = np.where(a > 0, np.maximum(e.astype(np.int64) - 1, fmt.emin), fmt.emin)  # frexp(0) gives e = 0
     n = np.rint(np.ldexp(a, (fmt.mbits - ex).astype(np.int32)))  # exact scaling; rint ties to even
     mag = ((ex - fmt.emin) << fmt.mbits) + n.astype(np.int64)
     over = (mag > fmt.max_code) | inf
