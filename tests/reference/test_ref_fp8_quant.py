@@ -128,3 +128,16 @@ def test_codes_divide_by_the_scale() -> None:
     # here x / s and x * fl(1 / s) give different e4m3 codes: the contract divides (IEEE, to nearest)
     w = np.array([[18.3125, 4688 * 2.0**-24]], np.float16)
     assert quantize_fp8(w).codes.tolist() == [[0x7E, 4]]  # the reciprocal would give 3
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31), gran=st.sampled_from(GRANULARITIES))
+def test_error_within_half_an_e4m3_step(seed: int, gran: str) -> None:
+    """docs/numerics.md section 8: |x_hat - x| <= s (2^-4 |x / s| + 2^-10) + u (|x| + |x_hat|)."""
+    w = _weights(seed, 130, 257)
+    t = quantize_fp8(w, gran)
+    s = np.repeat(np.repeat(t.scales, t.tile[0], 0), t.tile[1], 1)[:130, :257].astype(np.float64)
+    x, xh = w.astype(np.float64), dequantize_fp8(t).astype(np.float64)
+    u = 2.0**-24
+    bound = s * (2.0**-4 * np.abs(x) / s * (1 + u) + 2.0**-10) + u * (np.abs(x) + np.abs(xh))
+    assert (np.abs(xh - x) <= bound).all()
