@@ -3,18 +3,23 @@
 W is an fp16 (N, K) matrix; K is padded with zeros to a multiple of the block (zeros change no amax and
 encode to code 0). Blocks run along K within one row.
 
-MXFP4 (OCP Microscaling Formats v1.0, section 6.3), block 32, e8m0 scale:
-    X     = 2^(floor(log2(amax_b)) - 2), clamped to 2^-127 .. 2^127 (all-zero block: 2^-127)
+MXFP4 (OCP Microscaling Formats v1.0, section 6.3; as Microsoft's microxcaling reference library
+``mx/mx_ops.py`` computes it), block 32, e8m0 scale:
+    X     = 2^(floor(log2(amax_b)) - 2), at least 2^-127 (all-zero block: 2^-127; the top, 2^125 for
+            fp32 input, never reaches the e8m0 limit 2^127)
     q     = e2m1_satfinite(x / X)               (exact division by a power of two; values in (6, 8)*X
                                                  clamp to 6, as the spec says)
     x_hat = e2m1(q) * X                         (exact in fp32)
 
 NVFP4 (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025), block 16,
-e4m3 block scale, fp32 per-tensor scale g (the checkpoints' ``weight_scale_2``; vLLM's kernels take
-its inverse 1/g as ``global_scale``):
+e4m3 block scale, fp32 per-tensor scale g. The order of operations and the two edge rules are those of
+NVIDIA's Model Optimizer (``NVFP4QTensor``), which writes the published NVFP4 checkpoints (g is their
+``weight_scale_2``; vLLM's kernels take its inverse 1/g as ``global_scale``):
     g     = fl(amax / (6 * 448)) in fp32, g = 1 when amax == 0
-    S_b   = e4m3_satfinite(fl(fl(amax_b / 6) / g))        (the stored e4m3 code; <= 448)
-    q     = e2m1_satfinite(fl(x / fl(S_b * g))), q = 0 where S_b == 0
+    s_b   = fl(amax_b / fl(6 * g)); 1 when amax_b == 0; at least 2^-9 (the smallest e4m3 subnormal,
+            so no block scale underflows to 0)
+    S_b   = e4m3_satfinite(s_b)                            (the stored e4m3 code; <= 448)
+    q     = e2m1_satfinite(fl(x / fl(S_b * g)))
     x_hat = fl(fl(e2m1(q) * S_b) * g)                      (the inner product is exact: one rounding)
 
 Storage: ``packed`` uint8 (N, Kp/2), two codes per byte (reference/fp4.py: element 2i low nibble);
@@ -43,6 +48,7 @@ __all__ = ["FP4_BLOCK", "FP4_KINDS", "Fp4Weight", "dequantize_fp4", "nvfp4_globa
 
 FP4_KINDS = ("mxfp4", "nvfp4")
 FP4_BLOCK = {"mxfp4": 32, "nvfp4": 16}
+NVFP4_MIN_BLOCK_SCALE = 2.0**-9  # the smallest e4m3 subnormal
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class Fp4Weight:
         return FP4_BLOCK[self.kind]
 
 
-def _blocks(w: np.ndarray, kind: str) -> np.ndarray:
+def fp4_blocks(w: np.ndarray, kind: str) -> np.ndarray:
     """fp16 (N, K) -> fp32 blocks (N, Kp/B, B), zero-padded along K."""
     if kind not in FP4_KINDS:
         raise ValueError(f"fp4 kind={kind!r}: expected one of {FP4_KINDS}")
@@ -87,12 +93,11 @@ def nvfp4_global_scale(amax: np.float32) -> np.float32:
 def _nvfp4(wb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.float32]:
     amax_b = np.abs(wb).max(axis=2)
     g = nvfp4_global_scale(amax_b.max())
-    sb = encode_e4m3((amax_b / np.float32(E2M1_MAX) / g).astype(np.float32), saturate=True)
-    denom = (decode_e4m3(sb) * g).astype(np.float32)[:, :, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = (wb / denom).astype(np.float32)
-    codes = np.where(denom == 0, np.uint8(0), encode_e2m1(np.where(denom == 0, np.float32(0), v)))
-    return codes.astype(np.uint8), sb, g
+    s = (amax_b / np.float32(np.float32(E2M1_MAX) * g)).astype(np.float32)
+    s = np.where(amax_b == 0, np.float32(1), np.maximum(s, np.float32(NVFP4_MIN_BLOCK_SCALE)))
+    sb = encode_e4m3(s.astype(np.float32), saturate=True)
+    denom = (decode_e4m3(sb) * g).astype(np.float32)[:, :, None]  # > 0: S_b >= 2^-9
+    return encode_e2m1((wb / denom).astype(np.float32)), sb, g
 
 
 def _mxfp4(wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +108,7 @@ def _mxfp4(wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def quantize_fp4(w: np.ndarray, kind: str) -> Fp4Weight:
     """fp16 weight (N, K) -> MXFP4 (kind="mxfp4") or NVFP4 (kind="nvfp4") per the module's rules."""
-    wb = _blocks(w, kind)
+    wb = fp4_blocks(w, kind)
     n, nb, b = wb.shape
     if kind == "mxfp4":
         codes, scales = _mxfp4(wb)

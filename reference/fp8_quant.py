@@ -12,6 +12,10 @@ Tiles: per-tensor (N, K) (one scale, the vLLM/TRT-LLM fp8 checkpoints' weight sc
 row/column tiles may be partial), per-token (1, K) over activations x (M, K) (W8A8 dynamic activation
 scales, computed at run time for every row). ``scales`` is always a 2-D float32 array of shape
 (ceil(N / tile_rows), ceil(K / tile_cols)).
+
+Per-token scales follow vLLM's dynamic per-token kernel (and FBGEMM's, which it matches): s =
+max(fl(amax / 448), fl(1 / (448 * 512))), so a zero or tiny row gets the floor, not 1; the codes still
+divide by s (not multiply by its inverse), as that kernel does.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from mpsim.reference.fp8 import E4M3_MAX, decode_e4m3, encode_e4m3
 
 __all__ = [
     "FP8_BLOCK",
+    "FP8_TOKEN_MIN_SCALE",
     "GRANULARITIES",
     "Fp8Tensor",
     "dequantize_fp8",
@@ -33,6 +38,7 @@ __all__ = [
 ]
 
 FP8_BLOCK = 128
+FP8_TOKEN_MIN_SCALE = np.float32(np.float32(1) / np.float32(E4M3_MAX * 512))  # vLLM's min_scaling_factor
 GRANULARITIES = ("tensor", "channel", "block")
 
 
@@ -56,7 +62,7 @@ def tile_shape(granularity: str, n: int, k: int) -> tuple[int, int]:
     raise ValueError(f"fp8 granularity={granularity!r}: expected one of {GRANULARITIES}")
 
 
-def _check_matrix(x: np.ndarray, name: str) -> np.ndarray:
+def check_fp16_matrix(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype != np.float16 or x.ndim != 2:
         raise ValueError(f"{name}: expected a float16 (rows, cols) array, got {x.dtype} {x.shape}")
@@ -82,30 +88,32 @@ def expand_tiles(per_tile: np.ndarray, tile: tuple[int, int], n: int, k: int) ->
     return np.repeat(np.repeat(per_tile, tile[0], axis=0), tile[1], axis=1)[:n, :k]
 
 
-def fp8_scales(amax: np.ndarray) -> np.ndarray:
-    """s = fl(amax / 448) in fp32; 1 where amax == 0."""
+def fp8_scales(amax: np.ndarray, min_scale: np.float32 | None = None) -> np.ndarray:
+    """s = fl(amax / 448) in fp32; then at least min_scale when given, else 1 where amax == 0."""
     s = (amax.astype(np.float32) / np.float32(E4M3_MAX)).astype(np.float32)
+    if min_scale is not None:
+        return np.maximum(s, min_scale).astype(np.float32)
     return np.where(amax == 0, np.float32(1), s).astype(np.float32)
 
 
-def quantize_tiles(x32: np.ndarray, tile: tuple[int, int]) -> Fp8Tensor:
+def quantize_tiles(x32: np.ndarray, tile: tuple[int, int], min_scale: np.float32 | None = None) -> Fp8Tensor:
     """The module's rule over tiles of an fp32 matrix holding fp16 values."""
     n, k = x32.shape
-    scales = fp8_scales(tile_amax(x32, tile))
+    scales = fp8_scales(tile_amax(x32, tile), min_scale)
     codes = encode_e4m3((x32 / expand_tiles(scales, tile, n, k)).astype(np.float32), saturate=True)
     return Fp8Tensor(codes=codes, scales=scales, tile=tile)
 
 
 def quantize_fp8(w: np.ndarray, granularity: str = "tensor") -> Fp8Tensor:
     """fp16 weight (N, K) -> e4m3 codes with per-tensor, per-channel or 128x128 block fp32 scales."""
-    w32 = _check_matrix(w, "w")
+    w32 = check_fp16_matrix(w, "w")
     return quantize_tiles(w32, tile_shape(granularity, *w32.shape))
 
 
 def quantize_fp8_tokens(x: np.ndarray) -> Fp8Tensor:
     """fp16 activations (M, K) -> e4m3 codes with one dynamic fp32 scale per token (row)."""
-    x32 = _check_matrix(x, "x")
-    return quantize_tiles(x32, tile_shape("channel", *x32.shape))
+    x32 = check_fp16_matrix(x, "x")
+    return quantize_tiles(x32, tile_shape("channel", *x32.shape), FP8_TOKEN_MIN_SCALE)
 
 
 def dequantize_fp8(t: Fp8Tensor) -> np.ndarray:

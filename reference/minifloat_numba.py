@@ -14,9 +14,9 @@ import numpy as np
 from numba import njit
 
 from mpsim.reference.fp4 import E2M1, E2M1_EMAX, E2M1_MAX, pack_fp4
-from mpsim.reference.fp4_quant import FP4_BLOCK, Fp4Weight, _blocks
+from mpsim.reference.fp4_quant import FP4_BLOCK, NVFP4_MIN_BLOCK_SCALE, Fp4Weight, fp4_blocks
 from mpsim.reference.fp8 import E4M3, E4M3_MAX
-from mpsim.reference.fp8_quant import Fp8Tensor, _check_matrix, tile_shape
+from mpsim.reference.fp8_quant import FP8_TOKEN_MIN_SCALE, Fp8Tensor, check_fp16_matrix, tile_shape
 from mpsim.reference.minifloat import MiniFloat, as_float32
 
 __all__ = [
@@ -109,7 +109,10 @@ _E2 = _params(E2M1, True)[:6]
 
 
 @njit(cache=True)
-def _fp8_tiles_nb(x: np.ndarray, tr: int, tc: int, e4: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _fp8_tiles_nb(
+    x: np.ndarray, tr: int, tc: int, min_scale: np.float32, e4: tuple
+) -> tuple[np.ndarray, np.ndarray]:
+    """min_scale > 0: the per-token floor; 0: weights (s = 1 for an all-zero tile)."""
     n, k = x.shape
     nr, nc = (n + tr - 1) // tr, (k + tc - 1) // tc
     scales = np.empty((nr, nc), dtype=np.float32)
@@ -121,7 +124,11 @@ def _fp8_tiles_nb(x: np.ndarray, tr: int, tc: int, e4: tuple) -> tuple[np.ndarra
             for r in range(i * tr, r1):
                 for c in range(j * tc, c1):
                     amax = max(amax, abs(x[r, c]))
-            s = np.float32(amax / np.float32(E4M3_MAX)) if amax > 0 else np.float32(1)
+            s = np.float32(amax / np.float32(E4M3_MAX))
+            if min_scale > 0:
+                s = max(s, min_scale)
+            elif amax == 0:
+                s = np.float32(1)
             scales[i, j] = s
             for r in range(i * tr, r1):
                 for c in range(j * tc, c1):
@@ -131,16 +138,16 @@ def _fp8_tiles_nb(x: np.ndarray, tr: int, tc: int, e4: tuple) -> tuple[np.ndarra
 
 def quantize_fp8_numba(w: np.ndarray, granularity: str = "tensor") -> Fp8Tensor:
     """numba twin of fp8_quant.quantize_fp8."""
-    w32 = np.ascontiguousarray(_check_matrix(w, "w"))
+    w32 = np.ascontiguousarray(check_fp16_matrix(w, "w"))
     tile = tile_shape(granularity, *w32.shape)
-    codes, scales = _fp8_tiles_nb(w32, tile[0], tile[1], _E4)
+    codes, scales = _fp8_tiles_nb(w32, tile[0], tile[1], np.float32(0), _E4)
     return Fp8Tensor(codes=codes, scales=scales, tile=tile)
 
 
 def quantize_fp8_tokens_numba(x: np.ndarray) -> Fp8Tensor:
     """numba twin of fp8_quant.quantize_fp8_tokens."""
-    x32 = np.ascontiguousarray(_check_matrix(x, "x"))
-    codes, scales = _fp8_tiles_nb(x32, 1, x32.shape[1], _E4)
+    x32 = np.ascontiguousarray(check_fp16_matrix(x, "x"))
+    codes, scales = _fp8_tiles_nb(x32, 1, x32.shape[1], FP8_TOKEN_MIN_SCALE, _E4)
     return Fp8Tensor(codes=codes, scales=scales, tile=(1, x32.shape[1]))
 
 
@@ -166,25 +173,26 @@ def _mxfp4_nb(wb: np.ndarray, e2: tuple) -> tuple[np.ndarray, np.ndarray]:
 @njit(cache=True)
 def _nvfp4_nb(wb: np.ndarray, g: np.float32, e2: tuple, e4: tuple) -> tuple[np.ndarray, np.ndarray]:
     n, nb, b = wb.shape
-    codes = np.zeros((n, nb, b), dtype=np.uint8)
+    codes = np.empty((n, nb, b), dtype=np.uint8)
     sb = np.empty((n, nb), dtype=np.uint8)
     for r in range(n):
         for j in range(nb):
             amax = np.float32(0)
             for i in range(b):
                 amax = max(amax, abs(wb[r, j, i]))
-            sb[r, j] = _encode_scalar(np.float32(np.float32(amax / np.float32(E2M1_MAX)) / g), *e4)
+            s = np.float32(amax / np.float32(np.float32(E2M1_MAX) * g))
+            s = np.float32(1) if amax == 0 else max(s, np.float32(NVFP4_MIN_BLOCK_SCALE))
+            sb[r, j] = _encode_scalar(s, *e4)
             s_val = _decode_nb(sb[r, j : j + 1], e4[0], e4[1], e4[2], e4[3], e4[5], False)[0]
             denom = np.float32(s_val * g)
-            if denom != 0:
-                for i in range(b):
-                    codes[r, j, i] = _encode_scalar(np.float32(wb[r, j, i] / denom), *e2)
+            for i in range(b):
+                codes[r, j, i] = _encode_scalar(np.float32(wb[r, j, i] / denom), *e2)
     return codes, sb
 
 
 def quantize_fp4_numba(w: np.ndarray, kind: str) -> Fp4Weight:
     """numba twin of fp4_quant.quantize_fp4 (the global scale g: the same fp32 division, in numpy)."""
-    wb = np.ascontiguousarray(_blocks(w, kind))
+    wb = np.ascontiguousarray(fp4_blocks(w, kind))
     n, nb, b = wb.shape
     if kind == "mxfp4":
         codes, scales = _mxfp4_nb(wb, _E2)

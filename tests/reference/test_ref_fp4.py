@@ -63,9 +63,9 @@ def test_nvfp4_hand_computed_blocks() -> None:
     w[0, 0:2] = [6.0, 3.0]  # block 0: amax 6 -> S = e4m3(6 / 6 / g) = 1
     w[0, 16] = 2688.0  # block 1: the tensor amax: g = 2688 / 2688 = 1, S = 448
     w[0, 32:34] = [7.0, -1.0]  # block 2: S = e4m3(7 / 6) = 1.125 (0x39); 7 / 1.125 = 6.2 -> 6
-    f = quantize_fp4(w, "nvfp4")  # block 3 all zero: S = 0, codes 0
+    f = quantize_fp4(w, "nvfp4")  # block 3 all zero: S = 1 (ModelOpt's rule), codes 0
     assert f.global_scale == 1.0
-    assert f.scales.tolist() == [[0x38, 0x7E, 0x39, 0x00]]
+    assert f.scales.tolist() == [[0x38, 0x7E, 0x39, 0x38]]
     c = unpack_fp4(f.packed)[0]
     assert c[[0, 1, 16, 32, 33]].tolist() == [7, 5, 7, 7, 0xA]  # 6, 3, 6, 6, -1 (-1 / 1.125 = -0.89 -> -1)
     assert dequantize_fp4(f)[0, [0, 1, 16, 32, 33]].tolist() == [6.0, 3.0, 2688.0, 6.75, -1.125]
@@ -90,10 +90,10 @@ def _contract(w: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.floa
                 scales[r, j] = min(max(e, -127), 127) + 127
                 denom = np.float32(2.0 ** (int(scales[r, j]) - 127))
             else:
-                scales[r, j] = oracle_encode(np.float32(np.float32(am / np.float32(6)) / g), E4M3_SPEC, True)
+                s = np.float32(1) if am == 0 else max(np.float32(am / np.float32(6 * g)), np.float32(2.0**-9))
+                scales[r, j] = oracle_encode(np.float32(s), E4M3_SPEC, True)
                 denom = np.float32(decode_e4m3(scales[r, j : j + 1])[0] * g)
-            if denom != 0:
-                codes[r, j * b : (j + 1) * b] = oracle_encode(blk / denom, E2M1_SPEC, True)
+            codes[r, j * b : (j + 1) * b] = oracle_encode(blk / denom, E2M1_SPEC, True)
     return codes, scales, g
 
 
@@ -132,8 +132,11 @@ def test_bad_inputs_are_rejected() -> None:
         quantize_fp4(np.full((1, 16), np.nan, np.float16), "mxfp4")
 
 
-def test_nvfp4_block_scale_divides_left_to_right() -> None:
-    w = np.zeros((1, 32), np.float16)
+def test_nvfp4_block_scale_order_and_floor() -> None:
+    w = np.zeros((1, 48), np.float16)
     w[0, 0], w[0, 16] = 652.0, 500736 * 2.0**-24  # g = fl(652 / 2688)
-    # fl(fl(amax_b / 6) / g) gives e4m3 code 10; amax_b / fl(6 * g) would give 11
-    assert quantize_fp4(w, "nvfp4").scales.tolist() == [[0x7E, 10]]
+    w[0, 32] = 0.001  # amax_b / (6 g) = 0.00069 < 2^-10 would round to e4m3 0: floored at 2^-9 (code 1)
+    f = quantize_fp4(w, "nvfp4")
+    # ModelOpt's order fl(amax_b / fl(6 g)) gives e4m3 code 11; fl(fl(amax_b / 6) / g) would give 10
+    assert f.scales.tolist() == [[0x7E, 11, 0x01]]
+    assert unpack_fp4(f.packed)[0, 32] == 4  # 0.001 / (2^-9 g) = 2.11 -> 2

@@ -31,7 +31,7 @@ def _weights(seed: int, n: int, k: int) -> np.ndarray:
     return w.astype(np.float16)
 
 
-def _contract(x: np.ndarray, tr: int, tc: int) -> tuple[np.ndarray, np.ndarray]:
+def _contract(x: np.ndarray, tr: int, tc: int, floor: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The rule, tile by tile, with fp32 scalars and the oracle encoder (independent of the reference)."""
     n, k = x.shape
     nr, nc = -(-n // tr), -(-k // tc)
@@ -41,7 +41,11 @@ def _contract(x: np.ndarray, tr: int, tc: int) -> tuple[np.ndarray, np.ndarray]:
         for j in range(nc):
             tile = x[i * tr : (i + 1) * tr, j * tc : (j + 1) * tc].astype(np.float32)
             amax = np.float32(np.abs(tile).max())
-            s = np.float32(1) if amax == 0 else np.float32(amax / np.float32(448))
+            s = np.float32(amax / np.float32(448))
+            if floor:  # vLLM's per-token min_scaling_factor 1 / (448 * 512)
+                s = max(s, np.float32(np.float32(1) / np.float32(229376)))
+            elif amax == 0:
+                s = np.float32(1)
             scales[i, j] = s
             codes[i * tr : (i + 1) * tr, j * tc : (j + 1) * tc] = oracle_encode(tile / s, E4M3_SPEC, True)
     return codes, scales
@@ -65,7 +69,7 @@ def test_weights_match_the_contract(seed: int, n: int, k: int, gran: str) -> Non
 def test_per_token_activations_match_the_contract(seed: int, m: int, k: int) -> None:
     x = _weights(seed, m, k)
     t = quantize_fp8_tokens(x)
-    codes, scales = _contract(x, 1, k)
+    codes, scales = _contract(x, 1, k, floor=True)
     assert t.scales.shape == (m, 1) and t.tile == (1, k)
     np.testing.assert_array_equal(t.scales.view(np.uint32), scales.view(np.uint32))
     np.testing.assert_array_equal(t.codes, codes)
@@ -104,12 +108,23 @@ def test_hand_computed_block_scales() -> None:
 
 
 def test_per_channel_and_per_token_rows_are_independent() -> None:
-    x = _weights(3, 6, 64)
+    x = np.random.default_rng(3).standard_normal((6, 64)).astype(np.float16)
     x[2] = x[1] * np.float16(8)  # a row scaled by a power of two: same codes, scale * 8
     t = quantize_fp8_tokens(x)
     np.testing.assert_array_equal(t.codes[2], t.codes[1])
     assert t.scales[2, 0] == t.scales[1, 0] * 8
     np.testing.assert_array_equal(quantize_fp8(x, "channel").codes, t.codes)
+
+
+def test_per_token_scale_floor() -> None:
+    x = np.zeros((3, 8), np.float16)
+    x[1, 0], x[2, 0] = 2.0**-12, 1.0  # amax / 448 below, above 1 / (448 * 512)
+    t = quantize_fp8_tokens(x)
+    floor = np.float32(1) / np.float32(229376)
+    assert t.scales[:, 0].tolist() == [floor, floor, np.float32(1) / np.float32(448)]
+    assert t.codes[0].tolist() == [0] * 8 and t.codes[2, 0] == 0x7E
+    assert t.codes[1, 0] == 0x66  # 2^-12 / floor = 56 = 1.75 * 2^5 (e4m3 0x66), not 448
+    assert quantize_fp8(x, "channel").scales[0, 0] == 1.0  # weights: an all-zero row gets 1
 
 
 def test_bad_inputs_are_rejected() -> None:
