@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from mpsim.reference.fp4 import E2M1, E2M1_EMAX, E2M1_MAX, pack_fp4
-from mpsim.reference.fp4_quant import FP4_BLOCK, NVFP4_MIN_BLOCK_SCALE, Fp4Weight, fp4_blocks
+from mpsim.reference.fp4_quant import NVFP4_MIN_BLOCK_SCALE, Fp4Weight, fp4_blocks
 from mpsim.reference.fp8 import E4M3, E4M3_MAX
 from mpsim.reference.fp8_quant import FP8_TOKEN_MIN_SCALE, Fp8Tensor, check_fp16_matrix, tile_shape
 from mpsim.reference.minifloat import MiniFloat, as_float32
@@ -201,6 +201,5 @@ def quantize_fp4_numba(w: np.ndarray, kind: str) -> Fp4Weight:
         amax = np.abs(wb).max()
         g = np.float32(1) if amax == 0 else np.float32(amax / np.float32(E2M1_MAX * E4M3_MAX))
         codes, scales = _nvfp4_nb(wb, g, _E2, _E4)
-    assert b == FP4_BLOCK[kind]
     packed = pack_fp4(codes.reshape(n, nb * b))
     return Fp4Weight(packed=packed, scales=scales, global_scale=g, kind=kind, k=w.shape[1])
