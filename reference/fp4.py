@@ -1,6 +1,6 @@
 """FP4 e2m1 values, their nibble packing, and the e8m0 power-of-two scale of MX, as docs/formats.md pins.
 
-e2m1 (OCP Microscaling Formats v1.0, section 5.3.3): sign | 2-bit exponent (bias 1) | 1-bit mantissa,
+e2m1 (OCP Microscaling Formats v1.0): sign | 2-bit exponent (bias 1) | 1-bit mantissa,
 16 codes, values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; no inf, no NaN. Encoding rounds to nearest even and
 always saturates (PTX ``cvt.rn.satfinite.e2m1x2.f32``): |x| > 6 gives +-6; NaN input is an error.
 
@@ -8,8 +8,8 @@ Packing: two codes per byte, element 2i in the low nibble and 2i+1 in the high n
 NVFP4 reference ``break_fp4_bytes`` unpacks, and PTX ``cvt...e2m1x2.f32 d, a, b`` produces with
 a = x[2i+1], b = x[2i]: b goes to the low bits).
 
-e8m0 (OCP MX v1.0, section 5.4.1): an unsigned 8-bit exponent, value 2^(c - 127) for c in 0..254
-(2^-127 .. 2^127), c = 255 is NaN. The MX scale of a block (section 6.3): X = 2^(floor(log2(amax))
+e8m0 (OCP MX v1.0): an unsigned 8-bit exponent, value 2^(c - 127) for c in 0..254
+(2^-127 .. 2^127), c = 255 is NaN. The MX scale of a block (the spec's conversion): X = 2^(floor(log2(amax))
 - emax_elem), emax_elem = 2 for e2m1, clamped to 2^-127 .. 2^127; an all-zero block gets 2^-127.
 """
 

@@ -3,7 +3,7 @@
 W is an fp16 (N, K) matrix; K is padded with zeros to a multiple of the block (zeros change no amax and
 encode to code 0). Blocks run along K within one row.
 
-MXFP4 (OCP Microscaling Formats v1.0, section 6.3; as Microsoft's microxcaling reference library
+MXFP4 (OCP Microscaling Formats v1.0; as Microsoft's microxcaling reference library
 ``mx/mx_ops.py`` computes it), block 32, e8m0 scale:
     X     = 2^(floor(log2(amax_b)) - 2), at least 2^-127 (all-zero block: 2^-127; the top, 2^125 for
             fp32 input, never reaches the e8m0 limit 2^127)
