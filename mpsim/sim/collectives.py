@@ -1,0 +1,163 @@
+"""Collective cost model: NCCL ring/tree/NVLS all-reduce, all-gather and reduce-scatter, the one-shot and
+two-shot custom all-reduce of vLLM and TensorRT-LLM within a node, and the plain bound.
+
+Pure Python (no SimPy): `nccl_time`, `custom_allreduce_time` and `plain_bound` return a Cost (µs, the
+algorithm and protocol chosen, steps, bytes per step, achieved bus bandwidth). Sizes are the
+collective's buffer in bytes as nccl-tests counts them (all-gather: the gathered output;
+reduce-scatter: the input). docs/collectives.md has the derivations and the validation.
+
+What comes from the libraries (cited by file and commit):
+- NCCL src/graph/tuning.cc (NVIDIA/nccl @5067397c): base latencies per algorithm and protocol
+  (ring LL/LL128/Simple 6.6/14/8.4 µs; tree 6.8/14/8.4; NVLS 0), per-step hardware latencies on
+  NVLink (ring 0.6/1.9/3.4, tree 0.6/1.25/4.0, NVLS Simple 25) and PCIe (ring 1.0/2.5/5.7, tree
+  1.0/1.9/4.0), the steps (all-reduce 2(n-1), all-gather/reduce-scatter n-1; tree all-reduce
+  2(n-1) intra-node hops), the protocol bandwidth factors (ring LL x0.5, LL128 x0.92; tree Simple
+  x0.92, LL x1/3.8, LL128 x7/9 in one node), the algBw ratio (ring and NVLS n/steps, tree 0.5), NVLS
+  efficiency (Hopper 0.85, Blackwell 0.74; x2 for all-reduce) and the choice: the (algorithm,
+  protocol) of least predicted time. LL128 runs on NVLink only.
+- vLLM csrc/custom_all_reduce.cuh (REDUCE_CASE): 2 GPUs always one-shot ("1stage"); fully connected
+  GPUs one-shot below 512 KiB (<= 4 GPUs) or 256 KiB (<= 8), else two-shot; no custom all-reduce on
+  more than two PCIe GPUs. vllm/distributed/device_communicators/all_reduce_utils.py
+  CUSTOM_ALL_REDUCE_MAX_SIZES: above sm90 {2: 64 MiB, 4: 32 MiB, 8: 256 KiB} / sm100 {2: 2, 4: 2,
+  8: 1 MiB} the call falls through to NCCL (symmetric memory or PyNCCL).
+- TensorRT-LLM AllReduceStrategy.AUTO picks one-shot, two-shot or NCCL from a lookup table measured
+  per GPU and size (the aiconfigurator collector turns the autotuner off so the table decides); the
+  model takes the fastest of the three predictions, which is what a table of measured winners encodes.
+
+What is fitted (NodeFit, with the rows named in docs/collectives.md): the bus efficiency of NCCL's
+Simple protocol relative to the datasheet link bandwidth, a scale on NCCL's latency constants, the
+custom kernels' fixed latency and bus efficiency, the host-launch floor of eager calls, and for PCIe
+hosts the exponent k of the bus bandwidth's fall with group size, bw(n) = bw(2) (2/n)^k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Op = Literal["all_reduce", "all_gather", "reduce_scatter"]
+OPS: tuple[Op, ...] = ("all_reduce", "all_gather", "reduce_scatter")
+BASE_LAT_US = {"ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
+               "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4}, "nvls": {"Simple": 0.0}}
+HW_LAT_US = {"nvlink": {"ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+                        "tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0}, "nvls": {"Simple": 25.0}},
+             "pcie": {"ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+                      "tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0}}}
+PROTO_BW = {"ring": {"LL": 0.5, "LL128": 0.92, "Simple": 1.0},
+            "tree": {"LL": 1 / 3.8, "LL128": 7 / 9, "Simple": 0.92}, "nvls": {"Simple": 1.0}}
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+VLLM_ONESHOT_MAX = {4: 512 * 1024, 8: 256 * 1024}  # bytes below which >2 GPUs run one-shot
+VLLM_CUSTOM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 256 << 10},
+                   "blackwell": {2: 2 << 20, 4: 2 << 20, 8: 1 << 20}}
+
+
+@dataclass(frozen=True)
+class NodeFit:
+    """What a node's collectives reach (docs/collectives.md#fitted-constants)."""
+
+    link_gbps: float  # datasheet, per direction (hw_models/nodes)
+    topology: Literal["nvswitch", "pcie"]
+    arch: Literal["ampere", "ada", "hopper", "blackwell"]
+    nvls: bool
+    nccl_efficiency: float  # NCCL Simple ring bus bandwidth / link_gbps (fitted)
+    nccl_latency_scale: float = 1.0  # x NCCL's own latency constants (fitted)
+    custom_latency_us: float = 0.0  # fixed cost of a custom all-reduce call in a CUDA graph (fitted)
+    custom_efficiency: float = 1.0  # custom kernels' bus bandwidth / link_gbps (fitted)
+    eager_floor_us: float = 0.0  # host-launched call: never faster than this (fitted)
+    pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
+
+
+@dataclass(frozen=True)
+class Cost:
+    time_us: float
+    algorithm: str
+    protocol: str
+    steps: int
+    bytes_per_step: float
+    bus_gbps: float  # achieved bus bandwidth (nccl-tests' busbw) of this prediction
+
+
+def _steps(op: Op, n: int) -> int:
+    return 2 * (n - 1) if op == "all_reduce" else n - 1
+
+
+def bus_factor(op: Op, n: int) -> float:
+    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter."""
+    return _steps(op, n) / n
+
+
+def _bus_gbps(fit: NodeFit, n: int, efficiency: float) -> float:
+    scale = (2 / n) ** fit.pcie_exponent if fit.topology == "pcie" else 1.0
+    return efficiency * fit.link_gbps * scale
+
+
+def _candidates(op: Op, n: int, fit: NodeFit) -> list[tuple[str, str]]:
+    protos = ["LL", "LL128", "Simple"] if fit.topology == "nvswitch" else ["LL", "Simple"]
+    out = [("ring", p) for p in protos]
+    if op == "all_reduce":
+        out += [("tree", p) for p in protos]
+    if fit.nvls and n > 2:
+        out.append(("nvls", "Simple"))
+    return out
+
+
+def _nccl_one(op: Op, nbytes: float, n: int, fit: NodeFit, algo: str, proto: str) -> Cost:
+    hw = "nvlink" if fit.topology == "nvswitch" else "pcie"
+    steps = _steps(op, n)
+    hops = 1 if algo == "nvls" else steps
+    latency = BASE_LAT_US[algo][proto] + hops * HW_LAT_US[hw][algo][proto]
+    bus = _bus_gbps(fit, n, fit.nccl_efficiency) * PROTO_BW[algo][proto]
+    if algo == "nvls":
+        bus = fit.link_gbps * NVLS_EFFICIENCY[fit.arch] * (2.0 if op == "all_reduce" else (n - 1) / n)
+    ratio = 0.5 if algo == "tree" else n / steps
+    time = fit.nccl_latency_scale * latency + nbytes / (bus * ratio * 1e3)
+    return Cost(time, algo, proto, steps, nbytes / n, bus_factor(op, n) * nbytes / (time * 1e3))
+
+
+def nccl_time(op: Op, nbytes: float, n: int, fit: NodeFit) -> Cost:
+    """NCCL's choice and its time: the (algorithm, protocol) of least predicted time, as tuning.cc picks."""
+    if n < 2 or nbytes <= 0:
+        raise ValueError(f"collective of {nbytes} bytes on {n} GPUs: need n >= 2 and bytes > 0")
+    return min((_nccl_one(op, nbytes, n, fit, a, p) for a, p in _candidates(op, n, fit)),
+               key=lambda c: c.time_us)
+
+
+def _custom(nbytes: float, n: int, fit: NodeFit, shot: str) -> Cost:
+    """One-shot: every GPU reads the n-1 peers' whole buffers (n-1)S and reduces (one barrier).
+    Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers)."""
+    moved, barriers = ((n - 1) * nbytes, 1) if shot == "oneshot" else (2 * (n - 1) / n * nbytes, 2)
+    bw = _bus_gbps(fit, n, fit.custom_efficiency)
+    time = fit.custom_latency_us * barriers + moved / (bw * 1e3)
+    steps = 1 if shot == "oneshot" else 2
+    bus = bus_factor("all_reduce", n) * nbytes / (time * 1e3)
+    return Cost(time, shot, "custom", steps, moved / steps, bus)
+
+
+def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal["vllm", "trtllm"],
+                          graph: bool = True) -> Cost:
+    """The all-reduce a framework runs for `nbytes`, with the library's choice of kernel."""
+    if library == "trtllm":
+        cost = min(_custom(nbytes, n, fit, "oneshot"), _custom(nbytes, n, fit, "twoshot"),
+                   nccl_time("all_reduce", nbytes, n, fit), key=lambda c: c.time_us)
+    else:
+        cost = _vllm(nbytes, n, fit)
+    if not graph and cost.time_us < fit.eager_floor_us:
+        return Cost(fit.eager_floor_us, cost.algorithm, cost.protocol, cost.steps, cost.bytes_per_step,
+                    bus_factor("all_reduce", n) * nbytes / (fit.eager_floor_us * 1e3))
+    return cost
+
+
+def _vllm(nbytes: float, n: int, fit: NodeFit) -> Cost:
+    if fit.topology == "pcie" and n > 2:
+        return nccl_time("all_reduce", nbytes, n, fit)  # "not supported on more than two PCIe-only GPUs"
+    limits = VLLM_CUSTOM_MAX.get(fit.arch)
+    if limits is not None and nbytes >= limits.get(n, math.inf):
+        return nccl_time("all_reduce", nbytes, n, fit)
+    oneshot = n == 2 or nbytes < VLLM_ONESHOT_MAX.get(n, VLLM_ONESHOT_MAX[8])
+    return _custom(nbytes, n, fit, "oneshot" if oneshot else "twoshot")
+
+
+def plain_bound(op: Op, nbytes: float, n: int, link_gbps: float, hop_latency_us: float) -> float:
+    """Bytes over the link bandwidth plus a latency per hop: busbw = link peak, steps hops (µs)."""
+    return _steps(op, n) * hop_latency_us + bus_factor(op, n) * nbytes / (link_gbps * 1e3)
