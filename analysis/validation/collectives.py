@@ -29,12 +29,13 @@ GPUS = {"h100_sxm": ("h100-sxm", "hopper"), "h200_sxm": ("h200-sxm", "hopper"),
 DTYPE_BYTES = {"half": 2, "int8": 1, "bfloat16": 2}
 FIT_GPUS, HELD_OUT = (2, 8), 4
 BANDS = ((0, 64 << 10, "<=64KiB"), (64 << 10, 4 << 20, "64KiB-4MiB"), (4 << 20, np.inf, ">4MiB"))
-NCCL_KNOBS = ("nccl_efficiency", "nccl_latency_scale", "pcie_exponent")
-CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us")
+NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "pcie_exponent")
+CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us")
 
 
 def load_rows(root: Path) -> pd.DataFrame:
-    """One row per measurement: gpu, source (nccl, vllm_graph, vllm_eager, trtllm), op, n, bytes, measured_us."""
+    """One row per measurement: gpu, source (nccl, vllm_graph, vllm_eager, trtllm), op, n, bytes,
+    measured_us."""
     parts = []
     for folder in GPUS:
         for path in sorted((root / "aiconfigurator" / folder / "comm").glob("*/*/*.parquet")):
@@ -94,18 +95,20 @@ def fit_node(folder: str, rows: pd.DataFrame) -> NodeFit:
     name, arch = GPUS[folder]
     node = load_node(name)
     fit = NodeFit(link_gbps=node.link_gbps(), topology=node.topology, arch=arch,  # type: ignore[arg-type]
-                  nvls=bool(node.nvlink and node.nvlink.nvls), nccl_efficiency=0.7,
+                  nvls=bool(node.nvlink and node.nvlink.nvls), nccl_efficiency=0.6,
+                  nccl_allreduce_efficiency=0.6,
                   custom_latency_us=3.0, custom_efficiency=0.5,
                   pcie_exponent=1.0 if node.topology == "pcie" else 0.0)
     train = rows[(rows["gpu"] == folder) & rows["n"].isin(FIT_GPUS)]
-    knobs = NCCL_KNOBS if node.topology == "pcie" else NCCL_KNOBS[:2]
+    knobs = NCCL_KNOBS if node.topology == "pcie" else NCCL_KNOBS[:3]
     fit = _search(fit, knobs, train[train["source"] == "nccl"])
     graph = train[train["source"].isin(["trtllm", "vllm_graph"])]
     if len(graph):
         fit = _search(fit, CUSTOM_KNOBS, graph)
     eager = train[train["source"] == "vllm_eager"]
     if len(eager):
-        fit = replace(fit, eager_floor_us=float(eager.loc[eager["bytes"] <= 64 << 10, "measured_us"].median()))
+        small = eager.loc[eager["bytes"] <= 64 << 10, "measured_us"]
+        fit = replace(fit, eager_floor_us=float(small.median()))
     return fit
 
 
@@ -137,12 +140,18 @@ def summary(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame, fits: dict[str, NodeFit]) -> str:
-    lines = ["| GPU | collective | GPUs | band | rows | model MAPE % | plain bound MAPE % |",
-             "|---|---|---|---|---|---|---|"]
-    for r in table.itertuples(index=False):
-        mark = " (held out)" if r.held_out else ""
-        lines.append(f"| {r.gpu} | {r.kind} | {r.n}{mark} | {r.band} | {r.rows} | {r.model_mape:.1f} | "
-                     f"{r.plain_mape:.1f} |")
+    """One line per GPU, collective and group size: model / plain-bound MAPE (%) per band (rows)."""
+    labels = [label for _, _, label in BANDS]
+    lines = ["| GPU | collective | GPUs | " + " | ".join(labels) + " |",
+             "|---|---|---|" + "---|" * len(labels)]
+    for (gpu, kind, n), grp in table.groupby(["gpu", "kind", "n"], sort=False):
+        cells = []
+        for label in labels:
+            hit = grp[grp["band"] == label]
+            cells.append("" if hit.empty else f"{hit['model_mape'].iloc[0]:.1f} / "
+                         f"{hit['plain_mape'].iloc[0]:.1f} ({hit['rows'].iloc[0]})")
+        mark = " (held out)" if n == HELD_OUT else ""
+        lines.append(f"| {gpu} | {kind} | {n}{mark} | " + " | ".join(cells) + " |")
     lines += ["", "| GPU | " + " | ".join(f.name for f in fields(NodeFit)) + " |",
               "|---|" + "---|" * len(fields(NodeFit))]
     for gpu, fit in fits.items():

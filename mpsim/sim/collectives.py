@@ -33,7 +33,7 @@ hosts the exponent k of the bus bandwidth's fall with group size, bw(n) = bw(2) 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter"]
@@ -50,6 +50,8 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 VLLM_ONESHOT_MAX = {4: 512 * 1024, 8: 256 * 1024}  # bytes below which >2 GPUs run one-shot
 VLLM_CUSTOM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 256 << 10},
                    "blackwell": {2: 2 << 20, 4: 2 << 20, 8: 1 << 20}}
+VLLM_SYMM_MEM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 64 << 20},
+                     "blackwell": {2: 8 << 20, 4: 32 << 20, 8: 128 << 20}}
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,12 @@ class NodeFit:
     topology: Literal["nvswitch", "pcie"]
     arch: Literal["ampere", "ada", "hopper", "blackwell"]
     nvls: bool
-    nccl_efficiency: float  # NCCL Simple ring bus bandwidth / link_gbps (fitted)
+    nccl_efficiency: float  # NCCL Simple ring bus bandwidth / link_gbps, all-gather/reduce-scatter (fitted)
+    nccl_allreduce_efficiency: float = 1.0  # the same for all-reduce (fitted)
     nccl_latency_scale: float = 1.0  # x NCCL's own latency constants (fitted)
     custom_latency_us: float = 0.0  # fixed cost of a custom all-reduce call in a CUDA graph (fitted)
     custom_efficiency: float = 1.0  # custom kernels' bus bandwidth / link_gbps (fitted)
+    vllm_extra_us: float = 0.0  # vLLM's custom call over TRT-LLM's, per call in a CUDA graph (fitted)
     eager_floor_us: float = 0.0  # host-launched call: never faster than this (fitted)
     pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
 
@@ -107,9 +111,10 @@ def _nccl_one(op: Op, nbytes: float, n: int, fit: NodeFit, algo: str, proto: str
     steps = _steps(op, n)
     hops = 1 if algo == "nvls" else steps
     latency = BASE_LAT_US[algo][proto] + hops * HW_LAT_US[hw][algo][proto]
-    bus = _bus_gbps(fit, n, fit.nccl_efficiency) * PROTO_BW[algo][proto]
+    efficiency = fit.nccl_allreduce_efficiency if op == "all_reduce" else fit.nccl_efficiency
+    bus = _bus_gbps(fit, n, efficiency) * PROTO_BW[algo][proto]
     if algo == "nvls":
-        bus = fit.link_gbps * NVLS_EFFICIENCY[fit.arch] * (2.0 if op == "all_reduce" else (n - 1) / n)
+        bus *= NVLS_EFFICIENCY[fit.arch] * (2.0 if op == "all_reduce" else (n - 1) / n)
     ratio = 0.5 if algo == "tree" else n / steps
     time = fit.nccl_latency_scale * latency + nbytes / (bus * ratio * 1e3)
     return Cost(time, algo, proto, steps, nbytes / n, bus_factor(op, n) * nbytes / (time * 1e3))
@@ -142,6 +147,7 @@ def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal[
                    nccl_time("all_reduce", nbytes, n, fit), key=lambda c: c.time_us)
     else:
         cost = _vllm(nbytes, n, fit)
+        cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)
     if not graph and cost.time_us < fit.eager_floor_us:
         return Cost(fit.eager_floor_us, cost.algorithm, cost.protocol, cost.steps, cost.bytes_per_step,
                     bus_factor("all_reduce", n) * nbytes / (fit.eager_floor_us * 1e3))
@@ -153,9 +159,20 @@ def _vllm(nbytes: float, n: int, fit: NodeFit) -> Cost:
         return nccl_time("all_reduce", nbytes, n, fit)  # "not supported on more than two PCIe-only GPUs"
     limits = VLLM_CUSTOM_MAX.get(fit.arch)
     if limits is not None and nbytes >= limits.get(n, math.inf):
+        if fit.nvls and nbytes < VLLM_SYMM_MEM_MAX[fit.arch].get(n, 0):
+            return _symm_mem(nbytes, n, fit)
         return nccl_time("all_reduce", nbytes, n, fit)
     oneshot = n == 2 or nbytes < VLLM_ONESHOT_MAX.get(n, VLLM_ONESHOT_MAX[8])
     return _custom(nbytes, n, fit, "oneshot" if oneshot else "twoshot")
+
+
+def _symm_mem(nbytes: float, n: int, fit: NodeFit) -> Cost:
+    """torch symmetric-memory all-reduce (multimem, in-switch reduction): two barriers of the custom
+    kernels and NVLS bandwidth (NCCL's NVLS model with the node's all-reduce efficiency)."""
+    bus = _bus_gbps(fit, n, fit.nccl_allreduce_efficiency) * NVLS_EFFICIENCY[fit.arch] * 2.0
+    time = 2 * fit.custom_latency_us + nbytes / (bus * n / _steps("all_reduce", n) * 1e3)
+    bus_achieved = bus_factor("all_reduce", n) * nbytes / (time * 1e3)
+    return Cost(time, "symm_mem", "Simple", 2, nbytes / n, bus_achieved)
 
 
 def plain_bound(op: Op, nbytes: float, n: int, link_gbps: float, hop_latency_us: float) -> float:
