@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,8 +58,10 @@ def predict(row: pd.Series, fit: NodeFit) -> float:
     op, n, nbytes = row["op"], int(row["n"]), float(row["bytes"])
     if row["source"] == "nccl":
         return nccl_time(op, nbytes, n, fit).time_us
-    library = "trtllm" if row["source"] == "trtllm" else "vllm"
-    return custom_allreduce_time(nbytes, n, fit, library, graph=row["source"] != "vllm_eager").time_us
+    graph = row["source"] != "vllm_eager"
+    if row["source"] == "trtllm":
+        return custom_allreduce_time(nbytes, n, fit, "trtllm", graph=graph).time_us
+    return custom_allreduce_time(nbytes, n, fit, "vllm", graph=graph).time_us
 
 
 def plain(row: pd.Series, fit: NodeFit) -> float:
@@ -79,7 +82,8 @@ def _search(fit: NodeFit, knobs: tuple[str, ...], rows: pd.DataFrame) -> NodeFit
         for knob in knobs:
             for sign in (1, -1):
                 value = getattr(fit, knob)
-                trial = replace(fit, **{knob: value * (1 + sign * step) if value else step * sign})
+                new: dict[str, Any] = {knob: value * (1 + sign * step) if value else step * sign}
+                trial = replace(fit, **new)
                 if getattr(trial, knob) < 0:
                     continue
                 err = _mape(trial, rows)
