@@ -30,7 +30,8 @@ GPUS = {"h100_sxm": ("h100-sxm", "hopper"), "h200_sxm": ("h200-sxm", "hopper"),
 DTYPE_BYTES = {"half": 2, "int8": 1, "bfloat16": 2}
 FIT_GPUS, HELD_OUT = (2, 8), 4
 BANDS = ((0, 64 << 10, "<=64KiB"), (64 << 10, 4 << 20, "64KiB-4MiB"), (4 << 20, np.inf, ">4MiB"))
-NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "pcie_exponent")
+NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "nccl_hop_scale",
+              "group_penalty", "nvls_fraction", "pcie_exponent")
 CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us")
 
 
@@ -101,10 +102,11 @@ def fit_node(folder: str, rows: pd.DataFrame) -> NodeFit:
     fit = NodeFit(link_gbps=node.link_gbps(), topology=node.topology, arch=arch,  # type: ignore[arg-type]
                   nvls=bool(node.nvlink and node.nvlink.nvls), nccl_efficiency=0.6,
                   nccl_allreduce_efficiency=0.6,
+                  nvls_fraction=0.5 if node.topology == "nvswitch" else 0.0,
                   custom_latency_us=3.0, custom_efficiency=0.5,
                   pcie_exponent=1.0 if node.topology == "pcie" else 0.0)
     train = rows[(rows["gpu"] == folder) & rows["n"].isin(FIT_GPUS)]
-    knobs = NCCL_KNOBS if node.topology == "pcie" else NCCL_KNOBS[:3]
+    knobs = NCCL_KNOBS[:4] + (NCCL_KNOBS[6:] if node.topology == "pcie" else NCCL_KNOBS[4:6])
     fit = _search(fit, knobs, train[train["source"] == "nccl"])
     graph = train[train["source"].isin(["trtllm", "vllm_graph"])]
     if len(graph):

@@ -64,12 +64,15 @@ class NodeFit:
     nvls: bool
     nccl_efficiency: float  # NCCL Simple ring bus bandwidth / link_gbps, all-gather/reduce-scatter (fitted)
     nccl_allreduce_efficiency: float = 1.0  # the same for all-reduce (fitted)
-    nccl_latency_scale: float = 1.0  # x NCCL's own latency constants (fitted)
+    nccl_latency_scale: float = 1.0  # x NCCL's base latencies (fitted)
+    nccl_hop_scale: float = 1.0  # x NCCL's per-hop latencies (fitted)
     custom_latency_us: float = 0.0  # fixed cost of a custom all-reduce call in a CUDA graph (fitted)
     custom_efficiency: float = 1.0  # custom kernels' bus bandwidth / link_gbps (fitted)
     vllm_extra_us: float = 0.0  # vLLM's custom call over TRT-LLM's, per call in a CUDA graph (fitted)
     eager_floor_us: float = 0.0  # host-launched call: never faster than this (fitted)
     pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
+    group_penalty: float = 0.0  # NVSwitch: ring/tree bus efficiency x (1 - c/n) (fitted)
+    nvls_fraction: float = 0.0  # NVLS all-reduce algBw / link_gbps (fitted); 0: NCCL's own NVLS model
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,16 @@ def bus_factor(op: Op, n: int) -> float:
 
 def _bus_gbps(fit: NodeFit, n: int, efficiency: float) -> float:
     scale = (2 / n) ** fit.pcie_exponent if fit.topology == "pcie" else 1.0
-    return efficiency * fit.link_gbps * scale
+    return efficiency * fit.link_gbps * scale * (1 - fit.group_penalty / n)
+
+
+def _nvls_algbw(fit: NodeFit, n: int, op: Op) -> float:
+    """NVLS algorithm bandwidth: fitted, or tuning.cc's (bus x nvlsEfficiency x 2 for all-reduce)."""
+    if fit.nvls_fraction and op == "all_reduce":
+        return fit.nvls_fraction * fit.link_gbps
+    efficiency = fit.nccl_allreduce_efficiency if op == "all_reduce" else fit.nccl_efficiency
+    bus = efficiency * fit.link_gbps * NVLS_EFFICIENCY[fit.arch]
+    return bus * (2.0 if op == "all_reduce" else (n - 1) / n) * n / _steps(op, n)
 
 
 def _candidates(op: Op, n: int, fit: NodeFit) -> list[tuple[str, str]]:
@@ -110,13 +122,12 @@ def _nccl_one(op: Op, nbytes: float, n: int, fit: NodeFit, algo: str, proto: str
     hw = "nvlink" if fit.topology == "nvswitch" else "pcie"
     steps = _steps(op, n)
     hops = 1 if algo == "nvls" else steps
-    latency = BASE_LAT_US[algo][proto] + hops * HW_LAT_US[hw][algo][proto]
+    latency = (fit.nccl_latency_scale * BASE_LAT_US[algo][proto]
+               + fit.nccl_hop_scale * hops * HW_LAT_US[hw][algo][proto])
     efficiency = fit.nccl_allreduce_efficiency if op == "all_reduce" else fit.nccl_efficiency
     bus = _bus_gbps(fit, n, efficiency) * PROTO_BW[algo][proto]
-    if algo == "nvls":
-        bus *= NVLS_EFFICIENCY[fit.arch] * (2.0 if op == "all_reduce" else (n - 1) / n)
-    ratio = 0.5 if algo == "tree" else n / steps
-    time = fit.nccl_latency_scale * latency + nbytes / (bus * ratio * 1e3)
+    algbw = _nvls_algbw(fit, n, op) if algo == "nvls" else bus * (0.5 if algo == "tree" else n / steps)
+    time = latency + nbytes / (algbw * 1e3)
     return Cost(time, algo, proto, steps, nbytes / n, bus_factor(op, n) * nbytes / (time * 1e3))
 
 
@@ -169,8 +180,7 @@ def _vllm(nbytes: float, n: int, fit: NodeFit) -> Cost:
 def _symm_mem(nbytes: float, n: int, fit: NodeFit) -> Cost:
     """torch symmetric-memory all-reduce (multimem, in-switch reduction): two barriers of the custom
     kernels and NVLS bandwidth (NCCL's NVLS model with the node's all-reduce efficiency)."""
-    bus = _bus_gbps(fit, n, fit.nccl_allreduce_efficiency) * NVLS_EFFICIENCY[fit.arch] * 2.0
-    time = 2 * fit.custom_latency_us + nbytes / (bus * n / _steps("all_reduce", n) * 1e3)
+    time = 2 * fit.custom_latency_us + nbytes / (_nvls_algbw(fit, n, "all_reduce") * 1e3)
     bus_achieved = bus_factor("all_reduce", n) * nbytes / (time * 1e3)
     return Cost(time, "symm_mem", "Simple", 2, nbytes / n, bus_achieved)
 

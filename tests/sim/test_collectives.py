@@ -82,3 +82,13 @@ def test_measured_rows_are_read_in_bytes_and_the_fit_beats_the_plain_bound() -> 
     ev = val.evaluate(rows[rows["gpu"] == "h200_sxm"], {"h200_sxm": fit})
     held = ev[ev["held_out"] & (ev["source"] == "nccl")]
     assert held["model_err"].mean() < 0.15 < held["plain_err"].mean()
+
+
+def test_group_penalty_and_fitted_nvls_by_hand() -> None:
+    fit = NodeFit(**{**FIT.__dict__, "nvls": True, "group_penalty": 0.8, "nvls_fraction": 0.8})
+    ring = nccl_time("all_gather", 1e9, 4, fit)  # bus 100 x (1 - 0.8/4) = 80 GB/s, algBw x 4/3
+    assert (ring.algorithm, ring.protocol) == ("ring", "Simple")
+    assert ring.time_us == pytest.approx(8.4 + 3 * 3.4 + 1e9 / (80 * 4 / 3 * 1e3), rel=1e-12)
+    nvls = nccl_time("all_reduce", 1e9, 8, fit)  # algBw 0.8 x 100 = 80 GB/s beats ring: 90 x 8/14
+    assert nvls.algorithm == "nvls"
+    assert nvls.time_us == pytest.approx(25.0 + 1e9 / (80 * 1e3), rel=1e-12)
