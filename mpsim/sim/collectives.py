@@ -20,9 +20,11 @@ What comes from the libraries (cited by file and commit):
   more than two PCIe GPUs. vllm/distributed/device_communicators/all_reduce_utils.py
   CUSTOM_ALL_REDUCE_MAX_SIZES: above sm90 {2: 64 MiB, 4: 32 MiB, 8: 256 KiB} / sm100 {2: 2, 4: 2,
   8: 1 MiB} the call falls through to NCCL (symmetric memory or PyNCCL).
-- TensorRT-LLM AllReduceStrategy.AUTO picks one-shot, two-shot or NCCL from a lookup table measured
-  per GPU and size (the aiconfigurator collector turns the autotuner off so the table decides); the
-  model takes the fastest of the three predictions, which is what a table of measured winners encodes.
+- TensorRT-LLM: its all-reduce kernel (cpp/tensorrt_llm/kernels/communicationKernels, ar_fusion) runs
+  one-shot up to kOneShotMaxToken = 128 token rows, two-shot above; AllReduceStrategy.AUTO picks that
+  kernel or NCCL from a lookup table measured per GPU and size (the aiconfigurator collector turns the
+  autotuner off so the table decides); the model takes the faster of the two predictions, which is
+  what a table of measured winners encodes.
 
 What is fitted (NodeFit, with the rows named in docs/collectives.md): the bus efficiency of NCCL's
 Simple protocol relative to the datasheet link bandwidth, a scale on NCCL's latency constants, the
@@ -50,6 +52,8 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 VLLM_ONESHOT_MAX = {4: 512 * 1024, 8: 256 * 1024}  # bytes below which >2 GPUs run one-shot
 VLLM_CUSTOM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 256 << 10},
                    "blackwell": {2: 2 << 20, 4: 2 << 20, 8: 1 << 20}}
+TRTLLM_ONESHOT_MAX_TOKENS = 128  # kOneShotMaxToken (TRT-LLM ar_fusion, allreduceFusionKernels.h)
+TRTLLM_ROW_BYTES = 4096 * 2  # the collector's rows: [elements / 4096, 4096] bf16 (collect_all_reduce.py)
 VLLM_SYMM_MEM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 64 << 20},
                      "blackwell": {2: 8 << 20, 4: 32 << 20, 8: 128 << 20}}
 
@@ -151,11 +155,14 @@ def _custom(nbytes: float, n: int, fit: NodeFit, shot: str) -> Cost:
 
 
 def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal["vllm", "trtllm"],
-                          graph: bool = True) -> Cost:
-    """The all-reduce a framework runs for `nbytes`, with the library's choice of kernel."""
+                          graph: bool = True, row_bytes: float = TRTLLM_ROW_BYTES) -> Cost:
+    """The all-reduce a framework runs for `nbytes`, with the library's choice of kernel. TRT-LLM's
+    kernel runs one-shot up to kOneShotMaxToken rows of `row_bytes` (a token's hidden vector), else
+    two-shot; its strategy table then picks that kernel or NCCL (modeled: the faster)."""
     if library == "trtllm":
-        cost = min(_custom(nbytes, n, fit, "oneshot"), _custom(nbytes, n, fit, "twoshot"),
-                   nccl_time("all_reduce", nbytes, n, fit), key=lambda c: c.time_us)
+        shot = "oneshot" if nbytes <= TRTLLM_ONESHOT_MAX_TOKENS * row_bytes else "twoshot"
+        cost = min(_custom(nbytes, n, fit, shot), nccl_time("all_reduce", nbytes, n, fit),
+                   key=lambda c: c.time_us)
     else:
         cost = _vllm(nbytes, n, fit)
         cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)

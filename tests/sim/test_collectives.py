@@ -54,9 +54,14 @@ def test_vllm_chooses_as_custom_all_reduce_cuh_does() -> None:
 def test_custom_kernels_by_hand_and_the_eager_floor() -> None:
     one = custom_allreduce_time(64 << 10, 2, FIT, "vllm")
     assert one.time_us == pytest.approx(3.0 + (64 << 10) / (50 * 1e3), rel=1e-12)  # (n-1) S at 50 GB/s
-    two = custom_allreduce_time(256 << 10, 8, FIT, "trtllm")  # fastest of one-shot, two-shot, NCCL
+    # TRT-LLM: one-shot up to 128 token rows (8 KiB each by default), two-shot above, or NCCL if faster
+    small = custom_allreduce_time(64 << 10, 8, FIT, "trtllm")  # 8 rows
+    assert small.algorithm == "oneshot"
+    assert small.time_us == pytest.approx(3.0 + 7 * (64 << 10) / (50 * 1e3), rel=1e-12)
+    two = custom_allreduce_time(256 << 10, 8, FIT, "trtllm", row_bytes=1024)  # 256 rows
     assert two.algorithm == "twoshot"
     assert two.time_us == pytest.approx(2 * 3.0 + 2 * 7 / 8 * (256 << 10) / (50 * 1e3), rel=1e-12)
+    assert custom_allreduce_time(64 << 20, 8, FIT, "trtllm").algorithm == "ring"  # the table's NCCL
     assert custom_allreduce_time(1024, 2, FIT, "vllm", graph=False).time_us == 20.0
 
 
