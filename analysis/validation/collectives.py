@@ -33,6 +33,7 @@ BANDS = ((0, 64 << 10, "<=64KiB"), (64 << 10, 4 << 20, "64KiB-4MiB"), (4 << 20, 
 NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "nccl_hop_scale",
               "group_penalty", "nvls_fraction", "pcie_exponent")
 CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us")
+EAGER_KNOBS = ("eager_floor_us", "eager_other_floor_us")
 
 
 def load_rows(root: Path) -> pd.DataFrame:
@@ -113,8 +114,8 @@ def fit_node(folder: str, rows: pd.DataFrame) -> NodeFit:
         fit = _search(fit, CUSTOM_KNOBS, graph)
     eager = train[train["source"] == "vllm_eager"]
     if len(eager):
-        small = eager.loc[eager["bytes"] <= 64 << 10, "measured_us"]
-        fit = replace(fit, eager_floor_us=float(small.median()))
+        fit = replace(fit, eager_floor_us=20.0, eager_other_floor_us=20.0)
+        fit = _search(fit, EAGER_KNOBS, eager)
     return fit
 
 

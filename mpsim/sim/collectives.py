@@ -27,9 +27,11 @@ What comes from the libraries (cited by file and commit):
   what a table of measured winners encodes.
 
 What is fitted (NodeFit, with the rows named in docs/collectives.md): the bus efficiency of NCCL's
-Simple protocol relative to the datasheet link bandwidth, a scale on NCCL's latency constants, the
-custom kernels' fixed latency and bus efficiency, the host-launch floor of eager calls, and for PCIe
-hosts the exponent k of the bus bandwidth's fall with group size, bw(n) = bw(2) (2/n)^k.
+Simple protocol relative to the datasheet link bandwidth (all-reduce apart), scales on NCCL's base and
+per-hop latencies, a group factor (1 - c/n) on NVSwitch, the NVLS all-reduce bandwidth, the custom
+kernels' fixed latency and bus efficiency, vLLM's extra cost per call, the host-launch floors of eager
+calls, and for PCIe hosts the exponent k of the bus bandwidth's fall with group size,
+bw(n) = bw(2) (2/n)^k.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ class NodeFit:
     custom_latency_us: float = 0.0  # fixed cost of a custom all-reduce call in a CUDA graph (fitted)
     custom_efficiency: float = 1.0  # custom kernels' bus bandwidth / link_gbps (fitted)
     vllm_extra_us: float = 0.0  # vLLM's custom call over TRT-LLM's, per call in a CUDA graph (fitted)
-    eager_floor_us: float = 0.0  # host-launched call: never faster than this (fitted)
+    eager_floor_us: float = 0.0  # host-launched custom-kernel call: never faster than this (fitted)
+    eager_other_floor_us: float = 0.0  # the same when vLLM falls through to symmetric memory or NCCL
     pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
     group_penalty: float = 0.0  # NVSwitch: ring/tree bus efficiency x (1 - c/n) (fitted)
     nvls_fraction: float = 0.0  # NVLS all-reduce algBw / link_gbps (fitted); 0: NCCL's own NVLS model
@@ -98,9 +101,11 @@ def bus_factor(op: Op, n: int) -> float:
     return _steps(op, n) / n
 
 
-def _bus_gbps(fit: NodeFit, n: int, efficiency: float) -> float:
+def _bus_gbps(fit: NodeFit, n: int, efficiency: float, group_factor: bool = True) -> float:
+    """Bus bandwidth: efficiency x link, x (2/n)^k on PCIe, x (1 - c/n) for NCCL's ring and tree
+    (the custom kernels fit better without it: their bandwidth does not grow with the group)."""
     scale = (2 / n) ** fit.pcie_exponent if fit.topology == "pcie" else 1.0
-    return efficiency * fit.link_gbps * scale * (1 - fit.group_penalty / n)
+    return efficiency * fit.link_gbps * scale * ((1 - fit.group_penalty / n) if group_factor else 1.0)
 
 
 def _nvls_algbw(fit: NodeFit, n: int, op: Op) -> float:
@@ -147,7 +152,7 @@ def _custom(nbytes: float, n: int, fit: NodeFit, shot: str) -> Cost:
     """One-shot: every GPU reads the n-1 peers' whole buffers (n-1)S and reduces (one barrier).
     Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers)."""
     moved, barriers = ((n - 1) * nbytes, 1) if shot == "oneshot" else (2 * (n - 1) / n * nbytes, 2)
-    bw = _bus_gbps(fit, n, fit.custom_efficiency)
+    bw = _bus_gbps(fit, n, fit.custom_efficiency, group_factor=False)
     time = fit.custom_latency_us * barriers + moved / (bw * 1e3)
     steps = 1 if shot == "oneshot" else 2
     bus = bus_factor("all_reduce", n) * nbytes / (time * 1e3)
@@ -166,9 +171,9 @@ def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal[
     else:
         cost = _vllm(nbytes, n, fit)
         cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)
-    if not graph and cost.time_us < fit.eager_floor_us:
-        return Cost(fit.eager_floor_us, cost.algorithm, cost.protocol, cost.steps, cost.bytes_per_step,
-                    bus_factor("all_reduce", n) * nbytes / (fit.eager_floor_us * 1e3))
+    floor = fit.eager_floor_us if cost.protocol == "custom" else fit.eager_other_floor_us
+    if not graph and cost.time_us < floor:
+        return replace(cost, time_us=floor, bus_gbps=bus_factor("all_reduce", n) * nbytes / (floor * 1e3))
     return cost
 
 
