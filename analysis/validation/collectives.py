@@ -178,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     fits = {folder: fit_node(folder, rows) for folder in GPUS if (rows["gpu"] == folder).any()}
     ev = evaluate(rows, fits)
     print(markdown(summary(ev), fits))
+    fitted_on = ", ".join(map(str, FIT_GPUS))
+    print(f"\nFitted on the rows with num_gpus in {fitted_on} (checked on {HELD_OUT}) of:")
+    for path in sorted(rows["file"].unique()):
+        print(f"- {path}")
     return 0
 
 
