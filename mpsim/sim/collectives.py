@@ -20,6 +20,10 @@ What comes from the libraries (cited by file and commit):
   more than two PCIe GPUs. vllm/distributed/device_communicators/all_reduce_utils.py
   CUSTOM_ALL_REDUCE_MAX_SIZES: above sm90 {2: 64 MiB, 4: 32 MiB, 8: 256 KiB} / sm100 {2: 2, 4: 2,
   8: 1 MiB} the call falls through to NCCL (symmetric memory or PyNCCL).
+- The vLLM and TensorRT-LLM lines were read in the code search index (several copies of
+  custom_all_reduce.cuh, all_reduce_utils.py and allreduceFusionKernels.h agree); the vLLM snapshot
+  was too large to fetch, so no commit is pinned for them. "No custom kernel on more than two PCIe
+  GPUs" is vLLM's custom_all_reduce.py (it disables itself there).
 - TensorRT-LLM: its all-reduce kernel (cpp/tensorrt_llm/kernels/communicationKernels, ar_fusion) runs
   one-shot up to kOneShotMaxToken = 128 token rows, two-shot above; AllReduceStrategy.AUTO picks that
   kernel or NCCL from a lookup table measured per GPU and size (the aiconfigurator collector turns the
