@@ -101,3 +101,29 @@ def point_bits(policy: Policy, wl: Workload) -> PointBits:
     per_step = [[policy.decode_bits(s) for s in range(1, wl.decode_steps + 1)]]
     return PointBits(policy.prefill_bits, pmpd_average_bits(per_step), mean_decode_bits(per_step),
                      policy.kv_bits)
+
+
+# --- GPUs a point needs (docs/real-models.md#multi-gpu-presets) -------------------------------------
+TP_SIZES = (1, 2, 4, 8)  # tensor-parallel degrees engines run within a node: powers of two up to 8
+MEMORY_UTILIZATION = 0.90  # share of each GPU's memory a plan may use: vLLM's gpu_memory_utilization default
+FIT_CONTEXT = 4096  # tokens (prompt + generated) of the stated fit check in `mpsim models`
+FIT_BATCH = 1
+
+
+def per_gpu_bytes(spec: ModelSpec, mem: PointMemory, tp: int) -> int:
+    """Bytes one GPU of a `tp`-way tensor-parallel group holds: the weights split over the group
+    (embeddings and lm_head vocab-parallel too), the KV cache of its share of the KV heads (a KV head
+    is replicated when there are fewer KV heads than GPUs), and the point's peak activation estimate
+    in full on every GPU (conservative: the residual stream is not split)."""
+    kv_heads_here = -(-spec.num_kv_heads // tp)
+    kv_here = mem.kv_cache_bytes * kv_heads_here // spec.num_kv_heads
+    return -(-mem.weights_bytes // tp) + kv_here + mem.peak_activation_bytes
+
+
+def gpus_needed(spec: ModelSpec, mem: PointMemory, gpu_memory_bytes: float) -> int | None:
+    """The smallest tensor-parallel degree of TP_SIZES whose per-GPU bytes fit MEMORY_UTILIZATION of
+    one GPU's memory; None when even TP_SIZES[-1] GPUs do not hold it."""
+    for tp in TP_SIZES:
+        if per_gpu_bytes(spec, mem, tp) <= MEMORY_UTILIZATION * gpu_memory_bytes:
+            return tp
+    return None

@@ -91,6 +91,17 @@ class ModelSpec:
     def block_params(self) -> int:
         return sum(n * k for n, k, _ in self.linear_shapes().values())
 
+    def param_count(self) -> int:
+        """Every parameter of the checkpoint: block linears and their biases, norms (weight, plus bias
+        for LayerNorm), embeddings, lm_head (once when tied) and its bias."""
+        biases = sum(n for n, _, has_bias in self.linear_shapes().values() if has_bias)
+        per_norm = self.hidden * (2 if self.norm == "layer" else 1)
+        norms_per_layer = 1 if self.parallel_attn_mlp else 2
+        lm_head = 0 if self.tied_embeddings else self.vocab * self.hidden
+        lm_head += self.vocab if self.lm_head_bias else 0
+        return (self.num_layers * (self.block_params() + biases + norms_per_layer * per_norm)
+                + per_norm + self.vocab * self.hidden + lm_head)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -102,6 +113,12 @@ def _hf(repo: str) -> str:
 def _context(repo: str, tokens: int) -> dict[str, Any]:
     """A preset's context length: `max_position_embeddings` of its config.json."""
     return {"max_context_len": tokens, "context_source": f"{_hf(repo)} max_position_embeddings"}
+
+
+def _llama_70b(name: str, repo: str, vocab: int, theta: float, tokens: int) -> ModelSpec:
+    """Llama-2-70B and Llama-3-70B: 80 layers, hidden 8192, FFN 28672, GQA 64 query / 8 KV heads."""
+    return ModelSpec(name, 80, 8192, 28672, 64, 8, 128, vocab, source=_hf(repo), rope_theta=theta,
+                     **_context(repo, tokens))
 
 
 def _llama2_7b(name: str, repo: str) -> ModelSpec:
@@ -128,6 +145,16 @@ PRESETS: dict[str, ModelSpec] = {
         "qwen2.5-1.5b", 28, 1536, 8960, 12, 2, 128, 151936, source=_hf("Qwen/Qwen2.5-1.5B"),
         rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True, tied_embeddings=True,
         **_context("Qwen/Qwen2.5-1.5B", 131072)),
+    # Multi-GPU presets (docs/real-models.md#multi-gpu-presets). Llama-3-70B is Meta-Llama-3-70B's
+    # config (8k context, no rope_scaling); Llama-3.1-70B differs only in max_position_embeddings
+    # (131072) and its rope_scaling, which mpsim does not model (shapes and costs are the same).
+    "llama-2-70b": _llama_70b("llama-2-70b", "meta-llama/Llama-2-70b-hf", 32000, 10000.0, 4096),
+    "llama-3-70b": _llama_70b("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 128256, 500000.0, 8192),
+    # Qwen2.5-32B: QKV bias (no o bias), untied embeddings; its sliding_window is off
+    # (use_sliding_window false), so full attention is exact.
+    "qwen2.5-32b": ModelSpec(
+        "qwen2.5-32b", 64, 5120, 27648, 40, 8, 128, 152064, source=_hf("Qwen/Qwen2.5-32B"),
+        rope_theta=1000000.0, norm_eps=1e-5, qkv_bias=True, **_context("Qwen/Qwen2.5-32B", 131072)),
 }
 
 

@@ -1,7 +1,9 @@
 """Memory per policy, stacked: weights, KV cache, peak activations; one panel per model and workload.
 
 Read from a sweep's results table (memory does not depend on the hardware). Dotted lines mark the
-memory of the swept devices that fall inside the panel's range, so "does it fit?" reads at a glance.
+memory of the swept devices that fall inside the panel's range, so "does it fit?" reads at a glance;
+above each bar, the GPUs of each swept device the point needs (mpsim.memory.gpus_needed: the smallest
+tensor-parallel size of 1/2/4/8 whose per-GPU share fits 90% of one GPU; ">8" when none does).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from mpsim.analysis.plots.common import (
     workload_label,
     workloads,
 )
+from mpsim.memory import gpus_needed, point_memory
+from mpsim.models import get_model
+from mpsim.policy import parse_policy
+from mpsim.workload import Workload
 
 NEEDS = ("model", "policy", "prompt_len", "gen_len", "batch", "weights_bytes", "kv_cache_bytes",
          "peak_activation_bytes")
@@ -70,10 +76,25 @@ def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float]) -> None:
         if gb <= top:
             ax.axhline(gb, color="0.25", lw=1, ls=":")
             ax.text(len(sel) - 0.5, gb, f" {hw} {gb:g} GB", va="bottom", ha="right", fontsize=8)
+    if capacity:
+        for i, (_, row) in enumerate(sel.iterrows()):
+            ax.text(i, bottom[i], _gpus_label(row, capacity), ha="center", va="bottom", fontsize=6)
     ax.set_ylim(0, top)
     ax.set_xticks(x, sel["policy"], rotation=35, ha="right")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
+
+
+def _gpus_label(row: pd.Series, capacity: dict[str, float]) -> str:
+    """"N x hw" per swept device for one bar (a point of the table)."""
+    spec = get_model(str(row["model"]))
+    wl = Workload(int(row["prompt_len"]), int(row["gen_len"]), int(row["batch"]))
+    mem = point_memory(spec, parse_policy(str(row["policy"])), wl)
+    parts = []
+    for hw, gb in capacity.items():
+        n = gpus_needed(spec, mem, gb * GB)
+        parts.append(f"{n if n else '>8'}x {hw}")
+    return "\n".join(parts)
 
 
 @styled

@@ -6,7 +6,14 @@ import argparse
 from typing import Any
 
 from mpsim.hw_models.loader import list_hardware, load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.memory import FIT_BATCH, FIT_CONTEXT, MEMORY_UTILIZATION, TP_SIZES, gpus_needed, point_memory
 from mpsim.models import PRESETS
+from mpsim.policy import parse_policy
+from mpsim.workload import Workload
+
+FIT_POLICIES = ("fp16", "w8", "w4", "w4+kv8")
+FIT_GEN = 512  # of the FIT_CONTEXT tokens, generated; the rest is the prompt
 
 
 def register(sub: Any) -> None:
@@ -36,7 +43,7 @@ def _hw_show(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     print(f"{'name':<20}{'layers':>7}{'hidden':>8}{'ffn':>7}{'heads':>7}{'kv':>4}{'hdim':>6}"
-          f"{'vocab':>8}{'context':>9}  architecture")
+          f"{'vocab':>8}{'context':>9}{'params':>8}  architecture")
     for m in PRESETS.values():
         arch = [m.norm + "norm", m.mlp]
         arch += ["GQA"] if m.num_kv_heads < m.num_heads else []
@@ -45,6 +52,25 @@ def _models(args: argparse.Namespace) -> int:
         arch += ["biases"] if m.qkv_bias or m.o_bias or m.mlp_bias else []
         arch += ["tied embeddings"] if m.tied_embeddings else []
         print(f"{m.name:<20}{m.num_layers:>7}{m.hidden:>8}{m.ffn:>7}{m.num_heads:>7}"
-              f"{m.num_kv_heads:>4}{m.head_dim:>6}{m.vocab:>8}{m.max_context_len or '?':>9}  "
+              f"{m.num_kv_heads:>4}{m.head_dim:>6}{m.vocab:>8}{m.max_context_len or '?':>9}"
+              f"{m.param_count() / 1e9:>7.2f}B  "
               f"{', '.join(arch)}")
+    print()
+    _gpus_table()
     return 0
+
+
+def _gpus_table() -> None:
+    """GPUs each preset needs per policy on every shipped GPU (docs/real-models.md#multi-gpu-presets)."""
+    gpus = [(n, s) for n in list_hardware() if isinstance(s := load_hardware(n), GpuSpec)]
+    wl = Workload(prompt_len=FIT_CONTEXT - FIT_GEN, gen_len=FIT_GEN, batch=FIT_BATCH)
+    print(f"GPUs needed (tensor-parallel size, the smallest of {'/'.join(map(str, TP_SIZES))} that fits): "
+          f"weights and KV split over the GPUs (KV heads replicated when fewer than GPUs) plus peak "
+          f"activations, for batch {FIT_BATCH} x {FIT_CONTEXT} tokens, within "
+          f"{MEMORY_UTILIZATION:.0%} of each GPU's memory; '-': more than {TP_SIZES[-1]}")
+    print(f"{'model':<20}{'policy':<9}" + "".join(f"{n:>15}" for n, _ in gpus))
+    for m in PRESETS.values():
+        for spelling in FIT_POLICIES:
+            mem = point_memory(m, parse_policy(spelling), wl)
+            counts = [gpus_needed(m, mem, s.dram.size_GB * 1e9) for _, s in gpus]
+            print(f"{m.name:<20}{spelling:<9}" + "".join(f"{c or '-':>15}" for c in counts))

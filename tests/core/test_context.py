@@ -19,7 +19,8 @@ from mpsim.workload import Workload, beyond_context, check_context
 
 # max_position_embeddings of each preset's config.json
 CONTEXT = {"vicuna-7b": 4096, "llama-2-7b": 4096, "mobilellama-1.4b": 2048, "stablelm-zephyr-3b": 4096,
-           "phi-1.5": 2048, "llama-3-8b": 8192, "qwen2.5-1.5b": 131072}
+           "phi-1.5": 2048, "llama-3-8b": 8192, "qwen2.5-1.5b": 131072, "llama-2-70b": 4096,
+           "llama-3-70b": 8192, "qwen2.5-32b": 131072}
 
 
 def test_every_preset_carries_its_context_and_source() -> None:
