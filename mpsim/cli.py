@@ -126,8 +126,9 @@ def _file_written(exc: OSError) -> str:
     tb, name = exc.__traceback__, None
     while tb is not None:
         for value in tb.tb_frame.f_locals.values():
-            if isinstance(value, io.IOBase) and isinstance(getattr(value, "name", None), str):
-                name = value.name
+            file_name = getattr(value, "name", None) if isinstance(value, io.IOBase) else None
+            if isinstance(file_name, str):
+                name = file_name
         tb = tb.tb_next
     return name or "a file (its name is unknown)"
 
