@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from mpsim.analysis.validation.measured import activation_rows, band_of
-from mpsim.analysis.validation.predict import predict_rows, protocol_cost_us
+from mpsim.analysis.validation.predict import predict_rows
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim.calibrate import golden
 from mpsim.sim.calibrate_constants import (
@@ -37,7 +37,7 @@ from mpsim.sim.calibrate_constants import (
     constants_of,
 )
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.protocols import ProtocolFile, shipped
+from mpsim.sim.protocols import ProtocolFile, call_costs_us, shipped
 
 BW_GRID = np.linspace(0.60, 0.95, 8)
 L2_SCALES = np.geomspace(0.5, 2.5, 5)
@@ -78,13 +78,13 @@ class Evaluator:
         return self._cache[key][0]
 
     def predict(self, c: Constants) -> np.ndarray:
-        return self.kernel_us(c) + protocol_cost_us(self.rows["protocol"], self.launches,
+        return self.kernel_us(c) + call_costs_us(self.rows["protocol"], self.launches,
                                                     apply_protocols(self.table, c))
 
     def roofline(self, c: Constants) -> np.ndarray:
         """t_lower (datasheet peaks: no constant moves it) plus the protocol costs of `c`."""
         self.kernel_us(c)
-        return self.lower + protocol_cost_us(self.rows["protocol"], self.launches,
+        return self.lower + call_costs_us(self.rows["protocol"], self.launches,
                                         apply_protocols(self.table, c))
 
     def loss(self, c: Constants, mask: np.ndarray) -> float:

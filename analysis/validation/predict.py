@@ -42,7 +42,7 @@ from mpsim.sim import DEFAULT_CACHE, simulate
 from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.protocols import ProtocolFile, shipped
+from mpsim.sim.protocols import ProtocolFile, call_costs_us, shipped
 from mpsim.sim.roofline import roofline
 from mpsim.traces.atomic import write_json_atomic
 from mpsim.traces.trace import rows_to_frame
@@ -132,7 +132,7 @@ def _trace(groups: dict[int, LaunchGroup]) -> tuple[pd.DataFrame, np.ndarray, np
 
 def _simulate(frame: pd.DataFrame, hw: HardwareSpec, params: SimParams, memo: LaunchMemo
               ) -> pd.DataFrame:
-    return simulate(frame, hw, "sim", params=params, memo=memo).launches
+    return simulate(frame, hw, "sim", params=params, memo=memo, protocol="kernel").launches
 
 
 def _per_group(frame: pd.DataFrame, owner: np.ndarray, hw: HardwareSpec, params: SimParams,
@@ -156,13 +156,6 @@ def _sums(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     seen = np.bincount(owner[ok], weights=np.isfinite(values[ok]).astype(float), minlength=n)
     total[seen < np.bincount(owner[ok], minlength=n)] = np.nan
     return total
-
-
-def protocol_cost_us(protocols: pd.Series, launches: np.ndarray, table: ProtocolFile) -> np.ndarray:
-    per_call = protocols.map({k: p.per_call_us for k, p in table.protocols.items()})
-    per_launch = protocols.map({k: p.per_launch_us for k, p in table.protocols.items()})
-    return per_call.to_numpy(dtype=float, na_value=np.nan) + launches * per_launch.to_numpy(
-        dtype=float, na_value=np.nan)
 
 
 def _configs(frame: pd.DataFrame, owner: np.ndarray, main: np.ndarray, n: int) -> np.ndarray:
@@ -224,7 +217,7 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
     plain = roofline(frame, hw)
     sums = {c: _sums((sim if c == "kernel_s" else plain)[c].to_numpy(dtype=float) * 1e6, owner, n)
             for c in ("kernel_s", "t_lower_s", "t_math_s", "t_mem_s")}
-    cost = protocol_cost_us(rows["protocol"], count, table)
+    cost = call_costs_us(rows["protocol"], count, table)
     ok = status == "ok"
     pred = np.where(ok, sums["kernel_s"] + cost, np.nan)
     roof = np.where(ok, sums["t_lower_s"] + cost, np.nan)

@@ -88,7 +88,7 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     plan = PrecisionPlan(policy, reqs.switch_step, cfg.scheduler.mixed_precision)
     pricer = pricer or make_pricer(spec, policy, hw, cfg)
     sched = Scheduler(reqs, cfg.scheduler, cap, budget)
-    log = IterationLog()
+    log = IterationLog(pricer.protocols)
     env = simpy.Environment()
     wake = _Wake(env)
     env.process(_arrivals(env, sched, reqs.arrival_s, wake))

@@ -17,13 +17,7 @@ one and cached results are recomputed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-
-
-def _graph_gap_us() -> float:
-    from mpsim.sim.protocols import shipped  # the protocol file owns the number
-
-    return shipped().protocols["graph"].per_launch_us
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -64,12 +58,9 @@ class SimParams:
     # ---- per-kernel fixed costs ------------------------------------------------------------------
     # Shortest kernel duration as CUPTI sees it (launch to end on the GPU; Vidur rows, 0.73 us).
     kernel_floor_us: float = 0.7343
-    # What each kernel adds between kernels when replayed in a CUDA graph: the graph protocol's
-    # per-launch cost in mpsim/sim/protocols.yaml (1.1765 us: 1.911 us per kernel on the H200 GEMM
-    # rows minus the floor), read from there. `overhead_s` of every launch is this times its kernels
-    # (without a named protocol the simulator predicts the graph protocol; a hardware file's
-    # launch.overhead_us, when present, replaces it).
-    launch_gap_us: float = field(default_factory=_graph_gap_us)
+    # What a measurement adds around the kernels (the graph gap, 1.1765 us per kernel on the H200
+    # GEMM rows beyond this floor) is the measurement protocol's: mpsim/sim/protocols.py, applied
+    # by mpsim.sim.simulate(..., protocol=), not a constant here.
 
     # ---- mpsim's Triton kernels ---------------------------------------------------------------
     # CUDA-core work comes from the kernels' own SASS (mpsim/sim/gpu/sass_table.py); these are the
