@@ -43,6 +43,18 @@ class TraceValidation:
         return self.frame[[*cols, *OUT_COLUMNS]]
 
 
+def interpreter_note(rows: pd.DataFrame, hw_name: str) -> str | None:
+    """A note when the measured times come from a CPU (the Triton interpreter), not from a GPU like
+    `hw_name`: such times are host time, not what a GPU model predicts or can be fitted to."""
+    if "device" not in rows.columns:
+        return None
+    devices = sorted(set(rows["device"].dropna().astype(str)))
+    if any("interpreter" in d or d.startswith("cpu") for d in devices):
+        return (f"the measured times come from {devices}, not from {hw_name}: a CPU interpreter's "
+                "host time, not a GPU's kernel time")
+    return None
+
+
 def launch_class(row: dict[str, object]) -> str:
     op = str(row["op"])
     if op == "gemm":

@@ -5,6 +5,7 @@ docs/validation.md#calibration)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,13 +53,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.against is not None:
         return _calibrate_against(args)
     # pandas and the simulator load here, not when the CLI builds its parser
+    from mpsim.analysis.validation.trace_form import interpreter_note
     from mpsim.hw_models.loader import load_hardware
     from mpsim.sim.calibrate import calibrate
     from mpsim.sim.calibrated_file import write_calibrated
     from mpsim.traces.io import read_trace
 
     trace = read_trace(args.trace)
-    result = calibrate(trace.rows, load_hardware(args.hw), args.holdout)
+    hw = load_hardware(args.hw)
+    note = interpreter_note(trace.rows, hw.name)
+    if note:
+        print(f"mpsim: warning: {note}; the fitted constants describe that host, not {hw.name}",
+              file=sys.stderr)
+    result = calibrate(trace.rows, hw, args.holdout)
     print(format_calibration(result))
     path = write_calibrated(args.hw, result, Path(args.trace).name, args.out)
     print(f"wrote {path}")
@@ -85,6 +92,9 @@ def _calibrate_against(args: argparse.Namespace) -> int:
     from mpsim.sim.params import DEFAULT_PARAMS
 
     check_selection(args.select)
+    if args.fit_rows < 1 or args.test_rows < 0:
+        raise MpsimInputError(f"--fit-rows {args.fit_rows} / --test-rows {args.test_rows}: expected "
+                              "at least 1 row fitted and 0 or more held out")
     targets = _predict_targets(args.predict)
     m = apply_selection(read_measurements(args.against), args.select)
     hw = hardware(args.hw)

@@ -67,7 +67,7 @@ def _write_outputs(args: argparse.Namespace, rows: pd.DataFrame, summary: pd.Dat
 def _validate(args: argparse.Namespace) -> int:
     # pandas, the simulator and the validation tables load here, not when the CLI builds its parser
     from mpsim.analysis.validation.metrics import format_summary
-    from mpsim.analysis.validation.trace_form import validate_trace
+    from mpsim.analysis.validation.trace_form import interpreter_note, validate_trace
     from mpsim.sim.protocols import describe
     from mpsim.traces.io import read_trace
 
@@ -84,10 +84,9 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"validation of {Path(args.trace).name} on {hw.name}: {measured} measured launches")
     override = hw.launch_overhead_s()
     print(describe(v.protocol, None if override is None else override * 1e6))
-    devices = set(trace.rows["device"].dropna().astype(str))
-    if any("interpreter" in d or d.startswith("cpu") for d in devices):
-        print(f"note: the measured times come from {sorted(devices)}, not from {hw.name}: "
-              "the errors below compare a CPU interpreter's host time with a GPU model")
+    note = interpreter_note(trace.rows, hw.name)
+    if note:
+        print(f"note: {note}; the errors below compare it with a GPU model")
     print(format_summary(v.summary))
     _write_outputs(args, v.rows_table, v.summary, v.frame, f"{Path(args.trace).name} on {hw.name}")
     return 0

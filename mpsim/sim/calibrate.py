@@ -194,16 +194,28 @@ def calibrate(rows: pd.DataFrame, hw: GpuSpec | NpuSpec, holdout: float = 0.25,
         raise MpsimInputError(f"holdout must be in (0, 1), got {holdout}")
     if rows["measured_us"].notna().sum() == 0:
         raise MpsimInputError("the trace has no measured_us values; calibration needs a captured trace")
+    measured = rows["measured_us"].dropna().to_numpy(dtype=float)
+    if not (np.isfinite(measured) & (measured > 0)).all():
+        raise MpsimInputError("measured_us must be a finite number > 0 for every measured launch")
     ev = _Evaluator(rows, hw, params)
     test = ev.test_mask(holdout)
     train = ~test
-    if not train.any() or not test.any():
-        raise MpsimInputError("calibration needs at least two distinct measured launches")
+    fitted = len(dataclasses.fields(Knobs))
+    distinct = len(np.unique(ev.codes[train]))
+    if distinct < fitted or not test.any():
+        raise MpsimInputError(
+            f"calibration needs at least {fitted} distinct measured launches to fit its {fitted} "
+            f"knobs ({', '.join(f.name for f in dataclasses.fields(Knobs))}) and one held out; "
+            f"this trace has {distinct} to fit and {len(np.unique(ev.codes[test]))} held out")
     start = knobs_of(hw)
     k = _accept(ev, start, _fit_overhead(ev, start, train), train)
     k = _accept(ev, k, _grid(ev, k, train), train)
     for name in ("bandwidth_fraction", "dequant_scale"):
         k = _accept(ev, k, _refine(ev, k, name, train), train)
-    return CalibrationResult(
+    result = CalibrationResult(
         start, k, ev.mape(start, train), ev.mape(k, train), ev.mape(start, test), ev.mape(k, test),
         mape(ev.roofline_s[test], ev.measured_s[test]), int(train.sum()), int(test.sum()))
+    numbers = [*dataclasses.astuple(k), *dataclasses.astuple(result)[2:7]]
+    if not all(math.isfinite(v) for v in numbers):
+        raise MpsimInputError(f"calibration did not give finite numbers ({result}); nothing written")
+    return result
