@@ -243,24 +243,21 @@ def slo_goal(row: Any) -> str:
 
 def slo_lines(table: pd.DataFrame) -> list[str]:
     """What the serve points say about the SLOs: the best policy per model and hardware, or that no
-    policy meets them at any swept rate (said as such), each line naming the performance model that
-    priced the iterations (the roofline and the simulator can rank policies differently)."""
+    policy meets them at any swept rate (said as such)."""
     if table.empty or table[["slo_ttft_s", "slo_tpot_s"]].isna().all().all():
         return []
     rates = max_rates(table)
     lines = []
     for (model, hw), g in rates.groupby(["model", "hw"], sort=False):
         goal = slo_goal(g.iloc[0])
-        priced = table[(table["model"] == model) & (table["hw"] == hw)]["perf_model"]
-        where = f"{model} on {hw} (priced by {', '.join(map(str, dict.fromkeys(priced)))})"
         if g["max_rate_rps"].isna().all():
             w = g.iloc[0]
             tpot, ttft = w["lowest_rate_tpot_p99_s"] * 1e3, w["lowest_rate_ttft_p99_s"] * 1e3
-            lines.append(f"{where}: no policy meets {goal} at any swept rate (at "
+            lines.append(f"{model} on {hw}: no policy meets {goal} at any swept rate (at "
                          f"{w['lowest_rate']:g}/s {w['policy']} has p99 TPOT {tpot:.1f} ms, "
                          f"TTFT {ttft:.0f} ms)")
             continue
         parts = [f"{r.policy} {r.max_rate_rps:g}/s" if r.max_rate_rps == r.max_rate_rps else
                  f"{r.policy} none" for r in g.itertuples()]
-        lines.append(f"{where}, max swept rate meeting {goal}: " + ", ".join(parts))
+        lines.append(f"{model} on {hw}, max swept rate meeting {goal}: " + ", ".join(parts))
     return lines

@@ -13,9 +13,9 @@ from mpsim.commands.common import add_hw_arg, hardware
 from mpsim.errors import MpsimInputError
 
 if TYPE_CHECKING:
+    from mpsim.analysis.validation.calibrate_trace import CalibrationResult, Knobs
     from mpsim.analysis.validation.calibration import CalibrationReport
-    from mpsim.sim.calibrate import CalibrationResult, Knobs
-    from mpsim.sim.calibrate_constants import Constants
+    from mpsim.analysis.validation.constants import Constants
 
 
 def add_calibrate(sub: Any) -> None:
@@ -53,10 +53,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.against is not None:
         return _calibrate_against(args)
     # pandas and the simulator load here, not when the CLI builds its parser
+    from mpsim.analysis.validation.calibrate_trace import calibrate
+    from mpsim.analysis.validation.calibrated_file import write_calibrated
     from mpsim.analysis.validation.trace_form import interpreter_note
     from mpsim.hw_models.loader import load_hardware
-    from mpsim.sim.calibrate import calibrate
-    from mpsim.sim.calibrated_file import write_calibrated
     from mpsim.traces.io import read_trace
 
     trace = read_trace(args.trace)
@@ -86,9 +86,9 @@ def _predict_targets(specs: list[str]) -> list[tuple[str, str]]:
 def _calibrate_against(args: argparse.Namespace) -> int:
     # pandas, the simulator and the readers load here, not when the CLI builds its parser
     from mpsim.analysis.validation.calibration import calibrate_rows, cross_device
+    from mpsim.analysis.validation.constants import write_calibration
     from mpsim.analysis.validation.selections import apply_selection
     from mpsim.analysis.validation.sources import read_measurements
-    from mpsim.sim.calibrate_constants import write_calibration
     from mpsim.sim.params import DEFAULT_PARAMS
 
     check_selection(args.select)

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if reqs.beyond:
         warn(f"{reqs.beyond} of {len(reqs)} requests exceed {spec.name}'s context of "
              f"{spec.max_context_len:,} tokens; running them anyway (--allow-beyond-context)")
-    result = run_serve(spec, policy, hw, reqs, cfg, audit_every=args.audit)
+    result = run_serve(spec, policy, hw, reqs, cfg, audit_every=args.audit, progress=None)
     paths = write_outputs(args.out, result.requests, result.iterations, result.summary, args.timeline)
     print(format_summary(result.summary))
     print("wrote " + ", ".join(str(p) for p in paths))

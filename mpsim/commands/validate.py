@@ -95,9 +95,9 @@ def _validate(args: argparse.Namespace) -> int:
 def _against(args: argparse.Namespace) -> int:
     # pandas, the simulator and the readers load here, not when the CLI builds its parser
     from mpsim.analysis.validation.against import format_unpredicted, validate_against
+    from mpsim.analysis.validation.constants import apply_hw, apply_params, apply_protocols, read_calibration
     from mpsim.analysis.validation.metrics import format_summary
     from mpsim.analysis.validation.sources import read_measurements
-    from mpsim.sim.calibrate_constants import apply_hw, apply_params, apply_protocols, read_calibration
     from mpsim.sim.params import DEFAULT_PARAMS
     from mpsim.sim.protocols import shipped
 

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mpsim.analysis.validation.calibrate_trace import Knobs, calibrate, knobs_of, with_knobs
 from mpsim.cli import main
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
-from mpsim.sim.calibrate import Knobs, calibrate, knobs_of, with_knobs
 from mpsim.sim.keys import launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS
 from mpsim.sim.replay import resident_cap, simulate_launch

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from mpsim.analysis.validation.search import golden
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, Launch, NpuSpec
 from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
@@ -32,7 +32,6 @@ from mpsim.sim.roofline import roofline
 
 BOUNDS = {"bandwidth_fraction": (0.2, 1.0), "overhead_us": (0.0, 50.0), "dequant_scale": (0.1, 10.0)}
 GRID = {"bandwidth_fraction": np.linspace(0.3, 1.0, 8), "dequant_scale": np.geomspace(0.25, 4.0, 9)}
-GOLDEN_STEPS = 14
 MIN_GAIN = 1e-3
 
 
@@ -128,27 +127,6 @@ class _Evaluator:
 
 def mape(pred: np.ndarray, measured: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - measured) / measured) * 100) if len(measured) else math.nan
-
-
-def golden(f: Callable[[float], float], lo: float, hi: float, log: bool = False,
-           steps: int = GOLDEN_STEPS) -> float:
-    """The minimum of a one-dimensional f on [lo, hi] by golden-section search (on a log scale
-    with `log`), after `steps` narrowings."""
-    a, b = (math.log(lo), math.log(hi)) if log else (lo, hi)
-    g = (math.sqrt(5) - 1) / 2
-    x1, x2 = b - g * (b - a), a + g * (b - a)
-    to: Callable[[float], float] = math.exp if log else float
-    f1, f2 = f(to(x1)), f(to(x2))
-    for _ in range(steps):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - g * (b - a)
-            f1 = f(to(x1))
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + g * (b - a)
-            f2 = f(to(x2))
-    return to(x1 if f1 <= f2 else x2)
 
 
 def _fit_overhead(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> Knobs:

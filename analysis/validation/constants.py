@@ -8,7 +8,9 @@
 - `dequant_scale`: a factor on the dequantization work per weight of SimParams (TensorRT-LLM's
   weight-only GEMV: lane-ops per int4 / int8 weight; mpsim's own kernels take theirs from SASS,
   mpsim/sim/gpu/sass.py, and are not scaled);
-- `protocol_us`: each fitted protocol's fixed cost per measured call (mpsim/sim/protocols.py).
+- `protocol_us`: each fitted protocol's fixed cost per measured call (mpsim/sim/protocols.py);
+- `params`: other simulator constants (SimParams fields) fitted jointly by name
+  (`mpsim calibrate --against FILE --fit-params NAMES`, analysis/validation/fit_params.py).
 
 Applied to another device, only that device's datasheet numbers differ: SMs, clocks, DRAM
 bandwidth and sizes come from its own hardware file, the constants from the calibration. A
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,10 @@ from mpsim.sim.protocols import ProtocolFile, shipped
 from mpsim.traces.atomic import write_text_atomic
 
 KIND = "mpsim-calibration"
+# The simulator constants a calibration may set by name: SimParams' float fields (the bandwidth
+# fraction and the L2 port are the named constants above).
+FITTABLE_PARAMS = tuple(f.name for f in dataclasses.fields(SimParams) if f.type in (float, "float")
+                        and f.name not in ("bw_frac", "port_bytes_per_clk"))
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class Constants:
     l2_bytes_per_clock_per_sm: float
     dequant_scale: float = 1.0
     protocol_us: dict[str, float] = field(default_factory=dict)
+    params: dict[str, float] = field(default_factory=dict)  # SimParams fields, by name
 
 
 def _gpu(hw: HardwareSpec) -> GpuSpec:
@@ -69,6 +77,8 @@ def apply_hw(hw: HardwareSpec, c: Constants) -> GpuSpec:
 
 def apply_params(params: SimParams, c: Constants) -> SimParams:
     s = c.dequant_scale
+    named: dict[str, Any] = dict(c.params)
+    params = dataclasses.replace(params, **named)
     return dataclasses.replace(params, bw_frac=c.bandwidth_fraction,
                                port_bytes_per_clk=c.l2_bytes_per_clock_per_sm,
                                wo_ops_dq4=params.wo_ops_dq4 * s, wo_ops_dq8=params.wo_ops_dq8 * s)
@@ -89,6 +99,8 @@ def constants_dict(c: Constants, params: SimParams) -> dict[str, Any]:
         "dequant_ops_per_weight": {"trtllm_wo_int4": round(p.wo_ops_dq4, 3),
                                    "trtllm_wo_int8": round(p.wo_ops_dq8, 3)},
         "protocols_per_call_us": {k: round(v, 3) for k, v in sorted(c.protocol_us.items())},
+        **({"sim_params": {k: float(f"{v:.6g}") for k, v in sorted(c.params.items())}}
+           if c.params else {}),
     }
 
 
@@ -109,14 +121,19 @@ def read_calibration_text(text: str, where: str) -> Constants:
         k = data["constants"]
         c = Constants(float(k["dram.achievable_bandwidth_fraction"]),
                       float(k["l2.bytes_per_clock_per_SM"]), float(k.get("dequant_scale", 1.0)),
-                      {str(p): float(v) for p, v in (k.get("protocols_per_call_us") or {}).items()})
-    except (KeyError, TypeError, ValueError) as exc:
+                      {str(p): float(v) for p, v in (k.get("protocols_per_call_us") or {}).items()},
+                      {str(p): float(v) for p, v in (k.get("sim_params") or {}).items()})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MpsimInputError(f"{where}: constants: {exc!r}") from None
     if not 0 < c.bandwidth_fraction <= 1 or c.l2_bytes_per_clock_per_sm <= 0 or c.dequant_scale <= 0:
         raise MpsimInputError(f"{where}: constants out of range: {c}")
     unknown = sorted(set(c.protocol_us) - set(shipped().protocols))
     if unknown or any(v < 0 for v in c.protocol_us.values()):
         raise MpsimInputError(f"{where}: protocols_per_call_us: unknown {unknown} or negative")
+    bad = [k for k, v in c.params.items() if k not in FITTABLE_PARAMS or not math.isfinite(v) or v <= 0]
+    if bad:
+        raise MpsimInputError(f"{where}: sim_params {bad}: expected simulator constants (SimParams "
+                              "float fields) with finite values > 0")
     return c
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
+from mpsim.analysis.validation.calibrate_trace import CalibrationResult, Knobs
 from mpsim.hw_models.loader import list_hardware, parse_hardware
-from mpsim.sim.calibrate import CalibrationResult, Knobs
 
 
 def hardware_text(name_or_path: str) -> str:
