@@ -200,12 +200,15 @@ def fitted_names(rows: pd.DataFrame) -> list[str]:
             *(f"protocol_us.{p}" for p in protocols)]
 
 
-def _check_fit_rows(ev: Evaluator, fit_rows: int) -> np.ndarray:
+Refine = Callable[["Evaluator", Constants, np.ndarray], Constants]
+
+
+def _check_fit_rows(ev: Evaluator, fit_rows: int, extra: tuple[str, ...]) -> np.ndarray:
     """The fit rows the simulator predicts; refused when fewer than the constants fitted on them."""
     if fit_rows < 1:
         raise MpsimInputError(f"--fit-rows {fit_rows}: expected at least 1")
     predicted = np.isfinite(ev.predict(constants_of(ev.hw, ev.table, ev.params)))
-    names = fitted_names(ev.rows[predicted])
+    names = [*fitted_names(ev.rows[predicted]), *extra]
     if predicted.sum() < len(names):
         raise MpsimInputError(
             f"calibration needs at least as many predicted rows as constants it fits: "
@@ -228,8 +231,10 @@ def _check_finite(report: CalibrationReport) -> CalibrationReport:
 
 def calibrate_rows(rows: pd.DataFrame, hw: HardwareSpec, *, fit_rows: int = 400,
                    test_rows: int = 1500, params: SimParams = DEFAULT_PARAMS,
-                   config: str = "best", progress: bool | None = None) -> CalibrationReport:
-    """Fit on a sample of `rows` (normalized measured rows, only status ok used)."""
+                   config: str = "best", progress: bool | None = None,
+                   refine: tuple[tuple[str, ...], Refine] | None = None) -> CalibrationReport:
+    """Fit on a sample of `rows` (normalized measured rows, only status ok used). `refine`: more
+    constants (their names) and the fit that moves them after the named ones (fit_params.py)."""
     start = time.perf_counter()
     if test_rows < 0:
         raise MpsimInputError(f"--test-rows {test_rows}: expected at least 0")
@@ -239,8 +244,10 @@ def calibrate_rows(rows: pd.DataFrame, hw: HardwareSpec, *, fit_rows: int = 400,
                               f"{sorted(set(rows['status'].astype(str)))[:5]}); nothing to fit")
     fit, held = split(ok, fit_rows, test_rows)
     ev = Evaluator(rows.iloc[fit], hw, params, config=config, progress=progress_enabled(progress))
-    every = _check_fit_rows(ev, fit_rows)
+    every = _check_fit_rows(ev, fit_rows, refine[0] if refine else ())
     before, after = fit_constants(ev, every)
+    if refine is not None:
+        after = refine[1](ev, after, every)
     if ev.bar is not None:
         ev.bar.close()
     errs = {"in_sample": errors(ev, every, before, after)}

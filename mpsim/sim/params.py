@@ -9,7 +9,8 @@ generation file, head_dim 128, window 0, 32/8 heads, step >= 255 (68 rows per GP
 "prefill rows" = the vLLM 0.24.0 context file, head_dim 128, window 0, bf16/bf16, isl >= 128;
 "wo rows" = TRT-LLM 1.2.0rc5 H200 int4_wo/int8_wo, m <= 4 (1,320 each); "Vidur rows" = Vidur's H100
 Llama-2-7b/70b `mlp.csv`, TP 1, the `mean` statistics. Each was set on H200 rows (Vidur: H100, the only
-device it has) and checked on the other GPU (scripts/model_fidelity.py). Constants marked
+device it has) and checked on the other GPU (`mpsim validate --against`; `mpsim calibrate --against
+--fit-params NAMES` refits named ones). Constants marked
 "assumption" are nobody's measurement (the reason is given). They are part of every memo key: change
 one and cached results are recomputed.
 """
