@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsim.analysis.validation.calibrate_trace import CalibrationResult, Knobs, calibrate
+from mpsim.analysis.validation.calibrate_trace import CalibrationResult, calibrate
 from mpsim.analysis.validation.calibrated_file import write_calibrated
 from mpsim.analysis.validation.calibration import CalibrationReport, calibrate_rows, cross_device
 from mpsim.analysis.validation.constants import Constants, write_calibration
@@ -94,7 +94,7 @@ def run_against(a: AgainstArgs) -> Path:
 def _constants(c: Constants) -> str:
     protocols = ", ".join(f"{k} {v:.2f} us" for k, v in sorted(c.protocol_us.items()))
     params = "".join(f", {k} {v:.4g}" for k, v in sorted(c.params.items()))
-    return (f"bandwidth fraction {c.bandwidth_fraction:.3f}, L2 {c.l2_bytes_per_clock_per_sm:.1f} "
+    return (f"bandwidth fraction {c.bandwidth_fraction:.3f}, L2 {c.l2_bytes_per_clock_per_sm or 0:.1f} "
             f"B/clk/SM, dequant x{c.dequant_scale:.2f}{params}; per call: {protocols}")
 
 
@@ -108,9 +108,9 @@ def format_against(r: CalibrationReport, hw_name: str) -> str:
     return "\n".join(lines)
 
 
-def _knobs(k: Knobs) -> str:
-    return (f"bandwidth fraction {k.bandwidth_fraction:.3f}, overhead {k.overhead_us:.2f} us, "
-            f"dequant scale {k.dequant_scale:.3f}")
+def _knobs(k: Constants) -> str:
+    return (f"bandwidth fraction {k.bandwidth_fraction:.3f}, overhead "
+            f"{k.launch_overhead_us or 0.0:.2f} us, dequant scale {k.dequant_scale:.3f}")
 
 
 def format_calibration(r: CalibrationResult) -> str:

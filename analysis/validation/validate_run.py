@@ -42,9 +42,9 @@ def write_outputs(o: Outputs, rows: pd.DataFrame, summary: pd.DataFrame, frame: 
         summary.to_csv(o.summary, index=False)
         print(f"wrote {o.summary}")
     if o.plot:
-        from mpsim.analysis.validation.plots import scatter  # matplotlib: only for --plot
+        from mpsim.analysis.plots.validation import plot_scatter  # matplotlib: only for --plot
 
-        scatter(frame[frame["status"] == "ok"], MODELS, o.plot, title)
+        plot_scatter(frame[frame["status"] == "ok"], MODELS, o.plot, title)
         print(f"wrote {o.plot}")
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.params import SimParams
-from mpsim.sim.protocols import DEFAULT_PROTOCOL, for_device
+from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 
 # Issue rates per SM per clock, thread-instructions (lanes): CUDA C++ Programming Guide, "Arithmetic
 # Instructions", throughput of native arithmetic instructions, compute capability 8.0-9.0:
@@ -49,10 +49,10 @@ class GpuRates:
     smem_Bpc: float          # one SM's shared memory
     pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
     tensor_fpc: dict[str, float]  # dense tensor FLOP per cycle per SM by dtype (architectural)
-    # per kernel, outside the kernel: the graph protocol's gap, as protocols.py gives it for this
-    # device. Only the model's own loop sees it (the power-limited clock runs over back-to-back
-    # replays, the config search ranks whole calls); simulate() sets every result's launch cost.
-    overhead_s: float
+    # outside the kernels: the graph protocol on this device (protocols.py `for_device`). Only the
+    # model's own loop sees it (the power-limited clock runs over back-to-back replays, the config
+    # search ranks whole calls); simulate() sets every result's launch cost.
+    launch_cost: Protocol
     floor_cycles: float      # the shortest kernel duration
     smem_bytes: float        # per SM
     smem_per_cta_bytes: float
@@ -86,7 +86,6 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
     l2_lat = hw.l2.latency_ns if hw.l2.latency_ns is not None else p.l2_latency_ns
     dram_lat = hw.dram.latency_ns if hw.dram.latency_ns is not None else p.dram_latency_ns
     overhead_us = hw.launch.overhead_us if hw.launch is not None else None
-    gap_s = for_device(DEFAULT_PROTOCOL, overhead_us).cost_s(1)
     cc = hw.cuda_core
     return GpuRates(
         clock_hz=f, boost_hz=boost, datasheet_hz=ds, sms=sms,
@@ -100,7 +99,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
                "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
         tensor_fpc={k: v * p.eta_mma for k, v in hw.tensor_core.flops_per_clock_per_SM.items()},
-        overhead_s=gap_s, floor_cycles=p.kernel_floor_us * 1e-6 * f,
+        launch_cost=for_device(DEFAULT_PROTOCOL, overhead_us), floor_cycles=p.kernel_floor_us * 1e-6 * f,
         smem_bytes=hw.sm.shared_memory_KiB * 1024,
         smem_per_cta_bytes=hw.sm.max_shared_memory_per_cta_KiB * 1024,
         registers=hw.sm.registers_32bit, max_regs_per_thread=hw.sm.max_registers_per_thread,
