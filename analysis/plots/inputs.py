@@ -15,6 +15,7 @@ import pyarrow as pa
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim import simulate
+from mpsim.sim.protocols import DEFAULT_PROTOCOL
 from mpsim.traces.trace import Trace
 
 RUN_COLUMNS = ("start_s", "end_s", "time_s", "t_lower_s", "bound", "busy_start_s", "busy_end_s",
@@ -35,8 +36,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def trace_run(trace: Trace, hw: HardwareSpec, perf_model: str) -> pd.DataFrame:
-    """The trace's rows with per-launch start/end/time/t_lower/bound under `perf_model` on `hw`."""
-    launches = simulate(trace, hw, perf_model).launches[list(RUN_COLUMNS)]
+    """The trace's rows with per-launch start/end/time/t_lower/bound under `perf_model` on `hw`, each
+    launch priced under the trace's measurement protocol (the simulator's default when it names
+    none), as `mpsim validate` prices it."""
+    protocol = trace.meta.protocol or DEFAULT_PROTOCOL
+    launches = simulate(trace, hw, perf_model, protocol=protocol).launches[list(RUN_COLUMNS)]
     return pd.concat([trace.rows.reset_index(drop=True), launches.reset_index(drop=True)], axis=1)
 
 

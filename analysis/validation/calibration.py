@@ -1,6 +1,6 @@
 """`mpsim calibrate --against FILE --hw H --out F.yaml [--predict H2=FILE2]`.
 
-Fits the named device-independent constants of mpsim/sim/calibrate_constants.py (achievable DRAM
+Fits the named device-independent constants of mpsim/analysis/validation/constants.py (achievable DRAM
 bandwidth fraction, L2 bytes per clock per SM, dequantization work per weight, each protocol's
 fixed cost per call) on a deterministic sample of the measured rows of one device, and reports the
 error three ways: in-sample (the rows fitted), held-out shapes of the same device, and other
@@ -12,6 +12,11 @@ the MAPE (so a small band weighs as much as a large one). Search: a grid over (b
 L2 bandwidth), then golden-section refinement of each and of the dequant scale (only when the rows
 have quantized weights); protocol costs are additive and fitted inside every evaluation (no
 simulation). A constant moves only if that lowers the loss by more than 0.1%.
+
+Refused (MpsimInputError): fewer predicted fit rows than constants fitted (`fitted_names`: the
+bandwidth fraction, the L2 port, the dequant scale when a fitted row has quantized weights, and one
+per-call cost per protocol the fitted rows use), which would fit noise exactly (0% error); a fit or
+an error that is not a finite number.
 """
 
 from __future__ import annotations
@@ -21,23 +26,26 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mpsim.analysis.validation.measured import activation_rows, band_of
-from mpsim.analysis.validation.predict import predict_rows, protocol_cost_us
-from mpsim.hw_models.schema import HardwareSpec
-from mpsim.sim.calibrate import golden
-from mpsim.sim.calibrate_constants import (
+from mpsim.analysis.validation.constants import (
     Constants,
     apply_hw,
     apply_params,
     apply_protocols,
     constants_of,
 )
+from mpsim.analysis.validation.measured import activation_rows, band_of
+from mpsim.analysis.validation.predict import predict_rows
+from mpsim.analysis.validation.search import golden
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.schema import HardwareSpec
+from mpsim.progress import progress_bar, progress_enabled
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.protocols import ProtocolFile, shipped
+from mpsim.sim.protocols import ProtocolFile, call_costs_us, shipped
 
 BW_GRID = np.linspace(0.60, 0.95, 8)
 L2_SCALES = np.geomspace(0.5, 2.5, 5)
@@ -51,40 +59,47 @@ class Evaluator:
     """Predictions of a fixed set of measured rows for any constants (kernel sums memoized)."""
 
     def __init__(self, rows: pd.DataFrame, hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
-                 table: ProtocolFile | None = None, config: str = "best") -> None:
+                 table: ProtocolFile | None = None, config: str = "best",
+                 progress: bool | None = False) -> None:
         self.rows = rows.reset_index(drop=True)
         self.hw, self.params, self.table, self.config = hw, params, table or shipped(), config
         self.measured = self.rows["measured_us"].to_numpy(dtype=float)
         bands = band_of(activation_rows(self.rows))
         self.groups = pd.Series(self.rows["cls"].astype(str) + "|" + bands).to_numpy()
-        self._cache: dict[tuple[float, float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         self.launches = np.zeros(len(self.rows), dtype=np.int64)
         self.lower = np.full(len(self.rows), np.nan)
         self.simulations = 0
         # GEMM configs are chosen once, under the first constants evaluated (the shipped ones), and
         # held while the constants move: the autotuner on the GPU picked them, not the fit.
         self.configs: dict[str, str] = {}
+        self.progress = progress  # bars for the first evaluation (the config search), then a count
+        self.bar: Any = None
 
     def kernel_us(self, c: Constants) -> np.ndarray:
         key = (round(c.bandwidth_fraction, 6), round(c.l2_bytes_per_clock_per_sm, 6),
-               round(c.dequant_scale, 6))
+               round(c.dequant_scale, 6), *sorted(c.params.items()))
         if key not in self._cache:
             p = predict_rows(self.rows, apply_hw(self.hw, c), config=self.config, cache_dir=None,
                              params=apply_params(self.params, c), protocols=self.table,
-                             configs=self.configs)
+                             configs=self.configs, progress=self.progress and not self.simulations)
             self.launches, self.lower = p.launches, p.lower_us
             self._cache[key] = (p.kernel_us, p.lower_us)
             self.simulations += 1
+            if self.bar is None:
+                self.bar = progress_bar(None, f"calibrate on {self.hw.name}", "simulation",
+                                        self.progress)
+            self.bar.update(1)
         return self._cache[key][0]
 
     def predict(self, c: Constants) -> np.ndarray:
-        return self.kernel_us(c) + protocol_cost_us(self.rows["protocol"], self.launches,
+        return self.kernel_us(c) + call_costs_us(self.rows["protocol"], self.launches,
                                                     apply_protocols(self.table, c))
 
     def roofline(self, c: Constants) -> np.ndarray:
         """t_lower (datasheet peaks: no constant moves it) plus the protocol costs of `c`."""
         self.kernel_us(c)
-        return self.lower + protocol_cost_us(self.rows["protocol"], self.launches,
+        return self.lower + call_costs_us(self.rows["protocol"], self.launches,
                                         apply_protocols(self.table, c))
 
     def loss(self, c: Constants, mask: np.ndarray) -> float:
@@ -177,21 +192,70 @@ class CalibrationReport:
     wall_s: float
 
 
+def fitted_names(rows: pd.DataFrame) -> list[str]:
+    """The constants a fit on `rows` moves."""
+    quantized = rows["w_format"].astype(str).isin(["int4-group", "int8-group"]).any()
+    protocols = sorted({str(p) for p in rows["protocol"].dropna()})
+    return ["bandwidth_fraction", "l2_bytes_per_clock_per_sm", *(["dequant_scale"] if quantized else []),
+            *(f"protocol_us.{p}" for p in protocols)]
+
+
+Refine = Callable[["Evaluator", Constants, np.ndarray], Constants]
+
+
+def _check_fit_rows(ev: Evaluator, fit_rows: int, extra: tuple[str, ...]) -> np.ndarray:
+    """The fit rows the simulator predicts; refused when fewer than the constants fitted on them."""
+    if fit_rows < 1:
+        raise MpsimInputError(f"--fit-rows {fit_rows}: expected at least 1")
+    predicted = np.isfinite(ev.predict(constants_of(ev.hw, ev.table, ev.params)))
+    names = [*fitted_names(ev.rows[predicted]), *extra]
+    if predicted.sum() < len(names):
+        raise MpsimInputError(
+            f"calibration needs at least as many predicted rows as constants it fits: "
+            f"{int(predicted.sum())} of the {len(ev.rows)} fit rows can be predicted, for "
+            f"{len(names)} constants ({', '.join(names)}); give more rows (--fit-rows, a larger "
+            "table or another --select)")
+    return predicted
+
+
+def _check_finite(report: CalibrationReport) -> CalibrationReport:
+    c = report.after
+    values = [c.bandwidth_fraction, c.l2_bytes_per_clock_per_sm, c.dequant_scale,
+              *c.protocol_us.values()]
+    errs = [v for e in report.errors.values() for k, v in e.items() if k != "rows"]
+    if not all(math.isfinite(v) for v in values + errs):
+        raise MpsimInputError(f"calibration did not give finite numbers (constants {c}, errors "
+                              f"{report.errors}); nothing written")
+    return report
+
+
 def calibrate_rows(rows: pd.DataFrame, hw: HardwareSpec, *, fit_rows: int = 400,
                    test_rows: int = 1500, params: SimParams = DEFAULT_PARAMS,
-                   config: str = "best") -> CalibrationReport:
-    """Fit on a sample of `rows` (normalized measured rows, only status ok used)."""
+                   config: str = "best", progress: bool | None = None,
+                   refine: tuple[tuple[str, ...], Refine] | None = None) -> CalibrationReport:
+    """Fit on a sample of `rows` (normalized measured rows, only status ok used). `refine`: more
+    constants (their names) and the fit that moves them after the named ones (fit_params.py)."""
     start = time.perf_counter()
+    if test_rows < 0:
+        raise MpsimInputError(f"--test-rows {test_rows}: expected at least 0")
     ok = np.flatnonzero((rows["status"] == "ok").to_numpy())
+    if not len(ok):
+        raise MpsimInputError(f"calibration: none of the {len(rows)} rows can be predicted (status: "
+                              f"{sorted(set(rows['status'].astype(str)))[:5]}); nothing to fit")
     fit, held = split(ok, fit_rows, test_rows)
-    ev = Evaluator(rows.iloc[fit], hw, params, config=config)
-    every = np.ones(len(fit), dtype=bool)
+    ev = Evaluator(rows.iloc[fit], hw, params, config=config, progress=progress_enabled(progress))
+    every = _check_fit_rows(ev, fit_rows, refine[0] if refine else ())
     before, after = fit_constants(ev, every)
+    if refine is not None:
+        after = refine[1](ev, after, every)
+    if ev.bar is not None:
+        ev.bar.close()
     errs = {"in_sample": errors(ev, every, before, after)}
     if len(held):
-        held_ev = Evaluator(rows.iloc[held], hw, params, config=config)
+        held_ev = Evaluator(rows.iloc[held], hw, params, config=config,
+                            progress=progress_enabled(progress))
         errs["held_out"] = errors(held_ev, np.ones(len(held), dtype=bool), before, after)
-    return CalibrationReport(before, after, errs, time.perf_counter() - start)
+    return _check_finite(CalibrationReport(before, after, errs, time.perf_counter() - start))
 
 
 def cross_device(rows: pd.DataFrame, hw: HardwareSpec, report: CalibrationReport, *,

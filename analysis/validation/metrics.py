@@ -11,10 +11,12 @@ log space from three starts), then applied unchanged to others.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+
+from mpsim.analysis.validation.search import nelder_mead
 
 STAT_COLUMNS = ("count", "mape_pct", "p90_pct", "max_pct", "bias_pct", "pearson_r")
 BAND_ORDER = ("1-16", "17-256", "257-8192", ">8192", "n/a", "all")
@@ -91,38 +93,6 @@ def status_counts(status: pd.Series, cls: pd.Series) -> pd.DataFrame:
 
 
 # ---- the 3-constant efficiency roofline --------------------------------------------------------
-
-def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.1,
-                iters: int = 400, tol: float = 1e-9) -> tuple[np.ndarray, float]:
-    """Minimize f over R^n from x0 (a plain Nelder-Mead; returns the best point and value)."""
-    n = len(x0)
-    pts = [np.asarray(x0, float)] + [np.asarray(x0, float) + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if abs(vals[-1] - vals[0]) < tol:
-            break
-        c = np.mean(pts[:-1], axis=0)
-        xr = c + (c - pts[-1])
-        fr = f(xr)
-        if fr < vals[0]:
-            xe = c + 2 * (c - pts[-1])
-            fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = c + 0.5 * (pts[-1] - c)
-            fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-    best = int(np.argmin(vals))
-    return pts[best], vals[best]
-
 
 def eff_roofline(t_math: np.ndarray, t_mem: np.ndarray, e_c: float, e_m: float, c: float) -> np.ndarray:
     return np.maximum(np.asarray(t_math) / e_c, np.asarray(t_mem) / e_m) + c

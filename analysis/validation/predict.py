@@ -38,11 +38,12 @@ from mpsim.analysis.validation.adapter import (
 from mpsim.errors import MpsimInputError, warn
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.launch_plan import costed
+from mpsim.progress import progress_bar
 from mpsim.sim import DEFAULT_CACHE, simulate
 from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.protocols import ProtocolFile, shipped
+from mpsim.sim.protocols import ProtocolFile, call_costs_us, shipped
 from mpsim.sim.roofline import roofline
 from mpsim.traces.atomic import write_json_atomic
 from mpsim.traces.errors import OutputError
@@ -76,9 +77,10 @@ def barrier_row() -> dict[str, Any]:
 
 
 def _groups(rows: pd.DataFrame, hw: HardwareSpec, config: str, params: SimParams,
-            configs: ConfigCache, status: np.ndarray) -> dict[int, LaunchGroup]:
+            configs: ConfigCache, status: np.ndarray, bar: Any) -> dict[int, LaunchGroup]:
     groups = {}
     for i, rec in enumerate(rows.to_dict("records")):
+        bar.update(1)
         if status[i] != "ok":
             continue
         try:
@@ -136,7 +138,7 @@ def _trace(groups: dict[int, LaunchGroup]) -> tuple[pd.DataFrame, np.ndarray, np
 
 def _simulate(frame: pd.DataFrame, hw: HardwareSpec, params: SimParams, memo: LaunchMemo
               ) -> pd.DataFrame:
-    return simulate(frame, hw, "sim", params=params, memo=memo).launches
+    return simulate(frame, hw, "sim", params=params, memo=memo, protocol="kernel").launches
 
 
 def _per_group(frame: pd.DataFrame, owner: np.ndarray, hw: HardwareSpec, params: SimParams,
@@ -162,13 +164,6 @@ def _sums(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     return total
 
 
-def protocol_cost_us(protocols: pd.Series, launches: np.ndarray, table: ProtocolFile) -> np.ndarray:
-    per_call = protocols.map({k: p.per_call_us for k, p in table.protocols.items()})
-    per_launch = protocols.map({k: p.per_launch_us for k, p in table.protocols.items()})
-    return per_call.to_numpy(dtype=float, na_value=np.nan) + launches * per_launch.to_numpy(
-        dtype=float, na_value=np.nan)
-
-
 def _configs(frame: pd.DataFrame, owner: np.ndarray, main: np.ndarray, n: int) -> np.ndarray:
     out = np.full(n, "", dtype=object)
     for pos in np.flatnonzero(main):
@@ -182,7 +177,7 @@ CHUNK_ROWS = 2000  # rows simulated per call of the door: the disk memo is writt
 
 
 def _simulate_chunked(groups: dict[int, LaunchGroup], hw: HardwareSpec, params: SimParams,
-                      memo: LaunchMemo, status: np.ndarray
+                      memo: LaunchMemo, status: np.ndarray, bar: Any
                       ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
     """Frame, owner, main flag and simulated launches of every group, CHUNK_ROWS rows at a time
     (an interrupted run keeps what the memo already holds)."""
@@ -198,6 +193,7 @@ def _simulate_chunked(groups: dict[int, LaunchGroup], hw: HardwareSpec, params: 
         owners.append(owner)
         mains.append(main)
         sims.append(sim)
+        bar.update(len(keys[lo:lo + CHUNK_ROWS]))
     return (pd.concat(frames, ignore_index=True), np.concatenate(owners), np.concatenate(mains),
             pd.concat(sims, ignore_index=True))
 
@@ -205,14 +201,16 @@ def _simulate_chunked(groups: dict[int, LaunchGroup], hw: HardwareSpec, params: 
 def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
                  cache_dir: str | Path | None = DEFAULT_CACHE, params: SimParams = DEFAULT_PARAMS,
                  protocols: ProtocolFile | None = None, memo: LaunchMemo | None = None,
-                 configs: ConfigCache | None = None) -> Prediction:
+                 configs: ConfigCache | None = None, progress: bool | None = None) -> Prediction:
     """Predict the measured rows (the normalized frame of measured.py) on `hw`. `configs`: best
-    GEMM configs already found (default: the disk cache under `cache_dir`)."""
+    GEMM configs already found (default: the disk cache under `cache_dir`). `progress`: bars on
+    stderr (None: when stderr is a terminal or MPSIM_PROGRESS=1)."""
     start = time.perf_counter()
     n, table = len(rows), protocols or shipped()
     status = rows["status"].astype(str).to_numpy(dtype=object).copy()
     configs = config_store(hw, params, cache_dir) if configs is None else configs
-    groups = _groups(rows, hw, config, params, configs, status)
+    with progress_bar(n, f"{hw.name}: launches and configs", "row", progress) as bar:
+        groups = _groups(rows, hw, config, params, configs, status, bar)
     if isinstance(configs, DiskConfigs):
         configs.save()
     nan = np.full(n, np.nan)
@@ -222,13 +220,14 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
                           {"wall_s": time.perf_counter() - start, "launches": 0})
     memo = memo or LaunchMemo(None if cache_dir is None else _cache(cache_dir))
     hits, misses = memo.hits, memo.misses
-    frame, owner, main, sim = _simulate_chunked(groups, hw, params, memo, status)
+    with progress_bar(len(groups), f"{hw.name}: simulate", "row", progress) as bar:
+        frame, owner, main, sim = _simulate_chunked(groups, hw, params, memo, status, bar)
     kernels = np.array([launch_kernels(r) for r in frame[["kernel", "config"]].to_dict("records")])
     count = np.bincount(owner[owner >= 0], weights=kernels[owner >= 0], minlength=n).astype(np.int64)
     plain = roofline(frame, hw)
     sums = {c: _sums((sim if c == "kernel_s" else plain)[c].to_numpy(dtype=float) * 1e6, owner, n)
             for c in ("kernel_s", "t_lower_s", "t_math_s", "t_mem_s")}
-    cost = protocol_cost_us(rows["protocol"], count, table)
+    cost = call_costs_us(rows["protocol"], count, table)
     ok = status == "ok"
     pred = np.where(ok, sums["kernel_s"] + cost, np.nan)
     roof = np.where(ok, sums["t_lower_s"] + cost, np.nan)

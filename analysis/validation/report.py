@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpsim.analysis.plots.validation import plot_scatter
 from mpsim.analysis.validation.against import validate_against
 from mpsim.analysis.validation.calibration import calibrate_rows, cross_device
 from mpsim.analysis.validation.measured import Measurements
 from mpsim.analysis.validation.metrics import eff_roofline, fit_eff_roofline
-from mpsim.analysis.validation.plots import scatter
 from mpsim.analysis.validation.report_md import Report, check_doc, render, write_doc
 from mpsim.analysis.validation.selections import apply_selection
 from mpsim.analysis.validation.sources import read_measurements
@@ -194,7 +194,7 @@ def build(gt: Path, figures: Path, fit_rows: int, test_rows: int, timing: bool,
     for gpu in GPUS:
         models = {"simulator": "predicted_us", "roofline": "roofline_us",
                   "efficiency roofline (3 constants fit on H200)": "effroof_h200"}
-        scatter(ok[ok["gpu"] == gpu], models, figures / f"validation-{gpu}.png",
+        plot_scatter(ok[ok["gpu"] == gpu], models, figures / f"validation-{gpu}.png",
                 f"{gpu.upper()}: published measurements vs mpsim (shipped defaults)")
     return report
 

@@ -1,9 +1,9 @@
 """`mpsim validate TRACE`: a captured trace's measured launches against both performance models.
 
 Every launch is one measured call. Under the trace's protocol (metadata `protocol`, or a capture's
-environment["protocol"]) each launch pays that protocol's fixed cost; a trace that names none pays
-the hardware file's launch.overhead_us. The rows file holds every trace column, then the same
-OUT_COLUMNS as the --against form; the summary is per op class and M band.
+environment["protocol"]) each launch pays that protocol's fixed cost, applied by `simulate`; a trace
+that names none is predicted under the simulator's default (`graph`). The rows file holds every
+trace column, then the same OUT_COLUMNS as the --against form; the summary is per op class and M band.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from mpsim.analysis.validation.metrics import status_counts, summary_table
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.sim import DEFAULT_CACHE, simulate
+from mpsim.sim.protocols import DEFAULT_PROTOCOL
 from mpsim.traces.trace import Trace
 
 CLASS_BY_KERNEL = {"rms_norm_kernel": "rmsnorm", "layer_norm_kernel": "layernorm",
@@ -40,6 +41,18 @@ class TraceValidation:
     def rows_table(self) -> pd.DataFrame:
         cols = [c for c in self.frame.columns if c not in ("cls", "band", *OUT_COLUMNS)]
         return self.frame[[*cols, *OUT_COLUMNS]]
+
+
+def interpreter_note(rows: pd.DataFrame, hw_name: str) -> str | None:
+    """A note when the measured times come from a CPU (the Triton interpreter), not from a GPU like
+    `hw_name`: such times are host time, not what a GPU model predicts or can be fitted to."""
+    if "device" not in rows.columns:
+        return None
+    devices = sorted(set(rows["device"].dropna().astype(str)))
+    if any("interpreter" in d or d.startswith("cpu") for d in devices):
+        return (f"the measured times come from {devices}, not from {hw_name}: a CPU interpreter's "
+                "host time, not a GPU's kernel time")
+    return None
 
 
 def launch_class(row: dict[str, object]) -> str:
@@ -80,7 +93,8 @@ def validate_trace(trace: Trace, hw: HardwareSpec,
     if (measured[has] <= 0).any():
         raise MpsimInputError("measured_us must be > 0 for every measured launch")
     protocol = trace.meta.protocol
-    sim = simulate(trace, hw, "sim", cache_dir=cache_dir, protocol=protocol).launches
+    sim = simulate(trace, hw, "sim", cache_dir=cache_dir,
+                   protocol=protocol or DEFAULT_PROTOCOL).launches
     frame = rows.copy()
     frame["cls"], frame["band"] = _classes(rows), _band(rows)
     overhead = sim["overhead_s"].to_numpy()

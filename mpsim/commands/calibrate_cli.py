@@ -5,16 +5,10 @@ docs/validation.md#calibration)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpsim.commands.common import add_hw_arg, hardware
+from mpsim.commands.common import add_hw_arg
 from mpsim.errors import MpsimInputError
-
-if TYPE_CHECKING:
-    from mpsim.analysis.validation.calibration import CalibrationReport
-    from mpsim.sim.calibrate import CalibrationResult, Knobs
-    from mpsim.sim.calibrate_constants import Constants
 
 
 def add_calibrate(sub: Any) -> None:
@@ -34,6 +28,11 @@ def add_calibrate(sub: Any) -> None:
     c.add_argument("--fit-rows", type=int, default=400, help="--against: rows fitted (default 400)")
     c.add_argument("--test-rows", type=int, default=1500,
                    help="--against: held-out rows per table reported (default 1500)")
+    c.add_argument("--fit-params", metavar="NAMES",
+                   help="--against: also fit these simulator constants (SimParams fields, comma-"
+                        "separated) jointly; written to the calibration file's sim_params")
+    c.add_argument("--fit-iters", type=int, default=60,
+                   help="--fit-params: Nelder-Mead iterations (default 60)")
     c.set_defaults(func=_calibrate)
 
 
@@ -49,84 +48,13 @@ def check_selection(name: str | None) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     if (args.trace is None) == (args.against is None):
         raise MpsimInputError("calibrate: give a trace or --against FILE (one of them)")
-    if args.against is not None:
-        return _calibrate_against(args)
-    # pandas and the simulator load here, not when the CLI builds its parser
-    from mpsim.hw_models.loader import load_hardware
-    from mpsim.sim.calibrate import calibrate
-    from mpsim.sim.calibrated_file import write_calibrated
-    from mpsim.traces.io import read_trace
-
-    trace = read_trace(args.trace)
-    result = calibrate(trace.rows, load_hardware(args.hw), args.holdout)
-    print(format_calibration(result))
-    path = write_calibrated(args.hw, result, Path(args.trace).name, args.out)
-    print(f"wrote {path}")
-    return 0
-
-
-def _predict_targets(specs: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for spec in specs:
-        hw, sep, path = spec.partition("=")
-        if not sep or not hw or not path:
-            raise MpsimInputError(f"--predict {spec!r}: expected H2=FILE2 (a hardware name or file, "
-                                  "then a measured table)")
-        out.append((hw, path))
-    return out
-
-
-def _calibrate_against(args: argparse.Namespace) -> int:
-    # pandas, the simulator and the readers load here, not when the CLI builds its parser
-    from mpsim.analysis.validation.calibration import calibrate_rows, cross_device
-    from mpsim.analysis.validation.selections import apply_selection
-    from mpsim.analysis.validation.sources import read_measurements
-    from mpsim.sim.calibrate_constants import write_calibration
-    from mpsim.sim.params import DEFAULT_PARAMS
-
     check_selection(args.select)
-    targets = _predict_targets(args.predict)
-    m = apply_selection(read_measurements(args.against), args.select)
-    hw = hardware(args.hw)
-    report = calibrate_rows(m.rows, hw, fit_rows=args.fit_rows, test_rows=args.test_rows)
-    for hw2_name, path in targets:
-        m2 = apply_selection(read_measurements(path), args.select)
-        report.errors[f"cross_device {hw2_name}"] = cross_device(
-            m2.rows, hardware(hw2_name), report, test_rows=args.test_rows)
-    print(format_against(report, hw.name))
-    fitted_on = {"hw": hw.name, "file": Path(args.against).name, "selection": args.select,
-                 "fit_rows": report.errors["in_sample"]["rows"]}
-    written = write_calibration(args.out, report.after, DEFAULT_PARAMS, fitted_on, report.errors)
-    print(f"wrote {written}")
+    # pandas and the simulator load here, not when the CLI builds its parser
+    from mpsim.analysis.validation.calibrate_run import AgainstArgs, run_against, run_trace
+
+    if args.against is None:
+        run_trace(args.trace, args.hw, args.out, args.holdout)
+    else:
+        run_against(AgainstArgs(args.against, args.hw, args.out, args.select, args.fit_rows,
+                                args.test_rows, tuple(args.predict), args.fit_params, args.fit_iters))
     return 0
-
-
-def _constants(c: Constants) -> str:
-    protocols = ", ".join(f"{k} {v:.2f} us" for k, v in sorted(c.protocol_us.items()))
-    return (f"bandwidth fraction {c.bandwidth_fraction:.3f}, L2 {c.l2_bytes_per_clock_per_sm:.1f} "
-            f"B/clk/SM, dequant x{c.dequant_scale:.2f}; per call: {protocols}")
-
-
-def format_against(r: CalibrationReport, hw_name: str) -> str:
-    lines = [f"calibration on {hw_name} ({r.wall_s:.0f} s)",
-             f"  shipped: {_constants(r.before)}", f"  fitted:  {_constants(r.after)}",
-             f"  {'rows':>28s} {'n':>6s} {'shipped':>8s} {'fitted':>8s} {'roofline':>9s}  (MAPE %)"]
-    for name, e in r.errors.items():
-        lines.append(f"  {name:>28s} {e['rows']:6d} {e['before_mape_pct']:8.2f} "
-                     f"{e['after_mape_pct']:8.2f} {e['roofline_mape_pct']:9.2f}")
-    return "\n".join(lines)
-
-
-def _knobs(k: Knobs) -> str:
-    return (f"bandwidth fraction {k.bandwidth_fraction:.3f}, overhead {k.overhead_us:.2f} us, "
-            f"dequant scale {k.dequant_scale:.3f}")
-
-
-def format_calibration(r: CalibrationResult) -> str:
-    return "\n".join([
-        f"  before: {_knobs(r.before)}",
-        f"  after:  {_knobs(r.after)}",
-        f"  train MAPE {r.train_mape_before:.2f}% -> {r.train_mape_after:.2f}% ({r.train_launches} launches)",
-        f"  held-out MAPE {r.test_mape_before:.2f}% -> {r.test_mape_after:.2f}% "
-        f"({r.test_launches} launches; roofline {r.test_mape_roofline:.2f}%)",
-    ])

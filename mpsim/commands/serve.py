@@ -90,8 +90,7 @@ def _scheduler_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from mpsim.serve.config import Buckets, ServeConfig, Slo
-    from mpsim.serve.protocol import ProtocolCosts
+    from mpsim.serve.config import Buckets, IterationProtocols, ServeConfig, Slo
 
     sched = SchedulerConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size,
                             args.chunked_prefill, args.gpu_memory_utilization, args.watermark,
@@ -99,8 +98,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     ms = 1e-3
     slo = Slo(None if args.slo_ttft_ms is None else args.slo_ttft_ms * ms,
               None if args.slo_tpot_ms is None else args.slo_tpot_ms * ms)
-    protocol = ProtocolCosts(args.decode_protocol, args.prefill_protocol,
-                             host_overhead_s=args.host_overhead_us * 1e-6)
+    protocol = IterationProtocols(args.decode_protocol, args.prefill_protocol,
+                                  host_overhead_s=args.host_overhead_us * 1e-6)
     return ServeConfig(sched, slo, args.perf_model, protocol, Buckets(enabled=not args.exact_pricing),
                        args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing)
 
@@ -136,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if reqs.beyond:
         warn(f"{reqs.beyond} of {len(reqs)} requests exceed {spec.name}'s context of "
              f"{spec.max_context_len:,} tokens; running them anyway (--allow-beyond-context)")
-    result = run_serve(spec, policy, hw, reqs, cfg, audit_every=args.audit)
+    result = run_serve(spec, policy, hw, reqs, cfg, audit_every=args.audit, progress=None)
     paths = write_outputs(args.out, result.requests, result.iterations, result.summary, args.timeline)
     print(format_summary(result.summary))
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -2,28 +2,24 @@
 
 validate: per-row table (`--out`), per class and M band summary (stdout, `--summary`), scatter plot
 only with `--plot`; exits 0 whenever the input was read. calibrate: a trace fits a calibrated
-hardware file (as before); `--against` fits the named constants and writes a calibration file
-(docs/validation.md#calibration).
+hardware file; `--against` fits the named constants and writes a calibration file
+(docs/validation.md#calibration). Both only parse arguments here; the work is in
+mpsim/analysis/validation/ (validate_run.py, calibrate_run.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpsim.commands.calibrate_cli import add_calibrate, check_selection, format_calibration
+from mpsim.commands.calibrate_cli import add_calibrate, check_selection
 from mpsim.commands.common import add_hw_arg, check_outputs, hardware
 from mpsim.commands.simulate import add_cache_args, cache_dir
 from mpsim.errors import MpsimInputError
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 CONFIG_CHOICES = ("best", "heuristic")  # mpsim.analysis.validation.adapter.CONFIG_CHOICES
 
-__all__ = ["format_calibration", "register"]
+__all__ = ["register"]
 
 
 def register(sub: Any) -> None:
@@ -49,81 +45,21 @@ def register(sub: Any) -> None:
     add_calibrate(sub)
 
 
-def _write_outputs(args: argparse.Namespace, rows: pd.DataFrame, summary: pd.DataFrame,
-                   frame: pd.DataFrame, title: str) -> None:
-    from mpsim.analysis.validation.against import MODELS
-    from mpsim.analysis.validation.plots import scatter  # matplotlib: only for --plot
-    from mpsim.traces.atomic import write_csv_atomic
-    if args.out:
-        write_csv_atomic(rows, args.out, index=False)
-        print(f"wrote {args.out} ({len(rows)} rows)")
-    if args.summary:
-        write_csv_atomic(summary, args.summary, index=False)
-        print(f"wrote {args.summary}")
-    if args.plot:
-        scatter(frame[frame["status"] == "ok"], MODELS, args.plot, title)
-        print(f"wrote {args.plot}")
-
-
 def _validate(args: argparse.Namespace) -> int:
-    # pandas, the simulator and the validation tables load here, not when the CLI builds its parser
-    from mpsim.analysis.validation.metrics import format_summary
-    from mpsim.analysis.validation.trace_form import validate_trace
-    from mpsim.sim.protocols import describe
-    from mpsim.traces.io import read_trace
-
     if (args.trace is None) == (args.against is None):
         raise MpsimInputError("validate: give a trace or --against FILE (one of them)")
-    check_outputs(args.out, args.summary, args.plot)
-    if args.against is not None:
-        return _against(args)
-    if args.calibration or args.select:
+    if args.against is None and (args.calibration or args.select):
         raise MpsimInputError("validate TRACE: --calibration and --select apply to --against")
-    trace = read_trace(args.trace)
-    hw = hardware(args.hw)
-    v = validate_trace(trace, hw, cache_dir(args))
-    measured = int((v.frame["status"] == "ok").sum())
-    print(f"validation of {Path(args.trace).name} on {hw.name}: {measured} measured launches")
-    override = hw.launch_overhead_s()
-    print(describe(v.protocol, None if override is None else override * 1e6))
-    devices = set(trace.rows["device"].dropna().astype(str))
-    if any("interpreter" in d or d.startswith("cpu") for d in devices):
-        print(f"note: the measured times come from {sorted(devices)}, not from {hw.name}: "
-              "the errors below compare a CPU interpreter's host time with a GPU model")
-    print(format_summary(v.summary))
-    _write_outputs(args, v.rows_table, v.summary, v.frame, f"{Path(args.trace).name} on {hw.name}")
-    return 0
-
-
-def _against(args: argparse.Namespace) -> int:
-    # pandas, the simulator and the readers load here, not when the CLI builds its parser
-    from mpsim.analysis.validation.against import format_unpredicted, validate_against
-    from mpsim.analysis.validation.metrics import format_summary
-    from mpsim.analysis.validation.sources import read_measurements
-    from mpsim.sim.calibrate_constants import apply_hw, apply_params, apply_protocols, read_calibration
-    from mpsim.sim.params import DEFAULT_PARAMS
-    from mpsim.sim.protocols import shipped
-
+    check_outputs(args.out, args.summary, args.plot)
     check_selection(args.select)
-    start = time.perf_counter()
-    m = read_measurements(args.against)
-    hw, params, table = hardware(args.hw), DEFAULT_PARAMS, shipped()
-    if args.calibration:
-        c = read_calibration(args.calibration)
-        hw, params, table = apply_hw(hw, c), apply_params(params, c), apply_protocols(table, c)
-    r = validate_against(m, hw, config=args.config, selection=args.select, cache_dir=cache_dir(args),
-                         params=params, protocols=table)
-    name = Path(args.against).name
-    print(f"validation of {name} ({m.source}, {len(m.rows)} rows) on {hw.name}"
-          + (f" with {args.calibration}" if args.calibration else ""))
-    for note in m.notes:
-        print(f"  {note}")
-    print("  times per measured call: kernel bodies + the row's protocol cost "
-          "(mpsim/sim/protocols.yaml), roofline = t_lower + the same cost")
-    print(format_summary(r.summary))
-    print(format_unpredicted(r.unpredicted, len(r.frame)))
-    _write_outputs(args, r.rows_table, r.summary, r.frame, f"{name} on {hw.name}")
-    stats = r.prediction.stats
-    print(f"{stats.get('launches', 0)} launches ({stats.get('simulated', 0)} simulated, "
-          f"{stats.get('memo_hits', 0)} from the memo) in {time.perf_counter() - start:.1f} s")
+    hw = hardware(args.hw)
+    # pandas, the simulator and the validation tables load here, not when the CLI builds its parser
+    from mpsim.analysis.validation import validate_run
+
+    outputs = validate_run.Outputs(args.out, args.summary, args.plot)
+    if args.against is None:
+        validate_run.run_trace(args.trace, hw, cache_dir(args), outputs)
+    else:
+        validate_run.run_against(args.against, hw, config=args.config, select=args.select,
+                                 calibration=args.calibration, cache_dir=cache_dir(args), o=outputs)
     return 0

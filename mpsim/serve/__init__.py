@@ -2,9 +2,9 @@
 paged KV cache, every iteration priced by the kernel-level performance models (`mpsim.sim.simulate`).
 
     workload.py   requests: arrival processes, length distributions, the arrivals CSV
-    config.py     the scheduler's knobs and the SLOs (defaults and where they come from)
+    config.py     the scheduler's knobs, the SLOs (defaults and where they come from), the
+                  iteration's measurement protocols (decode `graph`, prefill `eager`)
     context.py    the model's context length and the check every request passes
-    protocol.py   fixed costs per measurement protocol (decode under `graph`, prefill under `eager`)
     kv.py         paged KV: capacity from the device memory, blocks per sequence
     precision.py  each sequence's weight precision per decode step, precision groups of a batch
     scheduler.py  iteration-level continuous batching (chunked prefill or prefill-first, FCFS,

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mpsim.errors import MpsimInputError
-from mpsim.serve.protocol import ProtocolCosts
+from mpsim.sim.protocols import get_protocol
 
 MIXED_PRECISION = ("per-group", "highest")
 PRICING = ("auto", "components", "iterations")
@@ -130,11 +130,33 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class IterationProtocols:
+    """The measurement protocol an iteration runs under: a serving engine replays decode iterations
+    as CUDA graphs (`graph`) and runs iterations with a prefill (chunk) eagerly (`eager`). An
+    iteration is one measured call of its launches; what that costs is the protocol's
+    (mpsim/sim/protocols.py), asked by the pricer (mpsim/serve/pricing.py). The per-iteration host
+    overhead is 0 by default and settable (`mpsim serve --host-overhead-us`)."""
+
+    decode: str = "graph"         # protocol of decode-only iterations
+    prefill: str = "eager"        # protocol of iterations holding any prefill tokens
+    host_overhead_s: float = 0.0  # scheduler/host time per iteration (not overlapped with the GPU)
+
+    def __post_init__(self) -> None:
+        for name in (self.decode, self.prefill):
+            get_protocol(name)  # an unknown name lists the valid ones
+        if not self.host_overhead_s >= 0:
+            raise MpsimInputError(f"host overhead must be >= 0, got {self.host_overhead_s}")
+
+    def name(self, has_prefill: bool) -> str:
+        return self.prefill if has_prefill else self.decode
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     slo: Slo = field(default_factory=Slo)
     perf_model: str = "sim"
-    protocol: ProtocolCosts = field(default_factory=ProtocolCosts)
+    protocol: IterationProtocols = field(default_factory=IterationProtocols)
     buckets: Buckets = field(default_factory=Buckets)
     warmup_frac: float = 0.0     # share of requests (by arrival) left out of steady-state figures
     cooldown_frac: float = 0.0

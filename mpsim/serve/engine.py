@@ -23,6 +23,7 @@ import simpy
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
+from mpsim.progress import progress_bar
 from mpsim.serve.arrivals import Requests
 from mpsim.serve.config import ServeConfig
 from mpsim.serve.context import context_length
@@ -75,9 +76,11 @@ class _Wake:
 
 def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests, cfg: ServeConfig,
               pricer: IterationPricer | None = None, run_info: dict[str, Any] | None = None,
-              audit_every: int = 0) -> ServeResult:
+              audit_every: int = 0, progress: bool | None = False) -> ServeResult:
     """Serve `reqs` on `hw` under `policy`; per-request and per-iteration tables and a summary.
 
+    `progress`: a bar of finished requests on stderr (None: when stderr is a terminal or
+    MPSIM_PROGRESS=1; mpsim/progress.py).
     `pricer`: share one across runs of the same (model, policy, hardware, config) to reuse prices.
     `audit_every` K > 0: every K-th iteration is also priced as its exact launch list (one
     `simulate` call over every launch, no buckets) and the summary reports the error.
@@ -88,13 +91,14 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     plan = PrecisionPlan(policy, reqs.switch_step, cfg.scheduler.mixed_precision)
     pricer = pricer or make_pricer(spec, policy, hw, cfg)
     sched = Scheduler(reqs, cfg.scheduler, cap, budget)
-    log = IterationLog()
+    log = IterationLog(pricer.protocols)
     env = simpy.Environment()
     wake = _Wake(env)
     env.process(_arrivals(env, sched, reqs.arrival_s, wake))
     audit = Audit(audit_every)
-    env.process(_engine(env, sched, pricer, plan, log, wake, len(reqs), audit))
-    env.run()
+    with progress_bar(len(reqs), f"serve {spec.name} {policy.spelling}", "request", progress) as bar:
+        env.process(_engine(env, sched, pricer, plan, log, wake, len(reqs), audit, bar))
+        env.run()
     if sched.finished < len(reqs):  # a scheduler bug, not a user error: say so loudly
         raise RuntimeError(f"serve: the scheduler stalled with {len(reqs) - sched.finished} requests "
                            f"unfinished ({len(sched.running)} running, {len(sched.waiting)} waiting)")
@@ -140,7 +144,8 @@ class Audit:
 
 
 def _engine(env: simpy.Environment, sched: Scheduler, pricer: IterationPricer, plan: PrecisionPlan,
-            log: IterationLog, wake: _Wake, total: int, audit: Audit) -> Generator[simpy.Event, Any, None]:
+            log: IterationLog, wake: _Wake, total: int, audit: Audit,
+            bar: Any) -> Generator[simpy.Event, Any, None]:
     while sched.finished < total:
         step = sched.plan(env.now)
         if step is None:
@@ -150,4 +155,6 @@ def _engine(env: simpy.Environment, sched: Scheduler, pricer: IterationPricer, p
         audit.check(pricer, step, sched, plan, seconds)
         log.add(env.now, seconds, step, sched, launches)
         yield env.timeout(seconds)
+        done = sched.finished
         sched.complete(step, env.now)
+        bar.update(sched.finished - done)

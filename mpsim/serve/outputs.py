@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from mpsim.serve.arrivals import Requests
-from mpsim.serve.config import ServeConfig
+from mpsim.serve.config import IterationProtocols, ServeConfig
 from mpsim.serve.kv import KvCapacity
 from mpsim.serve.scheduler import Scheduler, Step
 from mpsim.traces.atomic import atomic_write, write_json_atomic
@@ -33,14 +33,16 @@ PERCENTILES = (50, 90, 99)
 
 
 class IterationLog:
-    """One row per iteration, appended as the engine plans it (state after admission)."""
+    """One row per iteration, appended as the engine plans it (state after admission); `protocol`
+    is the measurement protocol the iteration was priced under."""
 
-    def __init__(self) -> None:
+    def __init__(self, protocols: IterationProtocols) -> None:
         self.rows: list[tuple[Any, ...]] = []
+        self.protocols = protocols
 
     def add(self, start: float, seconds: float, step: Step, sched: Scheduler, launches: int) -> None:
         dec, pre = len(step.decode), len(step.prefill)
-        self.rows.append((start, seconds, "eager" if pre else "graph", dec, pre, step.prefill_tokens,
+        self.rows.append((start, seconds, self.protocols.name(pre > 0), dec, pre, step.prefill_tokens,
                           dec + step.prefill_tokens, dec + pre, len(sched.running), len(sched.waiting),
                           sched.in_system, sched.kv_blocks_used, step.preempted, launches))
 

@@ -34,9 +34,8 @@ import numpy as np
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
 from mpsim.models import ModelSpec
-from mpsim.serve.config import Buckets
+from mpsim.serve.config import Buckets, IterationProtocols
 from mpsim.serve.precision import PrecisionPlan
-from mpsim.serve.protocol import ProtocolCosts, zeros
 from mpsim.serve.rows import (
     Shape,
     base_pass,
@@ -50,6 +49,8 @@ from mpsim.serve.rows import (
 from mpsim.serve.scheduler import Scheduler, Step
 from mpsim.sim import simulate
 from mpsim.sim.memo import LaunchMemo
+from mpsim.sim.protocols import get_protocol
+from mpsim.sim.registry import PERF_MODELS
 
 
 @dataclass
@@ -97,12 +98,15 @@ class IterationPricer:
     """Prices iterations of one (model, policy, hardware, performance model); reusable across runs."""
 
     def __init__(self, spec: ModelSpec, kv_bits: int, hw: HardwareSpec, perf_model: str,
-                 buckets: Buckets, protocol: ProtocolCosts, kv_block: int,
+                 buckets: Buckets, protocol: IterationProtocols, kv_block: int,
                  whole_iterations: bool = False) -> None:
         self.spec, self.kv_bits, self.hw, self.perf_model = spec, kv_bits, hw, perf_model
-        if not isinstance(hw, GpuSpec):  # an NPU's dispatch cost is in its hardware file
-            protocol = replace(protocol, per_launch_s=zeros(), per_iteration_s=zeros())
-        self.buckets, self.protocol, self.kv_block = buckets, protocol, kv_block
+        # Components are priced as kernel bodies (protocol `kernel`); an iteration is one measured
+        # call and pays its protocol's cost once, for all its launches. As in `simulate`, no
+        # protocol cost on a bound (the roofline) or on an NPU (its dispatch is simulated).
+        self.protocols = protocol
+        self.launch_costs = PERF_MODELS[perf_model].launch_costs and isinstance(hw, GpuSpec)
+        self.buckets, self.kv_block = buckets, kv_block
         self.whole = whole_iterations  # price each (rounded) iteration as one launch list
         self.layers = spec.num_layers
         self.two = replace(spec, num_layers=min(2, spec.num_layers))
@@ -159,9 +163,17 @@ class IterationPricer:
         self._price_parts([k for k in dict.fromkeys(keys) if k not in self.parts])
         seconds = sum(w * self.parts[k][0] for term in terms for k, w in term)
         launches = sum(self.parts[term[0][0]][1] for term in terms)
-        seconds += self.protocol.cost_s(s.has_prefill, launches)
+        seconds += self.call_cost_s(s.has_prefill, launches)
         self.signatures[s] = (seconds, launches)
         return seconds, launches
+
+    def call_cost_s(self, has_prefill: bool, launches: int) -> float:
+        """What an iteration of `launches` launches pays beyond its kernel bodies: its protocol's
+        cost for one call (mpsim/sim/protocols.py) and the host overhead."""
+        cost = 0.0
+        if self.launch_costs:
+            cost = float(get_protocol(self.protocols.name(has_prefill)).cost_s(launches))
+        return cost + self.protocols.host_overhead_s
 
     def _decode_corners(self, n: int, kv_max: int, kv_tokens: int) -> list[tuple[Key, float]]:
         """Decode attention: interpolated in the batch and in the mean KV per sequence (segments of
@@ -182,11 +194,11 @@ class IterationPricer:
     def _whole(self, s: Shape) -> tuple[float, int]:
         rows = iteration_rows(self.spec, s, self.kv_bits, self.kv_block)
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo)
+        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
-        return seconds + self.protocol.cost_s(s.has_prefill, len(rows)), len(rows)
+        return seconds + self.call_cost_s(s.has_prefill, len(rows)), len(rows)
 
     def _whole_between(self, s: Shape) -> tuple[float, int]:
         """Whole-iteration pricing: the iteration with every count at its segment's start and at its
@@ -229,7 +241,7 @@ class IterationPricer:
         parts = [self._part(k) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo)
+        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         self.stats.simulated_launches += int(result.stats["simulated"])

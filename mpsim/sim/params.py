@@ -9,7 +9,8 @@ generation file, head_dim 128, window 0, 32/8 heads, step >= 255 (68 rows per GP
 "prefill rows" = the vLLM 0.24.0 context file, head_dim 128, window 0, bf16/bf16, isl >= 128;
 "wo rows" = TRT-LLM 1.2.0rc5 H200 int4_wo/int8_wo, m <= 4 (1,320 each); "Vidur rows" = Vidur's H100
 Llama-2-7b/70b `mlp.csv`, TP 1, the `mean` statistics. Each was set on H200 rows (Vidur: H100, the only
-device it has) and checked on the other GPU (scripts/model_fidelity.py). Constants marked
+device it has) and checked on the other GPU (`mpsim validate --against`; `mpsim calibrate --against
+--fit-params NAMES` refits named ones). Constants marked
 "assumption" are nobody's measurement (the reason is given). They are part of every memo key: change
 one and cached results are recomputed.
 """
@@ -17,13 +18,7 @@ one and cached results are recomputed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-
-
-def _graph_gap_us() -> float:
-    from mpsim.sim.protocols import shipped  # the protocol file owns the number
-
-    return shipped().protocols["graph"].per_launch_us
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -64,12 +59,9 @@ class SimParams:
     # ---- per-kernel fixed costs ------------------------------------------------------------------
     # Shortest kernel duration as CUPTI sees it (launch to end on the GPU; Vidur rows, 0.73 us).
     kernel_floor_us: float = 0.7343
-    # What each kernel adds between kernels when replayed in a CUDA graph: the graph protocol's
-    # per-launch cost in mpsim/sim/protocols.yaml (1.1765 us: 1.911 us per kernel on the H200 GEMM
-    # rows minus the floor), read from there. `overhead_s` of every launch is this times its kernels
-    # (without a named protocol the simulator predicts the graph protocol; a hardware file's
-    # launch.overhead_us, when present, replaces it).
-    launch_gap_us: float = field(default_factory=_graph_gap_us)
+    # What a measurement adds around the kernels (the graph gap, 1.1765 us per kernel on the H200
+    # GEMM rows beyond this floor) is the measurement protocol's: mpsim/sim/protocols.py, applied
+    # by mpsim.sim.simulate(..., protocol=), not a constant here.
 
     # ---- mpsim's Triton kernels ---------------------------------------------------------------
     # CUDA-core work comes from the kernels' own SASS (mpsim/sim/gpu/sass_table.py); these are the

@@ -9,21 +9,34 @@ predicts kernel bodies; under protocol P one measured call that runs `launches` 
 
 with the constants in mpsim/sim/protocols.yaml, each naming its source. The file also lists the op
 scopes (`includes`: blank, `kv_append`, `rope+kv_append`) as the extra launches they add.
+
+This module is the only place that computes a protocol's cost (`Protocol.cost_s`); the simulator
+applies it in one place (`mpsim.sim.simulate(..., protocol=)`, `graph` by default: every launch row
+one measured call), and whoever prices a call of several launches (validation's measured rows,
+serving's iterations) asks `call_costs_us` / `Protocol.cost_s` here for the cost of that one call.
+A GPU hardware file's optional `launch.overhead_us` (a calibration of one device) is that device's
+graph gap (`for_device`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from mpsim.errors import MpsimInputError
 from mpsim.traces.schema import PROTOCOLS
 
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
 SCOPE_LAUNCHES = ("rope", "kv_append")
+DEFAULT_PROTOCOL = "graph"  # what the simulator predicts unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -34,9 +47,13 @@ class Protocol:
     per_launch_us: float
     source: str
 
-    def cost_s(self, launches: int = 1) -> float:
-        """The fixed cost of one measured call that runs `launches` kernels, in seconds."""
-        return (self.per_call_us + launches * self.per_launch_us) * 1e-6
+    def cost_us(self, launches: Any = 1) -> Any:
+        """The fixed cost of one measured call that runs `launches` kernels, in microseconds (the
+        one place this arithmetic lives; `launches` may be an array of calls)."""
+        return self.per_call_us + launches * self.per_launch_us
+
+    def cost_s(self, launches: Any = 1) -> Any:
+        return self.cost_us(launches) * 1e-6
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,31 @@ def get_protocol(name: str, table: ProtocolFile | None = None) -> Protocol:
     return found
 
 
+def for_device(name: str, launch_overhead_us: float | None = None,
+               table: ProtocolFile | None = None) -> Protocol:
+    """The named protocol on one device: a GPU hardware file's `launch.overhead_us` (a calibration,
+    None when absent) replaces the graph protocol's per-launch gap."""
+    p = get_protocol(name, table)
+    if p.name == "graph" and launch_overhead_us is not None:
+        p = dataclasses.replace(p, per_launch_us=launch_overhead_us, source="hardware file")
+    return p
+
+
+def call_costs_us(names: pd.Series, launches: np.ndarray, table: ProtocolFile | None = None,
+                  launch_overhead_us: float | None = None) -> np.ndarray:
+    """Per measured call: the cost of its protocol (`names`) for its `launches` kernels (NaN where
+    the name is missing)."""
+    import numpy as np
+
+    out = np.full(len(names), np.nan)
+    values = names.astype(object).to_numpy()
+    launches = np.asarray(launches, dtype=float)
+    for name in {str(v) for v in values if isinstance(v, str)}:
+        at = values == name
+        out[at] = for_device(name, launch_overhead_us, table).cost_us(launches[at])
+    return out
+
+
 def scope_launches(includes: str, table: ProtocolFile | None = None) -> tuple[str, ...]:
     """The extra launches an op scope adds (`kv_append`, `rope+kv_append`; blank: none)."""
     scopes = (table or shipped()).scopes
@@ -101,8 +143,8 @@ def describe(name: str | None, launch_overhead_us: float | None = None) -> str:
     """One line saying which protocol a prediction follows."""
     if name is None:
         if launch_overhead_us is not None:
-            return ("protocol: none named (each kernel pays the hardware file's launch.overhead_us = "
-                    f"{launch_overhead_us:g} us)")
+            return ("protocol: none named; graph by default (each kernel pays this device's graph gap, "
+                    f"the hardware file's launch.overhead_us = {launch_overhead_us:g} us)")
         gap = get_protocol("graph").per_launch_us
         return (f"protocol: none named; graph by default (each kernel pays the graph gap, {gap:g} us;"
                 " mpsim/sim/protocols.yaml)")

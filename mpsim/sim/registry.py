@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.protocols import Protocol, get_protocol
+from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 from mpsim.sim.replay import Broadcast, finish, replay_roofline, replay_sim, rows_and_workload
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
@@ -41,6 +41,8 @@ class PerfModel:
     replay: ReplayFn
     version: Callable[[], str]  # part of every sweep point key: a new version, new points
     description: str
+    # whether its times are measured calls (a protocol's cost applies); the roofline is a bound
+    launch_costs: bool = True
 
 
 def _sim_version() -> str:
@@ -49,7 +51,8 @@ def _sim_version() -> str:
 
 PERF_MODELS: dict[str, PerfModel] = {
     "sim": PerfModel(replay_sim, _sim_version, "the SimPy simulator (GPU or NPU model)"),
-    "roofline": PerfModel(replay_roofline, lambda: "roofline-1", "max(t_math, t_mem) per launch"),
+    "roofline": PerfModel(replay_roofline, lambda: "roofline-1", "max(t_math, t_mem) per launch",
+                          launch_costs=False),
 }
 
 
@@ -72,13 +75,19 @@ def model_version(name: str) -> str:
 
 
 def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
-    """Each launch row as one measured call under `protocol`: its per-call cost plus its per-launch
-    cost times the GPU kernels the row stands for (an FA3 row with its KV append is two)."""
+    """Each launch row as one measured call under `protocol`, for the GPU kernels the row stands
+    for (an FA3 row with its KV append is two); the cost itself is the protocol's (protocols.py)."""
     from mpsim.sim.gpu.kernels_known import launch_kernels  # the GPU work models, only with a protocol
 
     kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
                        dtype=float)
-    return (protocol.per_call_us + kernels * protocol.per_launch_us) * 1e-6
+    return np.asarray(protocol.cost_s(kernels), dtype=float)
+
+
+def device_protocol(name: str, hw: HardwareSpec) -> Protocol:
+    """The named protocol on `hw` (a GPU file's launch.overhead_us is its graph gap)."""
+    override = hw.launch_overhead_s() if isinstance(hw, GpuSpec) else None
+    return for_device(name, None if override is None else override * 1e6)
 
 
 def _with_overhead(per: pd.DataFrame | Broadcast, overhead_s: np.ndarray) -> Broadcast:
@@ -91,18 +100,24 @@ def _with_overhead(per: pd.DataFrame | Broadcast, overhead_s: np.ndarray) -> Bro
 
 def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str = "sim", *,
              params: SimParams = DEFAULT_PARAMS, memo: LaunchMemo | None = None,
-             cache_dir: str | Path | None = DEFAULT_CACHE, protocol: str | None = None) -> SimResult:
+             cache_dir: str | Path | None = DEFAULT_CACHE, protocol: str = DEFAULT_PROTOCOL
+             ) -> SimResult:
     """Replay every launch of a trace on `hw`; per-launch table aligned with the rows + summary.
 
-    `protocol`: predict times as that measurement protocol sees them (mpsim/sim/protocols.py: each
-    launch is one measured call, its overhead_s the protocol's fixed cost instead of the hardware
-    file's launch.overhead_us); None keeps the hardware file's launch cost. The result says which.
+    `protocol`: predict times as that measurement protocol sees them (mpsim/sim/protocols.py; `graph`
+    by default): each launch is one measured call, its overhead_s the protocol's fixed cost. This is
+    the one place a protocol's cost is applied to simulated launches; `kernel` gives the kernel
+    bodies alone (what a caller pricing a call of several launches adds its call's cost to). It
+    applies to GPU models whose times are measured calls: the roofline is a bound (no launch cost)
+    and the NPU model simulates its own dispatch (hardware file), so there the result's protocol is
+    None. The result says which.
 
     `memo`: share one LaunchMemo across calls to reuse simulated launches in memory; otherwise a
     new one is made over `cache_dir` ("default": $MPSIM_CACHE_DIR or ~/.cache/mpsim/sim; None: no
     disk cache).
     """
     start = time.perf_counter()
+    device_protocol(protocol, hw)  # an unknown name fails before any work
     replay = PERF_MODELS[check_model(model)].replay
     rows, batch, gen_len = rows_and_workload(trace_or_rows)
     if memo is None:
@@ -110,8 +125,9 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     hits, misses, sim_s = memo.hits, memo.misses, memo.sim_seconds
     per_launch = replay(rows, hw, params, memo)
     memo.flush()
-    if protocol is not None:
-        per_launch = _with_overhead(per_launch, protocol_overhead_s(rows, get_protocol(protocol)))
+    priced = PERF_MODELS[model].launch_costs and isinstance(hw, GpuSpec)
+    if priced:
+        per_launch = _with_overhead(per_launch, protocol_overhead_s(rows, device_protocol(protocol, hw)))
     launches = finish(rows, per_launch, hw)
     prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,
@@ -119,4 +135,4 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
              "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
              "wall_s": time.perf_counter() - start}
-    return SimResult(launches, summary, model, hw.name, stats, protocol)
+    return SimResult(launches, summary, model, hw.name, stats, protocol if priced else None)

@@ -94,7 +94,7 @@ class SimResult:
     model: str
     hw_name: str
     stats: dict[str, Any] = field(default_factory=dict)
-    protocol: str | None = None  # the measurement protocol the times follow; None: launch.overhead_us
+    protocol: str | None = None  # the measurement protocol the times follow; None: none applies
 
     @cached_property
     def launches(self) -> pd.DataFrame:

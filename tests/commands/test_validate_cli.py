@@ -92,8 +92,14 @@ def test_calibrate_against_writes_constants_and_cross_device_errors(
     monkeypatch.setattr(cal, "L2_SCALES", np.array([1.0]))
     monkeypatch.setattr(cal, "GOLDEN_STEPS", 3)
     out = tmp_path / "cal.yaml"
-    assert main(["calibrate", "--against", str(hand_written), "--hw", "h200-sxm", "--out", str(out),
-                 "--fit-rows", "3", "--predict", f"h100-sxm={hand_written}"]) == 0
+    bigger = tmp_path / "bigger.csv"  # at least as many fitted rows as constants fitted
+    extra = [f"gemm,{m},{n},4096,fp16,16,,,,,,,,,,,{6 + m / 10 + n / 900:.2f},{p},"
+             for m, n, p in ((2, 4096, "kernel"), (8, 2048, "graph"), (16, 8192, "kernel"),
+                             (32, 4096, "graph"), (4, 11008, "kernel"), (64, 2048, "graph"),
+                             (128, 4096, "kernel"), (1, 2048, "graph"))]
+    bigger.write_text(hand_written.read_text() + "\n".join(extra) + "\n")
+    assert main(["calibrate", "--against", str(bigger), "--hw", "h200-sxm", "--out", str(out),
+                 "--fit-rows", "7", "--predict", f"h100-sxm={hand_written}"]) == 0
     text = capsys.readouterr().out
     assert "in_sample" in text and "held_out" in text and "cross_device h100-sxm" in text
     assert main(["validate", "--against", str(hand_written), "--hw", "h100-sxm", "--calibration",

@@ -1,7 +1,8 @@
 """Serving agrees with the kernel level: a lone request, and a closed batch, against `mpsim simulate`
-of the equivalent synthesized trace (serve's KV block size). The kernel level predicts the graph
-protocol; serve runs the prefill iteration eagerly, which on a GPU adds the eager protocol's cost per
-call (mpsim/sim/protocols.yaml) to the TTFT; decode iterations under `graph` add nothing."""
+of the equivalent synthesized trace (serve's KV block size). An iteration is one measured call of its
+launches: on a GPU, serve's prefill iteration (protocol `eager`) costs the kernel bodies plus the
+eager protocol's cost of one call, and a decode iteration (`graph`) the bodies plus the graph gap per
+kernel, which is what `simulate` charges each launch by default (mpsim/sim/protocols.py)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ from mpsim.workload import Workload
 
 
 def _kernel_level(model: str, policy: str, hw: str, prompt: int, gen: int, batch: int) -> tuple[float, float]:
-    """TTFT (plus one eager prefill iteration's protocol cost on a GPU) and TPOT of the trace."""
+    """TTFT (the prefill pass's kernel bodies plus one eager call of its launches on a GPU) and TPOT
+    (graph, the simulator's default) of the trace."""
     trace = synthesize(get_model(model), parse_policy(policy), Workload(prompt, gen, batch), kv_block=16)
     spec = load_hardware(hw)
     s = simulate(trace, spec, "sim", cache_dir=None).summary
-    eager = get_protocol("eager").per_call_us * 1e-6 if isinstance(spec, GpuSpec) else 0.0
-    return s.ttft_s + eager, s.tpot_mean_s
+    bodies = simulate(trace, spec, "sim", cache_dir=None, protocol="kernel").summary
+    launches = int((trace.rows["phase"] == "prefill").sum())
+    eager = get_protocol("eager").cost_s(launches) if isinstance(spec, GpuSpec) else 0.0
+    return bodies.ttft_s + eager, s.tpot_mean_s
 
 
 @pytest.mark.parametrize(("policy", "hw", "prompt"), [

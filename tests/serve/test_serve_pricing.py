@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from serve_cases import requests, serve
+from serve_cases import requests, serve, together
 
-from mpsim.serve.config import Buckets
+from mpsim.hw_models.loader import load_hardware
+from mpsim.models import get_model
+from mpsim.policy import parse_policy
+from mpsim.serve.config import Buckets, IterationProtocols, ServeConfig
+from mpsim.serve.engine import run_serve
+from mpsim.sim.protocols import get_protocol
 
 
 def test_segments_hold_one_tile_count_and_stay_above_the_gemv_rows() -> None:
@@ -54,3 +60,24 @@ def test_whole_iteration_pricing_agrees_with_the_components() -> None:
     b = serve(lone, policy="w4+kv8", perf_model="sim", pricing="iterations").requests.iloc[0]
     assert a["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-9)
     assert a["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("decode", "prefill"), [("kernel", "graph"), ("graph", "eager"),
+                                                 ("trt-profiler", "kernel")])
+def test_the_iteration_log_records_the_protocols_it_priced(decode: str, prefill: str) -> None:
+    """`--decode-protocol kernel --prefill-protocol graph` once priced under those protocols but
+    labelled the iterations graph/eager; each iteration's time is its kernel bodies plus its
+    protocol's cost for one call of its launches (mpsim/sim/protocols.py)."""
+    reqs = together(requests(n=6, prompt=64, gen=4))  # the same iterations whatever they cost
+    cfgs = {}
+    for d, p in ((decode, prefill), ("kernel", "kernel")):
+        cfg = ServeConfig(perf_model="sim", protocol=IterationProtocols(d, p))
+        cfgs[(d, p)] = run_serve(get_model("mobilellama-1.4b"), parse_policy("fp16"),
+                                 load_hardware("h200-sxm"), reqs, cfg).iterations
+    it, bodies = cfgs[(decode, prefill)], cfgs[("kernel", "kernel")]
+    has_prefill = it["prefill_seqs"] > 0
+    assert has_prefill.any() and (~has_prefill).any()
+    assert list(it["protocol"]) == [prefill if p else decode for p in has_prefill]
+    cost = [get_protocol(prefill if p else decode).cost_s(n)
+            for p, n in zip(has_prefill, it["launches"], strict=True)]
+    np.testing.assert_allclose(it["time_s"], bodies["time_s"] + cost, rtol=1e-12, atol=0)

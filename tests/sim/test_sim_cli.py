@@ -14,12 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mpsim.analysis.validation.calibrate_trace import calibrate
+from mpsim.analysis.validation.constants import Constants, apply_hw, trace_constants_of
 from mpsim.cli import main
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
-from mpsim.sim.calibrate import Knobs, calibrate, knobs_of, with_knobs
 from mpsim.sim.keys import launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS
 from mpsim.sim.replay import resident_cap, simulate_launch
@@ -27,13 +28,13 @@ from mpsim.synth import synthesize
 from mpsim.traces.io import write_trace
 from mpsim.workload import Workload
 
-TRUE = Knobs(bandwidth_fraction=0.72, overhead_us=5.0, dequant_scale=0.6)
+TRUE = Constants(bandwidth_fraction=0.72, launch_overhead_us=5.0, dequant_scale=1 / 0.6)
 NOISE = 0.02
 
 
 def _measured_trace(hw_name: str, path: Path) -> Path:
     tr = synthesize(PRESETS["qwen2.5-1.5b"], parse_policy("ap4-3"), Workload(64, 6, 1))
-    true_hw = with_knobs(load_hardware(hw_name), TRUE)
+    true_hw = apply_hw(load_hardware(hw_name), TRUE)
     if true_hw.kind == "npu":  # measured one operator at a time: the isolated-launch model
         codes, reps = launch_keys(tr.rows, resident_cap(true_hw, DEFAULT_PARAMS))
         t = np.asarray([simulate_launch(rep_row(x), true_hw, resident=float(x["resident"])).time_s
@@ -133,10 +134,10 @@ def test_calibration_recovers_the_perturbation(hw_name: str, tmp_path: Path) -> 
     path = _measured_trace(hw_name, tmp_path / "m.parquet")
     rows = pd.read_parquet(path)
     result = calibrate(rows, load_hardware(hw_name))
-    assert result.before == knobs_of(load_hardware(hw_name))
+    assert result.before == trace_constants_of(load_hardware(hw_name))
     got = result.after
     assert got.bandwidth_fraction == pytest.approx(TRUE.bandwidth_fraction, rel=0.05)
-    assert got.overhead_us == pytest.approx(TRUE.overhead_us, rel=0.05)
+    assert got.launch_overhead_us == pytest.approx(TRUE.launch_overhead_us, rel=0.05)
     if hw_name == "h200-sxm":  # the NPU decoder never binds at these sizes: its rate is invisible
         assert got.dequant_scale == pytest.approx(TRUE.dequant_scale, rel=0.1)
     assert result.test_mape_before > 10 * NOISE * 100

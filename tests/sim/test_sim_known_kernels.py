@@ -20,6 +20,7 @@ from mpsim.sim.best_config import best_config, best_gemm_row, with_best_gemm_con
 from mpsim.sim.gpu.kernels_known import EXTERNAL, launch_kernels
 from mpsim.sim.gpu.model import lower_bound_s, simulate_gpu_launch
 from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.sim.protocols import get_protocol
 from mpsim.sim.replay import simulate_launch
 from mpsim.traces.trace import rows_to_frame
 
@@ -42,7 +43,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
     res = simulate(rows_to_frame(rows), H200, cache_dir=None).launches
     assert (res["time_s"] > 0).all() and (res["time_s"] >= res["t_lower_s"]).all()
     assert [launch_kernels(r) for r in rows] == [1, 1, 2, 2, 1, 1, 1, 1]
-    assert res["overhead_s"].iloc[2] == pytest.approx(2 * DEFAULT_PARAMS.launch_gap_us * 1e-6)
+    assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)
 
 
 def test_a_kv_cache_that_fits_l2_is_read_from_it_across_replays() -> None:

@@ -27,8 +27,8 @@ mpsim.launch_plan.gemm_row / attention_row / framework_op_row, configs from laun
   vectorized add (framework_work.py).
 
 Every kernel's time is `kernel_s` (its duration on the GPU as CUPTI would time it, the kernel floor
-included) plus `overhead_s` = `launch_kernels(row)` x the per-kernel overhead (the graph
-protocol's gap by default, SimParams.launch_gap_us). A row with `kv_append` stands for two kernels.
+included) plus `overhead_s`, the measurement protocol's cost for `launch_kernels(row)` kernels
+(mpsim/sim/protocols.py; `graph` by default). A row with `kv_append` stands for two kernels.
 """
 
 from __future__ import annotations

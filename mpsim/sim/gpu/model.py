@@ -77,7 +77,7 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
         dram += sim.dram.bytes
         l2 += sim.l2_bytes
     kernel_s = cycles / r.clock_hz
-    overhead = launch_kernels(row) * r.overhead_s
+    overhead = float(r.launch_cost.cost_s(launch_kernels(row)))
     last = parts[-1]
     return LaunchOutcome(
         cycles=cycles, clock_hz=r.clock_hz, overhead_s=overhead, bytes_dram=dram, bytes_l2=l2,
@@ -145,4 +145,4 @@ def lower_bound_s(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: f
         sm = math.ceil(trips / r.sms) * per_trip + first
         body = max(sm, w.dram_read_bytes / r.dram_Bpc) + ends
         total += body + w.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
-    return total / r.clock_hz + launch_kernels(row) * r.overhead_s
+    return total / r.clock_hz + float(r.launch_cost.cost_s(launch_kernels(row)))

@@ -8,7 +8,8 @@ fixed in bytes per second and converted to the running clock.
 Per-device numbers come from the hardware file (datasheet numbers); the rest from SimParams
 (device-independent). A hardware file may still carry the optional overrides
 `dram.achievable_bandwidth_fraction`, `l2.bandwidth_GBps`, `l2.latency_ns`, `dram.latency_ns` and
-`launch.overhead_us` (a calibration of one device); the shipped files do not.
+`launch.overhead_us` (a calibration of one device's graph gap, mpsim/sim/protocols.py `for_device`);
+the shipped files do not.
 """
 
 # ruff: noqa: N815  (names carry their units, as the hardware files do)
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.params import SimParams
+from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 
 # Issue rates per SM per clock, thread-instructions (lanes): CUDA C++ Programming Guide, "Arithmetic
 # Instructions", throughput of native arithmetic instructions, compute capability 8.0-9.0:
@@ -47,7 +49,10 @@ class GpuRates:
     smem_Bpc: float          # one SM's shared memory
     pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
     tensor_fpc: dict[str, float]  # dense tensor FLOP per cycle per SM by dtype (architectural)
-    overhead_s: float        # per kernel, outside the kernel (the graph protocol's gap)
+    # outside the kernels: the graph protocol on this device (protocols.py `for_device`). Only the
+    # model's own loop sees it (the power-limited clock runs over back-to-back replays, the config
+    # search ranks whole calls); simulate() sets every result's launch cost.
+    launch_cost: Protocol
     floor_cycles: float      # the shortest kernel duration
     smem_bytes: float        # per SM
     smem_per_cta_bytes: float
@@ -80,7 +85,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
     l2_bps = hw.l2.bandwidth_GBps * 1e9 if hw.l2.bandwidth_GBps is not None else None
     l2_lat = hw.l2.latency_ns if hw.l2.latency_ns is not None else p.l2_latency_ns
     dram_lat = hw.dram.latency_ns if hw.dram.latency_ns is not None else p.dram_latency_ns
-    overhead = hw.launch.overhead_us if hw.launch is not None else p.launch_gap_us
+    overhead_us = hw.launch.overhead_us if hw.launch is not None else None
     cc = hw.cuda_core
     return GpuRates(
         clock_hz=f, boost_hz=boost, datasheet_hz=ds, sms=sms,
@@ -94,7 +99,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
                "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
         tensor_fpc={k: v * p.eta_mma for k, v in hw.tensor_core.flops_per_clock_per_SM.items()},
-        overhead_s=overhead * 1e-6, floor_cycles=p.kernel_floor_us * 1e-6 * f,
+        launch_cost=for_device(DEFAULT_PROTOCOL, overhead_us), floor_cycles=p.kernel_floor_us * 1e-6 * f,
         smem_bytes=hw.sm.shared_memory_KiB * 1024,
         smem_per_cta_bytes=hw.sm.max_shared_memory_per_cta_KiB * 1024,
         registers=hw.sm.registers_32bit, max_regs_per_thread=hw.sm.max_registers_per_thread,

@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 
 from mpsim.analysis.validation import calibration as cal
-from mpsim.analysis.validation.measured import read_generic_csv
-from mpsim.analysis.validation.predict import predict_rows
-from mpsim.hw_models.loader import load_hardware
-from mpsim.sim.calibrate_constants import (
+from mpsim.analysis.validation.constants import (
     apply_hw,
     apply_protocols,
     constants_of,
     read_calibration,
     write_calibration,
 )
+from mpsim.analysis.validation.measured import read_generic_csv
+from mpsim.analysis.validation.predict import predict_rows
+from mpsim.hw_models.loader import load_hardware
 from mpsim.sim.params import DEFAULT_PARAMS
 from mpsim.sim.protocols import shipped
 

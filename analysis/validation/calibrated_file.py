@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
+from mpsim.analysis.validation.calibrate_trace import CalibrationResult
+from mpsim.analysis.validation.constants import Constants
 from mpsim.hw_models.loader import list_hardware, parse_hardware
-from mpsim.sim.calibrate import CalibrationResult, Knobs
 from mpsim.traces.atomic import write_text_atomic
 
 
@@ -30,7 +31,7 @@ def _point(block: dict[str, Any], key: str, source: str) -> None:
     block.setdefault("key_sources", {})[key] = source
 
 
-def calibrated_yaml(text: str, k: Knobs, citation: str, name: str) -> str:
+def calibrated_yaml(text: str, k: Constants, citation: str, name: str) -> str:
     data = yaml.safe_load(text)
     source = f"calibration-{datetime.date.today().isoformat()}"
     data["sources"] = [s for s in data["sources"] if s.get("id") != source]
@@ -38,21 +39,22 @@ def calibrated_yaml(text: str, k: Knobs, citation: str, name: str) -> str:
     data["name"] = name
     data["description"] = f"{data['description']} (calibrated)"
     data["dram"]["achievable_bandwidth_fraction"] = round(k.bandwidth_fraction, 4)
+    overhead = round(max(k.launch_overhead_us or 0.0, 1e-3), 3)
     _point(data["dram"], "achievable_bandwidth_fraction", source)
     if data["kind"] == "gpu":
-        data.setdefault("launch", {"source": source})["overhead_us"] = round(max(k.overhead_us, 1e-3), 3)
+        data.setdefault("launch", {"source": source})["overhead_us"] = overhead
         _point(data["launch"], "overhead_us", source)
         if k.dequant_scale != 1.0:
             cuda = data["cuda_core"]
-            rate = cuda["int32_ops_per_clock_per_SM"] * k.dequant_scale
+            rate = cuda["int32_ops_per_clock_per_SM"] / k.dequant_scale  # work x s: rate / s
             cuda["int32_ops_per_clock_per_SM"] = round(rate, 3)
             _point(cuda, "int32_ops_per_clock_per_SM", source)
     else:
-        data["dispatch"]["overhead_us"] = round(max(k.overhead_us, 1e-3), 3)
+        data["dispatch"]["overhead_us"] = overhead
         _point(data["dispatch"], "overhead_us", source)
         if k.dequant_scale != 1.0:
             dec = data["weight_decoder"]
-            dec["weights_per_cycle"] = {b: round(r * k.dequant_scale, 3)
+            dec["weights_per_cycle"] = {b: round(r / k.dequant_scale, 3)
                                         for b, r in dec["weights_per_cycle"].items()}
             _point(dec, "weights_per_cycle", source)
     return yaml.safe_dump(data, sort_keys=False)

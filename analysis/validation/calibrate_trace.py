@@ -1,9 +1,12 @@
-"""Fit a hardware file's efficiency knobs to measured launch times, and report held-out error.
+"""`mpsim calibrate TRACE`: fit a hardware file's efficiency knobs to measured launch times, and
+report held-out error.
 
-Knobs: the achievable DRAM bandwidth fraction, the fixed launch (GPU) or dispatch (NPU) overhead,
-and a dequantization-rate scale (GPU: CUDA-core int32 ops per clock per SM, the rate dequantization
-runs at; NPU: the weight decoder's weights per cycle, every width). Launches are split by launch
-key (identical launches stay on one side): keys in a fixed order, every ceil(1/holdout)-th held out.
+Constants, three fields of the one settings type (constants.py `Constants`): the achievable DRAM
+bandwidth fraction, the launch overhead (`launch_overhead_us`: a GPU's graph gap per kernel, an
+NPU's dispatch), and `dequant_scale`, the factor on dequantization work per weight (the rate it
+runs at divided by it: a GPU's CUDA-core int32 ops per clock per SM, an NPU's weight decoder).
+Launches are split by launch key (identical launches stay on one side): keys in a fixed order,
+every ceil(1/holdout)-th held out.
 The fit minimizes the time-weighted absolute error (sum |pred - meas| / sum meas, so a 5 ms GEMV
 counts more than a 4 us norm; MAPE is reported) on the training launches: a coarse
 grid over (bandwidth fraction, dequant scale), then golden-section refinement of each around the best
@@ -16,62 +19,32 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from mpsim.analysis.validation.constants import Constants, apply_hw, trace_constants_of
+from mpsim.analysis.validation.search import golden
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import GpuSpec, Launch, NpuSpec
-from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
+from mpsim.hw_models.schema import GpuSpec, NpuSpec
+from mpsim.sim.gpu.kernels_known import launch_kernels
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.protocols import DEFAULT_PROTOCOL, for_device
 from mpsim.sim.replay import resident_cap, simulate_launch
 from mpsim.sim.roofline import roofline
 
-BOUNDS = {"bandwidth_fraction": (0.2, 1.0), "overhead_us": (0.0, 50.0), "dequant_scale": (0.1, 10.0)}
+BOUNDS = {"bandwidth_fraction": (0.2, 1.0), "launch_overhead_us": (0.0, 50.0), "dequant_scale": (0.1, 10.0)}
+KNOBS = ("bandwidth_fraction", "launch_overhead_us", "dequant_scale")
 GRID = {"bandwidth_fraction": np.linspace(0.3, 1.0, 8), "dequant_scale": np.geomspace(0.25, 4.0, 9)}
-GOLDEN_STEPS = 14
 MIN_GAIN = 1e-3
 
 
 @dataclass(frozen=True)
-class Knobs:
-    bandwidth_fraction: float
-    overhead_us: float
-    dequant_scale: float = 1.0
-
-
-def knobs_of(hw: GpuSpec | NpuSpec, params: SimParams = DEFAULT_PARAMS) -> Knobs:
-    if isinstance(hw, GpuSpec):  # a GPU file's knobs are optional overrides of SimParams constants
-        r = gpu_rates(hw, params)
-        return Knobs(bw_fraction(hw, params), r.overhead_s * 1e6, 1.0)
-    return Knobs(hw.dram.achievable_bandwidth_fraction, hw.dispatch.overhead_us, 1.0)
-
-
-def with_knobs(hw: GpuSpec | NpuSpec, k: Knobs) -> GpuSpec | NpuSpec:
-    """`hw` with the knobs applied (dequant_scale multiplies the dequantization rate)."""
-    dram = dataclasses.replace(hw.dram, achievable_bandwidth_fraction=k.bandwidth_fraction)
-    if isinstance(hw, GpuSpec):
-        rate = hw.cuda_core.int32_ops_per_clock_per_SM * k.dequant_scale
-        cuda = dataclasses.replace(hw.cuda_core, int32_ops_per_clock_per_SM=rate)
-        launch = Launch(source=hw.dram.source, overhead_us=k.overhead_us) if hw.launch is None \
-            else dataclasses.replace(hw.launch, overhead_us=k.overhead_us)
-        return dataclasses.replace(hw, dram=dram, cuda_core=cuda, launch=launch)
-    rates = {b: r * k.dequant_scale for b, r in hw.weight_decoder.weights_per_cycle.items()}
-    anyprec = hw.weight_decoder.anyprec_weights_per_cycle
-    scaled = None if anyprec is None else {b: r * k.dequant_scale for b, r in anyprec.items()}
-    decoder = dataclasses.replace(hw.weight_decoder, weights_per_cycle=rates,
-                                  anyprec_weights_per_cycle=scaled)
-    return dataclasses.replace(hw, dram=dram, weight_decoder=decoder,
-                               dispatch=dataclasses.replace(hw.dispatch, overhead_us=k.overhead_us))
-
-
-@dataclass(frozen=True)
 class CalibrationResult:
-    before: Knobs
-    after: Knobs
+    before: Constants
+    after: Constants
     train_mape_before: float
     train_mape_after: float
     test_mape_before: float
@@ -96,16 +69,18 @@ class _Evaluator:
         self.measured_s = rows["measured_us"].to_numpy(dtype=float)[measured] * 1e-6
         self.lower = roofline(rows, hw)["t_lower_s"].to_numpy()[measured]
         self.roofline_s = self.lower
+        self.gpu = isinstance(hw, GpuSpec)  # GPU kernels per launch: what the graph gap multiplies
+        self.launches = np.array([launch_kernels(self.reps[c]) if self.gpu else 1 for c in self.codes])
         self._kernels: dict[tuple[float, float], np.ndarray] = {}
 
     def test_mask(self, holdout: float) -> np.ndarray:
         every = max(2, math.ceil(1 / holdout))
         return (self.rank[self.codes] % every) == every - 1
 
-    def kernel_s(self, k: Knobs) -> np.ndarray:
+    def kernel_s(self, k: Constants) -> np.ndarray:
         key = (k.bandwidth_fraction, k.dequant_scale)
         if key not in self._kernels:
-            hw = with_knobs(self.hw, k)
+            hw = apply_hw(self.hw, k)
             used = np.unique(self.codes)
             out = np.full(len(self.reps), np.nan)
             for c in used:
@@ -114,13 +89,17 @@ class _Evaluator:
             self._kernels[key] = out
         return self._kernels[key][self.codes]
 
-    def predict(self, k: Knobs) -> np.ndarray:
-        return np.maximum(self.kernel_s(k) + k.overhead_us * 1e-6, self.lower)
+    def predict(self, k: Constants) -> np.ndarray:
+        """Kernel bodies plus the launch overhead: the device's graph gap per GPU kernel
+        (mpsim/sim/protocols.py), an NPU's dispatch (its hardware cost) per launch."""
+        o = k.launch_overhead_us or 0.0
+        cost = for_device(DEFAULT_PROTOCOL, o).cost_s(self.launches) if self.gpu else o * 1e-6
+        return np.maximum(self.kernel_s(k) + cost, self.lower)
 
-    def mape(self, k: Knobs, mask: np.ndarray) -> float:
+    def mape(self, k: Constants, mask: np.ndarray) -> float:
         return mape(self.predict(k)[mask], self.measured_s[mask])
 
-    def loss(self, k: Knobs, mask: np.ndarray) -> float:
+    def loss(self, k: Constants, mask: np.ndarray) -> float:
         """What the fit minimizes: time-weighted absolute error, sum |pred - meas| / sum meas."""
         pred, meas = self.predict(k)[mask], self.measured_s[mask]
         return float(np.abs(pred - meas).sum() / meas.sum())
@@ -130,42 +109,21 @@ def mape(pred: np.ndarray, measured: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - measured) / measured) * 100) if len(measured) else math.nan
 
 
-def golden(f: Callable[[float], float], lo: float, hi: float, log: bool = False,
-           steps: int = GOLDEN_STEPS) -> float:
-    """The minimum of a one-dimensional f on [lo, hi] by golden-section search (on a log scale
-    with `log`), after `steps` narrowings."""
-    a, b = (math.log(lo), math.log(hi)) if log else (lo, hi)
-    g = (math.sqrt(5) - 1) / 2
-    x1, x2 = b - g * (b - a), a + g * (b - a)
-    to: Callable[[float], float] = math.exp if log else float
-    f1, f2 = f(to(x1)), f(to(x2))
-    for _ in range(steps):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - g * (b - a)
-            f1 = f(to(x1))
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + g * (b - a)
-            f2 = f(to(x2))
-    return to(x1 if f1 <= f2 else x2)
+def _fit_overhead(ev: _Evaluator, k: Constants, mask: np.ndarray) -> Constants:
+    best = golden(lambda o: ev.loss(dataclasses.replace(k, launch_overhead_us=o), mask),
+                   *BOUNDS["launch_overhead_us"], log=False)
+    return dataclasses.replace(k, launch_overhead_us=best)
 
 
-def _fit_overhead(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> Knobs:
-    best = golden(lambda o: ev.loss(dataclasses.replace(k, overhead_us=o), mask),
-                   *BOUNDS["overhead_us"], log=False)
-    return dataclasses.replace(k, overhead_us=best)
-
-
-def _err(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> tuple[float, Knobs]:
+def _err(ev: _Evaluator, k: Constants, mask: np.ndarray) -> tuple[float, Constants]:
     fitted = _fit_overhead(ev, k, mask)
     return ev.loss(fitted, mask), fitted
 
 
-def _grid(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> Knobs:
+def _grid(ev: _Evaluator, k: Constants, mask: np.ndarray) -> Constants:
     points = [dataclasses.replace(k, bandwidth_fraction=float(b), dequant_scale=float(d))
               for b in GRID["bandwidth_fraction"] for d in GRID["dequant_scale"]]
-    def rank(t: tuple[float, Knobs]) -> tuple[float, float, float]:
+    def rank(t: tuple[float, Constants]) -> tuple[float, float, float]:
         # Equal errors (a knob the trace cannot see): stay nearest to where the knobs started.
         return (float(f"{t[0]:.9g}"), abs(math.log(t[1].dequant_scale / k.dequant_scale)),
                 abs(t[1].bandwidth_fraction - k.bandwidth_fraction))
@@ -173,7 +131,7 @@ def _grid(ev: _Evaluator, k: Knobs, mask: np.ndarray) -> Knobs:
     return min((_err(ev, p, mask) for p in points), key=rank)[1]
 
 
-def _refine(ev: _Evaluator, k: Knobs, name: str, mask: np.ndarray) -> Knobs:
+def _refine(ev: _Evaluator, k: Constants, name: str, mask: np.ndarray) -> Constants:
     """Golden-section over one knob, within one grid step of its value."""
     grid = GRID[name]
     i = int(np.argmin(np.abs(grid - getattr(k, name))))
@@ -183,7 +141,7 @@ def _refine(ev: _Evaluator, k: Knobs, name: str, mask: np.ndarray) -> Knobs:
     return _err(ev, dataclasses.replace(k, **{name: best}), mask)[1]
 
 
-def _accept(ev: _Evaluator, old: Knobs, new: Knobs, mask: np.ndarray) -> Knobs:
+def _accept(ev: _Evaluator, old: Constants, new: Constants, mask: np.ndarray) -> Constants:
     return new if ev.loss(new, mask) < ev.loss(old, mask) * (1 - MIN_GAIN) else old
 
 
@@ -194,16 +152,30 @@ def calibrate(rows: pd.DataFrame, hw: GpuSpec | NpuSpec, holdout: float = 0.25,
         raise MpsimInputError(f"holdout must be in (0, 1), got {holdout}")
     if rows["measured_us"].notna().sum() == 0:
         raise MpsimInputError("the trace has no measured_us values; calibration needs a captured trace")
+    measured = rows["measured_us"].dropna().to_numpy(dtype=float)
+    if not (np.isfinite(measured) & (measured > 0)).all():
+        raise MpsimInputError("measured_us must be a finite number > 0 for every measured launch")
     ev = _Evaluator(rows, hw, params)
     test = ev.test_mask(holdout)
     train = ~test
-    if not train.any() or not test.any():
-        raise MpsimInputError("calibration needs at least two distinct measured launches")
-    start = knobs_of(hw)
+    fitted = len(KNOBS)
+    distinct = len(np.unique(ev.codes[train]))
+    if distinct < fitted or not test.any():
+        raise MpsimInputError(
+            f"calibration needs at least {fitted} distinct measured launches to fit its {fitted} "
+            f"knobs ({', '.join(KNOBS)}) and one held out; "
+            f"this trace has {distinct} to fit and {len(np.unique(ev.codes[test]))} held out")
+    start = trace_constants_of(hw, params)
     k = _accept(ev, start, _fit_overhead(ev, start, train), train)
     k = _accept(ev, k, _grid(ev, k, train), train)
     for name in ("bandwidth_fraction", "dequant_scale"):
         k = _accept(ev, k, _refine(ev, k, name, train), train)
-    return CalibrationResult(
+    result = CalibrationResult(
         start, k, ev.mape(start, train), ev.mape(k, train), ev.mape(start, test), ev.mape(k, test),
         mape(ev.roofline_s[test], ev.measured_s[test]), int(train.sum()), int(test.sum()))
+    numbers = [k.bandwidth_fraction, k.launch_overhead_us or 0.0, k.dequant_scale,
+               result.train_mape_before, result.train_mape_after, result.test_mape_before,
+               result.test_mape_after, result.test_mape_roofline]
+    if not all(math.isfinite(v) for v in numbers):
+        raise MpsimInputError(f"calibration did not give finite numbers ({result}); nothing written")
+    return result
