@@ -23,6 +23,7 @@ from mpsim.kernels.gemm_common import (
     gemv_acc,
     gemv_total,
     grouped_tile,
+    load_x_gemv,
     load_x_tile,
     mma_rows,
     run_gemm,
@@ -71,7 +72,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr, ws_ptr, cnt_p
     for k0 in range(k_lo, k_hi, BLOCK_K):
         w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
                             BITS, BLOCK_N, BLOCK_K)
-        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)

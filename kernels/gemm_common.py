@@ -35,6 +35,20 @@ def load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The GEMV's activation tile: load_x_tile, except that one row is loaded as a vector and
+    broadcast. A (1, BLOCK_K) load gets a layout of its own, and the compiler then converted the
+    whole dequantized (BLOCK_N, BLOCK_K) weight tile to it through shared memory every K step
+    (scripts/sass_mix.py: STS/LDSM and barriers in the loop); a vector is converted instead."""
+    if BLOCK_M == 1:
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)[None, :]
+    else:
+        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+    return x
+
+
+@triton.jit
 def gemv_acc(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """The GEMV's fp32 accumulator: one per weight lane (BLOCK_N, BLOCK_K) for one activation row,
     reduced once after the K loop (gemv_total), else the (BLOCK_N, BLOCK_M) MMA accumulator."""

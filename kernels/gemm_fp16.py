@@ -20,6 +20,7 @@ from mpsim.kernels.gemm_common import (
     gemv_acc,
     gemv_total,
     grouped_tile,
+    load_x_gemv,
     load_x_tile,
     mma_rows,
     run_gemm,
@@ -53,7 +54,7 @@ def gemv_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         w = _fp16_w_tile(w_ptr, offs_n, k0, N, K, stride_wn, BLOCK_K)
-        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)

@@ -1,10 +1,11 @@
 """Uniform group-quantized (int8/4/3/2) weight-only GEMV/GEMM in Triton, y = x @ W_hat.T (+ b).
 
-The weight tile is loaded as packed int32 words, unpacked with shifts and masks in registers
-(docs/formats.md: b in {2,4,8} LSB-first within a word; b = 3 as 32 codes per 3-word triple, codes 10
-and 21 straddling two words), and dequantized as fp16(float32(q - z) * float32(s)) with one scale and
-zero per row per group: exactly the bits of reference/group_quant.py::dequantize_group. The same
-@triton.jit tile helper serves the GEMV, the GEMM and the `dequant_group` exact-parts entry point.
+The weight tile is loaded as packed int32 words, unpacked two codes at a time (one shift and one
+mask per pair, docs/formats.md's pair layout: even codes of a unit in the low 16-bit half, odd codes
+in the high half; b = 3 as 32 codes per 3-word triple), and dequantized as
+fp16(float32(q - z) * float32(s)) with one scale and zero per row per group: exactly the bits of
+reference/group_quant.py::dequantize_group. The same @triton.jit tile helper serves the GEMV, the
+GEMM and the `dequant_group` exact-parts entry point.
 Reference twin: reference/gemm_group.py::gemm_group_ref.
 """
 
@@ -23,6 +24,7 @@ from mpsim.kernels.gemm_common import (
     gemv_acc,
     gemv_total,
     grouped_tile,
+    load_x_gemv,
     load_x_tile,
     mma_rows,
     run_gemm,
@@ -36,51 +38,81 @@ GROUP_BITS = (2, 3, 4, 8)
 
 
 @triton.jit
+def _pair(units, j: tl.constexpr, BITS: tl.constexpr):
+    """Pair j of every unit: (unit >> b*j) & (2^b - 1) * 0x10001 | 0x64006400 (uint32)."""
+    return ((units >> (BITS * j)) & (((1 << BITS) - 1) * 0x10001)) | 0x64006400
+
+
+@triton.jit
+def _pairs_fp16(units, BITS: tl.constexpr):
+    """(..., U) uint32 units -> (..., U, P) fp16 1024 + code, P codes per unit (reference/packing.py).
+
+    One shift and one mask per PAIR of codes (_pair): the 16-bit halves are the fp16 numbers
+    1024 + code 2j (low) and 1024 + code 2j+1 (high). The pairs are joined with immediate shifts
+    (a broadcast shift vector spreads the pairs of one word over several threads), and the halves
+    taken as two 16-bit lanes: a 32->16-bit bitcast is what the interpreter cannot do; the compiler
+    reads these truncations as the halves of the one register.
+    """
+    NP: tl.constexpr = (8 if BITS == 3 else 32 // BITS) // 2
+    if NP == 2:
+        pair = tl.join(_pair(units, 0, BITS), _pair(units, 1, BITS))
+    elif NP == 4:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
+        pair = tl.join(tl.join(_pair(units, 0, BITS), _pair(units, 2, BITS)),
+                       tl.join(_pair(units, 1, BITS), _pair(units, 3, BITS)))
+    else:
+        pair = tl.join(tl.join(tl.join(_pair(units, 0, BITS), _pair(units, 4, BITS)),
+                               tl.join(_pair(units, 2, BITS), _pair(units, 6, BITS))),
+                       tl.join(tl.join(_pair(units, 1, BITS), _pair(units, 5, BITS)),
+                               tl.join(_pair(units, 3, BITS), _pair(units, 7, BITS))))
+    lo = pair.to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pair >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _chunk_word(base, i: tl.constexpr, mask):
+    """Word i of every 32-code chunk of the tile, as uint32 (0 where masked)."""
+    return tl.load(base + i, mask=mask, other=0).to(tl.uint32, bitcast=True)
+
+
+@triton.jit
 def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Codes of columns k0.. (k0 a multiple of 32), 0 outside N x KP, as (BLOCK_N, chunks, codes
-    per chunk) uint32 (a chunk: one packed word at 8 and 4 bits, 32 codes at 3 and 2 bits: a word
-    triple or pair cut into four 8-code units), with each chunk's first column (a chunk never
-    straddles a group: G is a multiple of 32)."""
+    """1024 + code (fp16) of columns k0.. (k0 a multiple of 32), 1024 outside N x KP, as
+    (BLOCK_N, chunks, 32), with each 32-code chunk's first column (a chunk never straddles a group:
+    G is a multiple of 32).
+
+    Every width loads the BITS words of a chunk as BITS tiles (word i of every chunk) and joins them
+    into the chunk's units (the words; at 3 bits unit 3 is gathered from the top nibbles of the
+    three). Loading a (BLOCK_N, words) tile instead let LLVM's vectorizer pair the low halves of
+    different words into one f16x2 register, two PRMTs per code pair (about 0.9 ALU lanes per
+    weight in the sm_90a SASS); with joined units each pair's halves stay in one register.
+    """
     n_mask = offs_n < N
-    if BITS <= 3:
-        # 32 codes per chunk of BITS words (3 bits: a 96-bit triple, code j at bit 3j, codes 10 and
-        # 21 straddling two words; 2 bits: a word pair), cut into four 8-code units with fixed
-        # shifts, each of which then unpacks like a word. The 2-bit units (the 16-bit halves of the
-        # pair) issue fewer instructions per weight than 4-bit words (scripts/sass_mix.py), so
-        # 2-bit is never the slower.
-        NC: tl.constexpr = BLOCK_K // 32
-        offs_c = k0 // 32 + tl.arange(0, NC)
-        mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
-        base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
-        w0 = tl.load(base, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        w1 = tl.load(base + 1, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        if BITS == 3:  # codes 8u..8u+7 fill bits 24u..24u+23: each unit from at most two words
-            w2 = tl.load(base + 2, mask=mask, other=0).to(tl.uint32, bitcast=True)
-            u0 = w0 & 0xFFFFFF
-            u1 = (w0 >> 24) | ((w1 & 0xFFFF) << 8)
-            u2 = (w1 >> 16) | ((w2 & 0xFF) << 16)
-            u3 = w2 >> 8
-        else:
-            u0 = w0 & 0xFFFF
-            u1 = w0 >> 16
-            u2 = w1 & 0xFFFF
-            u3 = w1 >> 16
-        units = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BLOCK_N, NC, 4))
-        shift = (tl.arange(0, 8) * BITS).to(tl.uint32)[None, None, None, :]
-        codes = tl.reshape((units[:, :, :, None] >> shift) & ((1 << BITS) - 1), (BLOCK_N, NC, 32))
-        first_col = offs_c * 32
+    NC: tl.constexpr = BLOCK_K // 32
+    offs_c = k0 // 32 + tl.arange(0, NC)
+    mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
+    base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
+    w0 = _chunk_word(base, 0, mask)
+    w1 = _chunk_word(base, 1, mask)
+    if BITS == 2:
+        units = tl.join(w0, w1)
     else:
-        PER: tl.constexpr = 32 // BITS
-        NW: tl.constexpr = BLOCK_K // PER
-        offs_w = k0 // PER + tl.arange(0, NW)
-        mask = n_mask[:, None] & (offs_w[None, :] < KP // PER)
-        words = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask,
-                        other=0).to(tl.uint32, bitcast=True)
-        shift = (tl.arange(0, PER) * BITS).to(tl.uint32)[None, None, :]
-        codes = (words[:, :, None] >> shift) & ((1 << BITS) - 1)
-        first_col = offs_w * PER
-    return codes, first_col
+        w2 = _chunk_word(base, 2, mask)
+        if BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
+            w3 = ((w0 >> 12) & 0x000F000F) | ((w1 >> 8) & 0x00F000F0) | ((w2 >> 4) & 0x0F000F00)
+        else:
+            w3 = _chunk_word(base, 3, mask)
+        if BITS == 8:  # three joins flatten (a, b, c) to 4a + 2b + c
+            units = tl.join(tl.join(tl.join(w0, _chunk_word(base, 4, mask)),
+                                    tl.join(w2, _chunk_word(base, 6, mask))),
+                            tl.join(tl.join(w1, _chunk_word(base, 5, mask)),
+                                    tl.join(w3, _chunk_word(base, 7, mask))))
+        else:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
+            units = tl.join(tl.join(w0, w2), tl.join(w1, w3))
+    U: tl.constexpr = 4 if BITS == 3 else BITS
+    qh = tl.reshape(_pairs_fp16(tl.reshape(units, (BLOCK_N, NC, U)), BITS), (BLOCK_N, NC, 32))
+    return qh, offs_c * 32
 
 
 @triton.jit
@@ -89,19 +121,18 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                   BLOCK_K: tl.constexpr):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group.
 
-    No integer-to-float conversion: a code q < 1024 OR-ed into the exponent bits 0x6400 is the fp16
-    number 1024 + q exactly; subtracting 1024 + z (z an integer code value, so exact in fp16) gives
-    q - z exactly, and one fp16 multiply by s rounds the exact product once, as the reference's
-    fp32 product (exact: at most 8 x 11 significant bits) rounded to fp16 does. Scales and zeros
-    load once per packed chunk (in the codes' own layout), not per weight.
+    No integer-to-float conversion: codes extracted in pairs already are the fp16 numbers 1024 + q
+    (_pairs_fp16); subtracting 1024 + z (z an integer code value, so exact in fp16) gives q - z
+    exactly, and one fp16 multiply by s rounds the exact product once, as the reference's fp32
+    product (exact: at most 8 x 11 significant bits) rounded to fp16 does. Scales and zeros load
+    once per packed chunk (in the codes' own layout), not per weight.
     """
-    codes, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+    qh, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
     offs_g = first_col // GROUP
     mask = (offs_n[:, None] < N) & (offs_g[None, :] < KP // GROUP)
     sz = offs_n[:, None] * stride_sn + offs_g[None, :]
     s = tl.load(s_ptr + sz, mask=mask, other=0.0)[:, :, None]
     z = (tl.load(z_ptr + sz, mask=mask, other=0.0) + 1024.0)[:, :, None]
-    qh = (codes | 0x6400).to(tl.uint16).to(tl.float16, bitcast=True)
     return tl.reshape((qh - z) * s, (BLOCK_N, BLOCK_K))
 
 
@@ -123,7 +154,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     for k0 in range(k_lo, k_hi, BLOCK_K):
         w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                           BITS, GROUP, BLOCK_N, BLOCK_K)
-        x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
+        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)

@@ -22,20 +22,26 @@ def dequant_row(
 ) -> None:
     """One row: uint32 words -> fp16-exact fp32 weights out[0:K] (K = out.size).
 
-    Walks 32-code chunks (b words each; code i at bit b*i of the chunk); G is a multiple of 32, so
-    one chunk lies in one group.
+    Walks 32-code chunks (b words each, cut into units of P codes: code p of a unit at bit
+    16*(p % 2) + b*(p // 2); reference/packing.py); G is a multiple of 32, so one chunk lies in one
+    group. The fourth 3-bit unit is gathered from the words' top nibbles first.
     """
     mask = np.uint32((1 << bits) - 1)
+    per = 8 if bits == 3 else 32 // bits
+    units = np.empty(4 if bits == 3 else bits, dtype=np.uint32)
     k_total = out.size
     for c in range((k_total + 31) >> 5):
         s, z = scales[(c << 5) // group], zeros[(c << 5) // group]
+        for u in range(bits):
+            units[u] = words[c * bits + u]
+        if bits == 3:
+            w0, w1, w2 = units[0], units[1], units[2]
+            units[3] = (((w0 >> np.uint32(12)) & np.uint32(0x000F000F))
+                        | ((w1 >> np.uint32(8)) & np.uint32(0x00F000F0))
+                        | ((w2 >> np.uint32(4)) & np.uint32(0x0F000F00)))
         for i in range(min(32, k_total - (c << 5))):
-            pos = bits * i
-            word = c * bits + (pos >> 5)
-            shift = np.uint32(pos & 31)
-            v = words[word] >> shift
-            if (pos & 31) + bits > 32:  # a 3-bit code straddling two words
-                v |= words[word + 1] << (np.uint32(32) - shift)
+            p = i % per
+            v = units[i // per] >> np.uint32(16 * (p & 1) + bits * (p >> 1))
             out[(c << 5) + i] = (np.float32(v & mask) - z) * s
     round_fp16_inplace(out)
 

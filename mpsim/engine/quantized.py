@@ -25,7 +25,9 @@ from mpsim.engine.mapped import MappedTensors
 from mpsim.errors import MpsimInputError
 from mpsim.policy import Policy, parse_policy
 
-FORMAT, VERSION = "mpsim-quantized", 1
+# Version 2: group codes packed for pair extraction (docs/formats.md); version 1 packed them LSB
+# first, and its folders are rejected (their codes would read as other codes).
+FORMAT, VERSION = "mpsim-quantized", 2
 HEADER, TENSORS = "quantization.json", "model.quantized.safetensors"
 
 
@@ -93,6 +95,10 @@ def read_header(folder: str | Path) -> QuantInfo:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise MpsimInputError(f"{path}: cannot read the quantization header ({exc})") from None
+    if isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("version") == 1:
+        raise MpsimInputError(f"{path}: written with format {FORMAT!r} version 1, whose group codes are "
+                              f"packed LSB first; version {VERSION} packs them for pair extraction "
+                              "(docs/formats.md): quantize the original checkpoint again")
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         got = (raw.get("format"), raw.get("version")) if isinstance(raw, dict) else raw
         raise MpsimInputError(f"{path}: expected format {FORMAT!r} version {VERSION}, got {got!r}")

@@ -1,7 +1,8 @@
 """The trace contract does not move: synthesis today gives, row for row and column for column, the
 trace the code of commit 6e983e3 gave, for every preset x policy family (tests/core/synth_cases.py
 wrote the fixture with that code). One deliberate change since: the GPU cases' `grid` and `config`
-columns were re-recorded when issue 11 retiled the GEMVs (the fixture's `regrid` note); every other
+columns were re-recorded when issue 11 retiled the GEMVs (the fixture's `regrid` note) and again for
+the cases whose GEMV tile issue 22's re-measured SASS changed (`regrid_issue22`); every other
 column's digest is still the old code's."""
 
 from __future__ import annotations

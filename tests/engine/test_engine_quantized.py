@@ -119,3 +119,16 @@ def test_sensitivity_is_used_and_recorded(hf: Path, tmp_path: Path) -> None:
     with pytest.raises(MpsimInputError, match=r"no tensor 'model.layers.0.mlp.up_proj.weight'"):
         quantize_folder(hf, tmp_path / "s2", spec, parse_policy("ap4"),
                         sensitivity=tmp_path / "sens.safetensors")
+
+
+def test_a_version_1_folder_is_rejected_by_name(hf: Path, tmp_path: Path) -> None:
+    """Version 1 packed group codes LSB first: read with today's pair layout they would be other codes."""
+    quantize_folder(hf, tmp_path / "q", from_hf_config(hf / "config.json"), parse_policy("w4g64"))
+    header_path = tmp_path / "q" / "quantization.json"
+    header = json.loads(header_path.read_text())
+    assert header["version"] == 2
+    header["version"] = 1
+    header_path.write_text(json.dumps(header))
+    with pytest.raises(MpsimInputError, match=r"quantization.json: written with format 'mpsim-quantized' "
+                                              r"version 1, whose group codes are packed LSB first"):
+        open_folder(tmp_path / "q")

@@ -2,7 +2,8 @@
 
 `dequant_group` / `dequant_anyprec` run the very @triton.jit tile helper the GEMV and GEMM use, so
 equality here (compared as uint16 bit patterns, so -0.0 != 0.0 and NaNs would show) pins the unpacking,
-the 3-bit word straddles, the scale/zero arithmetic and the bit-plane LUT lookup.
+the pair extraction (incl. the 3-bit unit gathered from the top nibbles), the scale/zero arithmetic
+and the bit-plane LUT lookup.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_dequant_group_equals_reference_property(n: int, k: int, bits: int, grou
 
 @pytest.mark.parametrize("bits", (8, 4, 3, 2))
 def test_group_unpacking_recovers_every_code_position(bits: int) -> None:
-    """Scale 1 and zero 0 make W_hat the codes themselves: every slot of every word, incl. straddles."""
+    """Scale 1 and zero 0 make W_hat the codes themselves: every slot of every word and 3-bit unit."""
     n, kp = 9, 96
     codes = np.random.default_rng(bits).integers(0, 1 << bits, (n, kp), dtype=np.uint8)
     codes[0] = (1 << bits) - 1  # all ones: a wrong mask or shift shows in every slot

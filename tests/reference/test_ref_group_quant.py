@@ -22,14 +22,21 @@ SETTINGS = settings(max_examples=25, deadline=None)
 
 
 def _pack_by_integers(codes: np.ndarray, bits: int) -> np.ndarray:
-    """Independent packing: each 32-code chunk as one Python integer, split into 32-bit words."""
+    """Independent packing: each 32-code chunk as Python-integer units of P codes (even codes in the
+    low 16-bit half, odd in the high one), the fourth 3-bit unit spread over the top nibbles."""
     n, kp = codes.shape
+    per = 8 if bits == 3 else 32 // bits
     out = np.zeros((n, kp // 32 * bits), dtype=np.uint32)
     for r in range(n):
         for c in range(kp // 32):
-            big = sum(int(codes[r, c * 32 + i]) << (bits * i) for i in range(32))
+            chunk = [int(v) for v in codes[r, c * 32:(c + 1) * 32]]
+            units = [sum(chunk[u * per + p] << (16 * (p % 2) + bits * (p // 2)) for p in range(per))
+                     for u in range(32 // per)]
             for j in range(bits):
-                out[r, c * bits + j] = (big >> (32 * j)) & 0xFFFFFFFF
+                word = units[j]
+                if bits == 3:
+                    word |= ((units[3] >> 4 * j) & 0xF) << 12 | ((units[3] >> (16 + 4 * j)) & 0xF) << 28
+                out[r, c * bits + j] = word
     return out.view(np.int32)
 
 
@@ -51,11 +58,25 @@ def test_every_code_value_at_every_position_round_trips(bits: int) -> None:
     np.testing.assert_array_equal(unpack_codes(pack_codes(codes, bits), bits, 64), codes)
 
 
-def test_three_bit_codes_straddle_words() -> None:
-    codes = np.zeros((1, 32), dtype=np.uint8)
-    codes[0, 10] = 0b111  # bits 30..32: two in word 0, one in word 1
-    words = pack_codes(codes, 3).view(np.uint32)
-    assert words[0, 0] == 0b11 << 30 and words[0, 1] == 1 and words[0, 2] == 0
+@pytest.mark.parametrize("bits", BITS)
+def test_one_shift_and_mask_extracts_neighbouring_codes(bits: int) -> None:
+    """The GEMV's pair extraction, (unit >> b*j) & mask16x2, gives codes 2j and 2j+1 of the unit."""
+    codes = np.random.default_rng(bits).integers(0, 1 << bits, (1, 32), dtype=np.uint8)
+    w = [int(v) for v in pack_codes(codes, bits).view(np.uint32)[0]]
+    per = 8 if bits == 3 else 32 // bits
+    units = w[:bits] if bits != 3 else [*w, sum(((w[r] >> (12 + 16 * h)) & 0xF) << (16 * h + 4 * r)
+                                                for r in range(3) for h in range(2))]
+    mask = ((1 << bits) - 1) * 0x00010001
+    for i in range(0, 32, 2):
+        pair = (units[i // per] >> bits * ((i % per) // 2)) & mask
+        assert (pair & 0xFFFF, pair >> 16) == (codes[0, i], codes[0, i + 1])
+
+
+def test_four_bit_layout_is_the_awq_interleave() -> None:
+    """Word nibbles 0..7 hold codes 0, 2, 4, 6, 1, 3, 5, 7 (AWQ's order map)."""
+    codes = np.tile(np.arange(8, dtype=np.uint8), 4)[None, :]
+    word = int(pack_codes(codes, 4).view(np.uint32)[0, 0])
+    assert [(word >> 4 * i) & 0xF for i in range(8)] == [0, 2, 4, 6, 1, 3, 5, 7]
 
 
 def _representable(rng: np.random.Generator, n: int, k: int, bits: int, g: int, sym: bool) -> tuple:
