@@ -33,6 +33,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
+from mpsim.sim.gpu.arch import candidate_family
 from mpsim.sim.gpu.model import (
     launch_work,
     lower_bound_s,
@@ -61,12 +62,6 @@ class BestConfig:
     @property
     def predicted_s(self) -> float:
         return self.outcome.time_s
-
-
-def architecture(hw: GpuSpec) -> str:
-    """The candidate family of a GPU: Hopper-class tensor cores (>= 4096 dense fp16 FLOP/clk/SM,
-    wgmma) or the Ampere set for everything else."""
-    return "hopper" if hw.tensor_core.flops_per_clock_per_SM.get("fp16", 0) >= 4096 else "ampere"
 
 
 def best_config(build: Callable[[lc.LaunchConfig], Row], candidates: Sequence[lc.LaunchConfig],
@@ -121,7 +116,8 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
         return [lc.trtllm_wo_config(m, n, k, bits)]
     if kernel is not None:
         raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
-    arch = architecture(hw) if isinstance(hw, GpuSpec) else "hopper"
+    # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)
+    arch = candidate_family(hw) if isinstance(hw, GpuSpec) else "hopper"
     return lc.gemm_candidates(m, n, k, w_format, bits, group_size, arch)
 
 

@@ -12,7 +12,7 @@ from mpsim.hw_models.schema import Block, GpuSpec, NpuSpec
 from mpsim.hw_models.validate import schema_keys
 
 SHIPPED = [
-    "a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s", "rtx-4090", "npu-llm", "npu-edge",
+    "a100-sxm-80gb", "b200-sxm", "h100-sxm", "h200-sxm", "l40s", "rtx-4090", "npu-llm", "npu-edge",
 ]
 
 
@@ -99,6 +99,7 @@ def test_npu_presets_reproduce_their_published_numbers() -> None:
     ("name", "sms", "bandwidth_GBps", "fp16_TFLOPs", "l2_MiB"),
     [
         ("a100-sxm-80gb", 108, 2039, 312, 40),
+        ("b200-sxm", 148, 8000, 2250, 126.5),
         ("h100-sxm", 132, 3350, 989.4, 50),
         ("h200-sxm", 132, 4800, 989.4, 60),
         ("l40s", 142, 864, 362.05, 96),
@@ -156,11 +157,15 @@ def test_sanity_relations() -> None:
 
 
 DATASHEET_KINDS = {"datasheet", "whitepaper"}
-# Numbers no model reads (base clocks) and the H200's L2 size, which NVIDIA's H200 datasheet omits
-# (the device reports it: a vendor figure, not a performance measurement).
+# Numbers no model reads (base clocks); the H200's L2 size and the B200's SM count and L2 size, which
+# NVIDIA's datasheets omit (the device reports them: vendor figures, not performance measurements);
+# the B200's tensor rate per SM (and the tensor clock it implies), which NVIDIA does not publish: a
+# labelled assumption (b200-sxm.yaml, source assume-blackwell-sm-rate).
 NOT_FROM_DATASHEETS = {("l40s", "compute.base_clock_MHz"), ("l40s", "l2.size_MiB"),
                        ("h100-sxm", "compute.base_clock_MHz"), ("h200-sxm", "compute.base_clock_MHz"),
-                       ("h200-sxm", "l2.size_MiB")}
+                       ("h200-sxm", "l2.size_MiB"), ("b200-sxm", "compute.sm_count"),
+                       ("b200-sxm", "l2.size_MiB"), ("b200-sxm", "tensor_core.flops_per_clock_per_SM"),
+                       ("b200-sxm", "tensor_core.datasheet_clock_MHz")}
 
 
 @pytest.mark.parametrize("name", [n for n in SHIPPED if not n.startswith("npu")])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mpsim.hw_models.errors import HardwareFileError
+from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.hw_models.node import list_nodes, load_node, parse_node
 
 
@@ -18,6 +19,14 @@ def test_shipped_nodes_and_their_links() -> None:
                    "h100-sxm": ("nvswitch", 450.0), "h200-sxm": ("nvswitch", 450.0), "l40s": ("pcie", 32.0)}
     assert load_node("h100-sxm").nvlink.nvls and not load_node("a100-sxm-80gb").nvlink.nvls  # type: ignore[union-attr]
     assert all(load_node(n).gpus_per_node == 8 for n in list_nodes())
+
+
+def test_every_shipped_node_names_a_shipped_gpu_file() -> None:
+    # the node file is named after its GPU and names it; b200-sxm's GPU file now ships too
+    for name in list_nodes():
+        gpu = load_node(name).gpu
+        assert gpu == name and gpu in list_hardware(), name
+        assert load_hardware(gpu).kind == "gpu"
 
 
 GOOD = """name: x

@@ -21,7 +21,7 @@ from mpsim.sim.roofline import roofline
 from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
-GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s", "rtx-4090")
+GPUS = ("a100-sxm-80gb", "b200-sxm", "h100-sxm", "h200-sxm", "l40s", "rtx-4090")
 SPECS: dict[str, GpuSpec] = {n: load_hardware(n) for n in GPUS}  # type: ignore[misc]
 REL = 1e-9  # float noise of summing cycles in different orders
 

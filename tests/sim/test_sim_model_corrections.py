@@ -135,7 +135,7 @@ def test_a_weight_only_gemm_is_never_faster_than_fp16_where_compute_bound(
 
 GROUP_WIDTHS = (8, 4, 3, 2)
 ANYPREC_WIDTHS = (8, 7, 6, 5, 4, 3, 2)
-GPUS = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s", "rtx-4090"]
+GPUS = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s", "rtx-4090", "b200-sxm"]
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 
 

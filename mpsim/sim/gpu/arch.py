@@ -1,0 +1,44 @@
+"""Which GPU generation a hardware file describes, and what the GPU model runs on it.
+
+The generation is read from the file's dense fp16 tensor rate per SM per clock, an architecture fact
+from the whitepapers: Ampere and Ada issue mma.sync at 512-2048 FLOP/clk/SM (A100 2048, L40S 1024,
+RTX 4090 512). Hopper's wgmma issues 4096 (H100 whitepaper). Blackwell's tcgen05 issues 8192
+(b200-sxm.yaml, a labelled assumption). Consumer Blackwell (sm_120) has no tcgen05 and falls in
+the Ampere class. That is the right family for it too, because it runs mma.sync.
+
+The one place the model branches on the generation is the candidate tiles of mpsim's own Triton GEMM
+kernels (kernels/launch_config.py: "hopper" or "ampere"). `CANDIDATE_FAMILY` maps every generation to
+its candidate set. **Blackwell runs Hopper's set.** That is an explicit assumption until issue 24/23
+give it tcgen05 tiles with 2-CTA MMA. Everything else in the GPU model is Hopper's on every GPU today:
+cuBLAS's wgmma tiling and stream-K (cublas_work.py), the FA3 and TRT-LLM kernels, and the SASS
+instruction mix counted for sm_90a. Issue 24 point 1 owns making those per generation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mpsim.hw_models.schema import GpuSpec
+
+Generation = Literal["ampere", "hopper", "blackwell"]
+CandidateFamily = Literal["ampere", "hopper"]
+
+# Smallest dense fp16 FLOP/clk/SM of each tensor-core generation, highest first.
+GENERATION_MIN_FP16_RATE: tuple[tuple[Generation, float], ...] = (
+    ("blackwell", 8192), ("hopper", 4096), ("ampere", 0))
+CANDIDATE_FAMILY: dict[Generation, CandidateFamily] = {
+    "ampere": "ampere",
+    "hopper": "hopper",
+    "blackwell": "hopper",  # assumption: Hopper's tiles until Blackwell's tcgen05 tiles are modelled
+}
+
+
+def generation(hw: GpuSpec) -> Generation:
+    """The tensor-core generation of `hw`, by its dense fp16 FLOP per clock per SM."""
+    rate = hw.tensor_core.flops_per_clock_per_SM["fp16"]  # the loader requires fp16
+    return next(gen for gen, least in GENERATION_MIN_FP16_RATE if rate >= least)
+
+
+def candidate_family(hw: GpuSpec) -> CandidateFamily:
+    """The candidate set of mpsim's GEMM kernels on `hw` (see CANDIDATE_FAMILY)."""
+    return CANDIDATE_FAMILY[generation(hw)]
