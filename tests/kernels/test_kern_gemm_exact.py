@@ -89,3 +89,22 @@ def test_anyprec_reads_the_top_planes_only(bits: int) -> None:
     planes[bits:] = rng.integers(-(2**31), 2**31, planes[bits:].shape, dtype=np.int64)
     got = dequant_anyprec(torch.from_numpy(planes), torch.from_numpy(lut), k=k, bits=bits)
     np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("bits", (4, 3, 2))
+def test_every_code_at_every_position_against_every_zero(bits: int) -> None:
+    """At 3 and 2 bits most pairs are taken at their own bits with a per-bit magic constant and
+    offset (gemm_group._at): every code value at every slot of a chunk, against every zero value
+    and scales down to the subnormal outputs, equals fp16(float32(q - z) * float32(s))."""
+    levels = 1 << bits
+    n, kp = levels * levels, 64
+    rows = np.arange(n)
+    codes = ((rows[:, None] + np.arange(kp)[None, :] * 7) % levels).astype(np.uint8)
+    zeros = np.repeat((rows // levels % levels).astype(np.float16)[:, None], 2, axis=1)
+    rng = np.random.default_rng(bits)
+    scales = rng.choice(np.array([2.0**-24, 3.0 * 2**-20, 1e-3, 0.37, 5.5], np.float16), (n, 2))
+    got = dequant_group(torch.from_numpy(pack_codes(codes, bits)), torch.from_numpy(scales),
+                        torch.from_numpy(zeros), k=kp, bits=bits, group_size=32)
+    q_minus_z = codes.astype(np.float32) - np.repeat(zeros, 32, axis=1).astype(np.float32)
+    want = (q_minus_z * np.repeat(scales, 32, axis=1).astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(bits_of(got), bits_of(want))
