@@ -1,8 +1,9 @@
 """Sweep specs: a YAML grid of models x policies x hardware x workloads x performance models.
 
-The spec is untrusted input: it is read with `yaml.safe_load`, every key is checked against the
-allowed ones, and every name is resolved (model preset or config.json, policy grammar, hardware file,
-performance model) before any work starts. A bad spec is one `MpsimInputError` naming the file and key.
+The spec is untrusted input: it is read with a safe loader that refuses duplicate keys
+(mpsim.hw_models.yaml_load), every key is checked against the allowed ones, and every name is
+resolved (model preset or config.json, policy grammar, hardware file, performance model) before any
+work starts. A bad spec is one `MpsimInputError` naming the file and key.
 
 Expansion yields `Group`s, one per (model, policy, workload): the trace is synthesized once per group
 and replayed on every (hardware, performance model) point of it. Each point has a stable key, a hash
@@ -19,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mpsim.analysis.sweep.serve import ServeSection, parse_section
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
@@ -107,16 +107,17 @@ def load_spec(path: str | Path, *, allow_beyond_context: bool = False) -> SweepS
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MpsimInputError(f"{path}: cannot read sweep spec ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise MpsimInputError(f"{path}: not a text (UTF-8) file: byte {exc.start}: expected a YAML "
+                              "sweep spec") from None
     return parse_spec(text, str(path), allow_beyond_context=allow_beyond_context)
 
 
 def parse_spec(text: str, source: str = "<spec>", *, allow_beyond_context: bool = False) -> SweepSpec:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(unknown place)"
-        raise MpsimInputError(f"{source}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        data = safe_yaml(text)
+    except YAMLError as exc:
+        raise MpsimInputError(f"{source}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise MpsimInputError(f"{source}: a sweep spec must be a mapping with keys {REQUIRED_KEYS}")
     return spec_from_dict(data, source, allow_beyond_context=allow_beyond_context)

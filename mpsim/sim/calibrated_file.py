@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from mpsim.hw_models.loader import list_hardware, parse_hardware
+from mpsim.hw_models.yaml_load import safe_yaml
 from mpsim.sim.calibrate import CalibrationResult, Knobs
 
 
@@ -30,7 +31,7 @@ def _point(block: dict[str, Any], key: str, source: str) -> None:
 
 
 def calibrated_yaml(text: str, k: Knobs, citation: str, name: str) -> str:
-    data = yaml.safe_load(text)
+    data = safe_yaml(text)
     source = f"calibration-{datetime.date.today().isoformat()}"
     data["sources"] = [s for s in data["sources"] if s.get("id") != source]
     data["sources"].append({"id": source, "kind": "calibration", "citation": citation})

@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = {"mpsim": "mpsim", "mpsim.traces": "traces", "mpsim.hw_models": "hw_models",
                 "mpsim.kernels": "kernels", "mpsim.reference": "reference", "mpsim.analysis": "analysis"}
-CORE = ("mpsim.errors", "mpsim.models", "mpsim.policy", "mpsim.workload", "mpsim.launch_plan",
+CORE = ("mpsim.errors", "mpsim.limits", "mpsim.models", "mpsim.policy", "mpsim.workload",
+        "mpsim.launch_plan",
         "mpsim.synth", "mpsim.memory")
 FLOORS: list[tuple[str, ...]] = [
     ("traces", "hw_models", "opspec"),
