@@ -33,6 +33,7 @@ from mpsim.analysis.validation.measured import (
     GENERIC_COLUMNS,
     INT_COLUMNS,
     Measurements,
+    read_csv_file,
     read_generic_csv,
 )
 from mpsim.errors import MpsimInputError
@@ -64,9 +65,9 @@ def read_measurements(path: str | Path) -> Measurements:
         raise MpsimInputError(f"{path}: not an aiconfigurator gemm_perf / *_attention_perf table "
                               f"(columns {list(frame.columns)})")
     if path.suffix == ".csv":
-        head = pd.read_csv(path, nrows=0).columns
+        head = read_csv_file(path, nrows=0).columns
         if "num_tokens" in head and f"time_stats.add.{VIDUR_STAT}" in head:
-            return read_vidur(pd.read_csv(path))
+            return read_vidur(read_csv_file(path))
         return read_generic_csv(path)
     raise MpsimInputError(f"{path}: expected a .parquet (aiconfigurator) or .csv (Vidur mlp.csv or "
                           "the generic measurement CSV) file")
