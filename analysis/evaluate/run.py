@@ -29,10 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mpsim import limits
 from mpsim.analysis.evaluate.schedulers import (
     Context,
     Entry,
     build_entry,
+    check_scheduler_name,
     fixed_entry,
 )
 from mpsim.analysis.evaluate.speed import SpeedModel
@@ -86,6 +88,24 @@ def ladder_of(cfg: EvalConfig) -> Ladder:
     return Ladder((max(widths), min(widths)))
 
 
+def check_config(cfg: EvalConfig) -> None:
+    """Every option of an evaluation checked before any work: counts >= 1 and within the limits,
+    policies, the ladder, scheduler names and hardware files (a bad one is one clear error)."""
+    for name in ("prompt_len", "gen_len", "val_samples", "test_samples", "segments"):
+        value = getattr(cfg, name)
+        if value < 1:
+            raise MpsimInputError(f"--{name.replace('_', '-')} {value}: expected a whole number >= 1")
+        limits.SHAPE_DIM.check(value, f"--{name.replace('_', '-')}")
+    for option, names in (("--policies", cfg.policies), ("--schedulers", cfg.schedulers), ("--hw", cfg.hw)):
+        if not names:
+            raise MpsimInputError(f"{option}: expected at least one name")
+    ladder_of(cfg)
+    for name in cfg.schedulers:
+        check_scheduler_name(name)
+    for hw in cfg.hw:
+        load_hardware(hw)
+
+
 def _ap_widths(spelling: str) -> list[int]:
     p = parse_policy(spelling)
     return [] if p.family != "anyprec" else [p.prefill_bits, *(b for _, b in p.decode_schedule)]
@@ -100,6 +120,7 @@ def evaluate(model: ModelParams | TextModel, cfg: EvalConfig, speed_spec: ModelS
     """`prompts`: (validation, test) prompt sets; default: the held-out stdlib windows (tiny model).
     `backend`: reference (numba, CPU) or triton (mpsim's kernels: a GPU, or the CPU interpreter)."""
     start = time.perf_counter()
+    check_config(cfg)
     ladder = ladder_of(cfg)
     pool = DecoderPool(model, backend)
     if prompts is None:

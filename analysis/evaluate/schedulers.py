@@ -9,6 +9,7 @@ checked against PMPD's semantics (monotone, one rung at a time) before they are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,14 +179,24 @@ BUILDERS: dict[str, Callable[[Context], Entry]] = {
 }
 
 
-def build_entry(ctx: Context, name: str) -> Entry:
-    """A registered name, or `budget@B` for a budget scheduler with target B bits."""
+def check_scheduler_name(name: str) -> float | None:
+    """A registered name (None), or `budget@B` (its target B bits); anything else is an error."""
     if name.startswith("budget@"):
         try:
             target = float(name.split("@", 1)[1])
         except ValueError:
-            raise MpsimInputError(f"scheduler {name!r}: expected budget@BITS, e.g. budget@3.25") from None
-        return _budget(ctx, target, name)
+            target = math.nan
+        if not math.isfinite(target) or target <= 0:
+            raise MpsimInputError(f"scheduler {name!r}: expected budget@BITS, e.g. budget@3.25")
+        return target
     if name not in BUILDERS:
         raise MpsimInputError(f"unknown scheduler {name!r}; valid: {', '.join(BUILDERS)}, budget@BITS")
+    return None
+
+
+def build_entry(ctx: Context, name: str) -> Entry:
+    """A registered name, or `budget@B` for a budget scheduler with target B bits."""
+    target = check_scheduler_name(name)
+    if target is not None:
+        return _budget(ctx, target, name)
     return BUILDERS[name](ctx)

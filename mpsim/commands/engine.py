@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args
+from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args, check_counts
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
@@ -95,6 +95,9 @@ def _generate(args: argparse.Namespace) -> int:
     from mpsim.engine.scheduler import FixedScheduler
     from mpsim.tiny.shipped import open_text_model
 
+    check_counts(args, gen_len=1)
+    if args.prompt is not None and not args.prompt:
+        raise MpsimInputError("--prompt '': expected some text to continue")
     model = open_text_model(args.model)
     policy = parse_policy(args.policy or model.default_policy)
     records = ([PromptRecord(args.prompt, None, {}, "--prompt")] if args.prompts is None
@@ -126,6 +129,9 @@ def continuation_text(tok: Any, prompt: list[int], new: list[int]) -> str:
 def _quality(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import open_text_model
 
+    check_counts(args, samples=1, prompt_len=1, gen_len=1)
+    for text in args.policy.split(","):
+        parse_policy(text.strip())
     model = open_text_model(args.model)
     if args.prompts is not None:
         return _quality_prompts(args, model)

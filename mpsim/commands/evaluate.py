@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_prompt_args
+from mpsim.commands.common import MODEL_HELP, add_prompt_args, check_counts
 from mpsim.errors import MpsimInputError
 
 
@@ -102,11 +102,12 @@ def _prompt_sets(args: argparse.Namespace, model: Any) -> tuple[Any, Any] | None
 def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from mpsim.analysis.evaluate.run import EvalConfig
+    from mpsim.analysis.evaluate.run import EvalConfig, check_config
 
     cfg = EvalConfig(args.policies, args.schedulers, args.hw, args.ladder, args.prompt_len, args.gen_len,
                      args.val_samples, args.test_samples, args.segments, args.metric, args.slack,
                      args.budget_bits, args.perf_model, args.seed)
+    check_config(cfg)  # every option before the model is opened and generations run
     model = _model(args.model)
     prompts = _prompt_sets(args, model)
     if prompts is not None:  # speed is timed at the test prompts' mean length
@@ -145,6 +146,7 @@ def _train(args: argparse.Namespace) -> int:
     from mpsim.schedulers.runs import DecoderPool
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
 
+    check_counts(args, samples=1, prompt_len=1, gen_len=1, segments=1)
     model = _model(args.model)
     if args.prompts is None and not model.byte_level:
         raise MpsimInputError(f"--model {args.model}: give --prompts FILE.jsonl (training prompts)")
