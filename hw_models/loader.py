@@ -70,9 +70,19 @@ def parse_hardware(text: str, file: str) -> GpuSpec | NpuSpec:
     if kind not in _SPEC_BY_KIND:
         raise HardwareFileError(f"{file}: kind: must be one of ['gpu', 'npu'], got {kind!r}")
     spec = build(_SPEC_BY_KIND[kind], data, file)
+    _check_name(spec.name, file)
     _check_sources(spec, file)
     _check_relations(spec, file)
     return spec
+
+
+def _check_name(name: str, file: str) -> None:
+    """The name labels tables and names files (`roofline-NAME.png`): no path separators, no leading
+    dot (`..`), no control characters."""
+    if not name or name.startswith(".") or any(c in "/\\" or ord(c) < 32 for c in name):
+        raise HardwareFileError(f"{file}: name: {name!r} cannot name a file; expected a name without "
+                                "path separators ('/', '\\'), control characters or a leading '.' "
+                                "(e.g. my-gpu)")
 
 
 def _blocks(obj: object, path: str = "") -> list[tuple[str, Block]]:

@@ -57,6 +57,12 @@ def check_counts(args: argparse.Namespace, **least: int) -> None:
         limits.SHAPE_DIM.check(value, option)
 
 
+def check_trace_out(path: str) -> None:
+    """A trace is written as Parquet: `--out` must say so (a .csv name would hold Parquet bytes)."""
+    if not path.lower().endswith(".parquet"):
+        raise MpsimInputError(f"--out {path}: a trace is written as Parquet; name the file *.parquet")
+
+
 def warn(message: str | None) -> None:
     """A warning the user should see, on stderr, in the CLI's own voice."""
     if message:

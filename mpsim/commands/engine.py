@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args, check_counts
+from mpsim.commands.common import (
+    MODEL_HELP,
+    add_generation_args,
+    add_prompt_args,
+    check_counts,
+    check_trace_out,
+)
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
@@ -64,6 +70,7 @@ def _capture(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import open_text_model, resolve_model
     from mpsim.traces.io import write_trace
 
+    check_trace_out(args.out)
     model = None
     if not args.dummy and args.weights is None and is_quantized(args.model):
         model = open_text_model(args.model)  # a quantized folder: read its stored weights

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpsim.commands.common import add_context_arg, add_generation_args, generation_from_args, hardware, warn
+from mpsim.commands.common import (
+    add_context_arg,
+    add_generation_args,
+    check_trace_out,
+    generation_from_args,
+    hardware,
+    warn,
+)
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
@@ -35,6 +42,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_trace_out(args.out)
     spec, policy, workload = generation_from_args(args)
     warn(check_context(spec, workload.prompt_len, workload.gen_len,
                        allow_beyond=args.allow_beyond_context))
