@@ -12,14 +12,17 @@ of everything that decides its numbers, so a rerun recognises the points it alre
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsim import limits
 from mpsim.analysis.sweep.serve import ServeSection, parse_section
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
@@ -144,10 +147,13 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
     workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
+    serve = parse_section(source, data["serve"]) if "serve" in data else None
+    grid = len(models) * len(policies) * len(hardware)
+    limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) + len(serve.rates if serve else ())),
+                              f"{source}: the grid")
     return SweepSpec(
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
-        perf_models=perf_models, source=source,
-        serve=parse_section(source, data["serve"]) if "serve" in data else None,
+        perf_models=perf_models, source=source, serve=serve,
         warnings=_context_warnings(source, models, workloads, beyond),
     )
 
@@ -197,8 +203,8 @@ def _resolve(source: str, key: str, i: int, name: str, fn: Any) -> Any:
 
 
 def _unique(source: str, key: str, items: list[Any]) -> tuple[Any, ...]:
-    labels = [getattr(x, "name", x) for x in items]
-    dupes = sorted({str(x) for x in labels if labels.count(x) > 1})
+    counts = collections.Counter(getattr(x, "name", x) for x in items)
+    dupes = sorted(str(x) for x, n in counts.items() if n > 1)
     if dupes:
         raise MpsimInputError(f"{source}: {key}: listed more than once: {', '.join(dupes)}")
     return tuple(items)
@@ -228,9 +234,12 @@ def _workloads(source: str, value: Any) -> tuple[Workload, ...]:
     if isinstance(value, dict):
         grid = {k: v if isinstance(v, list) else [v] for k, v in value.items()}
         _check_workload_keys(source, "workloads", grid)
+        limits.SWEEP_POINTS.check(math.prod(len(grid.get(k, [1])) for k in WORKLOAD_KEYS),
+                                  f"{source}: workloads")
         combos = itertools.product(*(grid.get(k, [1]) for k in WORKLOAD_KEYS))
         items: list[Any] = [dict(zip(WORKLOAD_KEYS, c, strict=True)) for c in combos]
     elif isinstance(value, list) and value:
+        limits.SWEEP_POINTS.check(len(value), f"{source}: workloads")
         items = value
     else:
         raise MpsimInputError(f"{source}: workloads: expected a non-empty list of "
