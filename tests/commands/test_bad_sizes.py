@@ -91,8 +91,8 @@ def test_the_variable_moves_a_limit_both_ways(tmp_path: Path, monkeypatch: pytes
     clear_error(args, capsys, "MPSIM_MAX_SHAPE_DIM='lots': expected a whole number >= 1")
 
 
-def test_an_arrivals_csv_past_the_request_limit_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_arrivals_csv_past_the_request_limit_names_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("MPSIM_MAX_REQUESTS", "3")
     path = write(tmp_path / "arrivals.csv", "arrival_s,prompt_len,gen_len\n"
                  + "".join(f"{i * 0.1},8,4\n" for i in range(4)))
