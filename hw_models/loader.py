@@ -67,7 +67,7 @@ def parse_hardware(text: str, file: str) -> GpuSpec | NpuSpec:
     if "kind" not in data:
         raise HardwareFileError(f"{file}: kind: missing; expected one of: gpu, npu")
     kind = data["kind"]
-    if kind not in _SPEC_BY_KIND:
+    if not isinstance(kind, str) or kind not in _SPEC_BY_KIND:
         raise HardwareFileError(f"{file}: kind: must be one of ['gpu', 'npu'], got {kind!r}")
     spec = build(_SPEC_BY_KIND[kind], data, file)
     _check_name(spec.name, file)

@@ -73,10 +73,15 @@ def parse_lengths(text: str | int, what: str) -> LengthDist:
             value = int(head)
             if value < 1:
                 raise MpsimInputError(f"{what} {spelling!r}: a length must be >= 1")
+            limits.SHAPE_DIM.check(value, what)
             return LengthDist("fixed", (value,), spelling)
         numbers = tuple(float(x) for x in rest)
     except ValueError:
         raise MpsimInputError(f"{what} {spelling!r}: expected {grammar}") from None
+    if not all(math.isfinite(x) for x in numbers):
+        raise MpsimInputError(f"{what} {spelling!r}: expected finite numbers ({grammar})")
+    for x in numbers:
+        limits.SHAPE_DIM.check(x, what)
     if head == "uniform" and len(numbers) == 2 and 1 <= numbers[0] <= numbers[1] \
             and all(x == int(x) for x in numbers):
         return LengthDist("uniform", numbers, spelling)
