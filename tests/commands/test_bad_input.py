@@ -113,8 +113,14 @@ OPTION_CASES: dict[str, tuple[list[str], str]] = {
 
 
 @pytest.mark.parametrize("case", OPTION_CASES)
-def test_a_bad_option_is_refused_before_any_work(case: str, tmp_path: Path,
+def test_a_bad_option_is_refused_before_any_work(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import mpsim.tiny.shipped
+
+    def work_started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was opened before the options were checked")
+
+    monkeypatch.setattr(mpsim.tiny.shipped, "open_text_model", work_started)
     argv, needle = OPTION_CASES[case]
     out = tmp_path / "out"
     clear_error([a.replace("{out}", str(out)) for a in argv], capsys, needle)
