@@ -1,4 +1,4 @@
-"""Stated limits on sizes: what mpsim refuses before it allocates or loops (docs/limits.md).
+"""Stated limits on sizes: what mpsim refuses before it allocates or loops (docs/inputs.md).
 
 A size past its limit is almost always a typo (`--requests 1000000000`, a config.json with 10^6
 layers, a measured row with m = 1e11) and would otherwise exhaust memory or run for hours; it is
