@@ -103,7 +103,7 @@ def _generate(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import open_text_model
 
     check_counts(args, gen_len=1)
-    if args.prompt is not None and not args.prompt:
+    if args.prompt == "":
         raise MpsimInputError("--prompt '': expected some text to continue")
     model = open_text_model(args.model)
     policy = parse_policy(args.policy or model.default_policy)
