@@ -148,6 +148,23 @@ def _ints(text: pd.DataFrame, col: str, where: str) -> pd.Series:
     return out.astype("Int64")
 
 
+def check_rows(rows: pd.DataFrame, where: str) -> None:
+    """Every source's normalized rows: measured times finite and > 0, sizes within the stated limit
+    on one dimension (mpsim/limits.py); the first bad one names its row."""
+    times = rows["measured_us"].to_numpy(dtype=float, na_value=np.nan)
+    bad = ~(np.isfinite(times) & (times > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise row_error(where, i, "measured_us", f"expected a finite time in microseconds > 0, got "
+                        f"{times[i]}")
+    for col in INT_COLUMNS:
+        values = rows[col].astype("Float64").to_numpy(dtype=float, na_value=0.0)
+        big = values > limits.SHAPE_DIM.value()
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            limits.SHAPE_DIM.check(int(values[i]), f"{where}: row {i + 1}, column '{col}'")
+
+
 def _words(text: pd.DataFrame, col: str) -> pd.Series:
     if col not in text.columns:
         return pd.Series("", index=text.index, dtype=object)

@@ -181,6 +181,28 @@ def test_a_results_table_without_rows_is_one_error(kind: str, suffix: str, tmp_p
 
 # ---- measured times ----------------------------------------------------------------------------
 
+# Vidur rows expand to one per (input row, op), as in the rows file: input row 2's `add` is row 20
+VIDUR_CASES = {"a NaN time": ("time_stats.add.mean", "nan", "row 20, column 'measured_us'"),
+               "0 heads": ("n_head", "0", "row 2, column 'n_head': expected a whole number >= 1, got '0'"),
+               "a word for a size": ("n_embd", "wide", "row 2, column 'n_embd'")}
+
+
+@pytest.mark.parametrize("case", VIDUR_CASES)
+def test_a_bad_vidur_value_names_the_row(case: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from mpsim.analysis.validation.sources import VIDUR_OPS, VIDUR_SIZES, VIDUR_STAT
+
+    column, value, needle = VIDUR_CASES[case]
+    times = [f"time_stats.{op}.{VIDUR_STAT}" for op in VIDUR_OPS]
+    header = [*VIDUR_SIZES, *times]
+    good = {"num_tokens": "16", "num_tensor_parallel_workers": "1", "n_embd": "4096",
+            "n_expanded_embd": "11008", "n_head": "32", "n_kv_head": "8"} | dict.fromkeys(times, "0.01")
+    bad = good | {column: value}
+    path = write(tmp_path / "mlp.csv", "\n".join(",".join(row[c] for c in header) for row in
+                                                 [dict(zip(header, header, strict=True)), good, bad]) + "\n")
+    clear_error(["validate", "--against", path, "--hw", "h200-sxm"], capsys, path, needle)
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", ""])
 def test_a_measured_time_that_is_not_a_finite_positive_number_names_the_row(
         value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -99,9 +99,9 @@ def csv_bytes(draw: st.DrawFn, columns: tuple[str, ...]) -> bytes:
 @given(data=st.data())
 def test_measurement_csv(folder: Path, data: st.DataObject) -> None:
     from mpsim.analysis.validation.measured import GENERIC_COLUMNS
-    from mpsim.analysis.validation.sources import read_measurements
+    from mpsim.analysis.validation.sources import VIDUR_OPS, VIDUR_SIZES, VIDUR_STAT, read_measurements
 
-    vidur = ("num_tokens", "time_stats.add.mean", "time_stats.mlp_up_proj.mean", "time_stats.attn_rope.mean")
+    vidur = VIDUR_SIZES + tuple(f"time_stats.{op}.{VIDUR_STAT}" for op in VIDUR_OPS)
     columns = data.draw(st.sampled_from([GENERIC_COLUMNS, vidur]))
     path = folder / "measured.csv"
     path.write_bytes(data.draw(csv_bytes(columns)))
