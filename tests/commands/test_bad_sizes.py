@@ -64,10 +64,6 @@ SIZE_CASES = {
                                              "100000000000", "--heads", "4", "--kv-heads", "2",
                                              "--head-dim", "64", "--hw", "h200-sxm"],
                                   "kv_len: 100,000,000,000 elements exceeds", "MPSIM_MAX_SHAPE_DIM"),
-    "synth --gen-len 10^9": (lambda d: ["synth", "--model", "vicuna-7b", "--policy", "fp16", "--prompt-len",
-                                        "8", "--gen-len", "1000000000", "--allow-beyond-context", "--out",
-                                        str(d / "t.parquet")], "gen_len: 1,000,000,000 elements exceeds",
-                             "MPSIM_MAX_SHAPE_DIM"),
 }
 
 
