@@ -37,6 +37,7 @@ def check_values(columns: TraceColumns, where: str) -> None:
     check_enums(columns, where)
     check_non_negative(columns, where)
     check_weight_bits(columns, where)
+    check_times(columns, where)
     check_json(columns, where)
 
 
@@ -113,6 +114,15 @@ def check_weight_bits(columns: TraceColumns, where: str) -> None:
         if row is not None:
             raise fail(where, row, "w_bits", f"{bits.value(row)} disagrees with w_format {name!r} "
                        f"(expected {' or '.join(map(str, allowed))})")
+
+
+def check_times(columns: TraceColumns, where: str) -> None:
+    """A measured time is finite where present (empty: not measured)."""
+    c = columns["measured_us"]
+    assert isinstance(c, Numbers)
+    row = first(~c.na & ~np.isfinite(c.values))
+    if row is not None:
+        raise fail(where, row, "measured_us", f"expected a finite time in microseconds, got {c.value(row)}")
 
 
 def check_json(columns: TraceColumns, where: str) -> None:
