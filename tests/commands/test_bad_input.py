@@ -210,3 +210,20 @@ def test_a_measured_time_that_is_not_a_finite_positive_number_names_the_row(
                  f"gemm,16,256,256,fp16,16,,{value},kernel\n")
     clear_error(["validate", "--against", path, "--hw", "h200-sxm"], capsys, path, "row 2",
                 "'measured_us'", "finite time")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_trace_time_that_is_not_finite_names_the_row(value: float, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.parquet"
+    assert main(["synth", "--model", "tiny", "--policy", "fp16", "--prompt-len", "8", "--gen-len", "2",
+                 "--out", str(trace)]) == 0
+    table = pq.read_table(trace)
+    times = [10.0] * table.num_rows
+    times[3] = value
+    field = table.schema.field("measured_us")
+    bad = tmp_path / "captured.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("measured_us"), field,
+                                    pa.array(times, type=field.type)), bad)
+    clear_error(["validate", str(bad), "--hw", "h200-sxm", "--no-cache"], capsys, str(bad), "row 3",
+                "'measured_us'", "expected a finite time")
