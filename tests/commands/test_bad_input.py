@@ -107,6 +107,9 @@ OPTION_CASES: dict[str, tuple[list[str], str]] = {
     "op gemm --group 7": (["op", "gemm", "--m", "16", "--n", "256", "--k", "256", "--w-format", "group",
                            "--bits", "4", "--group", "7", "--hw", "h200-sxm"], "group size 7: expected a "
                           "multiple of 32"),
+    "serve --prompt-len uniform:1:inf": (["serve", "--model", "tiny", "--policy", "fp16", "--hw", "h200-sxm",
+                                          "--out", "{out}", "--rate", "1", "--requests", "3", "--prompt-len",
+                                          "uniform:1:inf"], "'uniform:1:inf': expected finite numbers"),
     "synth --out s.csv": (["synth", "--model", "tiny", "--policy", "fp16", "--prompt-len", "4", "--gen-len",
                            "2", "--out", "{out}/s.csv"], "s.csv: a trace is written as Parquet"),
 }
