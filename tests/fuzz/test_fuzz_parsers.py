@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from mpsim.errors import USER_ERRORS
 
-EXAMPLES = int(os.environ.get("MPSIM_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("MPSIM_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 derandomize="MPSIM_FUZZ_EXAMPLES" not in os.environ,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
