@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.mpsim-installed
 export TRITON_INTERPRET ?= $(shell command -v nvidia-smi >/dev/null 2>&1 || echo 1)
 export PYTHONHASHSEED := 0
 
-.PHONY: demo test lint typecheck unit test-slow setup clean
+.PHONY: demo test lint typecheck unit test-slow fuzz setup clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m slow --durations=15
 
 test: lint typecheck unit
+
+# The parsers under random input, longer than make test's deterministic run (docs/inputs.md).
+fuzz: $(STAMP)
+	MPSIM_FUZZ_EXAMPLES=$${MPSIM_FUZZ_EXAMPLES:-20000} $(BIN)/python -m pytest -q tests/fuzz -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -12,11 +12,10 @@ import dataclasses
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from mpsim.hw_models.errors import HardwareFileError
 from mpsim.hw_models.schema import Block, GpuSpec, NpuSpec
 from mpsim.hw_models.validate import build
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 
 _PACKAGE = "mpsim.hw_models"
 _SPEC_BY_KIND: dict[str, type[GpuSpec] | type[NpuSpec]] = {"gpu": GpuSpec, "npu": NpuSpec}
@@ -38,6 +37,9 @@ def load_hardware(name_or_path: str) -> GpuSpec | NpuSpec:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise HardwareFileError(f"{path}: cannot read hardware file: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise HardwareFileError(f"{path}: not a text (UTF-8) file: byte {exc.start}: "
+                                    "expected a hardware YAML file") from None
         return parse_hardware(text, str(path))
     names = list_hardware()
     if name_or_path not in names:
@@ -56,24 +58,31 @@ def _looks_like_path(text: str) -> bool:
 def parse_hardware(text: str, file: str) -> GpuSpec | NpuSpec:
     """Validate YAML text (named `file` in errors) into a GpuSpec or NpuSpec."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown place)"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise HardwareFileError(f"{file}: {where}: invalid YAML: {problem}") from exc
+        data = safe_yaml(text)
+    except YAMLError as exc:
+        raise HardwareFileError(f"{file}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise HardwareFileError(f"{file}: (top level): must be a mapping of keys, got {kind}")
     if "kind" not in data:
         raise HardwareFileError(f"{file}: kind: missing; expected one of: gpu, npu")
     kind = data["kind"]
-    if kind not in _SPEC_BY_KIND:
+    if not isinstance(kind, str) or kind not in _SPEC_BY_KIND:
         raise HardwareFileError(f"{file}: kind: must be one of ['gpu', 'npu'], got {kind!r}")
     spec = build(_SPEC_BY_KIND[kind], data, file)
+    _check_name(spec.name, file)
     _check_sources(spec, file)
     _check_relations(spec, file)
     return spec
+
+
+def _check_name(name: str, file: str) -> None:
+    """The name labels tables and names files (`roofline-NAME.png`): no path separators, no leading
+    dot (`..`), no control characters."""
+    if not name or name.startswith(".") or any(c in "/\\" or ord(c) < 32 for c in name):
+        raise HardwareFileError(f"{file}: name: {name!r} cannot name a file; expected a name without "
+                                "path separators ('/', '\\'), control characters or a leading '.' "
+                                "(e.g. my-gpu)")
 
 
 def _blocks(obj: object, path: str = "") -> list[tuple[str, Block]]:

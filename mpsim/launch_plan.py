@@ -22,12 +22,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mpsim import limits
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.models import ModelSpec
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import KV_BITS, W_FORMATS
+from mpsim.traces.schema import FORMAT_BITS, KV_BITS, W_FORMATS
 
 Row = dict[str, Any]
 FORMAT_FAMILIES = ("fp16", "group", "anyprec")
@@ -209,7 +210,33 @@ def weight_format(family: str, bits: int) -> str:
 
 def _single(row: Row) -> Row:
     row.update(launch_id=0, stream=0, step=0, layer=0)
+    ctas = 1
+    grid = row["grid"]
+    for extent in json.loads(grid) if isinstance(grid, str) else grid:
+        ctas *= int(extent)
+    limits.GRID_CTAS.check(ctas, f"{row['op']}: grid {row['grid']}")
     return costed(row)
+
+
+def check_sizes(what: str, **sizes: int) -> None:
+    """Every size >= 1 and within the stated limit on one dimension (mpsim/limits.py)."""
+    for name, value in sizes.items():
+        if value < 1:
+            raise MpsimInputError(f"{what}: {name} must be >= 1, got {value}")
+        limits.SHAPE_DIM.check(value, f"{what}: {name}")
+
+
+def _check_weights(fmt: str, bits: int, group_size: int | None, k: int) -> None:
+    """The stored bits one of the format's (group: 8, 4, 3, 2; any-precision: 2..8) and a group
+    size the kernels take: a multiple of 32, or 0 / K for one group per row."""
+    if fmt not in W_FORMATS or bits not in FORMAT_BITS[fmt]:
+        family = "group" if fmt.endswith("-group") else fmt
+        known = sorted({b for f, bs in FORMAT_BITS.items() if f == fmt or f.endswith(family) for b in bs})
+        raise MpsimInputError(f"gemm: {family} weights at {bits} bits: expected bits in {known}")
+    if (fmt.endswith("-group") and group_size not in (0, k) and (group_size or 0) % 32) \
+            or (group_size is not None and group_size < 0):
+        raise MpsimInputError(f"gemm: group size {group_size}: expected a multiple of 32, or 0 / k "
+                              "(one group per row)")
 
 
 def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
@@ -230,6 +257,8 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
         group_size = 128 if group_size is None else group_size
     if min(m, n, k) < 1:
         raise MpsimInputError(f"gemm: m, n, k must be >= 1, got m={m}, n={n}, k={k}")
+    check_sizes("gemm", m=m, n=n, k=k)
+    _check_weights(fmt, bits, group_size, k)
     try:
         if kernel is None:
             row = _gemm(m, n, k, fmt, bits, group_size, bias, on_gpu)
@@ -287,6 +316,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
         raise MpsimInputError("attention: sizes must be >= 1 and kv_len >= q_len")
+    check_sizes("attention", batch=batch, q_len=q_len, kv_len=kv_len, heads=heads, kv_heads=kv_heads,
+                head_dim=head_dim)
     if heads % kv_heads:
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
     if q_len > 1 and kv_bits != 16:
@@ -332,6 +363,7 @@ def framework_op_row(kernel: str, tokens: int, hidden: int, *, heads: int = 0, k
         raise MpsimInputError(f"unknown row-wise kernel {kernel!r}; expected one of {list(FRAMEWORK_OPS)}")
     if min(tokens, hidden) < 1:
         raise MpsimInputError("row-wise op: tokens and hidden must be >= 1")
+    check_sizes("row-wise op", tokens=tokens, hidden=hidden)
     row: Row = {"op": FRAMEWORK_OPS[kernel], "module": kernel, "m": tokens, "n": hidden, "k": None}
     if kernel == lc.VLLM_ROPE:
         if min(heads, kv_heads, head_dim) < 1:

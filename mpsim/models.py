@@ -9,11 +9,13 @@ its context length (`max_context_len`: the config's `max_position_embeddings`, n
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from mpsim import limits
 from mpsim.errors import MpsimInputError
 
 NormKind = Literal["rms", "layer"]
@@ -207,38 +209,79 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     return _spec_from_hf(cfg, family, path)
 
 
-def _need(cfg: dict[str, Any], key: str, path: Path) -> Any:
-    if key not in cfg:
-        raise MpsimInputError(f"{path}: missing key '{key}'")
-    return cfg[key]
+def _whole(cfg: dict[str, Any], key: str, path: Path, default: int | None = None) -> int:
+    """A size from config.json: a whole number >= 1 within the stated limits (mpsim/limits.py);
+    `default` when the key is absent or null, or an error when there is none."""
+    value = cfg.get(key)
+    if value is None:
+        if default is None:
+            raise MpsimInputError(f"{path}: {key}: missing or null; expected a whole number >= 1")
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or not float(value).is_integer() or value < 1:
+        raise MpsimInputError(f"{path}: {key}: expected a whole number >= 1, got {value!r}")
+    limit = limits.LAYERS if key == "num_hidden_layers" else limits.SHAPE_DIM
+    limit.check(int(value), f"{path}: {key}")
+    return int(value)
+
+
+def _real(cfg: dict[str, Any], key: str, path: Path, default: float, high: float = math.inf) -> float:
+    """A number in (0, high] from config.json (`default` when absent or null)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
+        bound = f"(0, {high:g}]" if high < math.inf else "> 0"
+        raise MpsimInputError(f"{path}: {key}: expected a number {bound}, got {value!r}")
+    return float(value)
+
+
+def _flag(cfg: dict[str, Any], key: str, path: Path) -> bool:
+    value = cfg.get(key, False)
+    if value is not None and not isinstance(value, bool):
+        raise MpsimInputError(f"{path}: {key}: expected true or false, got {value!r}")
+    return bool(value)
+
+
+def _heads(cfg: dict[str, Any], path: Path) -> tuple[int, int, int]:
+    """Query heads, KV heads and head size, checked against each other and hidden_size."""
+    heads, hidden = _whole(cfg, "num_attention_heads", path), _whole(cfg, "hidden_size", path)
+    kv_heads = _whole(cfg, "num_key_value_heads", path, heads)
+    if heads % kv_heads:
+        raise MpsimInputError(f"{path}: num_key_value_heads: {kv_heads} does not divide "
+                              f"num_attention_heads {heads}")
+    if cfg.get("head_dim") is None and hidden % heads:
+        raise MpsimInputError(f"{path}: hidden_size: {hidden} is not a multiple of num_attention_heads "
+                              f"{heads} (and there is no head_dim)")
+    return heads, kv_heads, _whole(cfg, "head_dim", path, hidden // heads)
 
 
 def _spec_from_hf(cfg: dict[str, Any], family: str, path: Path) -> ModelSpec:
-    heads = int(_need(cfg, "num_attention_heads", path))
-    hidden = int(_need(cfg, "hidden_size", path))
+    heads, kv_heads, head_dim = _heads(cfg, path)
     phi, stablelm = family == "phi", family == "stablelm"
-    bias = bool(cfg.get("attention_bias", False))
+    bias = _flag(cfg, "attention_bias", path)
+    eps_key = "rms_norm_eps" if cfg.get("rms_norm_eps") is not None else "layer_norm_eps"
     return ModelSpec(
         name=str(cfg.get("_name_or_path") or path.parent.name),
-        num_layers=int(_need(cfg, "num_hidden_layers", path)),
-        hidden=hidden,
-        ffn=int(_need(cfg, "intermediate_size", path)),
+        num_layers=_whole(cfg, "num_hidden_layers", path),
+        hidden=_whole(cfg, "hidden_size", path),
+        ffn=_whole(cfg, "intermediate_size", path),
         num_heads=heads,
-        num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
-        head_dim=int(cfg.get("head_dim") or hidden // heads),
-        vocab=int(_need(cfg, "vocab_size", path)),
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab=_whole(cfg, "vocab_size", path),
         source=str(path),
         norm="layer" if phi or stablelm else "rms",
         mlp="gelu" if phi else "swiglu",
-        rotary_fraction=float(cfg.get("partial_rotary_factor", 1.0)),
-        rope_theta=float(cfg.get("rope_theta", 10000.0)),
-        norm_eps=float(cfg.get("rms_norm_eps") or cfg.get("layer_norm_eps") or 1e-5),
-        parallel_attn_mlp=phi or bool(cfg.get("use_parallel_residual", False)),
-        qkv_bias=phi or family == "qwen2" or bool(cfg.get("use_qkv_bias", False)) or bias,
+        rotary_fraction=_real(cfg, "partial_rotary_factor", path, 1.0, high=1.0),
+        rope_theta=_real(cfg, "rope_theta", path, 10000.0),
+        norm_eps=_real(cfg, eps_key, path, 1e-5),
+        parallel_attn_mlp=phi or _flag(cfg, "use_parallel_residual", path),
+        qkv_bias=phi or family == "qwen2" or _flag(cfg, "use_qkv_bias", path) or bias,
         o_bias=phi or bias,
-        mlp_bias=phi or bool(cfg.get("mlp_bias", False)),
+        mlp_bias=phi or _flag(cfg, "mlp_bias", path),
         lm_head_bias=phi,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tied_embeddings=_flag(cfg, "tie_word_embeddings", path),
         **_hf_context(cfg, path),
     )
 

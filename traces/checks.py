@@ -15,7 +15,16 @@ import numpy as np
 
 from mpsim.traces.columns import Numbers, Text, TraceColumns
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import KV_BITS, NON_NEGATIVE, OPS, PHASES, REQUIRED, REQUIRED_BY_OP, W_FORMATS
+from mpsim.traces.schema import (
+    FORMAT_BITS,
+    KV_BITS,
+    NON_NEGATIVE,
+    OPS,
+    PHASES,
+    REQUIRED,
+    REQUIRED_BY_OP,
+    W_FORMATS,
+)
 
 ENUMS: dict[str, tuple[object, ...]] = {
     "op": OPS, "phase": PHASES, "w_format": W_FORMATS, "k_bits": KV_BITS, "v_bits": KV_BITS,
@@ -27,6 +36,8 @@ def check_values(columns: TraceColumns, where: str) -> None:
     check_required(columns, where)
     check_enums(columns, where)
     check_non_negative(columns, where)
+    check_weight_bits(columns, where)
+    check_times(columns, where)
     check_json(columns, where)
 
 
@@ -88,6 +99,30 @@ def check_non_negative(columns: TraceColumns, where: str) -> None:
         row = first((c.values < 0) & ~c.na)
         if row is not None:
             raise fail(where, row, col, f"must be >= 0, got {c.value(row)}")
+
+
+def check_weight_bits(columns: TraceColumns, where: str) -> None:
+    """A launch's w_bits is the one its w_format stores (any-precision: one of the parent's widths):
+    the simulator prices w_bits and the roofline w_format, so a disagreement would give two answers."""
+    fmt, bits = columns["w_format"], columns["w_bits"]
+    assert isinstance(fmt, Text) and isinstance(bits, Numbers)
+    for code, name in enumerate(fmt.names):
+        allowed = FORMAT_BITS.get(name)
+        if allowed is None:
+            continue
+        row = first((fmt.codes == code) & ~bits.na & ~np.isin(bits.values, allowed))
+        if row is not None:
+            raise fail(where, row, "w_bits", f"{bits.value(row)} disagrees with w_format {name!r} "
+                       f"(expected {' or '.join(map(str, allowed))})")
+
+
+def check_times(columns: TraceColumns, where: str) -> None:
+    """A measured time is finite where present (empty: not measured)."""
+    c = columns["measured_us"]
+    assert isinstance(c, Numbers)
+    row = first(~c.na & ~np.isfinite(c.values))
+    if row is not None:
+        raise fail(where, row, "measured_us", f"expected a finite time in microseconds, got {c.value(row)}")
 
 
 def check_json(columns: TraceColumns, where: str) -> None:

@@ -29,6 +29,11 @@ PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")
 W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec")
+# The w_bits each w_format stores (any-precision: the widths a 2..8-bit parent serves).
+FORMAT_BITS: dict[str, tuple[int, ...]] = {
+    "fp16": (16,), "int8-group": (8,), "int4-group": (4,), "int3-group": (3,), "int2-group": (2,),
+    "anyprec": tuple(range(2, 9)),
+}
 KV_BITS = (16, 8, 4)
 
 # Column name -> pandas dtype (nullable extension types, so "not applicable" is <NA>, not NaN or -1).

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mpsim import limits
 from mpsim.analysis.evaluate.schedulers import check_budget, check_scheduler
 from mpsim.engine.scheduler import Ladder
 from mpsim.errors import MpsimInputError
@@ -66,6 +67,7 @@ def check_config(cfg: EvalConfig) -> Ladder:
                           ("--val-samples", cfg.val_samples), ("--test-samples", cfg.test_samples)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise MpsimInputError(f"{option}: expected an integer >= 1, got {value!r}")
+        limits.SHAPE_DIM.check(value, option)
     if cfg.seed < 0:
         raise MpsimInputError(f"--seed: expected an integer >= 0, got {cfg.seed}")
     if not 1 <= cfg.segments <= cfg.gen_len:

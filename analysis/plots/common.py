@@ -90,6 +90,8 @@ def require_columns(table: pd.DataFrame, columns: Sequence[str], what: str) -> N
     if missing:
         raise MpsimInputError(f"{what}: the table lacks column(s) {', '.join(missing)}; it has "
                               f"{', '.join(map(str, table.columns))}")
+    if table.empty:
+        raise MpsimInputError(f"{what}: the table has no rows (only the header); nothing to draw")
 
 
 def workload_label(prompt_len: int, gen_len: int, batch: int) -> str:

@@ -1,8 +1,9 @@
 """Sweep specs: a YAML grid of models x policies x hardware x workloads x performance models.
 
-The spec is untrusted input: it is read with `yaml.safe_load`, every key is checked against the
-allowed ones, and every name is resolved (model preset or config.json, policy grammar, hardware file,
-performance model) before any work starts. A bad spec is one `MpsimInputError` naming the file and key.
+The spec is untrusted input: it is read with a safe loader that refuses duplicate keys
+(mpsim.hw_models.yaml_load), every key is checked against the allowed ones, and every name is
+resolved (model preset or config.json, policy grammar, hardware file, performance model) before any
+work starts. A bad spec is one `MpsimInputError` naming the file and key.
 
 Expansion yields `Group`s, one per (model, policy, workload): the trace is synthesized once per group
 and replayed on every (hardware, performance model) point of it. Each point has a stable key, a hash
@@ -11,20 +12,22 @@ of everything that decides its numbers, so a rerun recognises the points it alre
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from mpsim import limits
 from mpsim.analysis.sweep.serve import ServeSection, parse_section
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
@@ -107,16 +110,17 @@ def load_spec(path: str | Path, *, allow_beyond_context: bool = False) -> SweepS
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MpsimInputError(f"{path}: cannot read sweep spec ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise MpsimInputError(f"{path}: not a text (UTF-8) file: byte {exc.start}: expected a YAML "
+                              "sweep spec") from None
     return parse_spec(text, str(path), allow_beyond_context=allow_beyond_context)
 
 
 def parse_spec(text: str, source: str = "<spec>", *, allow_beyond_context: bool = False) -> SweepSpec:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(unknown place)"
-        raise MpsimInputError(f"{source}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        data = safe_yaml(text)
+    except YAMLError as exc:
+        raise MpsimInputError(f"{source}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise MpsimInputError(f"{source}: a sweep spec must be a mapping with keys {REQUIRED_KEYS}")
     return spec_from_dict(data, source, allow_beyond_context=allow_beyond_context)
@@ -143,10 +147,13 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
     workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
+    serve = parse_section(source, data["serve"]) if "serve" in data else None
+    grid = len(models) * len(policies) * len(hardware)
+    limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) + len(serve.rates if serve else ())),
+                              f"{source}: the grid")
     return SweepSpec(
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
-        perf_models=perf_models, source=source,
-        serve=parse_section(source, data["serve"]) if "serve" in data else None,
+        perf_models=perf_models, source=source, serve=serve,
         warnings=_context_warnings(source, models, workloads, beyond),
     )
 
@@ -196,8 +203,8 @@ def _resolve(source: str, key: str, i: int, name: str, fn: Any) -> Any:
 
 
 def _unique(source: str, key: str, items: list[Any]) -> tuple[Any, ...]:
-    labels = [getattr(x, "name", x) for x in items]
-    dupes = sorted({str(x) for x in labels if labels.count(x) > 1})
+    counts = collections.Counter(getattr(x, "name", x) for x in items)
+    dupes = sorted(str(x) for x, n in counts.items() if n > 1)
     if dupes:
         raise MpsimInputError(f"{source}: {key}: listed more than once: {', '.join(dupes)}")
     return tuple(items)
@@ -227,9 +234,12 @@ def _workloads(source: str, value: Any) -> tuple[Workload, ...]:
     if isinstance(value, dict):
         grid = {k: v if isinstance(v, list) else [v] for k, v in value.items()}
         _check_workload_keys(source, "workloads", grid)
+        limits.SWEEP_POINTS.check(math.prod(len(grid.get(k, [1])) for k in WORKLOAD_KEYS),
+                                  f"{source}: workloads")
         combos = itertools.product(*(grid.get(k, [1]) for k in WORKLOAD_KEYS))
         items: list[Any] = [dict(zip(WORKLOAD_KEYS, c, strict=True)) for c in combos]
     elif isinstance(value, list) and value:
+        limits.SWEEP_POINTS.check(len(value), f"{source}: workloads")
         items = value
     else:
         raise MpsimInputError(f"{source}: workloads: expected a non-empty list of "

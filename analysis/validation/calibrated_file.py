@@ -17,6 +17,7 @@ import yaml
 from mpsim.analysis.validation.calibrate_trace import CalibrationResult
 from mpsim.analysis.validation.constants import Constants
 from mpsim.hw_models.loader import list_hardware, parse_hardware
+from mpsim.hw_models.yaml_load import safe_yaml
 from mpsim.traces.atomic import write_text_atomic
 
 
@@ -32,7 +33,7 @@ def _point(block: dict[str, Any], key: str, source: str) -> None:
 
 
 def calibrated_yaml(text: str, k: Constants, citation: str, name: str) -> str:
-    data = yaml.safe_load(text)
+    data = safe_yaml(text)
     source = f"calibration-{datetime.date.today().isoformat()}"
     data["sources"] = [s for s in data["sources"] if s.get("id") != source]
     data["sources"].append({"id": source, "kind": "calibration", "citation": citation})

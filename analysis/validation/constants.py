@@ -19,7 +19,8 @@ it applies to a hardware file, the simulator's constants and the protocol file.
 
 Applied to another device, only that device's datasheet numbers differ: SMs, clocks, DRAM
 bandwidth and sizes come from its own hardware file, the constants from the calibration. A
-calibration file is plain YAML (kind `mpsim-calibration`), read with yaml.safe_load and checked.
+calibration file is plain YAML (kind `mpsim-calibration`), read with
+mpsim.hw_models.yaml_load.safe_yaml (safe, no duplicate keys) and checked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, Launch, NpuSpec
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import ProtocolFile, shipped
@@ -147,7 +149,10 @@ def write_calibration(path: str | Path, c: Constants, params: SimParams, fitted_
 
 
 def read_calibration_text(text: str, where: str) -> Constants:
-    data = yaml.safe_load(text)
+    try:
+        data = safe_yaml(text)
+    except YAMLError as exc:
+        raise MpsimInputError(f"{where}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise MpsimInputError(f"{where}: not an mpsim calibration file (kind: {KIND})")
     try:
@@ -175,4 +180,9 @@ def read_calibration(path: str | Path) -> Constants:
     path = Path(path)
     if not path.is_file():
         raise MpsimInputError(f"{path}: no such calibration file")
-    return read_calibration_text(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MpsimInputError(f"{path}: not a text (UTF-8) file: byte {exc.start}: expected a "
+                              "calibration file (mpsim calibrate --against)") from None
+    return read_calibration_text(text, str(path))

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpsim import limits
 from mpsim.errors import MpsimInputError
 from mpsim.traces.schema import KV_BITS, PROTOCOLS
 
@@ -105,9 +106,23 @@ def attention_class(q_len: int, kv_bits: int, kv_dtype: str = "") -> str:
 
 # ---- the generic CSV ---------------------------------------------------------------------------
 
+def read_csv_file(path: Path, **options: object) -> pd.DataFrame:
+    """pd.read_csv, with a file that is not a CSV table (binary, not UTF-8, empty, ragged) one clear
+    error naming it."""
+    try:
+        return pd.read_csv(path, **options)  # type: ignore[call-overload, no-any-return]
+    except UnicodeDecodeError as exc:
+        raise MpsimInputError(f"{path}: not a text (UTF-8) file: byte {exc.start}: expected a CSV "
+                              "table") from None
+    except pd.errors.EmptyDataError:
+        raise MpsimInputError(f"{path}: empty file: expected a CSV table with a header row") from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise MpsimInputError(f"{path}: not a readable CSV table ({exc})") from None
+
+
 def read_generic_csv(path: Path) -> Measurements:
     """A hand-written CSV with the generic columns; every cell kept as its text for the rows file."""
-    text = pd.read_csv(path, dtype=str, keep_default_na=False)
+    text = read_csv_file(path, dtype=str, keep_default_na=False)
     where = str(path)
     missing = [c for c in ("op", "measured_us", "protocol") if c not in text.columns]
     if missing:
@@ -122,11 +137,32 @@ def read_generic_csv(path: Path) -> Measurements:
 def _ints(text: pd.DataFrame, col: str, where: str) -> pd.Series:
     raw = text[col].str.strip() if col in text.columns else pd.Series("", index=text.index)
     out = pd.to_numeric(raw.replace("", np.nan), errors="coerce")
-    bad = raw.ne("") & (out.isna() | (out != out.round()) | (out < 0))
+    bad = raw.ne("") & (out.isna() | (out != out.round()) | (out < 0) | ~np.isfinite(out))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise row_error(where, i, col, f"expected a whole number >= 0, got {raw.iloc[i]!r}")
+    big = out > limits.SHAPE_DIM.value()
+    if big.any():
+        i = int(np.flatnonzero(big.to_numpy())[0])
+        limits.SHAPE_DIM.check(int(out.iloc[i]), f"{where}: row {i + 1}, column '{col}'")
     return out.astype("Int64")
+
+
+def check_rows(rows: pd.DataFrame, where: str) -> None:
+    """Every source's normalized rows: measured times finite and > 0, sizes within the stated limit
+    on one dimension (mpsim/limits.py); the first bad one names its row."""
+    times = rows["measured_us"].to_numpy(dtype=float, na_value=np.nan)
+    bad = ~(np.isfinite(times) & (times > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise row_error(where, i, "measured_us", f"expected a finite time in microseconds > 0, got "
+                        f"{times[i]}")
+    for col in INT_COLUMNS:
+        values = rows[col].astype("Float64").to_numpy(dtype=float, na_value=0.0)
+        big = values > limits.SHAPE_DIM.value()
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            limits.SHAPE_DIM.check(int(values[i]), f"{where}: row {i + 1}, column '{col}'")
 
 
 def _words(text: pd.DataFrame, col: str) -> pd.Series:
@@ -157,10 +193,11 @@ def _check_vocabulary(rows: pd.DataFrame, where: str) -> None:
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise row_error(where, i, col, f"unknown value {rows[col].iloc[i]!r}; expected one of "
                             f"{[a for a in allowed if a] + ([''] if '' in allowed else [])}")
-    bad = ~(rows["measured_us"] > 0)
+    bad = ~(rows["measured_us"] > 0) | ~np.isfinite(rows["measured_us"])
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise row_error(where, i, "measured_us", "expected a time in microseconds > 0")
+        raise row_error(where, i, "measured_us", f"expected a finite time in microseconds > 0, got "
+                        f"{_words(rows, 'measured_us').iloc[i]!r}")
     scoped = (rows["includes"] != "") & (rows["op"] != "attention")
     if scoped.any():
         i = int(np.flatnonzero(scoped.to_numpy())[0])

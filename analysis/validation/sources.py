@@ -33,6 +33,8 @@ from mpsim.analysis.validation.measured import (
     GENERIC_COLUMNS,
     INT_COLUMNS,
     Measurements,
+    check_rows,
+    read_csv_file,
     read_generic_csv,
 )
 from mpsim.errors import MpsimInputError
@@ -45,11 +47,29 @@ SCOPE_BY_FRAMEWORK = {"vllm": "kv_append", "sglang": "kv_append", "trtllm": "rop
 VIDUR_OPS = ("emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
              "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
 VIDUR_STAT = "mean"
+VIDUR_SIZES = ("num_tokens", "num_tensor_parallel_workers", "n_embd", "n_expanded_embd", "n_head",
+               "n_kv_head")
 
 
 def read_measurements(path: str | Path) -> Measurements:
-    """Read a measured table, whichever source it is (by its columns), into generic rows."""
+    """Read a measured table, whichever source it is (by its columns), into generic rows; a value a
+    source's columns cannot hold (text for a size, a NaN count) is one error naming the file, and
+    every row's time and sizes are checked (check_rows)."""
     path = Path(path)
+    try:
+        measured = _read_source(path)
+    except MpsimInputError as exc:
+        if str(path) in str(exc):
+            raise
+        raise MpsimInputError(f"{path}: {exc}") from None
+    except (ValueError, TypeError, KeyError, ArithmeticError) as exc:  # a column of the wrong type
+        raise MpsimInputError(f"{path}: a column holds values its source does not write "
+                              f"({type(exc).__name__}: {exc})") from None
+    check_rows(measured.rows, str(path))
+    return measured
+
+
+def _read_source(path: Path) -> Measurements:
     if not path.is_file():
         raise MpsimInputError(f"{path}: no such measurement file")
     if path.suffix == ".parquet":
@@ -64,9 +84,9 @@ def read_measurements(path: str | Path) -> Measurements:
         raise MpsimInputError(f"{path}: not an aiconfigurator gemm_perf / *_attention_perf table "
                               f"(columns {list(frame.columns)})")
     if path.suffix == ".csv":
-        head = pd.read_csv(path, nrows=0).columns
+        head = read_csv_file(path, nrows=0).columns
         if "num_tokens" in head and f"time_stats.add.{VIDUR_STAT}" in head:
-            return read_vidur(pd.read_csv(path))
+            return read_vidur(read_csv_file(path))
         return read_generic_csv(path)
     raise MpsimInputError(f"{path}: expected a .parquet (aiconfigurator) or .csv (Vidur mlp.csv or "
                           "the generic measurement CSV) file")
@@ -166,9 +186,17 @@ def read_vidur(frame: pd.DataFrame) -> Measurements:
     """One measured row per (input row, op); `vidur_op` names the op."""
     missing = [f"time_stats.{op}.{VIDUR_STAT}" for op in VIDUR_OPS
                if f"time_stats.{op}.{VIDUR_STAT}" not in frame.columns]
+    missing += [c for c in VIDUR_SIZES if c not in frame.columns]
     if missing:
         raise MpsimInputError(f"Vidur mlp.csv: missing column(s) {missing}")
     d = frame.reset_index(drop=True)
+    for col in VIDUR_SIZES:
+        sizes = pd.to_numeric(d[col], errors="coerce").to_numpy(dtype=float)
+        bad = ~(sizes >= 1) | (sizes != np.round(sizes))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MpsimInputError(f"Vidur mlp.csv: row {i + 1}, column '{col}': expected a whole number "
+                                  f">= 1, got {str(d[col].iloc[i])!r}")
     parts, inputs = [], []
     for op in VIDUR_OPS:
         parts.append(_vidur_op(d, op))

@@ -91,7 +91,9 @@ def validate_trace(trace: Trace, hw: HardwareSpec,
         raise MpsimInputError("the trace has no measured_us values: validation needs a captured trace "
                               "(measured times), not a synthesized one")
     if (measured[has] <= 0).any():
-        raise MpsimInputError("measured_us must be > 0 for every measured launch")
+        row = int(np.flatnonzero(has & (measured <= 0))[0])
+        raise MpsimInputError(f"row {row}, column 'measured_us': must be > 0 for every measured launch, "
+                              f"got {measured[row]}")
     protocol = trace.meta.protocol
     sim = simulate(trace, hw, "sim", cache_dir=cache_dir,
                    protocol=protocol or DEFAULT_PROTOCOL).launches

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mpsim.errors import warn
+from mpsim import limits
+from mpsim.errors import MpsimInputError, warn
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
@@ -40,6 +41,25 @@ def add_context_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(BEYOND_CONTEXT_FLAG, action="store_true",
                    help="run a workload whose prompt + new tokens exceed the model's context length "
                         "(`mpsim models` lists them) with a warning instead of an error")
+
+
+def check_counts(args: argparse.Namespace, **least: int) -> None:
+    """Whole-number options checked before any work: each `name` (args.name, --name) >= its least
+    value and within the stated limit on one dimension (mpsim/limits.py); None means not given."""
+    for name, low in least.items():
+        value = getattr(args, name)
+        option = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if value < low:
+            raise MpsimInputError(f"{option} {value}: expected a whole number >= {low}")
+        limits.SHAPE_DIM.check(value, option)
+
+
+def check_trace_out(path: str) -> None:
+    """A trace is written as Parquet: `--out` must say so (a .csv name would hold Parquet bytes)."""
+    if not path.lower().endswith(".parquet"):
+        raise MpsimInputError(f"--out {path}: a trace is written as Parquet; name the file *.parquet")
 
 
 def check_trace_context(meta: TraceMeta, args: argparse.Namespace) -> None:

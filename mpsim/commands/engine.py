@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_generation_args, add_prompt_args, check_outputs
+from mpsim.commands.common import (
+    MODEL_HELP,
+    add_generation_args,
+    add_prompt_args,
+    check_counts,
+    check_outputs,
+    check_trace_out,
+)
 from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
@@ -72,6 +79,7 @@ def _capture(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import open_text_model, resolve_model
     from mpsim.traces.io import write_trace
 
+    check_trace_out(args.out)
     model = None
     if not args.dummy and args.weights is None and is_quantized(args.model):
         model = open_text_model(args.model)  # a quantized folder: read its stored weights
@@ -104,6 +112,9 @@ def _generate(args: argparse.Namespace) -> int:
     from mpsim.engine.scheduler import FixedScheduler
     from mpsim.tiny.shipped import open_text_model
 
+    check_counts(args, gen_len=1)
+    if args.prompt == "":
+        raise MpsimInputError("--prompt '': expected some text to continue")
     model = open_text_model(args.model)
     policy = parse_policy(args.policy or model.default_policy)
     records = ([PromptRecord(args.prompt, None, {}, "--prompt")] if args.prompts is None
@@ -135,6 +146,9 @@ def continuation_text(tok: Any, prompt: list[int], new: list[int]) -> str:
 def _quality(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import open_text_model
 
+    check_counts(args, samples=1, prompt_len=1, gen_len=1)
+    for text in args.policy.split(","):
+        parse_policy(text.strip())
     model = open_text_model(args.model)
     if args.prompts is not None:
         return _quality_prompts(args, model)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_prompt_args
+from mpsim.commands.common import MODEL_HELP, add_prompt_args, check_counts
 from mpsim.errors import MpsimInputError
 
 TRAIN_SCHEDULER_OUT = "tiny-scheduler"  # train-scheduler of the shipped model without --out
@@ -196,6 +196,7 @@ def _train(args: argparse.Namespace) -> int:
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
     from mpsim.tiny.shipped import inside_package
 
+    check_counts(args, samples=1, prompt_len=1, gen_len=1, segments=1)
     ladder = _train_ladder(args)
     model = _model(args.model)
     out = Path(args.out) if args.out else model.folder

@@ -10,6 +10,7 @@ from mpsim.commands.common import (
     add_context_arg,
     add_generation_args,
     check_outputs,
+    check_trace_out,
     generation_from_args,
     hardware,
     warn,
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_trace_out(args.out)
     spec, policy, workload = generation_from_args(args)
     check_outputs(args.out)
     warn(check_context(spec, workload.prompt_len, workload.gen_len,

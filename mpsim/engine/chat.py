@@ -53,17 +53,18 @@ def pick_template(name: str, folder_template: str | None, where: str) -> str:
 
 def render_chat(template: str, messages: list[dict[str, str]], *, bos_token: str = "", eos_token: str = "",
                 add_generation_prompt: bool = True, **extra: Any) -> str:
-    """Render a chat template in Jinja's immutable sandbox (templates come from checkpoints)."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    """Render a chat template in Jinja's immutable sandbox (templates come from checkpoints), within
+    the stated limits on output size and render time (mpsim/limits.py); whatever else the template
+    raises is its own error, reported as one."""
+    from mpsim.engine.template_sandbox import bounded_render
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = _raise
     try:
-        return env.from_string(template).render(messages=messages, bos_token=bos_token, eos_token=eos_token,
-                                                add_generation_prompt=add_generation_prompt, **extra)
-    except TemplateError as exc:
-        raise MpsimInputError(f"chat template: cannot render ({exc})") from None
+        return bounded_render(template, {"raise_exception": _raise}, messages=messages, bos_token=bos_token,
+                              eos_token=eos_token, add_generation_prompt=add_generation_prompt, **extra)
+    except MpsimInputError:
+        raise
+    except Exception as exc:  # template code from a checkpoint: anything it raises is its own fault
+        raise MpsimInputError(f"chat template: cannot render ({type(exc).__name__}: {exc})") from None
 
 
 def chat_prompt(user_text: str, template: str, bos_token: str, eos_token: str) -> str:

@@ -19,6 +19,7 @@ import torch
 from mpsim.engine.backends import LayerCache
 from mpsim.engine.model import Decoder, PassInput, scope
 from mpsim.engine.scheduler import Bits, Scheduler, StepState
+from mpsim.errors import MpsimInputError
 from mpsim.kernels.kv_cache import KVCache
 
 
@@ -44,9 +45,9 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], gen_len: int, s
     if forced is not None and any(len(f) < gen_len - 1 for f in forced):
         raise ValueError(f"forced: expected at least gen_len - 1 = {gen_len - 1} tokens per sequence")
     if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("prompts: expected at least one non-empty prompt")
+        raise MpsimInputError("prompts: expected at least one non-empty prompt")
     if gen_len < 1:
-        raise ValueError(f"gen_len: expected >= 1, got {gen_len}")
+        raise MpsimInputError(f"gen_len: expected >= 1, got {gen_len}")
     dev, b = decoder.backend.device, len(prompts)
     lens = [len(p) for p in prompts]
     t = max(lens)

@@ -108,22 +108,42 @@ class MappedTensors:
         info = self.infos[name]
         a = self.raw(name)
         if info.dtype == "BF16":
-            return (a.astype(np.uint32) << 16).view(np.float32)
+            return check_finite((a.astype(np.uint32) << 16).view(np.float32), info, name)
         if info.dtype not in ("F16", "F32", "F64"):
             raise MpsimInputError(f"{info.file}: tensor '{name}' is {info.dtype}, expected a float tensor")
-        return a.astype(np.float32)
+        return check_finite(a.astype(np.float32), info, name)
 
     def fp16(self, name: str) -> np.ndarray:
         """A float tensor as fp16: F16 is the mapped view itself; BF16/F32/F64 convert (one copy)."""
         info = self.infos[name]
         a = self.raw(name)
         if info.dtype == "F16":
-            return a
-        if info.dtype == "BF16":
-            return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float16)
-        if info.dtype in ("F32", "F64"):
-            return a.astype(np.float16)
+            return check_finite(a, info, name)
+        with np.errstate(over="ignore"):  # past fp16's range: inf, which check_finite names
+            if info.dtype == "BF16":
+                return check_finite((a.astype(np.uint32) << 16).view(np.float32).astype(np.float16), info,
+                                    name)
+            if info.dtype in ("F32", "F64"):
+                return check_finite(a.astype(np.float16), info, name)
         raise MpsimInputError(f"{info.file}: tensor '{name}' is {info.dtype}, expected a float tensor")
+
+
+FINITE_CHUNK = 1 << 22  # elements checked at a time (a bounded temporary, not one as large as the tensor)
+
+
+def check_finite(a: np.ndarray, info: TensorInfo, name: str) -> np.ndarray:
+    """`a` itself, or an error naming the tensor and its first NaN or infinite value (a weight past
+    fp16's range converts to inf): the engine would otherwise fail deep inside, in a kernel's check."""
+    flat = a.reshape(-1)
+    for start in range(0, flat.size, FINITE_CHUNK):
+        bad = ~np.isfinite(flat[start:start + FINITE_CHUNK])
+        if bad.any():
+            i = start + int(np.flatnonzero(bad)[0])
+            where = tuple(int(x) for x in np.unravel_index(i, a.shape)) if a.ndim else ()
+            raise MpsimInputError(f"{info.file}: tensor '{name}': value {flat[i]} at index {list(where)} "
+                                  f"(stored {info.dtype}); expected finite weights"
+                                  + (" within fp16's range" if np.isinf(flat[i]) else ""))
+    return a
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mpsim import limits
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
 from mpsim.serve.context import check_context, context_length, count_beyond
@@ -72,10 +73,15 @@ def parse_lengths(text: str | int, what: str) -> LengthDist:
             value = int(head)
             if value < 1:
                 raise MpsimInputError(f"{what} {spelling!r}: a length must be >= 1")
+            limits.SHAPE_DIM.check(value, what)
             return LengthDist("fixed", (value,), spelling)
         numbers = tuple(float(x) for x in rest)
     except ValueError:
         raise MpsimInputError(f"{what} {spelling!r}: expected {grammar}") from None
+    if not all(math.isfinite(x) for x in numbers):
+        raise MpsimInputError(f"{what} {spelling!r}: expected finite numbers ({grammar})")
+    for x in numbers:
+        limits.SHAPE_DIM.check(x, what)
     if head == "uniform" and len(numbers) == 2 and 1 <= numbers[0] <= numbers[1] \
             and all(x == int(x) for x in numbers):
         return LengthDist("uniform", numbers, spelling)
@@ -111,7 +117,7 @@ def generate(spec: ModelSpec, *, rate: float, arrivals: str = "poisson", request
     kind, cv = arrival_kind(arrivals)
     if kind == "csv":
         raise MpsimInputError("generate: a CSV of arrivals is read with read_arrivals_csv")
-    if not rate > 0:
+    if not 0 < rate < math.inf:
         raise MpsimInputError(f"--rate must be > 0 requests/s, got {rate}")
     if (requests is None) == (duration_s is None):
         raise MpsimInputError("give either --requests N or --duration S")
@@ -142,10 +148,12 @@ def _arrival_times(rng: np.random.Generator, kind: str, cv: float, rate: float, 
     if n is not None:
         if n < 1:
             raise MpsimInputError(f"--requests must be >= 1, got {n}")
+        limits.REQUESTS.check(n, "--requests")
         return np.concatenate([[0.0], np.cumsum(gaps(n - 1))])
     assert duration_s is not None
-    if not duration_s > 0:
+    if not 0 < duration_s < math.inf:
         raise MpsimInputError(f"--duration must be > 0 s, got {duration_s}")
+    limits.REQUESTS.check(math.ceil(rate * duration_s), f"--rate {rate:g} x --duration {duration_s:g} s")
     times = np.array([0.0])
     while times[-1] <= duration_s:  # draw in chunks until past the end
         times = np.concatenate([times, times[-1] + np.cumsum(gaps(int(rate * duration_s) + 16))])
@@ -185,6 +193,7 @@ def read_arrivals_csv(path: str | Path, spec: ModelSpec, allow_beyond: bool = Fa
     body = rows[1:limit + 1 if limit else None]
     if not body:
         raise MpsimInputError(f"{path}: no request rows after the header")
+    limits.REQUESTS.check(len(body), f"{path}: rows")
     cols = {c: header.index(c) for c in (*CSV_COLUMNS, *CSV_OPTIONAL) if c in header}
     parsed = [_csv_row(path, i, r, cols, spec, allow_beyond) for i, r in enumerate(body, start=1)]
     arrival = np.array([r[0] for r in parsed], dtype=np.float64)
@@ -227,6 +236,7 @@ def _csv_row(path: Path, i: int, row: list[str], cols: dict[str, int], spec: Mod
         least = 0 if col == "switch_step" else 1
         if values[col] < least:
             raise MpsimInputError(f"{path}: row {i}: {col} {text!r}: must be >= {least}")
+        limits.SHAPE_DIM.check(values[col], f"{path}: row {i}: {col}")
     check_context(spec, values["prompt_len"], values["gen_len"], allow_beyond, f"{path}: row {i}")
     return arrival, values["prompt_len"], values["gen_len"], values["switch_step"]
 
@@ -258,6 +268,8 @@ def _histogram_from_csv(path: Path, scheduler: str) -> list[str]:
             table = list(csv.DictReader(fh))
     except OSError as exc:
         raise MpsimInputError(f"{path}: cannot read ({exc.strerror})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise MpsimInputError(f"{path}: not a CSV text file ({exc})") from None
     for i, row in enumerate(table, start=1):
         if row.get("scheduler") == scheduler:
             hist = row.get("histogram") or ""

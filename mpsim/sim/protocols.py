@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from mpsim.errors import MpsimInputError
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.traces.schema import PROTOCOLS
 
 if TYPE_CHECKING:
@@ -65,7 +64,10 @@ class ProtocolFile:
 
 def parse_protocols(text: str, where: str) -> ProtocolFile:
     """Read and check a protocol file: exactly the contract's four protocols, known sources."""
-    data = yaml.safe_load(text)
+    try:
+        data = safe_yaml(text)
+    except YAMLError as exc:
+        raise MpsimInputError(f"{where}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise MpsimInputError(f"{where}: not a YAML mapping")
     sources = {str(s["id"]): dict(s) for s in data.get("sources") or []}

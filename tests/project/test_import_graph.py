@@ -2,9 +2,9 @@
 
 Modules are nodes, `import`/`from ... import` statements (top-level or inside functions) are edges.
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, models, policy, workload, launch_plan, synth, memory, progress) -> sim, engine -> tiny -> quality ->
-schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a lower floor, never
-a sibling group on its floor (sim and engine stay apart) nor anything above it.
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress) -> sim, engine -> tiny ->
+quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a
+lower floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = {"mpsim": "mpsim", "mpsim.traces": "traces", "mpsim.hw_models": "hw_models",
                 "mpsim.kernels": "kernels", "mpsim.reference": "reference", "mpsim.analysis": "analysis"}
-CORE = ("mpsim.errors", "mpsim.models", "mpsim.policy", "mpsim.workload", "mpsim.launch_plan",
-        "mpsim.synth", "mpsim.memory", "mpsim.progress")
+CORE = ("mpsim.errors", "mpsim.limits", "mpsim.models", "mpsim.policy", "mpsim.workload",
+        "mpsim.launch_plan", "mpsim.synth", "mpsim.memory", "mpsim.progress")
 FLOORS: list[tuple[str, ...]] = [
     ("traces", "hw_models", "opspec"),
     ("reference",),
