@@ -49,7 +49,7 @@ def draw_figures(table: pd.DataFrame, folder: Path, models: Mapping[str, ModelSp
     for model in dict.fromkeys([pm, *table["perf_model"]]):
         name = "speedup.png" if model == pm else f"speedup-{model}.png"
         yield _wrote(plot_speedup(table, folder / name, model))
-    yield _wrote(plot_memory(table, folder / "memory.png"))
+    yield _wrote(plot_memory(table, folder / "memory.png", models))
     if "j_per_token" in table.columns and table["j_per_token"].notna().any():
         yield _wrote(plot_energy(table, folder / "energy.png", pm))
     model_name, policy, wl, hw_names = showcase(table)

@@ -8,6 +8,7 @@ tensor-parallel size of 1/2/4/8 whose per-GPU share fits 90% of one GPU; ">8" wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from mpsim.analysis.plots.common import (
     workloads,
 )
 from mpsim.memory import gpus_needed, point_memory
-from mpsim.models import get_model
+from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
 
@@ -38,7 +39,9 @@ GB = 1e9
 
 
 @styled
-def memory_figure(table: pd.DataFrame) -> Figure:
+def memory_figure(table: pd.DataFrame, specs: Mapping[str, ModelSpec] | None = None) -> Figure:
+    """`specs`: models by the names the table uses, for models that are not presets (a sweep spec's
+    config.json); the GPU counts above the bars need each model's shapes."""
     require_columns(table, NEEDS, "memory chart")
     data = table.drop_duplicates(subset=["model", "policy", *WORKLOAD])
     models = list(dict.fromkeys(data["model"]))
@@ -48,7 +51,7 @@ def memory_figure(table: pd.DataFrame) -> Figure:
     for r, load in enumerate(loads):
         for c, model in enumerate(models):
             sel = panel_rows(data, load, "model", model)
-            _panel(axes[r][c], sel, capacity)
+            _panel(axes[r][c], sel, capacity, (specs or {}).get(model))
             axes[r][c].set_title(f"{model} | {workload_label(*load)}")
         axes[r][0].set_ylabel("memory (GB)")
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -64,7 +67,7 @@ def _capacities(table: pd.DataFrame) -> dict[str, float]:
     return {str(k): float(v) / GB for k, v in caps.items()}
 
 
-def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float]) -> None:
+def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float], spec: ModelSpec | None) -> None:
     x = np.arange(len(sel))
     bottom = np.zeros(len(sel))
     for label, col in PARTS.items():
@@ -78,16 +81,16 @@ def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float]) -> None:
             ax.text(len(sel) - 0.5, gb, f" {hw} {gb:g} GB", va="bottom", ha="right", fontsize=8)
     if capacity:
         for i, (_, row) in enumerate(sel.iterrows()):
-            ax.text(i, bottom[i], _gpus_label(row, capacity), ha="center", va="bottom", fontsize=6)
+            ax.text(i, bottom[i], _gpus_label(row, capacity, spec), ha="center", va="bottom", fontsize=6)
     ax.set_ylim(0, top)
     ax.set_xticks(x, sel["policy"], rotation=35, ha="right")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
 
-def _gpus_label(row: pd.Series, capacity: dict[str, float]) -> str:
+def _gpus_label(row: pd.Series, capacity: dict[str, float], spec: ModelSpec | None) -> str:
     """"N x hw" per swept device for one bar (a point of the table)."""
-    spec = get_model(str(row["model"]))
+    spec = spec or get_model(str(row["model"]))
     wl = Workload(int(row["prompt_len"]), int(row["gen_len"]), int(row["batch"]))
     mem = point_memory(spec, parse_policy(str(row["policy"])), wl)
     parts = []
@@ -98,5 +101,6 @@ def _gpus_label(row: pd.Series, capacity: dict[str, float]) -> str:
 
 
 @styled
-def plot_memory(table: pd.DataFrame, out: str | Path) -> list[Path]:
-    return save(memory_figure(table), out)
+def plot_memory(table: pd.DataFrame, out: str | Path,
+                models: Mapping[str, ModelSpec] | None = None) -> list[Path]:
+    return save(memory_figure(table, models), out)

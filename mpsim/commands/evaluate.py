@@ -196,8 +196,8 @@ def _train(args: argparse.Namespace) -> int:
     from mpsim.schedulers.train import TrainConfig, make_training_data, train_classifier
     from mpsim.tiny.shipped import inside_package
 
-    check_counts(args, samples=1, prompt_len=1, gen_len=1, segments=1)
     ladder = _train_ladder(args)
+    check_counts(args, samples=1, prompt_len=1, gen_len=1, segments=1)  # and their stated limits
     model = _model(args.model)
     out = Path(args.out) if args.out else model.folder
     if args.out is None and inside_package(out):  # the shipped model: never the package by default
