@@ -152,15 +152,22 @@ def quantize_fp8_tokens_numba(x: np.ndarray) -> Fp8Tensor:
 
 
 @njit(cache=True)
+def _block_amax(wb: np.ndarray, r: int, j: int) -> np.float32:
+    """The largest |value| of block j of row r (fp32, as the blocks' scales are chosen)."""
+    amax = np.float32(0)
+    for i in range(wb.shape[2]):
+        amax = max(amax, abs(wb[r, j, i]))
+    return amax
+
+
+@njit(cache=True)
 def _mxfp4_nb(wb: np.ndarray, e2: tuple) -> tuple[np.ndarray, np.ndarray]:
     n, nb, b = wb.shape
     codes = np.empty((n, nb, b), dtype=np.uint8)
     sc = np.empty((n, nb), dtype=np.uint8)
     for r in range(n):
         for j in range(nb):
-            amax = np.float32(0)
-            for i in range(b):
-                amax = max(amax, abs(wb[r, j, i]))
+            amax = _block_amax(wb, r, j)
             shared = math.frexp(np.float64(amax))[1] - 1 - E2M1_EMAX if amax > 0 else -127
             shared = min(max(shared, -127), 127)
             sc[r, j] = shared + 127
@@ -177,9 +184,7 @@ def _nvfp4_nb(wb: np.ndarray, g: np.float32, e2: tuple, e4: tuple) -> tuple[np.n
     sb = np.empty((n, nb), dtype=np.uint8)
     for r in range(n):
         for j in range(nb):
-            amax = np.float32(0)
-            for i in range(b):
-                amax = max(amax, abs(wb[r, j, i]))
+            amax = _block_amax(wb, r, j)
             s = np.float32(amax / np.float32(np.float32(E2M1_MAX) * g))
             s = np.float32(1) if amax == 0 else max(s, np.float32(NVFP4_MIN_BLOCK_SCALE))
             sb[r, j] = _encode_scalar(s, *e4)

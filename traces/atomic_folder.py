@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mpsim.traces.atomic import check_output, reason, umask
 from mpsim.traces.errors import OutputError
+from mpsim.traces.processes import alive
 
 
 @contextmanager
@@ -87,15 +88,5 @@ def _remove_stale(target: Path) -> None:
     """Temporary siblings of `target` left by runs whose process is gone."""
     for p in target.parent.glob(f".{target.name}.*.*"):
         pid = p.name[len(target.name) + 2:].split(".", 1)[0]
-        if p.is_dir() and p.suffix in (".tmp", ".old") and pid.isdigit() and not _alive(int(pid)):
+        if p.is_dir() and p.suffix in (".tmp", ".old") and pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from mpsim.errors import MpsimInputError
+from mpsim.traces.processes import alive
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 RELEASE_WAIT_S = 10.0  # how long stopped leftover holders may take to let the lock go
@@ -40,7 +41,7 @@ def acquire(fd: int, root: Path, lock: Path) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         owner = _owner(fd)
-        if owner is not None and owner != os.getpid() and not _alive(owner):
+        if owner is not None and owner != os.getpid() and not alive(owner):
             note = (f"{root}: took over the lock of a sweep that is gone (pid {owner}); "
                     "its finished points are kept")
     except BlockingIOError:
@@ -60,7 +61,7 @@ def _take_from_leftovers(fd: int, root: Path, lock: Path) -> str:
     owner = _owner(fd)
     busy = MpsimInputError(f"{root}: another sweep{'' if owner is None else f' (pid {owner})'} is "
                            "running in this folder")
-    if owner is None or _alive(owner):
+    if owner is None or alive(owner):
         raise busy
     holders = sorted(_holders(lock) - {os.getpid()})
     if _owner(fd) != owner:  # a new sweep took it meanwhile (it records itself at once)
@@ -86,20 +87,6 @@ def _take_from_leftovers(fd: int, root: Path, lock: Path) -> str:
 def _owner(fd: int) -> int | None:
     text = os.pread(fd, 32, 0).decode(errors="replace").strip()
     return int(text) if text.isdigit() else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (killed, not yet reaped by its parent) is gone for our purpose
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _holders(lock: Path) -> set[int]:
@@ -134,11 +121,11 @@ def worker_init(lock_fd: int | None, lock: str | None, parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     else:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if direct != parent and not _alive(parent):  # the sweep died before the request above
+    if direct != parent and not alive(parent):  # the sweep died before the request above
         os._exit(1)
 
 
 def _watch_parent(parent: int) -> None:
-    while _alive(parent):
+    while alive(parent):
         time.sleep(WATCH_INTERVAL_S)
     os._exit(1)
