@@ -55,8 +55,11 @@ def memory_figure(table: pd.DataFrame, specs: Mapping[str, ModelSpec] | None = N
             axes[r][c].set_title(f"{model} | {workload_label(*load)}")
         axes[r][0].set_ylabel("memory (GB)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    note = ("above a bar: the GPUs of each device it needs (tensor-parallel 2/4/8, "
+            "mpsim.memory.gpus_needed); no label: one of each fits") if capacity else None
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, title=note,
+               title_fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 
@@ -89,14 +92,17 @@ def _panel(ax: Axes, sel: pd.DataFrame, capacity: dict[str, float], spec: ModelS
 
 
 def _gpus_label(row: pd.Series, capacity: dict[str, float], spec: ModelSpec | None) -> str:
-    """"N x hw" per swept device for one bar (a point of the table)."""
+    """"N x hw" for each swept device on which one bar (a point of the table) needs more than one
+    GPU; empty where one of every device holds it (the figure's note says so), so that the labels
+    of neighbouring bars do not run into each other."""
     spec = spec or get_model(str(row["model"]))
     wl = Workload(int(row["prompt_len"]), int(row["gen_len"]), int(row["batch"]))
     mem = point_memory(spec, parse_policy(str(row["policy"])), wl)
     parts = []
     for hw, gb in capacity.items():
         n = gpus_needed(spec, mem, gb * GB)
-        parts.append(f"{n if n else '>8'}x {hw}")
+        if n != 1:
+            parts.append(f"{n if n else '>8'}x {hw}")
     return "\n".join(parts)
 
 
