@@ -15,11 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from mpsim.hw_models.base import Source
 from mpsim.hw_models.errors import HardwareFileError
 from mpsim.hw_models.validate import build
+from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 
 _PACKAGE = "mpsim.hw_models"
 _FOLDER = "nodes"
@@ -88,14 +87,11 @@ def load_node(name_or_path: str) -> NodeSpec:
 
 
 def read_yaml(text: str, file: str) -> Any:
-    """The one place node files are parsed (safe_load; switch here to a duplicate-key-rejecting loader)."""
+    """The one place node files are parsed: mpsim's YAML loader (safe, no duplicate keys)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown place)"
-        problem = getattr(exc, "problem", None) or exc
-        raise HardwareFileError(f"{file}: {where}: invalid YAML: {problem}") from exc
+        return safe_yaml(text)
+    except YAMLError as exc:
+        raise HardwareFileError(f"{file}: {yaml_problem(exc)}") from exc
 
 
 def parse_node(text: str, file: str) -> NodeSpec:

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpsim.commands.common import MODEL_HELP, add_prompt_args, check_counts
+from mpsim import limits
+from mpsim.commands.common import MODEL_HELP, add_prompt_args
 from mpsim.errors import MpsimInputError
 
 TRAIN_SCHEDULER_OUT = "tiny-scheduler"  # train-scheduler of the shipped model without --out
@@ -184,6 +185,7 @@ def _train_ladder(args: argparse.Namespace) -> Any:
                           ("--gen-len", args.gen_len)):
         if value < 1:
             raise MpsimInputError(f"{option}: expected an integer >= 1, got {value}")
+        limits.SHAPE_DIM.check(value, option)  # --segments is at most --gen-len
     if not 1 <= args.segments <= args.gen_len:
         raise MpsimInputError(f"--segments: expected 1..{args.gen_len} (--gen-len), got {args.segments}")
     return ladder_of(EvalConfig(ladder=tuple(args.ladder)))
@@ -197,7 +199,6 @@ def _train(args: argparse.Namespace) -> int:
     from mpsim.tiny.shipped import inside_package
 
     ladder = _train_ladder(args)
-    check_counts(args, samples=1, prompt_len=1, gen_len=1, segments=1)  # and their stated limits
     model = _model(args.model)
     out = Path(args.out) if args.out else model.folder
     if args.out is None and inside_package(out):  # the shipped model: never the package by default
