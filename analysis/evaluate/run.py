@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from mpsim.analysis.evaluate.config import EvalConfig, check_config
 from mpsim.analysis.evaluate.schedulers import (
@@ -44,6 +43,7 @@ from mpsim.engine.prompts import PromptSet
 from mpsim.engine.weights import ModelParams
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import ModelSpec
+from mpsim.progress import progress_bar
 from mpsim.schedulers.runs import DecoderPool, Runner, prompt_set
 from mpsim.schedulers.static import QualityTarget
 from mpsim.workload import Workload
@@ -110,8 +110,7 @@ def _entries(ctx: Context, cfg: EvalConfig, progress: Callable[[str], None], bar
     out: list[Entry] = []
     seen: set[str] = set()
     policies, schedulers = dict.fromkeys(("fp16", *cfg.policies)), dict.fromkeys(cfg.schedulers)
-    with tqdm(total=len(policies) + len(schedulers), unit="entry", desc="evaluate: quality",
-              disable=not bar, dynamic_ncols=True) as pbar:
+    with progress_bar(len(policies) + len(schedulers), "evaluate: quality", "entry", bar) as pbar:
         for p in policies:
             out.append(fixed_entry(ctx, p))
             seen.add(p)
@@ -149,8 +148,7 @@ def _table(entries: list[Entry], ctx: Context, cfg: EvalConfig, speed: SpeedMode
            speed_name: str, bar: bool) -> pd.DataFrame:
     high_rouge = ctx.test.fixed(f"ap{ctx.ladder.high}").rouge_bytes
     rows = []
-    with tqdm(total=len(cfg.hw) * len(entries), unit="entry", desc="evaluate: speed", disable=not bar,
-              dynamic_ncols=True) as pbar:
+    with progress_bar(len(cfg.hw) * len(entries), "evaluate: speed", "entry", bar) as pbar:
         for hw_name in cfg.hw:
             hw = load_hardware(hw_name)
             base = {sp: speed.speed([sp], hw).tokens_per_s for sp in ("fp16", f"ap{ctx.ladder.high}")}
