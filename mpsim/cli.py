@@ -55,11 +55,11 @@ def _interpreter_without_gpu() -> None:
 # A command's process allocates some 60k long-lived objects (the modules of numpy, pandas, pyarrow)
 # and little cyclic garbage. Collecting the youngest generation every 50k allocations instead of 700
 # spares ~180 collections over the imports (~0.05 s); what a command leaves in cycles is small.
+COMMAND_GC_THRESHOLD = (50_000, 10, 10)
+
 # The OSErrors that mean the machine cannot take a write (full disk, file-size limit, quota, read-only
 # file system): one clear line naming the file, not a traceback, wherever the write was.
 DISK_FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
-
-COMMAND_GC_THRESHOLD = (50_000, 10, 10)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
