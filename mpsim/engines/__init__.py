@@ -9,19 +9,23 @@ known ones. `check_policy(engine, policy)` is the one error for a policy the eng
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from mpsim.engines.files import ARCHES, OPS, Choice, Engine, Supports, parse_engine
-from mpsim.engines.rows import KERNELS_BY_OP
+from mpsim.engines.rows import KERNELS_BY_OP, Target
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec
+from mpsim.kernels import launch_config as lc
 from mpsim.policy import Policy
+from mpsim.traces.schema import DEFAULT_ENGINE
 
-__all__ = ["ARCHES", "DEFAULT_ENGINE", "OPS", "Choice", "Engine", "Supports", "architecture",
-           "check_policy", "describe_supports", "engine_names", "get_engine"]
+__all__ = ["ARCHES", "DEFAULT_ARCH", "DEFAULT_ENGINE", "MPSIM_KERNELS", "OPS", "Choice", "Engine",
+           "EngineChoice", "Supports", "Target", "architecture", "check_policy", "describe_supports",
+           "engine_names", "engine_target", "get_engine"]
 
-DEFAULT_ENGINE = "mpsim"
+DEFAULT_ARCH = "hopper"
 _FOLDER = ("data", "engines")
 
 
@@ -95,3 +99,43 @@ def check_policy(engine: Engine, policy: Policy) -> None:
     if why is not None:
         raise MpsimInputError(f"engine {engine.name!r} cannot run policy {policy.spelling!r}: {why}; "
                               f"{engine.name} runs {describe_supports(engine)}")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """Whose kernels rows are built as (`--engine`): the engine, the GPU architecture its file's
+    per-architecture choices are read for (None: DEFAULT_ARCH) and the SM count the other libraries'
+    heuristics split over (None: kernels/launch_config.py GPU_SMS)."""
+
+    name: str = DEFAULT_ENGINE
+    arch: str | None = None
+    sms: int | None = None
+
+    @classmethod
+    def on(cls, name: str, hw: object) -> EngineChoice:
+        """Engine `name` on the hardware `hw` (its architecture and SMs); the default engine on any
+        hardware, another engine on a GPU only."""
+        if isinstance(hw, GpuSpec):
+            return cls(name, architecture(hw), hw.compute_units)
+        if name != DEFAULT_ENGINE:
+            raise MpsimInputError(f"engine {name!r} runs on NVIDIA GPUs; {getattr(hw, 'name', hw)} is "
+                                  "not one (its rows are mpsim's own kernels: --engine mpsim)")
+        return cls(name)
+
+
+MPSIM_KERNELS = EngineChoice()  # the default: mpsim's own kernels, as captured
+
+
+def engine_target(name: str, policy: Policy, heads: tuple[int, int, int], *, arch: str | None = None,
+                  sms: int | None = None, on_gpu: bool = True) -> Target | None:
+    """What rows are built for with engine `name` running `policy` on `arch` (default hopper, the
+    architecture the GPU model prices every library kernel as today: mpsim/sim/gpu/arch.py) with
+    `sms` SMs: None for the default engine (mpsim's own launchers build the rows, as captured).
+    Errors: an unknown engine or architecture, a policy the engine cannot run."""
+    engine = get_engine(name)
+    check_policy(engine, policy)
+    if arch is not None and arch not in ARCHES:
+        raise MpsimInputError(f"unknown architecture {arch!r}; expected one of {list(ARCHES)}")
+    if name == DEFAULT_ENGINE:
+        return None
+    return Target(engine, arch or DEFAULT_ARCH, heads, sms or lc.GPU_SMS, on_gpu)

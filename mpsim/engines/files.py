@@ -172,7 +172,8 @@ def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str,
         else:
             formats = ("any",)
         per_format = _mapping(doc[op], here, formats, required=formats)
-        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", kernels_by_op[op])) for f in formats)))
+        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", kernels_by_op[op]))
+                              for f in formats)))
     return tuple(out)
 
 
