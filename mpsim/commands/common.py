@@ -17,6 +17,7 @@ from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import Policy, parse_policy
+from mpsim.traces.schema import DEFAULT_ENGINE
 from mpsim.workload import BEYOND_CONTEXT_FLAG, Workload, check_context
 
 if TYPE_CHECKING:
@@ -73,6 +74,12 @@ def check_trace_context(meta: TraceMeta, args: argparse.Namespace) -> None:
 def generation_from_args(args: argparse.Namespace) -> tuple[ModelSpec, Policy, Workload]:
     return (get_model(args.model), parse_policy(args.policy),
             Workload(args.prompt_len, args.gen_len, args.batch))
+
+
+def add_engine_arg(p: argparse.ArgumentParser, what: str = "the launches") -> None:
+    p.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
+                   help=f"whose kernels run {what}: an engine of `mpsim engines` (default "
+                        f"{DEFAULT_ENGINE}: mpsim's own, what capture runs)")
 
 
 def add_hw_arg(p: argparse.ArgumentParser) -> None:

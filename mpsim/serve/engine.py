@@ -27,6 +27,7 @@ from mpsim.progress import progress_bar
 from mpsim.serve.arrivals import Requests
 from mpsim.serve.config import ServeConfig
 from mpsim.serve.context import context_length
+from mpsim.engines import EngineChoice, engine_target
 from mpsim.serve.kv import KvCapacity, kv_capacity
 from mpsim.serve.outputs import IterationLog, request_table, summarize
 from mpsim.serve.precision import PrecisionPlan
@@ -44,8 +45,11 @@ class ServeResult:
 
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
+    choice = EngineChoice.on(cfg.engine, hw)
+    target = engine_target(choice.name, policy, (spec.num_heads, spec.num_kv_heads, spec.head_dim),
+                           arch=choice.arch, sms=choice.sms)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
-                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw))
+                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target)
 
 
 def whole_iterations(pricing: str, hw: HardwareSpec) -> bool:
