@@ -157,6 +157,8 @@ def _kv_write(r: Row, t: Target) -> lc.LaunchConfig:
 
 def _mpsim_rowwise(kernel: str) -> Builder:
     def build(r: Row, t: Target) -> lc.LaunchConfig:
+        if "num_q_heads" in r:  # mpsim's row-wise rows carry sizes only (vLLM's rotary rows: heads)
+            r.update(num_q_heads=None, num_kv_heads=None, head_dim=None)
         return lc.rowwise_config(kernel, int(r["m"]), _opt(r.get("k")) or int(r["n"]), on_gpu=t.on_gpu)
     return build
 
