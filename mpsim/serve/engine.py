@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from mpsim.engines import EngineChoice, engine_target
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
@@ -27,7 +28,6 @@ from mpsim.progress import progress_bar
 from mpsim.serve.arrivals import Requests
 from mpsim.serve.config import ServeConfig
 from mpsim.serve.context import context_length
-from mpsim.engines import EngineChoice, engine_target
 from mpsim.serve.kv import KvCapacity, kv_capacity
 from mpsim.serve.outputs import IterationLog, request_table, summarize
 from mpsim.serve.precision import PrecisionPlan

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.engines import Target
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
 from mpsim.models import ModelSpec
 from mpsim.serve.config import Buckets, IterationProtocols
@@ -196,7 +196,8 @@ class IterationPricer:
     def _whole(self, s: Shape) -> tuple[float, int]:
         rows = iteration_rows(self.spec, s, self.kv_bits, self.kv_block)
         start = time.perf_counter()
-        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
+        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
+                          protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
@@ -243,7 +244,8 @@ class IterationPricer:
         parts = [self._part(k) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
+        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
+                          protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         self.stats.simulated_launches += int(result.stats["simulated"])

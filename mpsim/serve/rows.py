@@ -33,7 +33,6 @@ from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.schema import COLUMNS
 
-
 STAND_IN = "stand_in"  # the module of a residency stand-in launch
 
 
