@@ -11,17 +11,18 @@ from mpsim.commands.common import (
     PERF_MODEL_NAMES,
     add_context_arg,
     add_hw_arg,
+    add_reprice_args,
     check_outputs,
     check_trace_context,
+    engine_rows,
     hardware,
 )
+from mpsim.errors import MpsimInputError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mpsim.hw_models.schema import HardwareSpec
     from mpsim.sim.result import SimResult
-    from mpsim.traces.trace import Trace
 
 IDENTITY = ("op", "phase", "step", "layer", "module", "kernel")
 TIMELINE_ARGS = ("bound", "cycles", "bytes_dram", "bytes_l2", "bytes_sram", "t_lower_s",
@@ -46,11 +47,7 @@ def register(sub: Any) -> None:
                    help="performance model (default sim)")
     p.add_argument("--out", help="write per-launch results as Parquet")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
-    p.add_argument("--engine", default=None, metavar="NAME",
-                   help="the engine whose kernels to price (`mpsim engines`); without --reprice it "
-                        "must be the trace's own (rows are priced as the kernels they name)")
-    p.add_argument("--reprice", action="store_true",
-                   help="rebuild every row as --engine's kernels on --hw before pricing")
+    add_reprice_args(p)
     p.add_argument("--reprice-out", default=None, help="with --reprice: also write the rebuilt trace")
     add_cache_args(p)
     add_context_arg(p)
@@ -67,7 +64,13 @@ def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     check_trace_context(trace.meta, args)
     hw = hardware(args.hw)
+    if args.reprice_out and not args.reprice:
+        raise MpsimInputError("--reprice-out writes the rebuilt trace of --reprice; add --reprice")
     trace = engine_rows(trace, hw, args)
+    if args.reprice_out:
+        from mpsim.traces.io import write_trace
+
+        print(f"wrote {write_trace(trace, args.reprice_out)}")
     result = simulate(trace, hw, args.perf_model, cache_dir=cache_dir(args))
     title = (f"{args.perf_model} of {Path(args.trace).name} on {hw.name} "
              f"({trace.meta.policy or 'unknown policy'}, {trace.meta.engine}'s kernels)")
@@ -80,33 +83,6 @@ def run(args: argparse.Namespace) -> int:
         write_timeline(trace.rows, result, args.timeline)
         print(f"wrote {args.timeline}")
     return 0
-
-
-def engine_rows(trace: Trace, hw: HardwareSpec, args: argparse.Namespace) -> Trace:
-    """The trace to price: as it is, or (--reprice) rebuilt as --engine's kernels on `hw`."""
-    from mpsim.engines import EngineChoice, get_engine
-    from mpsim.errors import MpsimInputError
-
-    if args.reprice_out and not args.reprice:
-        raise MpsimInputError("--reprice-out writes the rebuilt trace of --reprice; add --reprice")
-    if not args.reprice:
-        if args.engine is not None and args.engine != trace.meta.engine:
-            get_engine(args.engine)  # an unknown name: the error naming the known ones
-            raise MpsimInputError(f"{args.trace} holds the kernels of engine {trace.meta.engine!r}; to "
-                                  f"price its rows as the kernels of {args.engine!r}, add --reprice")
-        return trace
-    if args.engine is None:
-        raise MpsimInputError("--reprice rebuilds the rows as another engine's kernels: name it "
-                              "with --engine")
-    from mpsim.engines.reprice import reprice
-    from mpsim.traces.io import write_trace
-
-    trace = reprice(trace, EngineChoice.on(args.engine, hw))
-    print(f"repriced {len(trace.rows)} launches as {args.engine}'s kernels on "
-          f"{trace.meta.environment['engine_arch']}")
-    if args.reprice_out:
-        print(f"wrote {write_trace(trace, args.reprice_out)}")
-    return trace
 
 
 def describe_run(result: SimResult) -> str:
