@@ -146,7 +146,8 @@ def _fa3_decode(r: Row, t: Target) -> lc.LaunchConfig:
 def _fa3_prefill(r: Row, t: Target) -> lc.LaunchConfig:
     b, q, kv, hq, hk, d = _heads(r)
     if kv != q:
-        raise ValueError("FA3 prefill rows attend within the prompt (kv_len == q_len)")
+        raise ValueError("FA3 prefill rows attend within the prompt (kv_len == q_len); a chunk after "
+                         "cached tokens is not modelled (serve: --no-chunked-prefill)")
     return lc.fa3_prefill_config(b, q, hq, hk, d, sms=t.sms)
 
 
