@@ -129,3 +129,13 @@ def test_op_with_an_engine(capsys: pytest.CaptureFixture[str]) -> None:
     clear_error(["op", "gemm", "--m", "1", "--n", "64", "--k", "64", "--w-format", "anyprec", "--bits", "3",
                  "--hw", "h200-sxm", "--engine", "trtllm"], capsys,
                 "engine 'trtllm' has no gemm kernel for anyprec")
+
+
+def test_a_sweeps_serve_section_runs_per_engine(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("models: [tiny]\npolicies: [w4]\nengines: [mpsim, turbomind]\nhardware: [h200-sxm]\n"
+                    "serve: {rates: [5], requests: 4, prompt_len: 16, gen_len: 4}\n")
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    table = pd.read_parquet(tmp_path / "out" / "serve_results.parquet")
+    assert table["engine"].tolist() == ["mpsim", "turbomind"]
+    assert table["tpot_mean_s"].nunique() == 2
