@@ -62,9 +62,10 @@ def test_simulate_never_reprices_unless_asked(tmp_path: Path, capsys: pytest.Cap
     assert "trtllm_wo_gemv" not in set(got["kernel"])
 
 
-def test_a_policy_the_engine_cannot_run_is_one_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = clear_error([*SYNTH, "--policy", "ap3", "--engine", "trtllm", "--out", str(tmp_path / "x.parquet")],
-                       capsys)
+def test_a_policy_the_engine_cannot_run_is_one_error(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "x.parquet")
+    line = clear_error([*SYNTH, "--policy", "ap3", "--engine", "trtllm", "--out", out], capsys)
     assert line == f"mpsim: error: {UNSUPPORTED}"
     clear_error(["serve", "--model", "tiny", "--policy", "w4+kv4", "--hw", "h200-sxm", "--engine", "vllm",
                  "--rate", "1", "--requests", "2", "--out", str(tmp_path / "s")], capsys,
@@ -88,8 +89,9 @@ def test_serve_turbomind_w4_kv8(tmp_path: Path) -> None:
 
 def test_a_sweep_with_an_engine_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text("models: [tiny]\npolicies: [fp16, w4]\nengines: [mpsim, vllm]\nhardware: [h200-sxm, l40s]\n"
-                    "workloads: [{prompt_len: 16, gen_len: 3}]\nperf_models: [sim]\n")
+    spec.write_text("models: [tiny]\npolicies: [fp16, w4]\nengines: [mpsim, vllm]\n"
+                    "hardware: [h200-sxm, l40s]\nworkloads: [{prompt_len: 16, gen_len: 3}]\n"
+                    "perf_models: [sim]\n")
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
     table = pd.read_parquet(tmp_path / "out" / "results.parquet")
     assert sorted(zip(table["engine"], table["policy"], table["hw"], strict=True)) == sorted(

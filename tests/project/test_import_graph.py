@@ -2,9 +2,10 @@
 
 Modules are nodes, `import`/`from ... import` statements (top-level or inside functions) are edges.
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, engines) -> sim, engine -> tiny ->
-quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a
-lower floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, engines) -> sim,
+engine -> tiny -> quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import
+its own group or a lower floor, never a sibling group on its floor (sim and engine stay apart) nor
+anything above it.
 """
 
 from __future__ import annotations
