@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mpsim.engines import MPSIM_KERNELS, EngineChoice, engine_target
+from mpsim.engines import MPSIM_KERNELS, EngineChoice, engine_target, model_heads
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import ATTENTION_STEP_COLUMNS, PassShape, Row, decode_attention_costs, pass_launches
@@ -54,7 +54,7 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
                        engine: EngineChoice = MPSIM_KERNELS) -> tuple[TraceColumns, TraceMeta]:
     """`synthesize`'s trace as numpy columns and its metadata, without pandas."""
     b, L = workload.batch, workload.prompt_len
-    target = engine_target(engine.name, policy, (spec.num_heads, spec.num_kv_heads, spec.head_dim),
+    target = engine_target(engine.name, policy, model_heads(spec.as_dict()),
                            arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
     if target is not None and cuda_graphs:
         raise MpsimInputError(f"CUDA-graph decode (--cuda-graphs) sizes mpsim's own decode attention; "

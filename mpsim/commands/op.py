@@ -122,8 +122,8 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
     picked = choose(engine, op, fmt, m, arch)
     stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
     print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
-    heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0),
-             int(row.get("head_dim") or 0))
+    d = int(row.get("head_dim") or 0)
+    heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
     return costed(as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
                                         or hw.compute_units)))
 

@@ -9,9 +9,11 @@ known ones. `check_policy(engine, policy)` is the one error for a policy the eng
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from mpsim.engines.files import ARCHES, OPS, Choice, Engine, Supports, parse_engine
 from mpsim.engines.rows import KERNELS_BY_OP, Target
@@ -23,7 +25,7 @@ from mpsim.traces.schema import DEFAULT_ENGINE
 
 __all__ = ["ARCHES", "DEFAULT_ARCH", "DEFAULT_ENGINE", "MPSIM_KERNELS", "OPS", "Choice", "Engine",
            "EngineChoice", "Supports", "Target", "architecture", "check_policy", "describe_supports",
-           "engine_names", "engine_target", "get_engine"]
+           "engine_names", "engine_target", "get_engine", "model_heads"]
 
 DEFAULT_ARCH = "hopper"
 _FOLDER = ("data", "engines")
@@ -126,8 +128,21 @@ class EngineChoice:
 MPSIM_KERNELS = EngineChoice()  # the default: mpsim's own kernels, as captured
 
 
-def engine_target(name: str, policy: Policy, heads: tuple[int, int, int], *, arch: str | None = None,
-                  sms: int | None = None, on_gpu: bool = True) -> Target | None:
+def model_heads(model: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """(query heads, KV heads, head dim, rotary dims) of a model (ModelSpec.as_dict(), or a trace's
+    metadata model); an error naming what is missing."""
+    try:
+        d = int(model["head_dim"])
+        return (int(model["num_heads"]), int(model["num_kv_heads"]), d,
+                int(d * float(model.get("rotary_fraction", 1.0))))
+    except (KeyError, TypeError, ValueError):
+        raise MpsimInputError("the model names no heads (num_heads, num_kv_heads, head_dim), which the "
+                              "engines' kernels need") from None
+
+
+def engine_target(name: str, policy: Policy, heads: tuple[int, int, int, int], *,
+                  arch: str | None = None, sms: int | None = None,
+                  on_gpu: bool = True) -> Target | None:
     """What rows are built for with engine `name` running `policy` on `arch` (default hopper, the
     architecture the GPU model prices every library kernel as today: mpsim/sim/gpu/arch.py) with
     `sms` SMs: None for the default engine (mpsim's own launchers build the rows, as captured).

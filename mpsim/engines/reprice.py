@@ -13,7 +13,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from mpsim.engines import DEFAULT_ARCH, DEFAULT_ENGINE, EngineChoice, engine_target, get_engine
+from mpsim.engines import (
+    DEFAULT_ARCH,
+    DEFAULT_ENGINE,
+    EngineChoice,
+    engine_target,
+    get_engine,
+    model_heads,
+)
 from mpsim.engines.rows import Target, as_engine
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
@@ -32,7 +39,7 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     (and, in its environment, the engine the rows were before and the architecture)."""
     from mpsim.traces.trace import Trace, rows_to_frame
 
-    heads = _heads(trace)
+    heads = model_heads(trace.meta.model)
     policy = trace.meta.policy
     if not policy:
         raise MpsimInputError("--reprice: the trace names no policy (its metadata), so whether "
@@ -54,15 +61,6 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
                                     "engine_sms": target.sms}
     meta = dataclasses.replace(trace.meta, engine=choice.name, environment=env, protocol=None)
     return Trace(rows_to_frame(out), meta)
-
-
-def _heads(trace: Trace) -> tuple[int, int, int]:
-    model = trace.meta.model
-    try:
-        return int(model["num_heads"]), int(model["num_kv_heads"]), int(model["head_dim"])
-    except (KeyError, TypeError, ValueError):
-        raise MpsimInputError("--reprice: the trace's metadata names no model heads (num_heads, "
-                              "num_kv_heads, head_dim), which the engines' kernels need") from None
 
 
 def _plain(value: Any) -> Any:

@@ -37,11 +37,12 @@ ROWWISE_OP = {"rms_norm_kernel": "rms_norm", lc.VLLM_RMS_NORM: "rms_norm", "laye
 class Target:
     """What a row is rebuilt for: the engine, the GPU architecture (engines.files.ARCHES), the SM
     count the other libraries' heuristics split over, mpsim's launch configs (GPU or interpreter),
-    and the model's attention heads (the rotary kernel of vLLM is launched per head)."""
+    and the model's heads (query heads, KV heads, head dim, rotary dims: vLLM's rotary kernel is
+    launched per head, mpsim's over the rotary dims)."""
 
     engine: Engine
     arch: str
-    heads: tuple[int, int, int]  # query heads, KV heads, head dim
+    heads: tuple[int, int, int, int]
     sms: int = lc.GPU_SMS
     on_gpu: bool = True
 
@@ -166,7 +167,7 @@ def _mpsim_rowwise(kernel: str) -> Builder:
 
 def _framework(kernel: str) -> Builder:
     def build(r: Row, t: Target) -> lc.LaunchConfig:
-        hq, hk, d = t.heads
+        hq, hk, d, _ = t.heads
         if kernel == lc.VLLM_ROPE:  # the rotary kernel's block follows the heads
             r.update(num_q_heads=hq, num_kv_heads=hk, head_dim=d)
         return lc.framework_rowwise_config(kernel, int(r["m"]), int(r["n"]), heads=hq, head_dim=d)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from mpsim.engines import EngineChoice, engine_target
+from mpsim.engines import EngineChoice, engine_target, model_heads
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
@@ -46,7 +46,7 @@ class ServeResult:
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
     choice = EngineChoice.on(cfg.engine, hw)
-    target = engine_target(choice.name, policy, (spec.num_heads, spec.num_kv_heads, spec.head_dim),
+    target = engine_target(choice.name, policy, model_heads(spec.as_dict()),
                            arch=choice.arch, sms=choice.sms)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
                            cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target)

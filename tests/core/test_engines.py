@@ -172,7 +172,7 @@ def test_a_file_cut_off_the_launcher_disagrees_with_is_an_error() -> None:
     engine = get_engine("mpsim")
     ops = tuple((op, tuple((f, tuple(replace(c, max_m=32) if c.max_m == 16 else c for c in cs))
                            for f, cs in fs)) for op, fs in engine.ops)
-    target = Target(replace(engine, ops=ops), "hopper", (16, 16, 128))
+    target = Target(replace(engine, ops=ops), "hopper", (16, 16, 128, 128))
     with pytest.raises(MpsimInputError, match="the file names gemv_fp16_kernel but that library "
                                               "launches gemm_fp16_kernel there"):
         pass_rows(SPEC, PassShape("prefill", 0, 1, 24, 24, FP16_WEIGHTS, 16, target=target))
