@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
                                   f"{args.engine!r} launches its libraries' own")
         path, totals = _write_best(args, spec, policy, workload)
     elif args.hw is not None and args.engine == DEFAULT_ENGINE:
-        raise MpsimInputError("synth --hw only applies with --config best or --engine (without them, "
-                              "synthesis records the launchers' heuristic so synth == capture holds)")
+        raise MpsimInputError("synth --hw only applies with --config best or an --engine other than "
+                              "mpsim (without them, synthesis records the launchers' heuristic so "
+                              "synth == capture holds)")
     else:
         # numpy and pyarrow load here, not when the CLI builds its parser (`mpsim --help`); the
         # columns go to the file as they are, without pandas
