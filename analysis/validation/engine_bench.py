@@ -36,8 +36,8 @@ def read_table(path: Path) -> dict[str, Row]:
     for line in table[2:]:
         cells = _cells(line)
         if len(cells) != len(COLUMNS):
-            raise MpsimInputError(f"{path}: row {cells[0] if cells else line!r} has {len(cells)} cells, "
-                                  f"expected {len(COLUMNS)} ({', '.join(COLUMNS)})")
+            raise MpsimInputError(f"{path}: row {cells[0]} has {len(cells)} cells, expected "
+                                  f"{len(COLUMNS)} {list(COLUMNS)}")
         if cells[0] in rows:
             raise MpsimInputError(f"{path}: row {cells[0]} appears twice")
         rows[cells[0]] = dict(zip(COLUMNS, cells, strict=True))

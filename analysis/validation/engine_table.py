@@ -114,8 +114,8 @@ def block(setups: Sequence[RowSetup], outs: Sequence[Outcome], stand_ins: dict[s
         subs = "; ".join(stand_ins[s.row]) or "none"
         batch = ", ".join(map(str, s.batches)) if s.batches else "the memory-budget batch"
         lines.append(f"- **{s.row}**: {s.model}, prompt {s.prompt_len}, {s.gen_len} new tokens, batch "
-                     f"{batch}; counts {COUNTS[s.count]}. {s.note[0].upper()}{s.note[1:]}. Kernels "
-                     f"standing in on this GPU: {subs}.")
+                     f"{batch}; counts {COUNTS[s.count]}. Set-up: {s.note}. Kernels standing in on "
+                     f"this GPU: {subs}.")
     lines += ["", "Rows of the file this table does not own:", ""]
     lines += [f"- {row}: {why}" for row, why in NOT_OWNED]
     return "\n".join(lines)
