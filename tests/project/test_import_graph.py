@@ -2,7 +2,8 @@
 
 Modules are nodes, `import`/`from ... import` statements (top-level or inside functions) are edges.
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, limits, models, policy, workload, launch_plan, synth, memory, progress) -> sim, engine -> tiny ->
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, and the kernel
+library rooms mpsim.library.*) -> sim, engine -> tiny ->
 quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a
 lower floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
 """
@@ -59,7 +60,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
 
 
 def group(module: str) -> str:
-    if module in CORE:
+    if module in CORE or module.split(".")[:2] == ["mpsim", "library"]:
         return "core"
     if module == "mpsim":
         return "cli"  # the package's __init__ sits with the front door

@@ -1,8 +1,14 @@
-"""cuBLAS bf16/fp16 GEMM on Hopper (`cublas_gemm` rows) as CTA work.
+"""cuBLAS bf16/fp16 GEMM on Hopper (`cublas_gemm` rows) as CTA work (name, candidates and row
+builder: mpsim/library/cublas.py).
+
+Row: op gemm, w_format fp16 (bf16 is read as fp16); config from `cublas_candidates` /
+`cublas_heuristic`: block_m = token tile, block_n = weight tile, block_k 64, `stream_k` 0/1;
+grid = the tiles, or the persistent CTAs.
+
 
 cuBLAS runs y = x W^T column-major as W x^T: the weight rows are the wgmma M side (64-row
 warpgroups), the tokens its N side (any multiple of 8 up to 256). A config is a token tile TT, a
-weight tile WT and a schedule (kernels/launch_config.py cublas_candidates): data-parallel tiles in
+weight tile WT and a schedule (mpsim/library/cublas.py cublas_candidates): data-parallel tiles in
 waves of one CTA per SM, or a persistent stream-K grid (min(units, SMs) CTAs, every (tile, K trip)
 unit dealt evenly). The tiles of a launch split M evenly: tt = ceil(M / ceil(M / TT)) rounded up to
 the wgmma granule (so padding costs little and time stays smooth in M, as measured). Per K trip of
@@ -19,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.cublas import KERNELS
 from mpsim.sim.gpu.memory import residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -66,3 +73,6 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
         epi = Epilogue(tile_out, latency_ns=p.cublas_tile_ns)
         work = KernelWork(trip, epi, (trips,), "single", tiles, tiles, res, reads, name="cublas")
     return [KernelPart(work, occ)]
+
+
+WORK = dict.fromkeys(KERNELS, cublas_work)

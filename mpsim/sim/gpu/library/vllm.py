@@ -1,5 +1,9 @@
-"""Other frameworks' row-wise kernels (`vllm_rms_norm`, `vllm_rotary_embedding`,
-`vllm_silu_and_mul`, `torch_add` rows) as CTA work.
+"""vLLM's row-wise kernels (`vllm_rms_norm`, `vllm_rotary_embedding`, `vllm_silu_and_mul` rows) as
+CTA work (names, configs and row builders: mpsim/library/vllm.py).
+
+Rows: `vllm_rms_norm` (op norm, m tokens, n hidden), `vllm_silu_and_mul` (op act, n = output width,
+k = 2n), `vllm_rotary_embedding` (op rope, n = (heads + kv_heads) x head_dim, k = head_dim, with
+num_q_heads, num_kv_heads, head_dim).
 
 vLLM's (and sarathi's) RMSNorm, rotary embedding and SiLU-and-mul launch one block per token of
 T = min(width, 1024) threads (RoPE: min(query heads x head_dim / 2, 512)); a thread walks its row in
@@ -7,9 +11,7 @@ E = ceil(width / T) dependent iterations per pass (RMSNorm: two passes; RoPE: th
 the key heads), so a block is latency bound: E x `row_iter*_ns`. An SM overlaps `row_ctas_eff`
 such blocks (less than it can hold: they share its load/store path), so the launch takes
 max(1, tokens / (SMs x that)) rounds, each the longer of the block's latency and the round's bytes at
-the achievable HBM bandwidth. PyTorch's add is a grid-stride vectorized stream: one iteration's round
-trip, then its bytes at HBM bandwidth; its second input (the previous kernel's output) is read from
-L2 when the row is `l2_warm` and it fits. Constants: SimParams row_* and add_iter_ns (Vidur rows).
+the achievable HBM bandwidth. Constants: SimParams row_* (Vidur rows).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mpsim.kernels.launch_config import TORCH_ADD, VLLM_RMS_NORM, VLLM_ROPE, VLLM_SILU_MUL, cdiv
-from mpsim.sim.gpu.memory import usable_l2
-from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.kernels.launch_config import cdiv
+from mpsim.library.vllm import KERNELS, VLLM_RMS_NORM, VLLM_ROPE, VLLM_SILU_MUL
+from mpsim.sim.gpu.library.framework import one_part
+from mpsim.sim.gpu.occupancy import CtaResources
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.sim.gpu.work import Epilogue, KernelWork, LaunchWork, Trip
 from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
 
@@ -46,22 +49,12 @@ def _row_shape(row: Mapping[str, Any], p: SimParams) -> tuple[int, int, float, f
         t = min(hq * d // 2, 512)
         e = cdiv(hq * d // 2, t) + cdiv(hk * d // 2, t)
         return t, e, 2 * (hq + hk) * d * FP16, p.row_iter_rope_ns
-    raise ValueError(f"not a framework row-wise kernel: {kernel!r}")
+    raise ValueError(f"not a vLLM row-wise kernel: {kernel!r}; expected one of {list(KERNELS)}")
 
 
-def framework_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                   p: SimParams, resident: float) -> LaunchWork:
+def vllm_rowwise_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                      p: SimParams, resident: float) -> LaunchWork:
     tokens = int(row["m"])
-    if str(row["kernel"]) == TORCH_ADD:
-        act = tokens * int(row["n"]) * FP16
-        warm = bool(int(cfg.get("l2_warm", 0))) and act <= usable_l2(r, p)
-        credit = act if warm else min(resident, act)
-        count = r.sms
-        trip = Trip((3 * act - credit) / count, 0.0, latency_ns=p.add_iter_ns)
-        res = CtaResources(4, 0.0, 0.0, 1, 32)
-        work = KernelWork(trip, Epilogue(0.0), (1,), "single", count, count, res, 3 * act - credit,
-                          name="torch add")
-        return [KernelPart(work, Occupancy(1, 1, False, "kernel"))]
     threads, iters, tok_bytes, t_iter = _row_shape(row, p)
     per_sm = min(MAX_BLOCKS, SM_THREADS // threads, p.row_ctas_eff)
     rounds = max(1.0, tokens / (r.sms * per_sm))
@@ -71,4 +64,7 @@ def framework_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     res = CtaResources(max(1, math.ceil(threads / 32)), 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(0.0), (iters,), "single", count, count, res, total,
                       name=str(row["kernel"]))
-    return [KernelPart(work, Occupancy(1, 1, False, "kernel"))]
+    return one_part(work)
+
+
+WORK = dict.fromkeys(KERNELS, vllm_rowwise_work)

@@ -1,4 +1,9 @@
-"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work.
+"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
+builder: mpsim/library/trtllm.py).
+
+Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
+config `trtllm_wo_config`.
+
 
 cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
 per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
@@ -17,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.trtllm import KERNELS
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -44,3 +50,6 @@ def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
                       setup_ns=p.wo_cta_ns, fixed_ns=p.wo_scope_us * 1e3, resident_split=per_sm,
                       name="trtllm wo gemv")
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
+
+
+WORK = dict.fromkeys(KERNELS, trtllm_wo_work)

@@ -1,7 +1,15 @@
-"""FlashAttention-3 in vLLM (`fa3_decode`, `fa3_prefill` rows) and vLLM's KV append as CTA work.
+"""FlashAttention-3 in vLLM (`fa3_decode`, `fa3_prefill` rows) and vLLM's KV append as CTA work
+(names, split heuristic, configs and row builder: mpsim/library/fa3.py).
+
+Rows: `fa3_decode`: op attention, q_len 1, k_bits = v_bits 16 or 8 (8 is FA3's fp8 e4m3 cache: one
+byte an element, a per-tensor scale); config `fa3_decode_config`: split_k = FA3's splits,
+`kv_append` 0/1 (the op also appended the new token's K/V: a second kernel), `l2_warm` 0/1
+(replayed back to back: a KV cache that fits the usable L2 is read from it). `fa3_prefill`: op
+attention, q_len = kv_len > 1, 16-bit K/V, causal; config `fa3_prefill_config` (`kv_append`).
+A row with `kv_append` stands for two kernels (`launch_kernels`).
 
 Decode (pack-GQA): one CTA per (sequence, KV head, KV split) holds the KV head's query group padded
-to the wgmma M of 64 rows; splits follow FA3's heuristic (kernels/launch_config.py fa3_num_splits).
+to the wgmma M of 64 rows; splits follow FA3's heuristic (mpsim/library/fa3.py fa3_num_splits).
 A CTA walks its split in 128-key tiles; per tile it loads K and V (bf16, or fp8 e4m3: one byte an
 element, a per-tensor scale) and, one after another, runs QK^T and PV on the tensor cores (fp8 KV:
 the query is cast and both MMAs run at the fp8 rate), the online softmax on the fp32 lanes
@@ -30,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -109,3 +118,6 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
                       name="fa3 prefill")
     parts = [kv_append_part(b * q, hk, d, 16, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+WORK = {FA3_DECODE: fa3_decode_work, FA3_PREFILL: fa3_prefill_work}
