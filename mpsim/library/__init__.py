@@ -59,6 +59,9 @@ for _lib in LIBRARIES.values():
         OWNER[_kernel] = _lib
 EXTERNAL_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM)
 ROWWISE_OPS: dict[str, str] = {k: op for lib in LIBRARIES.values() for k, op in lib.ops}
+# what `gemm_row(kernel=...)` and `attention_row(kernel=...)` take besides None (mpsim's)
+GEMM_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM and lib.gemm is not None)
+ATTENTION_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib is not MPSIM and lib.attention)
 
 
 def get_library(name: str) -> Library:
@@ -79,8 +82,8 @@ def gemm_library(kernel: str | None) -> GemmBuilder:
     """The GEMM row builder for `kernel` (None: mpsim's); ValueError naming the known ones."""
     lib = MPSIM if kernel is None else OWNER.get(kernel)
     if lib is None or lib.gemm is None or (lib is MPSIM and kernel is not None):
-        known = [k for k, owner in OWNER.items() if owner is not MPSIM and owner.gemm is not None]
-        raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), {' or '.join(known)}")
+        raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
+                         f"{' or '.join(GEMM_KERNELS)}")
     return lib.gemm
 
 
@@ -88,9 +91,8 @@ def attention_library(name: str | None) -> AttentionBuilder:
     """The attention row builder of library `name` (None: mpsim's); an error naming the known ones."""
     lib = MPSIM if name is None else LIBRARIES.get(name)
     if lib is None or lib.attention is None or (lib is MPSIM and name is not None):
-        known = [n for n, lib in LIBRARIES.items() if lib is not MPSIM and lib.attention is not None]
         raise MpsimInputError(f"attention: unknown kernel {name!r}; expected None (mpsim's) or "
-                              f"{' or '.join(repr(n) for n in known)}")
+                              f"{' or '.join(repr(n) for n in ATTENTION_LIBRARIES)}")
     return lib.attention
 
 

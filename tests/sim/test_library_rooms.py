@@ -3,6 +3,8 @@ both, and a loud error for a kernel or library nobody owns (mpsim/library/, mpsi
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mpsim import library
@@ -10,6 +12,14 @@ from mpsim.errors import MpsimInputError
 from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
 from mpsim.sim.gpu import library as work_library
 from mpsim.sim.gpu.library import mpsim as mpsim_room
+from mpsim.sim.params import (
+    DEFAULT_PARAMS,
+    LEGACY_NAMES,
+    LIBRARY_FIELDS,
+    float_param_names,
+    get_param,
+    with_params,
+)
 
 
 def test_every_kernel_of_a_library_has_a_work_model_and_no_other() -> None:
@@ -51,3 +61,18 @@ def test_a_kernel_in_two_rooms_is_an_error() -> None:
     builder = work_library.WORK["torch_add"]
     with pytest.raises(RuntimeError, match="'k' has two work models: rooms a and b"):
         work_library.table({"a": {"k": builder}, "b": {"k": builder}})
+
+
+def test_every_room_constant_has_a_dotted_name_in_the_fingerprint() -> None:
+    names = float_param_names()
+    assert "cublas.tile_ns" in names and "fa3.softmax_ops" in names and "torch.add_iter_ns" in names
+    for lib in LIBRARY_FIELDS:  # every float field of every room is named
+        room = getattr(DEFAULT_PARAMS, lib)
+        floats = {f"{lib}.{f.name}" for f in dataclasses.fields(room) if f.type in (float, "float")}
+        assert floats <= set(names), lib
+    for name in names:
+        changed = with_params(DEFAULT_PARAMS, {name: get_param(DEFAULT_PARAMS, name) * 1.5 + 1.0})
+        assert get_param(changed, name) == get_param(DEFAULT_PARAMS, name) * 1.5 + 1.0
+        assert changed.fingerprint() != DEFAULT_PARAMS.fingerprint(), name
+    # the flat names of files written before the rooms map onto existing dotted names
+    assert set(LEGACY_NAMES.values()) <= {*names, "cublas.token_granule"}

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.sim.gpu.library import cublas, fa3, mpsim, torch, trtllm, vllm
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import LaunchWork
-from mpsim.sim.params import SimParams
 
-WorkBuilder = Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates, SimParams, float],
-                       LaunchWork]
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+    WorkBuilder = Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates, SimParams,
+                             float], LaunchWork]
+
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
     "vllm": vllm.WORK, "torch": torch.WORK}

@@ -11,14 +11,15 @@ E = ceil(width / T) dependent iterations per pass (RMSNorm: two passes; RoPE: th
 the key heads), so a block is latency bound: E x `row_iter*_ns`. An SM overlaps `row_ctas_eff`
 such blocks (less than it can hold: they share its load/store path), so the launch takes
 max(1, tokens / (SMs x that)) rounds, each the longer of the block's latency and the round's bytes at
-the achievable HBM bandwidth. Constants: SimParams row_* (Vidur rows).
+the achievable HBM bandwidth. Constants: VllmParams, SimParams.vllm (Vidur rows).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.vllm import KERNELS, VLLM_RMS_NORM, VLLM_ROPE, VLLM_SILU_MUL
@@ -26,8 +27,22 @@ from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.occupancy import CtaResources
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelWork, LaunchWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class VllmParams:
+    """vLLM / sarathi row-wise kernels (Vidur rows); SimParams.vllm (`--fit-params vllm.NAME`).
+    Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+
+    row_iter_ns: float = 592.9           # SiLU-and-mul: one thread iteration (2 loads, a store)
+    row_iter_rope_ns: float = 479.5      # RoPE: a q/k pair and cos/sin, 2 stores
+    row_iter_rms_ns: float = 325.5       # RMSNorm: one element iteration over both passes
+    row_ctas_eff: float = 1.429          # one-CTA-per-token kernels an SM effectively overlaps
+
 
 SM_THREADS = 2048
 MAX_BLOCKS = 32
@@ -39,16 +54,16 @@ def _row_shape(row: Mapping[str, Any], p: SimParams) -> tuple[int, int, float, f
     if kernel == VLLM_RMS_NORM:
         w = int(row["n"])
         t = min(w, 1024)
-        return t, cdiv(w, t) * 2, 2 * w * FP16, p.row_iter_rms_ns
+        return t, cdiv(w, t) * 2, 2 * w * FP16, p.vllm.row_iter_rms_ns
     if kernel == VLLM_SILU_MUL:
         w = int(row["n"])
         t = min(w, 1024)
-        return t, cdiv(w, t), 3 * w * FP16, p.row_iter_ns
+        return t, cdiv(w, t), 3 * w * FP16, p.vllm.row_iter_ns
     if kernel == VLLM_ROPE:
         hq, hk, d = int(row["num_q_heads"]), int(row["num_kv_heads"]), int(row["head_dim"])
         t = min(hq * d // 2, 512)
         e = cdiv(hq * d // 2, t) + cdiv(hk * d // 2, t)
-        return t, e, 2 * (hq + hk) * d * FP16, p.row_iter_rope_ns
+        return t, e, 2 * (hq + hk) * d * FP16, p.vllm.row_iter_rope_ns
     raise ValueError(f"not a vLLM row-wise kernel: {kernel!r}; expected one of {list(KERNELS)}")
 
 
@@ -56,7 +71,7 @@ def vllm_rowwise_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list
                       p: SimParams, resident: float) -> LaunchWork:
     tokens = int(row["m"])
     threads, iters, tok_bytes, t_iter = _row_shape(row, p)
-    per_sm = min(MAX_BLOCKS, SM_THREADS // threads, p.row_ctas_eff)
+    per_sm = min(MAX_BLOCKS, SM_THREADS // threads, p.vllm.row_ctas_eff)
     rounds = max(1.0, tokens / (r.sms * per_sm))
     count = min(tokens, r.sms)
     total = tokens * tok_bytes
