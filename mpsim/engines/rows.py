@@ -3,42 +3,57 @@ become those of the library kernel the engine file names for the row's op, forma
 target architecture (`as_engine`). Synthesis builds a pass with mpsim's launchers and rebuilds each
 row through this (mpsim/launch_plan.py); `simulate --reprice --engine` rebuilds a trace's rows.
 
-The builders by kernel are the library's own configs (kernels/launch_config.py for mpsim's kernels,
-kernels/external_configs.py for the others): a kernel name the table below does not know is an
-error naming the known ones, and so is a choice the library's own heuristic disagrees with (an
-mpsim GEMV named where mpsim's launcher picks its tiled GEMM).
+Each row is built by the row builder of the library room that owns the kernel (mpsim/library: the
+dispatch table `library_of`), so an engine's row is exactly what `mpsim op --kernel` or validation
+would build for that kernel. A choice the room's own heuristic disagrees with (an mpsim GEMV named
+where mpsim's launcher picks its tiled GEMM) is an error naming the file and the kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mpsim import library
 from mpsim.engines.files import Choice, Engine, kv_key
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
+from mpsim.library import cublas, fa3, torch, trtllm, vllm
+from mpsim.library import mpsim as own
 
 Row = dict[str, Any]
 
-MPSIM_GEMM = tuple(f"{s}_{t}_kernel" for s in ("gemv", "gemm") for t in ("fp16", "group", "anyprec"))
-MPSIM_ROWWISE = ("rms_norm_kernel", "layer_norm_kernel", "rope_kernel", "residual_add_kernel",
-                 "silu_mul_kernel", "gelu_kernel", "embedding_kernel", "argmax_kernel")
-MPSIM_ATTENTION = (lc.DECODE_ATTENTION_KERNEL, "attention_prefill_kernel")
-MPSIM_KV_WRITE = "kv_quant_kernel"
+# The kernels of the dispatch table that can serve each op of an engine file.
+KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
+    "embed": ("embedding_kernel",),
+    "rms_norm": ("rms_norm_kernel", vllm.VLLM_RMS_NORM),
+    "layer_norm": ("layer_norm_kernel",),
+    "gemm": (*(k for k in own.KERNELS if k.startswith(("gemv_", "gemm_"))), cublas.CUBLAS_GEMM,
+             trtllm.TRTLLM_WO_GEMV),
+    "rope": ("rope_kernel", vllm.VLLM_ROPE),
+    "kv_write": ("kv_quant_kernel",),
+    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE),
+    "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL),
+    "silu_mul": ("silu_mul_kernel", vllm.VLLM_SILU_MUL),
+    "gelu": ("gelu_kernel",),
+    "residual_add": ("residual_add_kernel", torch.TORCH_ADD),
+    "sample": ("argmax_kernel",),
+}
+for _kernels in KERNELS_BY_OP.values():  # every one a kernel of the dispatch table
+    for _kernel in _kernels:
+        library.library_of(_kernel)
 # The op of a pass a row-wise kernel's row is (the norm and activation kernels of each kind).
-ROWWISE_OP = {"rms_norm_kernel": "rms_norm", lc.VLLM_RMS_NORM: "rms_norm", "layer_norm_kernel": "layer_norm",
-              "silu_mul_kernel": "silu_mul", lc.VLLM_SILU_MUL: "silu_mul", "gelu_kernel": "gelu",
-              "rope_kernel": "rope", lc.VLLM_ROPE: "rope", "residual_add_kernel": "residual_add",
-              lc.TORCH_ADD: "residual_add", "embedding_kernel": "embed", "argmax_kernel": "sample"}
+ROWWISE_OP = {k: op for op in ("rms_norm", "layer_norm", "rope", "silu_mul", "gelu", "residual_add",
+                               "embed", "sample") for k in KERNELS_BY_OP[op]}
+IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module")
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a row is rebuilt for: the engine, the GPU architecture (engines.files.ARCHES), the SM
-    count the other libraries' heuristics split over, mpsim's launch configs (GPU or interpreter),
-    and the model's heads (query heads, KV heads, head dim, rotary dims: vLLM's rotary kernel is
-    launched per head, mpsim's over the rotary dims)."""
+    """What a row is rebuilt for: the engine, the GPU architecture (engines.files.ARCHES), the
+    model's heads (query heads, KV heads, head dim, rotary dim: vLLM's rotary kernel is launched
+    per head, mpsim's over the rotary dims), the SM count the other libraries' heuristics split over
+    and mpsim's launch configs (GPU or interpreter)."""
 
     engine: Engine
     arch: str
@@ -79,99 +94,56 @@ def choose(engine: Engine, op: str, fmt: str, m: int, arch: str) -> Choice:
 
 def as_engine(row: Row, target: Target) -> Row:
     """`row` (a launch row, costed or not) rebuilt as the target engine's kernel: a new uncosted row
-    (grid a list, config a dict) with the same identity and shape columns."""
+    (grid a list, config a dict) with the same identity (launch, phase, step, layer, module)."""
     op, fmt, m = op_of(row)
     choice = choose(target.engine, op, fmt, m, target.arch)
-    builder = BUILDERS.get(choice.kernel)
-    if builder is None:
-        raise MpsimInputError(f"engine {target.engine.name!r}: kernel {choice.kernel!r} has no row "
-                              f"builder; expected one of {sorted(BUILDERS)}")
-    out = {k: v for k, v in row.items() if k not in ("flops", "bytes_read", "bytes_written")}
+    where = f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at M={m} on {target.arch}"
     try:
-        cfg = builder(out, target)
-    except ValueError as exc:
-        raise MpsimInputError(f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at "
-                              f"M={m} on {target.arch}: {exc}") from None
-    if cfg.kernel != choice.kernel:
-        raise MpsimInputError(f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at "
-                              f"M={m}: the file names {choice.kernel} but that library launches "
-                              f"{cfg.kernel} there; fix the file's max_m cut-off")
-    out.update(kernel=cfg.kernel, grid=list(cfg.grid), config=cfg.config_dict())
+        out = _build(row, op, choice.kernel, target)
+    except ValueError as exc:  # MpsimInputError too: the room's own message, placed
+        raise MpsimInputError(f"{where}: {exc}") from None
+    if out["kernel"] != choice.kernel:
+        raise MpsimInputError(f"{where}: the file names {choice.kernel} but that library launches "
+                              f"{out['kernel']} there; fix the file's max_m cut-off")
+    out.update({c: row[c] for c in IDENTITY if c in row})
     return out
 
 
-Builder = Callable[[Row, Target], lc.LaunchConfig]
-
-
-def _mpsim_gemm(r: Row, t: Target) -> lc.LaunchConfig:
-    return lc.gemm_config(int(r["m"]), int(r["n"]), int(r["k"]), str(r["w_format"]), int(r["w_bits"]),
-                          _opt(r.get("group_size")), on_gpu=t.on_gpu)
-
-
-def _cublas(r: Row, t: Target) -> lc.LaunchConfig:
-    if r["w_format"] != "fp16":
-        raise ValueError(f"{lc.CUBLAS_GEMM} prices 16-bit weights (fp16/bf16), got {r['w_format']}")
-    return lc.cublas_heuristic(int(r["m"]), int(r["n"]), int(r["k"]), t.sms)
-
-
-def _trtllm_wo(r: Row, t: Target) -> lc.LaunchConfig:
-    if r["w_format"] not in ("int4-group", "int8-group"):
-        raise ValueError(f"{lc.TRTLLM_WO_GEMV} prices int4/int8 weights, got {r['w_format']}")
-    return lc.trtllm_wo_config(int(r["m"]), int(r["n"]), int(r["k"]), int(r["w_bits"]))
-
-
-def _heads(r: Row) -> tuple[int, int, int, int, int, int]:
-    return (int(r["batch"]), int(r["q_len"]), int(r["kv_len"]), int(r["num_q_heads"]),
-            int(r["num_kv_heads"]), int(r["head_dim"]))
-
-
-def _mpsim_decode(r: Row, t: Target) -> lc.LaunchConfig:
-    b, _, kv, hq, hk, d = _heads(r)
-    return lc.attention_decode_config(b, hq, hk, d, kv, int(r["k_bits"]), _opt(r.get("kv_block")),
-                                      on_gpu=t.on_gpu)
-
-
-def _mpsim_prefill(r: Row, t: Target) -> lc.LaunchConfig:
-    b, q, _, hq, hk, d = _heads(r)
-    return lc.attention_prefill_config(b, q, hq, hk, d, on_gpu=t.on_gpu)
-
-
-def _fa3_decode(r: Row, t: Target) -> lc.LaunchConfig:
-    b, _, kv, hq, hk, d = _heads(r)
-    if int(r["k_bits"]) == 4:
-        raise ValueError("FA3 has no 4-bit KV cache (16 or fp8 only)")
-    r["kv_block"] = None  # FA3's paged cache is not mpsim's block layout
-    return lc.fa3_decode_config(b, hq, hk, d, kv, sms=t.sms)
-
-
-def _fa3_prefill(r: Row, t: Target) -> lc.LaunchConfig:
-    b, q, kv, hq, hk, d = _heads(r)
-    if kv != q:
-        raise ValueError("FA3 prefill rows attend within the prompt (kv_len == q_len); a chunk after "
-                         "cached tokens is not modelled (serve: --no-chunked-prefill)")
-    return lc.fa3_prefill_config(b, q, hq, hk, d, sms=t.sms)
-
-
-def _kv_write(r: Row, t: Target) -> lc.LaunchConfig:
-    return lc.kv_quant_config(int(r["batch"]) * int(r["q_len"]), int(r["num_kv_heads"]),
-                              int(r["head_dim"]), int(r["k_bits"]), on_gpu=t.on_gpu)
-
-
-def _mpsim_rowwise(kernel: str) -> Builder:
-    def build(r: Row, t: Target) -> lc.LaunchConfig:
-        if "num_q_heads" in r:  # mpsim's row-wise rows carry sizes only (vLLM's rotary rows: heads)
-            r.update(num_q_heads=None, num_kv_heads=None, head_dim=None)
-        return lc.rowwise_config(kernel, int(r["m"]), _opt(r.get("k")) or int(r["n"]), on_gpu=t.on_gpu)
-    return build
-
-
-def _framework(kernel: str) -> Builder:
-    def build(r: Row, t: Target) -> lc.LaunchConfig:
-        hq, hk, d, _ = t.heads
-        if kernel == lc.VLLM_ROPE:  # the rotary kernel's block follows the heads
-            r.update(num_q_heads=hq, num_kv_heads=hk, head_dim=d)
-        return lc.framework_rowwise_config(kernel, int(r["m"]), int(r["n"]), heads=hq, head_dim=d)
-    return build
+def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
+    """The row the owning room builds for `kernel` from the shape of `r`."""
+    lib = library.library_of(kernel)
+    mine = lib is library.MPSIM
+    hq, hk, d, rot = t.heads
+    if op == "gemm":
+        assert lib.gemm is not None
+        group = _opt(r.get("group_size"))
+        out = lib.gemm(None if mine else kernel, int(r["m"]), int(r["n"]), int(r["k"]),
+                       str(r["w_format"]), int(r["w_bits"]), group, bool(r.get("bias")),
+                       on_gpu=t.on_gpu, config=None, sms=t.sms)
+        # the weights stay as the policy stores them: a room that prices them per channel (TensorRT-
+        # LLM's GEMV) does not change their group size, whose scales the row's bytes count
+        out["group_size"] = group
+        return out
+    if op in ("decode_attention", "prefill_attention"):
+        assert lib.attention is not None
+        out = lib.attention(int(r["batch"]), int(r["q_len"]), int(r["kv_len"]), int(r["num_q_heads"]),
+                            int(r["num_kv_heads"]), int(r["head_dim"]), int(r["k_bits"]),
+                            _opt(r.get("kv_block")), on_gpu=t.on_gpu, kv_append=False,
+                            l2_warm=False, sms=t.sms)
+        if op == "decode_attention":  # a batch's KV tokens (serving: the sum of its lengths)
+            out["kv_tokens"] = _opt(r.get("kv_tokens"))
+        return out
+    if op == "kv_write":
+        return own.kv_write(_opt(r.get("layer")) or 0, int(r["batch"]), int(r["q_len"]),
+                            int(r["num_kv_heads"]), int(r["head_dim"]), int(r["k_bits"]),
+                            _opt(r.get("kv_block")), t.on_gpu)
+    m, n = int(r["m"]), int(r["n"])
+    if mine:  # mpsim's row-wise kernels: RoPE over the rotary dims, activations over 2n or n inputs
+        k = rot if op == "rope" else _opt(r.get("k"))
+        return own.rowwise(str(r["op"]), kernel, str(r.get("module")), _opt(r.get("layer")) or 0,
+                           m, n, k, t.on_gpu)
+    assert lib.rowwise is not None
+    return lib.rowwise(kernel, m, n, heads=hq, kv_heads=hk, head_dim=d)
 
 
 def _opt(value: Any) -> int | None:
@@ -180,32 +152,3 @@ def _opt(value: Any) -> int | None:
         return None if value is None or value != value else int(value)
     except TypeError:  # pandas.NA: `NA != NA` is NA, whose truth value raises
         return None
-
-
-BUILDERS: dict[str, Builder] = {
-    **dict.fromkeys(MPSIM_GEMM, _mpsim_gemm),
-    lc.DECODE_ATTENTION_KERNEL: _mpsim_decode, "attention_prefill_kernel": _mpsim_prefill,
-    MPSIM_KV_WRITE: _kv_write,
-    **{k: _mpsim_rowwise(k) for k in MPSIM_ROWWISE},
-    lc.CUBLAS_GEMM: _cublas, lc.TRTLLM_WO_GEMV: _trtllm_wo,
-    lc.FA3_DECODE: _fa3_decode, lc.FA3_PREFILL: _fa3_prefill,
-    **{k: _framework(k) for k in (lc.VLLM_RMS_NORM, lc.VLLM_ROPE, lc.VLLM_SILU_MUL, lc.TORCH_ADD)},
-}
-assert set(BUILDERS) == {*MPSIM_GEMM, *MPSIM_ATTENTION, MPSIM_KV_WRITE, *MPSIM_ROWWISE, *lc.EXTERNAL_KERNELS}
-
-# The kernels of the dispatch table that can serve each op of an engine file.
-KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
-    "embed": ("embedding_kernel",),
-    "rms_norm": ("rms_norm_kernel", lc.VLLM_RMS_NORM),
-    "layer_norm": ("layer_norm_kernel",),
-    "gemm": (*MPSIM_GEMM, lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV),
-    "rope": ("rope_kernel", lc.VLLM_ROPE),
-    "kv_write": (MPSIM_KV_WRITE,),
-    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, lc.FA3_DECODE),
-    "prefill_attention": ("attention_prefill_kernel", lc.FA3_PREFILL),
-    "silu_mul": ("silu_mul_kernel", lc.VLLM_SILU_MUL),
-    "gelu": ("gelu_kernel",),
-    "residual_add": ("residual_add_kernel", lc.TORCH_ADD),
-    "sample": ("argmax_kernel",),
-}
-assert {k for ks in KERNELS_BY_OP.values() for k in ks} == set(BUILDERS)

@@ -141,3 +141,13 @@ def test_a_sweeps_serve_section_runs_per_engine(tmp_path: Path) -> None:
     table = pd.read_parquet(tmp_path / "out" / "serve_results.parquet")
     assert table["engine"].tolist() == ["mpsim", "turbomind"]
     assert table["tpot_mean_s"].nunique() == 2
+
+
+def test_plot_prices_a_trace_as_another_engine_only_when_asked(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    trt = _synth(tmp_path, "trt", "--policy", "w4", "--engine", "trtllm")
+    plot = ["plot", "--kind", "roofline", "--trace", str(trt), "--hw", "h200-sxm", "--perf-model", "roofline"]
+    out = tmp_path / "r.png"
+    assert main([*plot, "--engine", "vllm", "--reprice", "--out", str(out)]) == 0
+    assert "repriced" in capsys.readouterr().out and out.stat().st_size > 1000
+    clear_error([*plot, "--engine", "vllm", "--out", str(tmp_path / "x.png")], capsys, "add --reprice")

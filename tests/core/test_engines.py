@@ -20,14 +20,14 @@ from mpsim.engines import (
 )
 from mpsim.engines.files import OPS, parse_engine
 from mpsim.engines.reprice import reprice
-from mpsim.engines.rows import BUILDERS, KERNELS_BY_OP, choose
+from mpsim.engines.rows import KERNELS_BY_OP, choose
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim.gpu.arch import generation
-from mpsim.sim.gpu.kernels_known import EXTERNAL
+from mpsim.sim.gpu.library import work_for
 from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
@@ -50,13 +50,16 @@ def test_the_shipped_engines_load_and_cover_every_op() -> None:
                     assert choose(engine, op, fmt, 10**6, arch).kernel in KERNELS_BY_OP[op]
 
 
-def test_every_named_kernel_is_in_the_simulators_dispatch_table() -> None:
-    """A kernel an engine file names must be one the GPU model prices (mpsim's own or EXTERNAL)."""
-    from mpsim.engines.rows import MPSIM_ATTENTION, MPSIM_GEMM, MPSIM_KV_WRITE, MPSIM_ROWWISE
+def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
+    """A kernel an engine file names is one a library room builds rows for (mpsim/library) and the
+    GPU model prices (mpsim/sim/gpu/library: work_for fails loudly on an unknown kernel)."""
+    from mpsim.library import library_of
 
-    priced = {*EXTERNAL, *MPSIM_GEMM, *MPSIM_ATTENTION, MPSIM_KV_WRITE, *MPSIM_ROWWISE}
     named = {c.kernel for n in SHIPPED for _, fs in get_engine(n).ops for _, cs in fs for c in cs}
-    assert named <= set(BUILDERS) <= priced
+    assert named <= {k for ks in KERNELS_BY_OP.values() for k in ks}
+    for kernel in named:
+        assert library_of(kernel).name in ("mpsim", "cublas", "trtllm", "fa3", "vllm", "torch")
+        assert callable(work_for(kernel))
 
 
 def test_unknown_engine_names_the_known_ones() -> None:

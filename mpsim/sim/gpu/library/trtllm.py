@@ -1,4 +1,9 @@
-"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work.
+"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
+builder: mpsim/library/trtllm.py).
+
+Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
+config `trtllm_wo_config`.
+
 
 cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
 per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
@@ -8,20 +13,38 @@ for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multipl
 lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
 co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
 the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
-loop. Constants: SimParams wo_* (wo rows; not from SASS: no TensorRT-LLM build here).
+loop. Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.trtllm import KERNELS
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class TrtllmParams:
+    """TensorRT-LLM weight-only batched GEMV, sm90 path (wo rows); SimParams.trtllm (`--fit-params
+    trtllm.NAME`). Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+
+    wo_lat_ns: float = 356.9             # one K step's dependent global load
+    wo_ops_dq4: float = 3.640            # CUDA-core lane-ops per int4 weight (fitted, see docs)
+    wo_ops_dq8: float = 6.028            # per int8 weight (fitted; not from SASS: no TRT-LLM build)
+    wo_ops_fma: float = 1.170            # per weight per activation row
+    wo_cta_ns: float = 4239.0            # per CTA outside the K loop
+    wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
+
 
 MAX_CTAS_PER_SM = 16
 CTA_N = 8
@@ -35,12 +58,15 @@ def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     ctas = max(1, n // CTA_N)
     per_sm = min(MAX_CTAS_PER_SM, cdiv(ctas, r.sms))
     w_it = CTA_N * k / iters
-    ops = (p.wo_ops_dq4 if bits == 4 else p.wo_ops_dq8) + m * p.wo_ops_fma
+    ops = (p.trtllm.wo_ops_dq4 if bits == 4 else p.trtllm.wo_ops_dq8) + m * p.trtllm.wo_ops_fma
     trip = Trip(load_bytes=w_it * bits / 8 + m * k / iters * FP16, mma_flops=0.0,
-                pipes={"fp32": w_it * ops}, latency_ns=p.wo_lat_ns, overlap_latency=True)
+                pipes={"fp32": w_it * ops}, latency_ns=p.trtllm.wo_lat_ns, overlap_latency=True)
     reads = n * k * bits / 8 + n * 2 * FP16 + m * k * FP16
     res = CtaResources(4, 0.0, 0.0, 1, 64)
     work = KernelWork(trip, Epilogue(m * CTA_N * FP16), (iters,), "single", ctas, ctas, res, reads,
-                      setup_ns=p.wo_cta_ns, fixed_ns=p.wo_scope_us * 1e3, resident_split=per_sm,
+                      setup_ns=p.trtllm.wo_cta_ns, fixed_ns=p.trtllm.wo_scope_us * 1e3, resident_split=per_sm,
                       name="trtllm wo gemv")
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
+
+
+WORK = dict.fromkeys(KERNELS, trtllm_wo_work)
