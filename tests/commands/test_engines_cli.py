@@ -53,8 +53,9 @@ def test_simulate_never_reprices_unless_asked(tmp_path: Path, capsys: pytest.Cap
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--engine", "vllm"], capsys,
                 "holds the kernels of engine 'trtllm'", "add --reprice")
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice"], capsys, "name it with --engine")
-    clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "sglang"], capsys,
-                "unknown engine 'sglang'; expected one of ['mpsim', 'trtllm', 'turbomind', 'vllm']")
+    clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "lmdeploy"], capsys,
+                "unknown engine 'lmdeploy'; expected one of ['mpsim', 'sglang', 'trtllm', 'turbomind', "
+                "'vllm']")
     back = tmp_path / "back.parquet"
     got = _simulate(trt, tmp_path, "--reprice", "--engine", "mpsim", "--reprice-out", str(back))
     assert "repriced" in capsys.readouterr().out
@@ -110,7 +111,7 @@ def test_a_sweep_with_an_engine_axis(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_mpsim_engines_lists_kernels_and_stand_ins(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["engines"]) == 0
     out = capsys.readouterr().out
-    for name in ("mpsim:", "trtllm:", "turbomind:", "vllm:"):
+    for name in ("mpsim:", "sglang:", "trtllm:", "turbomind:", "vllm:"):
         assert f"\n{name}" in f"\n{out}"
     assert "trtllm_wo_gemv (M <= 4); gemv_group_kernel (M <= 16) [stands in for CUTLASS fpA_intB GEMM]" in out
     assert "fa3_decode [stands in for XQA / masked multi-head attention decode]" in out

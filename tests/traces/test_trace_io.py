@@ -191,7 +191,7 @@ def test_engine_round_trips_and_files_before_version_4_read_as_mpsim(small_trace
 @pytest.mark.parametrize(("meta", "match"), [
     ({"schema_version": 4, "engine": "tensorrt"},
      r"bad.parquet: metadata engine is 'tensorrt'; "
-     r"expected one of \['mpsim', 'trtllm', 'turbomind', 'vllm'\]"),
+     r"expected one of \['mpsim', 'sglang', 'trtllm', 'turbomind', 'vllm'\]"),
     ({"schema_version": 4}, r"metadata engine is None; expected one of"),
     ({"schema_version": 3, "engine": "vllm"}, r"metadata 'engine' in a version-3 file"),
 ])
@@ -200,8 +200,8 @@ def test_unknown_or_misplaced_engines_are_errors(small_trace: Trace, tmp_path: P
     path = _write_frame(small_trace.rows, tmp_path / "bad.parquet", {"source": "synth", **meta})
     with pytest.raises(TraceError, match=match):
         read_trace(path)
-    with pytest.raises(TraceError, match=r"trace engine 'sglang': expected one of"):
-        TraceMeta("synth", engine="sglang")
+    with pytest.raises(TraceError, match=r"trace engine 'lmdeploy': expected one of"):
+        TraceMeta("synth", engine="lmdeploy")
 
 
 @pytest.mark.parametrize(("meta", "match"), [
