@@ -90,12 +90,9 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
         table[:, j[c]] += offset
     end = table[:, j["end"]]
     kernel = np.diff(end, prepend=0.0) - table[:, j["overhead"]]
-    # the parts were counted in the step's cycles, the share is a difference of ends: cap them at
-    # the share (the ends' float noise), so latency, the rest, is never below 0
-    left = np.maximum(kernel, 0.0)
-    for c in PART_NAMES:
-        np.minimum(table[:, j[c]], left, out=table[:, j[c]])
-        left = left - table[:, j[c]]
+    sums = [sum(o.columns[c] for c in PART_NAMES) for o in outcomes]  # per step, then per launch
+    _cap_parts(table, [j[c] for c in PART_NAMES], kernel,
+               np.concatenate([sums[s] for s in step_sig]) if len(step_sig) else np.zeros(0))
     names = sorted({b for o in outcomes for b in o.bound})
     index = {b: i for i, b in enumerate(names)}
     bound_codes = np.concatenate([np.asarray([index[b] for b in outcomes[s].bound], dtype=np.int64)
@@ -108,9 +105,22 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
     frame["kernel_s"] = kernel
     frame["cycles"] = kernel * r.clock_hz
     frame["bound"] = pd.Categorical.from_codes(bounds, categories=names)
+    frame["part_fixed_s"] = 0.0
     for c in ("bytes_l2", "ctas_per_sm", "waves", *(f"util_{u}" for u in UNITS if u not in STEP_UTILS)):
         frame[c] = np.nan
     return frame
+
+
+def _cap_parts(table: np.ndarray, cols: list[int], kernel: np.ndarray, sums: np.ndarray) -> None:
+    """The parts (`cols` of the table, adding up to `sums`) were counted in the step's cycles, a
+    share is a difference of ends: where they exceed the share (the ends' float noise, a few
+    launches), cap them in order at what is left, so latency, the rest, is never below 0."""
+    over = np.flatnonzero(sums > kernel)
+    left = np.maximum(kernel[over], 0.0)
+    for c in cols:
+        capped = np.minimum(table[over, c], left)
+        table[over, c] = capped
+        left = left - capped
 
 
 _NAMES = {"end": "end_s", "busy_start": "busy_start_s", "busy_end": "busy_end_s",

@@ -38,7 +38,7 @@ from mpsim.sim.params import SimParams
 from mpsim.sim.units import Proc
 
 STEP_UTILS = ("dram", "dma", *UNITS)
-PART_NAMES = ("part_memory", "part_math", "part_issue", "part_fixed")
+PART_NAMES = ("part_memory", "part_math", "part_issue")  # the NPU has no fixed part (docs)
 FLOAT_COLUMNS = ("end", "busy_start", "busy_end", "overhead", "bytes_dram", "bytes_sram",
                  "energy_dyn", *(f"util_{u}" for u in STEP_UTILS), *PART_NAMES)
 # The time parts of the unit that paces an operator's stream (docs/simulator.md#time-parts): the
