@@ -5,7 +5,8 @@ synthesized trace; or, with `--config best`, the candidate the simulator predict
 mpsim.sim.best_config; `--kernel` prices another library's kernel, mpsim/library/ and mpsim/sim/gpu/library/)
 and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate` gives the one-row
 trace, in plain Python, so that the command starts without numpy or pandas (on an NPU, whose model
-prices whole steps, through `simulate`).
+prices whole steps, through `simulate`). It prints the time, the bound, the roofline terms, bytes,
+utilisation and the time's named parts, one line each (microseconds and share of the time).
 """
 
 from __future__ import annotations
@@ -167,4 +168,25 @@ def format_launch(row: Mapping[str, Any], out: Mapping[str, Any], hw_name: str) 
         f"  bytes     {', '.join(levels)}; analytic {row['bytes_read'] + row['bytes_written']:,} B, "
         f"{row['flops']:,} FLOP",
         f"  util      {utils}",
+        "  parts     what the time is made of (docs/simulator.md#time-parts)",
+        *format_parts(out),
     ])
+
+
+# The named parts of a launch's time (mpsim.sim.result.PARTS), as `mpsim op` explains them.
+PART_TEXT = {
+    "memory": "moving data: HBM, L2 ports (NPU: DMA stream, SRAM)",
+    "math": "matrix units: tensor cores (NPU: MAC array)",
+    "issue": "CUDA-core pipes: dequantization, softmax, FMAs (NPU: decoder, vector unit)",
+    "latency": "exposed latency and stalls: round trips, fill and drain, idle SMs",
+    "fixed": "kernel floor, per-CTA setup, per-launch fixed work (a combine, an op's scope)",
+    "launch": "outside the kernel: the protocol's per-launch cost (NPU: dispatch wait)",
+}
+
+
+def format_parts(out: Mapping[str, Any]) -> list[str]:
+    """One line per named part of `out`'s time: microseconds, share of the time, what it is."""
+    time_s = float(out["time_s"])
+    return [f"    {name:8s} {float(out[f'part_{name}_s']) * 1e6:10.3f} us "
+            f"{float(out[f'part_{name}_s']) / time_s if time_s > 0 else 0.0:6.1%}  {text}"
+            for name, text in PART_TEXT.items()]
