@@ -97,13 +97,12 @@ def e5(row: Row) -> RowSetup:
             raise pub.error(f"a TP1 value labelled {label!r} (labels: {list(values)})")
         return values[label]
 
-    return RowSetup("E5", "vllm", "h100-sxm", "llama-3-8b", prompt, gen, (int(b1), int(b2)),
+    return RowSetup("E5", "sglang", "h100-sxm", "llama-3-8b", prompt, gen, (int(b1), int(b2)),
                     "decode-rate",
                     (Precision("bf16", "fp16", published("bf16")),
                      Precision("int4 g64 (GemLite)", "w4g64", published("int4 g64 (GemLite)"))),
-                    f"SGLang has no engine file: vllm's stack stands in (cuBLAS GEMMs, FA3 on Hopper, "
-                    f"what SGLang runs on H100 for bf16); GemLite's Triton W4A16 is not modelled: "
-                    f"vllm's int4 kernel on Hopper stands in (see `mpsim engines vllm`); {SAME_SHAPES}")
+                    f"GemLite's Triton W4A16 is not a modelled library: the sglang file's int4 kernel "
+                    f"(its Marlin path) stands in for it (`mpsim engines sglang`); {SAME_SHAPES}")
 
 
 def e6(row: Row) -> RowSetup:

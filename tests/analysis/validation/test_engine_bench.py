@@ -20,6 +20,10 @@ def test_the_real_file_gives_every_owned_row() -> None:
     got = {s.row: s for s in setups(read_table(REAL))}
     assert list(got) == list(READERS)
     assert [got[r].count for r in got] == ["whole-run", "whole-run", "decode-rate", "latency", "whole-run"]
+    assert [(got[r].engine, got[r].hw, got[r].model) for r in got] == [
+        ("trtllm", "h200-sxm", "llama-3-8b"), ("trtllm", "h100-sxm", "llama-2-7b"),
+        ("sglang", "h100-sxm", "llama-3-8b"), ("vllm", "h100-sxm", "llama-3-8b"),
+        ("trtllm", "l40s", "llama-2-7b")]
     assert got["E8"].batches is None and got["E4"].baseline.published is None
     for s in got.values():
         for p in s.precisions:
