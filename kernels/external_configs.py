@@ -10,10 +10,20 @@ every name (`lc.CUBLAS_GEMM`, `lc.cublas_candidates`).
 from __future__ import annotations
 
 from mpsim.kernels.launch_base import GPU_SMS, LaunchConfig, cdiv, next_pow2
+from mpsim.kernels.wo_gemm_configs import (
+    MACHETE_GEMM,
+    MARLIN_GEMM,
+    TRTLLM_FPAINTB,
+    TURBOMIND_GEMM,
+    WO_GEMM_KERNELS,
+    wo_candidates,
+    wo_heuristic,
+)
 
 __all__ = [
     "CUBLAS_BLOCK_K", "CUBLAS_GEMM", "CUBLAS_MAX_ACC", "CUBLAS_SMEM_BYTES", "CUBLAS_TOKEN_TILES",
-    "CUBLAS_WEIGHT_TILES", "EXTERNAL_KERNELS", "FA3_BLOCK_M", "FA3_BLOCK_N", "FA3_DECODE",
+    "CUBLAS_WEIGHT_TILES", "EXTERNAL_KERNELS", "MACHETE_GEMM", "MARLIN_GEMM", "TRTLLM_FPAINTB",
+    "TURBOMIND_GEMM", "WO_GEMM_KERNELS", "wo_candidates", "wo_heuristic", "FA3_BLOCK_M", "FA3_BLOCK_N", "FA3_DECODE",
     "FA3_PREFILL", "TORCH_ADD", "TRTLLM_WO_GEMV", "TRTLLM_WO_MAX_ROWS", "VLLM_RMS_NORM",
     "VLLM_ROPE", "VLLM_SILU_MUL", "cublas_candidates", "cublas_config", "cublas_heuristic",
     "fa3_decode_config", "fa3_num_splits", "fa3_prefill_config", "framework_rowwise_config",
@@ -29,7 +39,7 @@ VLLM_ROPE = "vllm_rotary_embedding"
 VLLM_SILU_MUL = "vllm_silu_and_mul"
 TORCH_ADD = "torch_add"
 EXTERNAL_KERNELS = (CUBLAS_GEMM, TRTLLM_WO_GEMV, FA3_DECODE, FA3_PREFILL, VLLM_RMS_NORM, VLLM_ROPE,
-                    VLLM_SILU_MUL, TORCH_ADD)
+                    VLLM_SILU_MUL, TORCH_ADD, *WO_GEMM_KERNELS)
 
 # cuBLAS on Hopper: warp-specialized wgmma kernels, one CTA per SM, the weights on the wgmma M side
 # (64-row warpgroups), the tokens on its N side (any multiple of 8 up to 256).

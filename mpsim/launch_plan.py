@@ -278,9 +278,16 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
             cfg = config or lc.trtllm_wo_config(m, n, k, bits)
             _check_kernel(cfg, kernel)
             row = _cfg(_gemm_shape(m, n, k, fmt, bits, k, bias), cfg)  # per channel: G = K
+        elif kernel in lc.WO_GEMM_KERNELS:
+            if fmt not in ("int4-group", "int8-group"):
+                raise ValueError(f"{kernel} prices int4/int8 weight-only GEMMs, got {fmt}")
+            g = k if group_size in (0, None) else group_size
+            cfg = config or lc.wo_heuristic(kernel, m, n, k, bits, g, sms)
+            _check_kernel(cfg, kernel)
+            row = _cfg(_gemm_shape(m, n, k, fmt, bits, g, bias), cfg)
         else:
             raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
-                             f"{lc.CUBLAS_GEMM} or {lc.TRTLLM_WO_GEMV}")
+                             f"{lc.CUBLAS_GEMM}, {lc.TRTLLM_WO_GEMV} or one of {lc.WO_GEMM_KERNELS}")
     except ValueError as exc:
         raise MpsimInputError(f"gemm: {exc}") from None
     row.update(phase="decode" if m <= lc.GEMV_MAX_ROWS else "prefill", module="gemm")

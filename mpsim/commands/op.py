@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
     g.add_argument("--bits", type=int, default=16, help="weight bits (group: 8,4,3,2; anyprec: 2..8)")
     g.add_argument("--group", type=int, default=None, help="group size for group formats (default 128)")
     g.add_argument("--bias", action="store_true", help="the GEMM also adds a bias vector")
-    g.add_argument("--kernel", default=None, choices=(lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV),
+    g.add_argument("--kernel", default=None, choices=(lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV, *lc.WO_GEMM_KERNELS),
                    help="price another library's kernel instead of mpsim's Triton kernel")
     g.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
                    help="the launch config: the launcher's heuristic (default) or the candidate the "

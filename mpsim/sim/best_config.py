@@ -114,6 +114,11 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
         return lc.cublas_candidates(m, n, k, sms)
     if kernel == lc.TRTLLM_WO_GEMV:
         return [lc.trtllm_wo_config(m, n, k, bits)]
+    if kernel in lc.WO_GEMM_KERNELS:
+        try:
+            return lc.wo_candidates(kernel, m, n, k, bits, group_size or k, sms)
+        except ValueError as exc:
+            raise MpsimInputError(f"best config: {exc}") from None
     if kernel is not None:
         raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
     # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)

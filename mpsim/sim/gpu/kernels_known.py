@@ -13,6 +13,12 @@ mpsim.launch_plan.gemm_row / attention_row / framework_op_row, configs from laun
 - `trtllm_wo_gemv`: TensorRT-LLM's weight-only batched GEMV (trtllm_work.py). Row: op gemm, m 1..4,
   w_format int4-group / int8-group with group_size = k (per-channel scales); config
   `trtllm_wo_config`.
+- `trtllm_fpaintb_gemm` (TensorRT-LLM's CUTLASS fpA_intB GEMM, m >= 5, per-channel int4/int8),
+  `marlin_gemm` (vLLM gptq/awq Marlin), `machete_gemm` (vLLM Machete, Hopper), `turbomind_gemm`
+  (LMDeploy TurboMind W4A16): weight-only tiled GEMMs (wo_tiled.py and each library's
+  *_work.py). Row: op gemm, w_format int4-group / int8-group (group_size = k: per channel);
+  config from lc.wo_candidates / lc.wo_heuristic: block_m = token tile, block_n = weight tile,
+  block_k, num_stages, split_k, `sched` (kernels/wo_gemm_configs.py).
 - `fa3_decode`: vLLM's FlashAttention-3 decode op (fa3_work.py). Row: op attention, q_len 1,
   k_bits = v_bits 16 or 8 (8 is FA3's fp8 e4m3 cache: one byte an element, a per-tensor scale);
   config `fa3_decode_config`: split_k = FA3's splits, `kv_append` 0/1 (the op also appended the
@@ -40,9 +46,13 @@ from typing import Any
 from mpsim.kernels import launch_config as lc
 from mpsim.sim.gpu.cublas_work import cublas_work
 from mpsim.sim.gpu.fa3_work import fa3_decode_work, fa3_prefill_work
+from mpsim.sim.gpu.fpaintb_work import fpaintb_work
 from mpsim.sim.gpu.framework_work import framework_work
+from mpsim.sim.gpu.machete_work import machete_work
+from mpsim.sim.gpu.marlin_work import marlin_work
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.trtllm_work import trtllm_wo_work
+from mpsim.sim.gpu.turbomind_work import turbomind_work
 from mpsim.sim.gpu.work import LaunchWork
 from mpsim.sim.params import SimParams
 
@@ -58,6 +68,10 @@ EXTERNAL: dict[str, ExternalBuilder] = {
     lc.VLLM_ROPE: framework_work,
     lc.VLLM_SILU_MUL: framework_work,
     lc.TORCH_ADD: framework_work,
+    lc.TRTLLM_FPAINTB: fpaintb_work,
+    lc.MARLIN_GEMM: marlin_work,
+    lc.MACHETE_GEMM: machete_work,
+    lc.TURBOMIND_GEMM: turbomind_work,
 }
 assert set(EXTERNAL) == set(lc.EXTERNAL_KERNELS)
 

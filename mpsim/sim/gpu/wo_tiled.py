@@ -1,0 +1,105 @@
+"""A weight-only (16-bit activations x packed int4/int8 weights) tiled GEMM as CTA work.
+
+One CTA owns a WT x TT output tile (WT weight rows, TT tokens) and walks K in trips of BK. Per trip
+it loads WT x BK packed weights (+ their group scales) and TT x BK activations through its L2 port,
+converts the weights to fp16 in registers (`WoKernel` ops per weight, counted from the library's
+converter) and runs 2 TT WT BK FLOPs on the tensor cores, overlapped with the next trip's convert.
+The converting threads walk a dependent chain each trip (shared-memory load, convert, MMA issue,
+wait): with few warps per scheduler that chain, not the issue rate, sets the trip time, so a trip
+costs at least `chain_cycles` = weights per converting thread x ops per weight x `cpi` + `mma_wait`
+cycles (`cpi`: cycles per dependent instruction of one warp; the constants are each library's).
+Schedules (kernels/wo_gemm_configs.py): data-parallel, persistent, stream-K, split-K.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.kernels.wo_gemm_configs import SCHED_DP, SCHED_PERSISTENT, SCHED_SPLIT_K, SCHED_STREAM_K
+from mpsim.sim.gpu.memory import residency_credit
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.traces.accounting import FP16
+
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class WoKernel:
+    """What one library's mixed-input main loop costs beyond its bytes and FLOPs."""
+
+    name: str
+    alu_per_w4: float          # integer-pipe lane-ops per int4 weight (shift, lop3, prmt)
+    fma_per_w4: float          # fp16x2 lane-ops per int4 weight (magic-number sub/fma, scale mul)
+    alu_per_w8: float
+    fma_per_w8: float
+    lds_per_word: float        # shared-memory loads per 32-bit word of packed weights
+    cpi: float                 # cycles per dependent instruction of one converting warp
+    mma_wait_cycles: float     # per trip: MMA issue-to-wait and the pipeline's barriers
+    tile_ns: float             # per output tile: prologue, epilogue not hidden
+    fixup_ns: float            # a stream-K / split-K tile's partial written, flag, read back
+    fixed_ns: float            # per launch beyond the kernel floor
+    # threads converting 64 weight rows (wgmma kernels: one consumer warpgroup); 0: every thread
+    # of the CTA converts (mma.sync kernels: Marlin, TurboMind)
+    convert_threads_per_64: int = 128
+
+
+def ops_per_weight(spec: WoKernel, bits: int) -> tuple[float, float, float]:
+    """(alu, fma, lsu) lane-ops per weight at `bits`."""
+    alu, fma = (spec.alu_per_w4, spec.fma_per_w4) if bits == 4 else (spec.alu_per_w8, spec.fma_per_w8)
+    return alu, fma, spec.lds_per_word * bits / 32
+
+
+def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, spec: WoKernel,
+                  resident: float) -> LaunchWork:
+    m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
+    group = int(row.get("group_size") or k)
+    tt, wt, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
+    stages, sched, splits = int(cfg["num_stages"]), int(cfg["sched"]), int(cfg.get("split_k", 1))
+    tiles = cdiv(m, tt) * cdiv(n, wt)
+    trips = cdiv(k, bk)
+    w_trip = wt * bk
+    alu, fma, lsu = ops_per_weight(spec, bits)
+    threads = spec.convert_threads_per_64 * max(1, wt // 64) if spec.convert_threads_per_64 \
+        else 32 * int(cfg["num_warps"])
+    chain = w_trip / threads * (alu + fma + lsu) * spec.cpi + spec.mma_wait_cycles
+    lanes = w_trip * (alu + fma + lsu)
+    scale_bytes = wt * FP16 * max(1.0, bk / group)
+    trip = Trip(load_bytes=w_trip * bits / 8 + scale_bytes + tt * bk * FP16,
+                mma_flops=2.0 * tt * wt * bk, serial=False,
+                smem_bytes=(wt / 64) * tt * bk * FP16 + w_trip * bits / 8,
+                pipes={"alu": w_trip * alu, "fp32": w_trip * fma, "lsu": w_trip * lsu,
+                       "issue": max(lanes, chain * r.pipes["issue"])})
+    w_bytes = n * k * bits / 8 + n * cdiv(k, group) * FP16
+    reads = w_bytes + m * k * FP16 - residency_credit(resident, m * k * FP16)
+    res = CtaResources(threads // 32 + 4, trip.load_bytes, 0.0, stages, 168)
+    tile_out = tt * wt * FP16
+    ctas, per, tiles_per, split = _schedule(sched, tiles, trips, splits, r.sms)
+    fix = spec.fixup_ns if split else 0.0
+    epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split else 0.0,
+                   latency_ns=tiles_per * spec.tile_ns + fix)
+    work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
+                      dram_write_bytes=float(m * n * FP16), fixed_ns=spec.fixed_ns, name=spec.name)
+    return [KernelPart(work, Occupancy(1, stages, False, "kernel"))]
+
+
+def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int
+              ) -> tuple[int, int, int, bool]:
+    """(CTAs, trips of the busiest CTA, tiles it finishes, whether tiles are split over CTAs)."""
+    if sched == SCHED_DP:
+        return tiles, trips, 1, False
+    if sched == SCHED_PERSISTENT:
+        ctas = min(tiles, sms)
+        return ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
+    if sched == SCHED_STREAM_K:
+        units = tiles * trips
+        ctas = min(units, sms)
+        split = units % ctas != 0 or tiles < ctas
+        return ctas, cdiv(units, ctas), cdiv(tiles, ctas), split
+    if sched == SCHED_SPLIT_K:
+        return tiles * splits, cdiv(trips, splits), 1, splits > 1
+    raise ValueError(f"unknown weight-only GEMM schedule {sched}")
