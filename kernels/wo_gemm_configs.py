@@ -172,13 +172,16 @@ def wo_candidates(kernel: str, m: int, n: int, k: int, bits: int, group: int,
 def wo_heuristic(kernel: str, m: int, n: int, k: int, bits: int, group: int,
                  sms: int = GPU_SMS) -> LaunchConfig:
     """A fixed config without a search: the library's heuristic (Marlin, Machete), else the
-    candidate with the fewest idle SMs in the last wave (cutlass_heuristic.cpp's wave score)."""
+    smallest token tile that holds M (cutlass_heuristic.cpp: "keep small tile sizes when
+    possible") and, among those, the fewest idle SMs in the last wave (its wave score)."""
     cands = wo_candidates(kernel, m, n, k, bits, group, sms)
     if len(cands) == 1:
         return cands[0]
+    fits = [c for c in cands if (c.block_m or 0) >= m] or cands
+    smallest = min(c.block_m or 0 for c in fits)
+    fits = [c for c in fits if c.block_m == smallest]
 
     def score(c: LaunchConfig) -> tuple[float, int]:
         ctas = c.programs
-        waves = cdiv(ctas, sms)
-        return waves - ctas / sms, -(c.block_m or 0) * (c.block_n or 0)
-    return min(cands, key=score)
+        return cdiv(ctas, sms) - ctas / sms, -(c.block_n or 0)
+    return min(fits, key=score)
