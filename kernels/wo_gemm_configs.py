@@ -62,15 +62,13 @@ def fpaintb_config(m: int, n: int, k: int, bits: int, tt: int, wt: int,
     """TRT-LLM's CUTLASS fpA_intB on sm90: a 64-row weight tile runs the ping-pong schedule on
     cutlass::gemm::PersistentScheduler, a 128-row tile the cooperative one on StreamKScheduler
     (launcher: TileScheduler = size<0>(CTAShape) == 64 ? Persistent : StreamK); stages fill the
-    shared memory left after the epilogue (StageCountAutoCarveout). Both are priced persistent
-    data-parallel (K never split): the measured rows with few output tiles grow linearly with K
-    (N=128, K=10240, M=64: 29.5 us, one CTA walking 160 K tiles), which a stream-K split would not
-    show (docs/kernels-weight-only.md)."""
+    shared memory left after the epilogue (StageCountAutoCarveout)."""
     if m < FPAINTB_MIN_ROWS:
         raise ValueError(f"{TRTLLM_FPAINTB}: the plugin runs the batched GEMV for m < "
                          f"{FPAINTB_MIN_ROWS}, got m={m}")
     stages = _tile_stages(wt, tt, FPAINTB_BLOCK_K, bits, SM90_SMEM_BYTES, wt * min(tt, 32) * 2)
-    return wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, stages, SCHED_PERSISTENT,
+    sched = SCHED_PERSISTENT if wt == 64 else SCHED_STREAM_K
+    return wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, stages, sched,
                      128 * (1 + wt // 64), sms=sms)
 
 

@@ -118,19 +118,36 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
         group = k
     if config == "heuristic":
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
-    key = json.dumps([m, n, k, fmt, bits, group, kernel])
-    if configs is not None and key in configs:
-        probe = gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
-        cands = gemm_candidate_configs(m, n, k, probe["w_format"], int(probe["w_bits"]),
-                                       probe["group_size"], hw, kernel)
-        found = [c for c in cands if c.name() == configs[key]]
-        if found:
-            return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
-                            sms=hw.compute_units)
-    best = best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params)
-    if configs is not None:
-        configs[key] = best.config.name()
-    return best.row
+    tune_m = profiled_m(kernel, m)
+    key = json.dumps([tune_m, n, k, fmt, bits, group, kernel])
+    name = configs.get(key) if configs is not None else None
+    if name is None:
+        best = best_gemm_row(tune_m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params)
+        name = best.config.name()
+        if configs is not None:
+            configs[key] = name
+        if tune_m == m:
+            return best.row
+    probe = gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+    cands = gemm_candidate_configs(m, n, k, probe["w_format"], int(probe["w_bits"]),
+                                   probe["group_size"], hw, kernel)
+    found = [c for c in cands if c.name() == name]
+    if found:
+        return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
+                        sms=hw.compute_units)
+    return best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params).row
+
+
+MAX_PROFILE_M = 8192  # TRT-LLM gemmPluginProfiler: tactics profiled at powers of two up to this
+
+
+def profiled_m(kernel: str | None, m: int) -> int:
+    """The M whose fastest tactic runs an M-row call: TRT-LLM's plugin profiler times the tactics
+    at powers of two and getBestConfig looks up min(nextPowerOfTwo(m), MAX_PROFILE_M); cuBLAS and
+    mpsim's kernels are tuned at M itself."""
+    if kernel != lc.TRTLLM_FPAINTB:
+        return m
+    return min(1 << (m - 1).bit_length(), max(m, MAX_PROFILE_M))
 
 
 def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:

@@ -14,9 +14,9 @@ from mpsim.kernels import launch_config as lc
 from mpsim.kernels import wo_gemm_configs as wo
 from mpsim.launch_plan import gemm_row
 from mpsim.sim.gpu.kernels_known import EXTERNAL
+from mpsim.sim.gpu.marlin_work import MARLIN
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.gpu.wo_tiled import wo_tiled_work
-from mpsim.sim.gpu.marlin_work import MARLIN
 from mpsim.sim.launch import price_launch
 from mpsim.sim.params import DEFAULT_PARAMS
 

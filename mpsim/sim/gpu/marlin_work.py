@@ -21,8 +21,8 @@ from typing import Any
 
 from mpsim.sim.gpu.fpaintb_work import FPAINTB
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
 from mpsim.sim.gpu.wo_tiled import WoKernel, wo_tiled_work
+from mpsim.sim.gpu.work import LaunchWork
 from mpsim.sim.params import SimParams
 
 MARLIN: WoKernel = replace(

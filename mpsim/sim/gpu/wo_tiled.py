@@ -79,12 +79,17 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     res = CtaResources(threads // 32 + 4, trip.load_bytes, 0.0, stages, 168)
     tile_out = tt * wt * FP16
     ctas, per, tiles_per, split = _schedule(sched, tiles, trips, splits, r.sms)
-    fix = spec.fixup_ns if split else 0.0
-    epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split else 0.0,
-                   latency_ns=tiles_per * spec.tile_ns + fix)
+    # a split tile's CTAs each write an fp32 partial; the one that finishes it reads the others'
+    # back (serial reduction): s partials through the finishing CTA's port, s CTAs per tile
+    parts = max(2, cdiv(ctas, tiles)) if split else 0
+    epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
+                   latency_ns=tiles_per * spec.tile_ns + (spec.fixup_ns if split else 0.0))
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
                       dram_write_bytes=float(m * n * FP16), fixed_ns=spec.fixed_ns, name=spec.name)
     return [KernelPart(work, Occupancy(1, stages, False, "kernel"))]
+
+
+SK_MIN_ITERS = 8  # CUTLASS tile_scheduler_params.h: min_iters_per_sk_unit_
 
 
 def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int
@@ -96,10 +101,24 @@ def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int
         ctas = min(tiles, sms)
         return ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
     if sched == SCHED_STREAM_K:
-        units = tiles * trips
-        ctas = min(units, sms)
-        split = units % ctas != 0 or tiles < ctas
-        return ctas, cdiv(units, ctas), cdiv(tiles, ctas), split
+        return _stream_k(tiles, trips, sms)
     if sched == SCHED_SPLIT_K:
         return tiles * splits, cdiv(trips, splits), 1, splits > 1
     raise ValueError(f"unknown weight-only GEMM schedule {sched}")
+
+
+def _stream_k(tiles: int, trips: int, sms: int) -> tuple[int, int, int, bool]:
+    """CUTLASS sm90 StreamKScheduler, Heuristic mode (tile_scheduler_params.h get_num_sk_tiles,
+    get_num_sk_units): data-parallel when the tiles fill whole waves, a tile has <= 8 K trips, or
+    the tail wave is at least half full; else the last two waves' tiles (one when there is no full
+    wave) are stream-K, their trips dealt over min(SMs, trips / 8) units; the rest data-parallel."""
+    full, total = tiles // sms, cdiv(tiles, sms)
+    tail = tiles - full * sms
+    if full == total or trips <= SK_MIN_ITERS or 2 * tail >= sms:
+        ctas = min(tiles, sms)
+        return ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
+    dp_waves = full - 1 if full > 1 else 0
+    sk_tiles = tiles - dp_waves * sms
+    units = max(1, min(sms, sk_tiles * trips // SK_MIN_ITERS))
+    per = dp_waves * trips + cdiv(sk_tiles * trips, units)
+    return max(units, min(tiles, sms)), per, dp_waves + cdiv(sk_tiles, units), True

@@ -11,6 +11,7 @@ from mpsim.analysis.validation.sources import read_aic_gemm
 from mpsim.hw_models.loader import load_hardware
 
 HW = load_hardware("h200-sxm")
+SQ = "trt_flow_/smooth_quant_gemm_L96/PLUGIN_V2_SmoothQuantGemm_0"
 PLUGIN = "trt_flow_/weight_only_quant_matmul_L257/PLUGIN_V2_WeightOnlyQuantMatmul_0"
 
 
@@ -24,7 +25,7 @@ def test_trtllm_weight_only_dispatch_splits_at_m_5() -> None:
     with pytest.raises(UnrepresentableError, match="DeepGemm"):
         gemm_kernel(64, 4096, "fp16", None, "DeepGemmFp8BlockScaledMMKernel")
     with pytest.raises(UnrepresentableError, match="SmoothQuant"):
-        gemm_kernel(64, 4096, "int8-group", 4096, "trt_flow_/smooth_quant_gemm_L96/PLUGIN_V2_SmoothQuantGemm_0")
+        gemm_kernel(64, 4096, "int8-group", 4096, SQ)
 
 
 def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:
