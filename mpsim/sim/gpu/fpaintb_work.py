@@ -33,6 +33,7 @@ FPAINTB = WoKernel(
     lds_per_word=1.0,      # one 32-bit shared-memory load per packed word (A fragment to registers)
     cpi=8.5,               # fitted (fit rows: docs/kernels-weight-only.md)
     mma_wait_cycles=118.0,  # fitted
+    mma_token_cycles=2.0,  # fitted
     tile_ns=2500.0,        # fitted: per output tile (prologue fill, epilogue), not hidden
     fixup_ns=1121.0,       # stream-K fix-up: cuBLAS's (SimParams.cublas_sk_fixup_us), same CUTLASS path
     fixed_ns=3000.0,       # fitted: per layer beyond the kernel floor (profiled plugin enqueue)

@@ -10,7 +10,8 @@ through global locks (a stream-K). Dequant (dequant.h): int4 (u4b8) by 4 lop3 + 
 weights; packed weights loaded from shared memory 128 bits at a time. Every warp converts, two
 warps per scheduler and the next sub-tile's dequant interleaved with this one's MMAs: ASSUMPTION
 cpi = half of TRT-LLM's fitted one (no published kernel-level Marlin rows to set it from); the
-other latency constants are TRT-LLM fpA_intB's (assumption: same Hopper SM, same chain).
+other latency constants are TRT-LLM fpA_intB's (assumption: same Hopper SM, same chain); its
+mma.sync reaches an assumed 0.65 of the wgmma rate on Hopper.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ MARLIN: WoKernel = replace(
     lds_per_word=0.25,           # LDS.128: four packed words per load (marlin_template.h)
     cpi=FPAINTB.cpi / 2,         # ASSUMPTION: two warps per scheduler, dequant/MMA interleaved
     convert_threads_per_64=0,    # all 256 threads convert their fragments
+    mma_eta=0.65,                # ASSUMPTION: Ampere-style mma.sync on Hopper does not reach the
+                                 # wgmma dense rate (value not measured here)
 )
 
 

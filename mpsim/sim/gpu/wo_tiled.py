@@ -7,7 +7,8 @@ converter) and runs 2 TT WT BK FLOPs on the tensor cores, overlapped with the ne
 The converting threads walk a dependent chain each trip (shared-memory load, convert, MMA issue,
 wait): with few warps per scheduler that chain, not the issue rate, sets the trip time, so a trip
 costs at least `chain_cycles` = weights per converting thread x ops per weight x `cpi` + `mma_wait`
-cycles (`cpi`: cycles per dependent instruction of one warp; the constants are each library's).
++ `mma_token_cycles` x TT cycles (`cpi`: cycles per dependent instruction of one warp; the MMA of
+a wider token tile takes longer to issue and retire; the constants are each library's).
 Schedules (kernels/wo_gemm_configs.py): data-parallel, persistent, stream-K, split-K.
 """
 
@@ -40,12 +41,14 @@ class WoKernel:
     lds_per_word: float        # shared-memory loads per 32-bit word of packed weights
     cpi: float                 # cycles per dependent instruction of one converting warp
     mma_wait_cycles: float     # per trip: MMA issue-to-wait and the pipeline's barriers
+    mma_token_cycles: float    # per trip and token of the tile: the MMA's issue grows with its N
     tile_ns: float             # per output tile: prologue, epilogue not hidden
     fixup_ns: float            # a stream-K / split-K tile's partial written, flag, read back
     fixed_ns: float            # per launch beyond the kernel floor
     # threads converting 64 weight rows (wgmma kernels: one consumer warpgroup); 0: every thread
     # of the CTA converts (mma.sync kernels: Marlin, TurboMind)
     convert_threads_per_64: int = 128
+    mma_eta: float = 1.0       # share of the dense tensor rate its MMA instructions reach
 
 
 def ops_per_weight(spec: WoKernel, bits: int) -> tuple[float, float, float]:
@@ -66,11 +69,12 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     alu, fma, lsu = ops_per_weight(spec, bits)
     threads = spec.convert_threads_per_64 * max(1, wt // 64) if spec.convert_threads_per_64 \
         else 32 * int(cfg["num_warps"])
-    chain = w_trip / threads * (alu + fma + lsu) * spec.cpi + spec.mma_wait_cycles
+    chain = w_trip / threads * (alu + fma + lsu) * spec.cpi + spec.mma_wait_cycles \
+        + spec.mma_token_cycles * tt
     lanes = w_trip * (alu + fma + lsu)
     scale_bytes = wt * FP16 * max(1.0, bk / group)
     trip = Trip(load_bytes=w_trip * bits / 8 + scale_bytes + tt * bk * FP16,
-                mma_flops=2.0 * tt * wt * bk, serial=False,
+                mma_flops=2.0 * tt * wt * bk, serial=False, mma_eta=spec.mma_eta,
                 smem_bytes=(wt / 64) * tt * bk * FP16 + w_trip * bits / 8,
                 pipes={"alu": w_trip * alu, "fp32": w_trip * fma, "lsu": w_trip * lsu,
                        "issue": max(lanes, chain * r.pipes["issue"])})
