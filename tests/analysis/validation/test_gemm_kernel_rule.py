@@ -42,3 +42,16 @@ def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:
                                       "weight format (fp8 / block-fp8 / nvfp4 / SmoothQuant W8A8)")
     kernels = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0]["kernel"] for i in (0, 1)]
     assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm"]
+
+
+def test_wo_band_table_and_shape_halves() -> None:
+    from mpsim.analysis.validation.wo_bands import band_table, shape_half
+
+    assert list(shape_half(pd.Series([4096, 4096, 2048]), pd.Series([4096, 2048, 4096]))) == [0, 1, 1]
+    frame = pd.DataFrame({"status": ["ok"] * 4 + ["skipped"], "m": [1, 8, 100, 1000, 1],
+                          "measured_us": [10.0, 10.0, 10.0, 10.0, 10.0],
+                          "predicted_us": [11.0, 9.0, 10.0, 12.0, 99.0],
+                          "roofline_us": [5.0] * 5, "t_math_us": [1.0] * 5, "t_mem_us": [4.0] * 5})
+    t = band_table(frame, pd.Series(["int4_wo"] * 5)).set_index("band")
+    assert list(t.loc[["1-4", "5-16", "17-256", "257+"], "sim"]) == [10.0, 10.0, 0.0, 20.0]
+    assert t.loc["all", "rows"] == 4 and t.loc["all", "bias"] == 5.0
