@@ -72,12 +72,43 @@ def fpaintb_config(m: int, n: int, k: int, bits: int, tt: int, wt: int,
                      128 * (1 + wt // 64), sms=sms)
 
 
-def fpaintb_candidates(m: int, n: int, k: int, bits: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
+def fpaintb_candidates(m: int, n: int, k: int, bits: int, sms: int = GPU_SMS,
+                       arch: str = "hopper") -> list[LaunchConfig]:
     """The tactics TRT-LLM's plugin profiler times (cutlass_heuristic.cpp get_candidate_tiles_sm90:
     64 and 128 weight rows x 16..256 tokens; the 2x1/1x2/2x2 cluster variants only change the L2
-    multicast, which the model does not price, so they are one candidate each)."""
+    multicast, which the model does not price, so they are one candidate each). Before Hopper:
+    fpaintb_candidates_sm80."""
+    if arch != "hopper":
+        return fpaintb_candidates_sm80(m, n, k, bits, sms)
     return [fpaintb_config(m, n, k, bits, tt, wt, sms)
             for wt in FPAINTB_WEIGHT_TILES for tt in FPAINTB_TOKEN_TILES]
+
+
+# cutlass_heuristic.cpp get_candidate_tiles, WeightOnly, sm >= 75: CtaShape (tokens x weights x 64)
+# 16x128, 16x256, 32x128, 64x128, 128x128, four warps each (WarpShape M x 32|64 x 64); stages 2..4
+# on sm >= 80; split-K serial 1..SPLIT_K_LIMIT (fpA_intB_gemm.h: 7) where K and K / split are
+# multiples of 64 (is_valid_split_k_factor).
+FPAINTB_SM80_TILES = ((16, 128), (16, 256), (32, 128), (64, 128), (128, 128))
+FPAINTB_SPLIT_K_LIMIT = 7
+
+
+def fpaintb_candidates_sm80(m: int, n: int, k: int, bits: int,
+                            sms: int = GPU_SMS) -> list[LaunchConfig]:
+    """The Ampere/Ada tactics (mma.sync, CUTLASS 2 multistage, serial split-K). Only the 4-stage
+    variant of each tile is a candidate: the model prices a deeper pipeline no slower, so the 2-
+    and 3-stage ones the profiler also times never win here."""
+    out = []
+    for tt, wt in FPAINTB_SM80_TILES:
+        for s in range(1, FPAINTB_SPLIT_K_LIMIT + 1):
+            if k % FPAINTB_BLOCK_K == 0 and k % s == 0 and (k // s) % FPAINTB_BLOCK_K == 0:
+                sched = SCHED_DP if s == 1 else SCHED_SPLIT_K
+                cfg = wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, 4, sched,
+                                128, s, sms)
+                out.append(LaunchConfig(cfg.kernel, cfg.grid, tt, wt, FPAINTB_BLOCK_K, 4, 4, s,
+                                        extra=(*cfg.extra, ("sm80", 1))))
+    if not out:
+        raise ValueError(f"{TRTLLM_FPAINTB}: K={k} is not a multiple of 64")
+    return out
 
 
 def marlin_config(m: int, n: int, k: int, bits: int, group: int,
@@ -153,11 +184,11 @@ def turbomind_candidates(m: int, n: int, k: int, bits: int,
 
 
 def wo_candidates(kernel: str, m: int, n: int, k: int, bits: int, group: int,
-                  sms: int = GPU_SMS) -> list[LaunchConfig]:
+                  sms: int = GPU_SMS, arch: str = "hopper") -> list[LaunchConfig]:
     """Every config a model-guided search may pick for `kernel` (the library's own choice where it
-    has a fixed heuristic: Marlin, Machete)."""
+    has a fixed heuristic: Marlin, Machete); `arch` the candidate family (hopper or ampere)."""
     if kernel == TRTLLM_FPAINTB:
-        return fpaintb_candidates(m, n, k, bits, sms)
+        return fpaintb_candidates(m, n, k, bits, sms, arch)
     if kernel == MARLIN_GEMM:
         return [marlin_config(m, n, k, bits, group, sms)]
     if kernel == MACHETE_GEMM:

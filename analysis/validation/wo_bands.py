@@ -2,7 +2,7 @@
 trtllm 1.2.0rc5, TensorRT profiler, L2 cold), simulator vs roofline vs the efficiency roofline.
 
     python -m mpsim.analysis.validation.wo_bands [--groundtruth ../shared/groundtruth]
-        [--per-band 200] [--seed 1] [--half test|fit|all]
+        [--per-band 200] [--seed 1] [--half test|fit|all] [--file F --hw NAME]
 
 Rows are sampled stratified (at most `per-band` rows per dtype and M band, fixed seed) from one
 half of the shapes: `fit` = (log2 n + log2 k) even, the half the fpA_intB constants were set on
@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-band", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--half", choices=("test", "fit", "all"), default="test")
+    p.add_argument("--file", default=WO_PATH, help="under --groundtruth (default the H200 file)")
+    p.add_argument("--hw", default="h200-sxm", help="the GPU the file was measured on")
     args = p.parse_args(argv)
-    m = sample_wo(read_measurements(Path(args.groundtruth) / WO_PATH), args.per_band, args.seed,
+    m = sample_wo(read_measurements(Path(args.groundtruth) / args.file), args.per_band, args.seed,
                   args.half)
-    result = validate_against(m, load_hardware("h200-sxm"), cache_dir=None)
+    result = validate_against(m, load_hardware(args.hw), cache_dir=None)
     print(band_table(result.frame, m.input["gemm_dtype"]).to_string(index=False))
     return 0
 

@@ -115,8 +115,9 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
     if kernel == lc.TRTLLM_WO_GEMV:
         return [lc.trtllm_wo_config(m, n, k, bits)]
     if kernel in lc.WO_GEMM_KERNELS:
+        family = candidate_family(hw) if isinstance(hw, GpuSpec) else "hopper"
         try:
-            return lc.wo_candidates(kernel, m, n, k, bits, group_size or k, sms)
+            return lc.wo_candidates(kernel, m, n, k, bits, group_size or k, sms, family)
         except ValueError as exc:
             raise MpsimInputError(f"best config: {exc}") from None
     if kernel is not None:

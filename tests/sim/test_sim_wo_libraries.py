@@ -91,3 +91,17 @@ def test_time_is_monotone_in_m_n_k_and_w8_is_slower_at_m1() -> None:
 def test_wo_kernels_refuse_16_bit_weights() -> None:
     with pytest.raises(MpsimInputError, match="int4/int8 weight-only"):
         gemm_row(16, 4096, 4096, "fp16", 16, kernel=lc.MARLIN_GEMM)
+
+
+def test_fpaintb_before_hopper_is_cutlass2_split_k() -> None:
+    cands = wo.fpaintb_candidates(16, 4096, 3 * 1024, 4, 142, "ampere")
+    # K = 3072: splits s with K % s == 0 and (K / s) % 64 == 0 -> 1, 2, 3, 4, 6 (5 and 7 do not divide)
+    assert sorted({c.split_k for c in cands}) == [1, 2, 3, 4, 6]
+    assert {(c.block_m, c.block_n) for c in cands} == set(wo.FPAINTB_SM80_TILES)
+    assert all(c.num_warps == 4 and dict(c.extra)["sm80"] == 1 for c in cands)
+    l40s = load_hardware("l40s")
+    from mpsim.sim.best_config import gemm_candidate_configs
+    assert all(dict(c.extra).get("sm80") == 1 for c in
+               gemm_candidate_configs(16, 4096, 4096, "int4-group", 4, 4096, l40s, lc.TRTLLM_FPAINTB))
+    assert not any(dict(c.extra).get("sm80") for c in
+                   gemm_candidate_configs(16, 4096, 4096, "int4-group", 4, 4096, H200, lc.TRTLLM_FPAINTB))

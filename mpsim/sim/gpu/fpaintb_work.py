@@ -17,6 +17,7 @@ only.md names the rows).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from mpsim.sim.gpu.rates import GpuRates
@@ -39,7 +40,13 @@ FPAINTB = WoKernel(
     fixed_ns=3000.0,       # fitted: per layer beyond the kernel floor (profiled plugin enqueue)
 )
 
+# Before Hopper (cutlass_kernels/fpA_intB_gemm/fpA_intB_gemm_template.h, Sm80/Sm89 arch tags): CUTLASS
+# 2 multistage mma.sync kernels of four warps, every warp converting its B fragments (the
+# interleaved layout, the same magic-number converters), serial split-K. ASSUMPTION: the Hopper
+# kernel's fitted latency constants (no Ampere/Ada rows were fitted).
+FPAINTB_SM80 = replace(FPAINTB, name="trtllm fpA_intB sm80", convert_threads_per_64=0)
+
 
 def fpaintb_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                  p: SimParams, resident: float) -> LaunchWork:
-    return wo_tiled_work(row, cfg, r, FPAINTB, resident)
+    return wo_tiled_work(row, cfg, r, FPAINTB_SM80 if cfg.get("sm80") else FPAINTB, resident)
