@@ -5,10 +5,10 @@
 This is the one place that decides which kernel, launch config and shapes stand for a published
 measurement. Everything else in validation (readers, protocols, metrics, plots, calibration) works
 on whatever it returns, through the one door `mpsim.sim.simulate`. The kernels are the ones the
-measurements ran, priced by name (mpsim/sim/gpu/kernels_known.py):
+measurements ran, priced by name (the library rooms, mpsim/library/ and mpsim/sim/gpu/library/):
 
 - gemm, 16-bit weights: `cublas_gemm`, the model-guided best config (mpsim.sim.best_config over
-  lc.cublas_candidates) or, with config "heuristic", lc.cublas_heuristic;
+  cublas.cublas_candidates) or, with config "heuristic", cublas.cublas_heuristic;
 - gemm, per-channel int4/int8 weights (group_size = k; TRT-LLM's WeightOnlyQuantMatmul plugin, or
   a row naming no kernel): m <= 4 `trtllm_wo_gemv` (TensorRT-LLM's weight-only batched GEMV), m >= 5
   `trtllm_fpaintb_gemm` (its CUTLASS fpA_intB GEMM, the best of the plugin profiler's tactics);
@@ -41,6 +41,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
+from mpsim.library import cublas, torch, trtllm, vllm
 from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import scope_launches
@@ -98,10 +99,10 @@ def gemm_kernel(m: int, k: int, fmt: str, group: int | None, source: str = "") -
     if fmt == "fp16":
         if source not in TORCH_LINEAR:
             raise UnrepresentableError(f"16-bit GEMM kernel {source!r} is not modelled")
-        return lc.CUBLAS_GEMM
+        return cublas.CUBLAS_GEMM
     per_channel = group in (0, k)
     if fmt in ("int4-group", "int8-group") and per_channel and (not source or WO_PLUGIN in source):
-        return lc.TRTLLM_WO_GEMV if m <= lc.TRTLLM_WO_MAX_ROWS else lc.TRTLLM_FPAINTB
+        return trtllm.TRTLLM_WO_GEMV if m <= trtllm.TRTLLM_WO_MAX_ROWS else trtllm.TRTLLM_FPAINTB
     if source:
         raise UnrepresentableError(f"weight-only GEMM kernel {source!r} is not modelled")
     return None
@@ -114,7 +115,7 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
     group = row.get("group_size")
     group = None if group is None or group != group else int(group)
     kernel = gemm_kernel(m, k, fmt, group, str(row.get("kernel_source") or ""))
-    if kernel in (lc.TRTLLM_WO_GEMV, lc.TRTLLM_FPAINTB) or group == 0:
+    if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) or group == 0:
         group = k
     if config == "heuristic":
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
@@ -145,9 +146,9 @@ def profiled_m(kernel: str | None, m: int) -> int:
     """The M whose fastest tactic runs an M-row call: TRT-LLM's plugin profiler times the tactics
     at powers of two and getBestConfig looks up min(nextPowerOfTwo(m), MAX_PROFILE_M); cuBLAS and
     mpsim's kernels are tuned at M itself."""
-    if kernel != lc.TRTLLM_FPAINTB:
+    if kernel != trtllm.TRTLLM_FPAINTB:
         return m
-    return min(1 << (m - 1).bit_length(), max(m, MAX_PROFILE_M))
+    return min(1 << (m - 1).bit_length(), MAX_PROFILE_M)
 
 
 def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
@@ -173,8 +174,8 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
 
 
 # op -> the framework kernel that ran it
-ROWWISE = {"rmsnorm": lc.VLLM_RMS_NORM, "silu_mul": lc.VLLM_SILU_MUL, "add": lc.TORCH_ADD,
-           "rope": lc.VLLM_ROPE}
+ROWWISE = {"rmsnorm": vllm.VLLM_RMS_NORM, "silu_mul": vllm.VLLM_SILU_MUL, "add": torch.TORCH_ADD,
+           "rope": vllm.VLLM_ROPE}
 
 
 def _rowwise(op: str, row: Mapping[str, Any]) -> Row:

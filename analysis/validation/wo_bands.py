@@ -6,7 +6,7 @@ trtllm 1.2.0rc5, TensorRT profiler, L2 cold), simulator vs roofline vs the effic
 
 Rows are sampled stratified (at most `per-band` rows per dtype and M band, fixed seed) from one
 half of the shapes: `fit` = (log2 n + log2 k) even, the half the fpA_intB constants were set on
-(mpsim/sim/gpu/fpaintb_work.py), `test` = odd, out of sample. The efficiency roofline's three
+(SimParams.trtllm.fpaintb_*), `test` = odd, out of sample. The efficiency roofline's three
 constants are fitted per dtype on the sampled rows themselves (in sample, its best case).
 """
 

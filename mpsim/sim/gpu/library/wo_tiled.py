@@ -2,14 +2,14 @@
 
 One CTA owns a WT x TT output tile (WT weight rows, TT tokens) and walks K in trips of BK. Per trip
 it loads WT x BK packed weights (+ their group scales) and TT x BK activations through its L2 port,
-converts the weights to fp16 in registers (`WoKernel` ops per weight, counted from the library's
+converts the weights to fp16 in registers (`Converter` ops per weight, counted from the library's
 converter) and runs 2 TT WT BK FLOPs on the tensor cores, overlapped with the next trip's convert.
 The converting threads walk a dependent chain each trip (shared-memory load, convert, MMA issue,
 wait): with few warps per scheduler that chain, not the issue rate, sets the trip time, so a trip
 costs at least `chain_cycles` = weights per converting thread x ops per weight x `cpi` + `mma_wait`
 + `mma_token_cycles` x TT cycles (`cpi`: cycles per dependent instruction of one warp; the MMA of
 a wider token tile takes longer to issue and retire; the constants are each library's).
-Schedules (kernels/wo_gemm_configs.py): data-parallel, persistent, stream-K, split-K.
+Schedules (mpsim/library/wo_tiled.py): data-parallel, persistent, stream-K, split-K.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.kernels.wo_gemm_configs import SCHED_DP, SCHED_PERSISTENT, SCHED_SPLIT_K, SCHED_STREAM_K
+from mpsim.library.wo_tiled import SCHED_DP, SCHED_PERSISTENT, SCHED_SPLIT_K, SCHED_STREAM_K
 from mpsim.sim.gpu.memory import residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -30,8 +30,8 @@ FP32 = 4
 
 
 @dataclass(frozen=True)
-class WoKernel:
-    """What one library's mixed-input main loop costs beyond its bytes and FLOPs."""
+class Converter:
+    """A library's in-register int4/int8 -> fp16 convert, counted from its source (not fitted)."""
 
     name: str
     alu_per_w4: float          # integer-pipe lane-ops per int4 weight (shift, lop3, prmt)
@@ -39,26 +39,32 @@ class WoKernel:
     alu_per_w8: float
     fma_per_w8: float
     lds_per_word: float        # shared-memory loads per 32-bit word of packed weights
-    cpi: float                 # cycles per dependent instruction of one converting warp
-    mma_wait_cycles: float     # per trip: MMA issue-to-wait and the pipeline's barriers
-    mma_token_cycles: float    # per trip and token of the tile: the MMA's issue grows with its N
-    tile_ns: float             # per output tile: prologue, epilogue not hidden
-    fixup_ns: float            # a stream-K / split-K tile's partial written, flag, read back
-    fixed_ns: float            # per launch beyond the kernel floor
     # threads converting 64 weight rows (wgmma kernels: one consumer warpgroup); 0: every thread
     # of the CTA converts (mma.sync kernels: Marlin, TurboMind)
     convert_threads_per_64: int = 128
-    mma_eta: float = 1.0       # share of the dense tensor rate its MMA instructions reach
 
 
-def ops_per_weight(spec: WoKernel, bits: int) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class WoLoop:
+    """A library's main-loop latencies (a room's params: fitted or labelled assumptions)."""
+
+    cpi: float = 8.5                # cycles per dependent instruction of one converting warp
+    mma_wait_cycles: float = 118.0  # per trip: MMA issue-to-wait and the pipeline's barriers
+    mma_token_cycles: float = 2.0   # per trip and token of the tile: the MMA's issue grows with N
+    tile_ns: float = 2500.0         # per output tile: prologue, epilogue not hidden
+    fixup_ns: float = 1121.0        # a stream-K / split-K tile's partial written, flag, read back
+    fixed_ns: float = 0.0           # per launch beyond the kernel floor
+    mma_eta: float = 1.0            # share of the dense tensor rate its MMA instructions reach
+
+
+def ops_per_weight(spec: Converter, bits: int) -> tuple[float, float, float]:
     """(alu, fma, lsu) lane-ops per weight at `bits`."""
     alu, fma = (spec.alu_per_w4, spec.fma_per_w4) if bits == 4 else (spec.alu_per_w8, spec.fma_per_w8)
     return alu, fma, spec.lds_per_word * bits / 32
 
 
-def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, spec: WoKernel,
-                  resident: float) -> LaunchWork:
+def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, spec: Converter,
+                  loop: WoLoop, resident: float) -> LaunchWork:
     m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
     group = int(row.get("group_size") or k)
     tt, wt, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
@@ -69,12 +75,12 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     alu, fma, lsu = ops_per_weight(spec, bits)
     threads = spec.convert_threads_per_64 * max(1, wt // 64) if spec.convert_threads_per_64 \
         else 32 * int(cfg["num_warps"])
-    chain = w_trip / threads * (alu + fma + lsu) * spec.cpi + spec.mma_wait_cycles \
-        + spec.mma_token_cycles * tt
+    chain = w_trip / threads * (alu + fma + lsu) * loop.cpi + loop.mma_wait_cycles \
+        + loop.mma_token_cycles * tt
     lanes = w_trip * (alu + fma + lsu)
     scale_bytes = wt * FP16 * max(1.0, bk / group)
     trip = Trip(load_bytes=w_trip * bits / 8 + scale_bytes + tt * bk * FP16,
-                mma_flops=2.0 * tt * wt * bk, serial=False, mma_eta=spec.mma_eta,
+                mma_flops=2.0 * tt * wt * bk, serial=False, mma_eta=loop.mma_eta,
                 smem_bytes=(wt / 64) * tt * bk * FP16 + w_trip * bits / 8,
                 pipes={"alu": w_trip * alu, "fp32": w_trip * fma, "lsu": w_trip * lsu,
                        "issue": max(lanes, chain * r.pipes["issue"])})
@@ -87,9 +93,9 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     # back (serial reduction): s partials through the finishing CTA's port, s CTAs per tile
     parts = max(2, cdiv(ctas, tiles)) if split else 0
     epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
-                   latency_ns=tiles_per * spec.tile_ns + (spec.fixup_ns if split else 0.0))
+                   latency_ns=tiles_per * loop.tile_ns + (loop.fixup_ns if split else 0.0))
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
-                      dram_write_bytes=float(m * n * FP16), fixed_ns=spec.fixed_ns, name=spec.name)
+                      dram_write_bytes=float(m * n * FP16), fixed_ns=loop.fixed_ns, name=spec.name)
     return [KernelPart(work, Occupancy(1, stages, False, "kernel"))]
 
 

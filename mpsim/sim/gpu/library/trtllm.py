@@ -1,0 +1,81 @@
+"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
+builder: mpsim/library/trtllm.py); its CUTLASS fpA_intB GEMM (m >= 5): trtllm_fpaintb.py.
+
+Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
+config `trtllm_wo_config`.
+
+
+cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
+per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
+of K in I = ceil(K / CtaK) steps, CtaK = 128 threads x 128 bits / weight bits (int4: 4096, int8:
+2048 weights), so both formats move 16 KiB of weights per CTA step. A step issues its loads, waits
+for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multiplies on the fp32
+lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
+co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
+the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
+loop. Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.library.trtllm import TRTLLM_FPAINTB, TRTLLM_WO_GEMV
+from mpsim.sim.gpu.library.trtllm_fpaintb import fpaintb_work
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class TrtllmParams:
+    """TensorRT-LLM weight-only batched GEMV, sm90 path (wo rows); SimParams.trtllm (`--fit-params
+    trtllm.NAME`). Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+
+    wo_lat_ns: float = 356.9             # one K step's dependent global load
+    wo_ops_dq4: float = 3.640            # CUDA-core lane-ops per int4 weight (fitted, see docs)
+    wo_ops_dq8: float = 6.028            # per int8 weight (fitted; not from SASS: no TRT-LLM build)
+    wo_ops_fma: float = 1.170            # per weight per activation row
+    wo_cta_ns: float = 4239.0            # per CTA outside the K loop
+    wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
+    # CUTLASS fpA_intB GEMM (trtllm_fpaintb.py), fitted on the fit half of the H200 1.2.0rc5
+    # int4_wo/int8_wo rows with m >= 5 (docs/kernels-weight-only.md)
+    fpaintb_cpi: float = 8.5             # cycles per dependent convert instruction of a warp
+    fpaintb_mma_wait_cycles: float = 118.0  # per K trip: MMA issue to wait, pipeline barriers
+    fpaintb_mma_token_cycles: float = 2.0   # per K trip and token of the tile
+    fpaintb_tile_ns: float = 2500.0      # per output tile, not hidden (prologue fill, epilogue)
+    fpaintb_fixed_ns: float = 3000.0     # per profiled layer beyond the floor and the protocol's cost
+    fpaintb_fixup_ns: float = 1121.0     # stream-K fix-up: cublas.sk_fixup_us (not refitted)
+
+
+MAX_CTAS_PER_SM = 16
+CTA_N = 8
+
+
+def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                   p: SimParams, resident: float) -> LaunchWork:
+    m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
+    cta_k = int(cfg["block_k"])
+    iters = cdiv(k, cta_k)
+    ctas = max(1, n // CTA_N)
+    per_sm = min(MAX_CTAS_PER_SM, cdiv(ctas, r.sms))
+    w_it = CTA_N * k / iters
+    ops = (p.trtllm.wo_ops_dq4 if bits == 4 else p.trtllm.wo_ops_dq8) + m * p.trtllm.wo_ops_fma
+    trip = Trip(load_bytes=w_it * bits / 8 + m * k / iters * FP16, mma_flops=0.0,
+                pipes={"fp32": w_it * ops}, latency_ns=p.trtllm.wo_lat_ns, overlap_latency=True)
+    reads = n * k * bits / 8 + n * 2 * FP16 + m * k * FP16
+    res = CtaResources(4, 0.0, 0.0, 1, 64)
+    work = KernelWork(trip, Epilogue(m * CTA_N * FP16), (iters,), "single", ctas, ctas, res, reads,
+                      setup_ns=p.trtllm.wo_cta_ns, fixed_ns=p.trtllm.wo_scope_us * 1e3, resident_split=per_sm,
+                      name="trtllm wo gemv")
+    return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
+
+
+WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work}
