@@ -108,3 +108,12 @@ def test_fpaintb_before_hopper_is_cutlass2_split_k() -> None:
                gemm_candidate_configs(16, 4096, 4096, "int4-group", 4, 4096, l40s, TRTLLM_FPAINTB))
     assert not any(dict(c.extra).get("sm80") for c in
                    gemm_candidate_configs(16, 4096, 4096, "int4-group", 4, 4096, H200, TRTLLM_FPAINTB))
+
+
+def test_op_prices_each_weight_only_kernel_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from mpsim.cli import main
+
+    for kernel in WO_GEMM_KERNELS:
+        assert main(["op", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--w-format", "group",
+                     "--bits", "4", "--kernel", kernel, "--hw", "h200-sxm"]) == 0
+        assert capsys.readouterr().out.startswith(f"{kernel} on h200-sxm")
