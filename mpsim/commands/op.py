@@ -16,9 +16,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, add_engine_arg, add_hw_arg, hardware
 from mpsim.launch_plan import attention_row, gemm_row
 from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
+from mpsim.traces.schema import DEFAULT_ENGINE
 
 # --help text of the shape arguments
 DIM_HELP = {"m": "activation rows (tokens)", "n": "weight rows (output features)",
@@ -59,12 +60,14 @@ def register(sub: Any) -> None:
 
 def _common(p: argparse.ArgumentParser, func: Any) -> None:
     add_hw_arg(p)
+    add_engine_arg(p, "the op (the kernel its file names for this op, format and M on --hw)")
     p.add_argument("--perf-model", default="sim", choices=PERF_MODEL_NAMES,
                    help="performance model (default sim)")
     p.set_defaults(func=func)
 
 
 def _gemm(args: argparse.Namespace) -> int:
+    _check_engine(args)
     if args.config == "best":
         from mpsim.sim.best_config import best_gemm_row  # the simulator and pandas: only when tuning
 
@@ -77,15 +80,52 @@ def _gemm(args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
     row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias,
                    kernel=args.kernel, sms=hw.compute_units)
-    return _report(row, args)
+    return _report(_as_engine(row, hw, args), args)
 
 
 def _attention(args: argparse.Namespace) -> int:
+    _check_engine(args)
     hw = hardware(args.hw)
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
                         args.head_dim, args.kv_bits, args.kv_block, kernel=args.kernel,
                         kv_append=args.kv_append, sms=hw.compute_units)
-    return _report(row, args)
+    return _report(_as_engine(row, hw, args), args)
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    """--engine picks the kernel from its file: not with --kernel (which names one) nor --config
+    best (which tunes mpsim's own configs)."""
+    from mpsim.engines import get_engine
+    from mpsim.errors import MpsimInputError
+
+    get_engine(args.engine)  # an unknown name: the error naming the known ones
+    if args.engine == DEFAULT_ENGINE:
+        return
+    if args.kernel is not None:
+        raise MpsimInputError(f"--kernel {args.kernel} and --engine {args.engine} both pick the kernel; "
+                              "give one")
+    if getattr(args, "config", "heuristic") == "best":
+        raise MpsimInputError(f"--config best tunes mpsim's own kernels; engine {args.engine!r} "
+                              "launches its libraries' own configs")
+
+
+def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The launch as --engine's kernel for its op, format and M on --hw (the row unchanged for mpsim)."""
+    if args.engine == DEFAULT_ENGINE:
+        return row
+    from mpsim.engines import EngineChoice, architecture, get_engine
+    from mpsim.engines.rows import Target, as_engine, choose, op_of
+    from mpsim.launch_plan import costed
+
+    engine, arch = get_engine(args.engine), architecture(hw)
+    op, fmt, m = op_of(row)
+    picked = choose(engine, op, fmt, m, arch)
+    stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
+    print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
+    d = int(row.get("head_dim") or 0)
+    heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
+    return costed(as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
+                                        or hw.compute_units)))
 
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
