@@ -11,10 +11,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from mpsim import library
 from mpsim.cli import main
 from mpsim.hw_models.loader import load_hardware
-from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
+from mpsim.library.cublas import CUBLAS_GEMM
+from mpsim.library.torch import TORCH_ADD
+from mpsim.library.trtllm import TRTLLM_WO_GEMV
+from mpsim.library.vllm import VLLM_RMS_NORM, VLLM_ROPE, VLLM_SILU_MUL
 from mpsim.models import get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
@@ -26,15 +30,15 @@ from mpsim.traces.trace import rows_to_frame
 from mpsim.workload import Workload
 
 EXTERNAL_ROWS = [
-    gemm_row(64, 4096, 4096, kernel=lc.CUBLAS_GEMM),
-    gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=lc.TRTLLM_WO_GEMV),
+    gemm_row(64, 4096, 4096, kernel=CUBLAS_GEMM),
+    gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_WO_GEMV),
     attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="fa3", kv_append=True, l2_warm=True),
     attention_row(4, 1, 2048, 32, 8, 128, kernel="fa3"),
     attention_row(2, 1024, 1024, 32, 8, 128, kernel="fa3", kv_append=True),
-    framework_op_row(lc.VLLM_RMS_NORM, 512, 4096),
-    framework_op_row(lc.VLLM_SILU_MUL, 512, 11008),
-    framework_op_row(lc.VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
-    framework_op_row(lc.TORCH_ADD, 512, 4096, l2_warm=True),
+    framework_op_row(VLLM_RMS_NORM, 512, 4096),
+    framework_op_row(VLLM_SILU_MUL, 512, 11008),
+    framework_op_row(VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
+    framework_op_row(TORCH_ADD, 512, 4096, l2_warm=True),
 ]
 TOL = 1e-12
 
@@ -61,7 +65,7 @@ def test_parts_add_up_to_the_time_for_every_kernel_family(hw_name: str, model: s
         assert list(res.columns[-len(PARTS):]) == list(PART_COLUMNS)
         _check_sum(res[list(PART_COLUMNS)], res["time_s"])
         kernels |= set(rows["kernel"])
-    assert set(lc.EXTERNAL_KERNELS) <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
+    assert set(library.EXTERNAL_KERNELS) <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
                                                     "gemm_anyprec_kernel", "rms_norm_kernel"} <= kernels
 
 
@@ -85,14 +89,14 @@ def test_a_memory_bound_gemv_is_mostly_memory() -> None:
 
 
 def test_a_large_gemm_on_tensor_cores_is_mostly_math() -> None:
-    shares = _shares(gemm_row(8192, 8192, 8192, kernel=lc.CUBLAS_GEMM))
+    shares = _shares(gemm_row(8192, 8192, 8192, kernel=CUBLAS_GEMM))
     assert shares["math"] > 0.9 and shares["memory"] == 0.0
 
 
 def test_an_int4_weight_only_gemv_shows_its_dequantization() -> None:
     """TRT-LLM's wo GEMV at its largest batch, and mpsim's group GEMV: CUDA-core work (dequantize,
     FMA) outlasts the weight stream, so it is the issue part, not memory."""
-    trt = _shares(gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=lc.TRTLLM_WO_GEMV))
+    trt = _shares(gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_WO_GEMV))
     own = _shares(gemm_row(1, 14336, 4096, "group", 4))
     assert trt["issue"] > 0.3 and trt["memory"] == 0.0
     assert own["issue"] > 0.7
@@ -112,8 +116,8 @@ def test_the_npu_parts_follow_its_units() -> None:
     assert (res["part_launch_s"] == res["overhead_s"]).all()
     # one step: a 6 ns share (a norm hidden under the dispatch) after a long launch, a difference
     # of large ends, its parts counted in the step's cycles: capped at the share, they still add up
-    rows = [attention_row(1, 2048, 2048, 32, 32, 128), framework_op_row(lc.VLLM_RMS_NORM, 1, 4096),
-            framework_op_row(lc.VLLM_SILU_MUL, 512, 11008)]
+    rows = [attention_row(1, 2048, 2048, 32, 32, 128), framework_op_row(VLLM_RMS_NORM, 1, 4096),
+            framework_op_row(VLLM_SILU_MUL, 512, 11008)]
     res = simulate(rows_to_frame(rows), hw, cache_dir=None).launches
     assert res["time_s"].iloc[1] < 1e-8
     _check_sum(res[list(PART_COLUMNS)], res["time_s"])

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
-from mpsim.sim.gpu.library import cublas, fa3, mpsim, torch, trtllm, vllm
+from mpsim.sim.gpu.library import cublas, fa3, machete, marlin, mpsim, torch, trtllm, turbomind, vllm
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import LaunchWork
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
-    "vllm": vllm.WORK, "torch": torch.WORK}
+    "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
+    "turbomind": turbomind.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
