@@ -18,7 +18,7 @@ from mpsim import library
 from mpsim.engines.files import Choice, Engine, kv_key
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
-from mpsim.library import cublas, fa3, torch, trtllm, vllm
+from mpsim.library import cublas, fa3, machete, marlin, torch, trtllm, turbomind, vllm
 from mpsim.library import mpsim as own
 
 Row = dict[str, Any]
@@ -29,7 +29,8 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "rms_norm": ("rms_norm_kernel", vllm.VLLM_RMS_NORM),
     "layer_norm": ("layer_norm_kernel",),
     "gemm": (*(k for k in own.KERNELS if k.startswith(("gemv_", "gemm_"))), cublas.CUBLAS_GEMM,
-             trtllm.TRTLLM_WO_GEMV),
+             trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB, marlin.MARLIN_GEMM, machete.MACHETE_GEMM,
+             turbomind.TURBOMIND_GEMM),
     "rope": ("rope_kernel", vllm.VLLM_ROPE),
     "kv_write": ("kv_quant_kernel",),
     "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE),

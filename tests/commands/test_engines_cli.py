@@ -113,7 +113,7 @@ def test_mpsim_engines_lists_kernels_and_stand_ins(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     for name in ("mpsim:", "sglang:", "trtllm:", "turbomind:", "vllm:"):
         assert f"\n{name}" in f"\n{out}"
-    assert "trtllm_wo_gemv (M <= 4); gemv_group_kernel (M <= 16) [stands in for CUTLASS fpA_intB GEMM]" in out
+    assert "trtllm_wo_gemv (M <= 4); trtllm_fpaintb_gemm\n" in out
     assert "fa3_decode [stands in for XQA / masked multi-head attention decode]" in out
     assert "runs: weights fp16, int4-group (groups 128); KV cache 16, 8, 4 bits" in out
     clear_error(["engines", "tensorrt"], capsys, "unknown engine 'tensorrt'")
@@ -127,7 +127,7 @@ def test_op_with_an_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert "engine trtllm on hopper: gemm int4-group at M=1 runs trtllm_wo_gemv" in out
     assert "\ntrtllm_wo_gemv on h200-sxm" in out
     assert main([*gemm, "--engine", "vllm"]) == 0
-    assert "runs gemv_group_kernel (stands in for Machete (Hopper W4A16/W8A16))" in capsys.readouterr().out
+    assert "gemm int4-group at M=1 runs machete_gemm\n" in capsys.readouterr().out
     clear_error([*gemm, "--engine", "trtllm", "--kernel", "cublas_gemm"], capsys, "both pick the kernel")
     clear_error(["op", "gemm", "--m", "1", "--n", "64", "--k", "64", "--w-format", "anyprec", "--bits", "3",
                  "--hw", "h200-sxm", "--engine", "trtllm"], capsys,
