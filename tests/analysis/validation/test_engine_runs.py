@@ -16,6 +16,7 @@ from mpsim.analysis.validation.engine_rows import NOT_OWNED, RowSetup, setups
 from mpsim.analysis.validation.engine_run import counted, gpu, memory_batch, model, predict, runs, stand_ins
 from mpsim.analysis.validation.engine_table import block, outcomes
 from mpsim.analysis.validation.report_md import write_doc
+from mpsim.engines import get_engine
 from mpsim.memory import MEMORY_UTILIZATION, per_gpu_bytes, point_memory
 from mpsim.policy import parse_policy
 from mpsim.sim.memo import LaunchMemo
@@ -100,17 +101,33 @@ def test_ratios_and_errors_per_count(rows: dict[str, RowSetup]) -> None:
 def test_the_block_and_the_doc(rows: dict[str, RowSetup], tmp_path: Path) -> None:
     e6 = runs(rows["E6"])
     text = block([rows["E6"]], outcomes(e6, [0.2, 0.3, 0.2, 0.25, 0.1, 0.2]),
-                 {"E6": stand_ins(rows["E6"])})
+                 {"E6": ["k1 for X", "k2 for Y"]})
     assert "| E6 | vllm on h100-sxm | Marlin int8 (w8g128) | 1 | 0.150 s | 0.200 s | +33.3% ✗ |" in text
     assert "| E6 | vllm on h100-sxm | BF16 (fp16) | 2 | 0.300 s | 0.300 s | +0.0% | - | - | - |" in text
     assert "5 of 6 published values within 15%" in text and "**not met**" in text
-    assert "for Machete" in text and "counts seconds per request" in text
+    assert "Kernels standing in on this GPU: k1 for X; k2 for Y." in text
+    assert "counts seconds per request" in text
     assert all(f"- {row}: {why}" in text for row, why in NOT_OWNED)
     doc = tmp_path / "validation.md"
     doc.write_text("a\n<!-- validation:engines -->\nold\n<!-- /validation:engines -->\nb\n", encoding="utf-8")
     write_doc(doc, {engines.BLOCK: text})
     assert doc.read_text(encoding="utf-8") == \
         f"a\n<!-- validation:engines -->\n{text}\n<!-- /validation:engines -->\nb\n"
+
+
+def test_stand_ins_are_the_engine_files_on_the_rows_gpu(rows: dict[str, RowSetup]) -> None:
+    e8 = rows["E8"]  # TensorRT-LLM on an L40S (Ada)
+    engine = get_engine(e8.engine)
+    ops = ("gemm", "decode_attention", "prefill_attention")
+    named = {f"{c.kernel} for {c.stands_in_for}": c for op in ops
+             for f in engine.formats(op) for c in engine.choices(op, f) if c.stands_in_for}
+    got = stand_ins(e8)
+    assert len(got) == len(set(got)) and all("ada" in named[s].arch for s in got)
+    assert text_of_none(e8).endswith("Kernels standing in on this GPU: none.")
+
+
+def text_of_none(setup: RowSetup) -> str:
+    return next(ln for ln in block([setup], [], {setup.row: []}).splitlines() if ln.startswith("- **"))
 
 
 def test_the_command_fails_with_the_row_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
