@@ -118,8 +118,8 @@ def e6(row: Row) -> RowSetup:
     return RowSetup("E6", "vllm", "h100-sxm", "llama-3-8b", prompt, gen, batches, "latency",
                     tuple(Precision(lb, pol, pub.series(lb, len(batches))) for lb, pol in labels),
                     "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default), "
-                    f"runs on Marlin: vllm's w8/w4 kernel on Hopper stands in (`mpsim engines vllm`); "
-                    f"{SAME_SHAPES}")
+                    "runs on Marlin; the vllm file picks its Hopper w8/w4 kernel (`mpsim engines vllm`: "
+                    f"Machete, vLLM's GPTQ/AWQ choice on Hopper), which prices these rows; {SAME_SHAPES}")
 
 
 def e8(row: Row) -> RowSetup:
