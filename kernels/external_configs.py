@@ -9,15 +9,31 @@ every name (`lc.CUBLAS_GEMM`, `lc.cublas_candidates`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from mpsim.kernels.engine_attention import (
+    ENGINE_ATTENTION_KERNELS,
+    SGLANG_FA3_DECODE,
+    SGLANG_FA3_PREFILL,
+    TRTLLM_FMHA,
+    TRTLLM_MMHA,
+    TRTLLM_XQA,
+    fmha_config,
+    mmha_config,
+    trtllm_decode_kernel,
+    xqa_config,
+)
 from mpsim.kernels.launch_base import GPU_SMS, LaunchConfig, cdiv, next_pow2
 
 __all__ = [
     "CUBLAS_BLOCK_K", "CUBLAS_GEMM", "CUBLAS_MAX_ACC", "CUBLAS_SMEM_BYTES", "CUBLAS_TOKEN_TILES",
     "CUBLAS_WEIGHT_TILES", "EXTERNAL_KERNELS", "FA3_BLOCK_M", "FA3_BLOCK_N", "FA3_DECODE",
-    "FA3_PREFILL", "TORCH_ADD", "TRTLLM_WO_GEMV", "TRTLLM_WO_MAX_ROWS", "VLLM_RMS_NORM",
+    "FA3_PREFILL", "SGLANG_FA3_DECODE", "SGLANG_FA3_PREFILL", "TORCH_ADD", "TRTLLM_FMHA",
+    "TRTLLM_MMHA", "TRTLLM_WO_GEMV", "TRTLLM_WO_MAX_ROWS", "TRTLLM_XQA", "VLLM_RMS_NORM",
     "VLLM_ROPE", "VLLM_SILU_MUL", "cublas_candidates", "cublas_config", "cublas_heuristic",
-    "fa3_decode_config", "fa3_num_splits", "fa3_prefill_config", "framework_rowwise_config",
-    "trtllm_wo_config",
+    "engine_attention_config", "fa3_decode_config", "fa3_num_splits", "fa3_prefill_config",
+    "fmha_config", "framework_rowwise_config", "mmha_config", "trtllm_decode_kernel",
+    "trtllm_wo_config", "xqa_config",
 ]
 
 CUBLAS_GEMM = "cublas_gemm"
@@ -29,7 +45,7 @@ VLLM_ROPE = "vllm_rotary_embedding"
 VLLM_SILU_MUL = "vllm_silu_and_mul"
 TORCH_ADD = "torch_add"
 EXTERNAL_KERNELS = (CUBLAS_GEMM, TRTLLM_WO_GEMV, FA3_DECODE, FA3_PREFILL, VLLM_RMS_NORM, VLLM_ROPE,
-                    VLLM_SILU_MUL, TORCH_ADD)
+                    VLLM_SILU_MUL, TORCH_ADD, *ENGINE_ATTENTION_KERNELS)
 
 # cuBLAS on Hopper: warp-specialized wgmma kernels, one CTA per SM, the weights on the wgmma M side
 # (64-row warpgroups), the tokens on its N side (any multiple of 8 up to 256).
@@ -143,3 +159,31 @@ def framework_rowwise_config(kernel: str, tokens: int, width: int, *, heads: int
         raise ValueError(f"not a framework row-wise kernel: {kernel!r}")
     threads = max(32, threads)
     return LaunchConfig(kernel, (tokens,), None, threads, None, cdiv(threads, 32), 1)
+
+
+def engine_attention_config(kernel: str, batch: int, q_len: int, kv_len: int, heads: int,
+                             kv_heads: int, head_dim: int, kv_bits: int, fp8_attention: bool,
+                             l2_warm: bool, sms: int) -> LaunchConfig:
+    """The config of a TensorRT-LLM ("trtllm") or SGLang ("sglang_fa3") attention row
+    (kernels/engine_attention.py); ValueError for a row the kernel cannot run."""
+    if kv_bits == 4:
+        raise ValueError(f"{kernel} has no 4-bit KV cache (16 or fp8 only)")
+    if q_len > 1 and kv_len != q_len:
+        raise ValueError(f"{kernel} prefill rows attend within the prompt (kv_len == q_len)")
+    warm = (("l2_warm", int(l2_warm)),)
+    if kernel == "sglang_fa3":
+        if q_len > 1:
+            cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True, sms=sms)
+            return replace(cfg, kernel=SGLANG_FA3_PREFILL)
+        cfg = fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=True,
+                                l2_warm=l2_warm, sms=sms)
+        return replace(cfg, kernel=SGLANG_FA3_DECODE)
+    fp8_kv = kv_bits == 8
+    if q_len > 1:
+        return fmha_config(batch, q_len, heads, kv_heads, head_dim, fp8_attention, fp8_kv)
+    if fp8_attention:
+        raise ValueError("fp8_attention describes the context FMHA (q_len > 1)")
+    pick = trtllm_decode_kernel(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+    build = xqa_config if pick == TRTLLM_XQA else mmha_config
+    cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+    return replace(cfg, extra=cfg.extra + warm)

@@ -305,13 +305,16 @@ def _gemm_shape(m: int, n: int, k: int, fmt: str, bits: int, group_size: int | N
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True,
                   kernel: str | None = None, kv_append: bool = False, l2_warm: bool = False,
-                  sms: int = lc.GPU_SMS) -> Row:
+                  sms: int = lc.GPU_SMS, fp8_attention: bool = False) -> Row:
     """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16).
 
     `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (lc.FA3_DECODE /
     lc.FA3_PREFILL by q_len; 8-bit KV is FA3's fp8 e4m3 cache, 4-bit is not supported), with
     `kv_append` (the measured op also wrote the new tokens' K/V) and `l2_warm` (decode repeated back
-    to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic."""
+    to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic.
+    "trtllm": TensorRT-LLM's attention op (RoPE + KV append + XQA/MMHA decode by its dispatch rule,
+    or the context FMHA; 8-bit KV is e4m3, also in prefill; `fp8_attention`: the FP8 context FMHA);
+    "sglang_fa3": SGLang's FA3 backend (FA3's kernels, its KV store always in the op)."""
     if kv_bits not in KV_BITS:
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
@@ -320,7 +323,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                 head_dim=head_dim)
     if heads % kv_heads:
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
-    if q_len > 1 and kv_bits != 16:
+    if q_len > 1 and kv_bits != 16 and kernel != "trtllm":
         raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
                               "applies to decode (q_len 1)")
     if kernel is None:
@@ -343,8 +346,19 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                     "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
                     "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
                     "kv_block": None}, cfg)
+    elif kernel in ("trtllm", "sglang_fa3"):
+        try:
+            cfg = lc.engine_attention_config(kernel, batch, q_len, kv_len, heads, kv_heads, head_dim,
+                                             kv_bits, fp8_attention, l2_warm, sms)
+        except ValueError as exc:
+            raise MpsimInputError(f"attention: {exc}") from None
+        row = _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
+                    "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
+                    "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
+                    "kv_block": None}, cfg)
     else:
-        raise MpsimInputError(f"attention: unknown kernel {kernel!r}; expected None (mpsim's) or 'fa3'")
+        raise MpsimInputError(f"attention: unknown kernel {kernel!r}; expected None (mpsim's), 'fa3', "
+                              "'trtllm' or 'sglang_fa3'")
     row["phase"] = "decode" if q_len == 1 else "prefill"
     return _single(row)
 

@@ -53,7 +53,10 @@ DEFAULT_GROUP = 128
 BANDS = ((16, "1-16"), (256, "17-256"), (8192, "257-8192"))
 # Extra columns of the normalized frame (not written to the rows file). `in_forward`: measured inside
 # a model's forward pass (Vidur), so a residual add's second input is the previous kernel's output.
-EXTRA = ("cls", "kv_dtype", "status", "in_forward")
+# `framework`, `fw_version`, `kernel_source`: who ran the op and the kernel the source names (the
+# adapter prices an attention row with that kernel); `attn_dtype`: the attention's compute dtype.
+EXTRA = ("cls", "kv_dtype", "status", "in_forward", "framework", "fw_version", "kernel_source",
+         "attn_dtype")
 
 
 @dataclass
@@ -181,6 +184,9 @@ def normalize_generic(text: pd.DataFrame, where: str) -> pd.DataFrame:
     rows["measured_us"] = pd.to_numeric(_words(text, "measured_us").replace("", np.nan), errors="coerce")
     _check_vocabulary(rows, where)
     rows["cls"], rows["kv_dtype"], rows["status"], rows["in_forward"] = "", "", "ok", False
+    for c in ("framework", "fw_version", "kernel_source", "attn_dtype"):
+        rows[c] = _words(text, c)
+    rows["framework"] = rows["framework"].str.lower()
     for i in range(len(rows)):
         _check_shape(rows, i, where)
     return rows[list(GENERIC_COLUMNS) + list(EXTRA)]

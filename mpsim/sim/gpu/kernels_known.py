@@ -25,6 +25,15 @@ mpsim.launch_plan.gemm_row / attention_row / framework_op_row, configs from laun
   num_q_heads, num_kv_heads, head_dim), `torch_add` (op other, n hidden; config `l2_warm` 1: the
   second input is the previous kernel's output): vLLM's one-block-per-token kernels and PyTorch's
   vectorized add (framework_work.py).
+- `trtllm_xqa_decode`, `trtllm_mmha_decode`: TensorRT-LLM's generation attention op (RoPE, KV append
+  and attention; trtllm_attention_work.py). Row: op attention, q_len 1, k_bits 16 or 8 (e4m3);
+  config `xqa_config` (split_k = XQA's multi-block count, `gmma` 1 for the Hopper fp8-cache kernel)
+  or `mmha_config` (split_k = MMHA's KV tiles), `l2_warm` as FA3's; which one a call runs:
+  `trtllm_decode_kernel` (kernels/engine_attention.py).
+- `trtllm_context_fmha`: TensorRT-LLM's context attention op (preprocessing + FMHA). Row: op
+  attention, q_len = kv_len > 1; config `fmha_config` (`fp8` 1 for the FP8 FMHA, `kv_fp8`).
+- `sglang_fa3_decode`, `sglang_fa3_prefill`: SGLang's FA3 backend (sglang_work.py): FA3's configs
+  and kernels, SGLang's op around them.
 
 Every kernel's time is `kernel_s` (its duration on the GPU as CUPTI would time it, the kernel floor
 included) plus `overhead_s`, the measurement protocol's cost for `launch_kernels(row)` kernels
@@ -42,6 +51,8 @@ from mpsim.sim.gpu.cublas_work import cublas_work
 from mpsim.sim.gpu.fa3_work import fa3_decode_work, fa3_prefill_work
 from mpsim.sim.gpu.framework_work import framework_work
 from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.sglang_work import sglang_fa3_decode_work, sglang_fa3_prefill_work
+from mpsim.sim.gpu.trtllm_attention_work import fmha_work, mmha_work, xqa_work
 from mpsim.sim.gpu.trtllm_work import trtllm_wo_work
 from mpsim.sim.gpu.work import LaunchWork
 from mpsim.sim.params import SimParams
@@ -58,13 +69,23 @@ EXTERNAL: dict[str, ExternalBuilder] = {
     lc.VLLM_ROPE: framework_work,
     lc.VLLM_SILU_MUL: framework_work,
     lc.TORCH_ADD: framework_work,
+    lc.TRTLLM_XQA: xqa_work,
+    lc.TRTLLM_MMHA: mmha_work,
+    lc.TRTLLM_FMHA: fmha_work,
+    lc.SGLANG_FA3_DECODE: sglang_fa3_decode_work,
+    lc.SGLANG_FA3_PREFILL: sglang_fa3_prefill_work,
 }
 assert set(EXTERNAL) == set(lc.EXTERNAL_KERNELS)
 
 
 def launch_kernels(row: Mapping[str, Any]) -> int:
     """How many GPU kernels one launch row stands for (what a per-kernel protocol cost multiplies)."""
-    if str(row["kernel"]) in (lc.FA3_DECODE, lc.FA3_PREFILL):
+    if str(row["kernel"]) in (lc.FA3_DECODE, lc.FA3_PREFILL, lc.SGLANG_FA3_DECODE,
+                              lc.SGLANG_FA3_PREFILL):
         cfg = json.loads(str(row["config"]))
         return 1 + int(bool(cfg.get("kv_append", 0)))
+    if str(row["kernel"]) == lc.TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first
+        return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
+    if str(row["kernel"]) == lc.TRTLLM_FMHA:
+        return 2
     return 1
