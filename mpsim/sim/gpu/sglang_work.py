@@ -34,13 +34,15 @@ SGLANG = SglangParams()
 
 def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
                            r: GpuRates, p: SimParams, resident: float,
-                           s: SglangParams = SGLANG) -> LaunchWork:
+                           s: SglangParams | None = None) -> LaunchWork:
+    s = s or SGLANG
     q = replace(p, fa3_decode_scope_us=s.decode_scope_us, fa3_fp8_extra_us=s.fp8_extra_us)
     return fa3_decode_work(row, cfg, grid, r, q, resident)
 
 
 def sglang_fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
                             r: GpuRates, p: SimParams, resident: float,
-                            s: SglangParams = SGLANG) -> LaunchWork:
+                            s: SglangParams | None = None) -> LaunchWork:
+    s = s or SGLANG
     return fa3_prefill_work(row, cfg, grid, r, replace(p, fa3_prefill_scope_us=s.prefill_scope_us),
                             resident)

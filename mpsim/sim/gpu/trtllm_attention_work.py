@@ -10,7 +10,7 @@ GMMA kernel, MMHA) or a separate QKV-preprocessing kernel before it (XQA HMMA, c
   padded to the MMA M (GMMA 64 rows, HMMA 16/32) and walks its share of the cache in 64-key tiles:
   per tile it loads K and V (bf16, or one byte an element for e4m3), runs QK^T and PV on the tensor
   cores (fp8 rate for the GMMA kernel on an e4m3 cache) and the softmax on the fp32 lanes; a tile
-  also pays a dependent round trip (`xqa_trip_ns`: paged-block lookup, then the load). Splits are
+  also pays a dependent round trip (`*_trip_ns`: paged-block lookup, then the load). Splits are
   merged inside the kernel by the last CTA of each (KV head, sequence) (`xqa_combine_us`).
 - MMHA (`trtllm_mmha_decode`): one CTA of 256 threads per (KV tile, query head, sequence); each
   query head re-reads its KV head's keys (the other heads of the group hit in L2), and the dot
@@ -46,8 +46,10 @@ class TrtllmAttentionParams:
     h200_sxm/attention/trtllm/1.3.0rc20, seed 23; checked on H100's); see docs/validation.md."""
 
     xqa_softmax_ops: float = 8.0      # fp32 lane-ops per score, padded query rows included
-    xqa_trip_ns: float = 300.0        # per 64-key tile: page lookup + dependent load round trip
-    xqa_cta_ns: float = 1500.0        # per CTA: Q load (and RoPE for GMMA), O write
+    gmma_trip_ns: float = 300.0       # GMMA kernel, per 64-key tile: page lookup + dependent load
+    gmma_cta_ns: float = 1500.0       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
+    hmma_trip_ns: float = 300.0       # HMMA kernel, per 64-key tile
+    hmma_cta_ns: float = 5000.0       # HMMA kernel, per CTA: Q load, O write
     xqa_combine_us: float = 1.5       # multi-block: the last CTA's merge of the partial outputs
     xqa_scope_us: float = 3.0         # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 2.5          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
@@ -74,8 +76,9 @@ def _shape(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
 
 
 def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-             p: SimParams, resident: float, t: TrtllmAttentionParams = TRTLLM_ATTENTION
+             p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
              ) -> LaunchWork:
+    t = t or TRTLLM_ATTENTION
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     gmma = bool(int(cfg.get("gmma", 0)))
@@ -84,7 +87,8 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": rows * bn * t.xqa_softmax_ops}, serial=True,
-                mma_dtype="fp8" if gmma else "fp16", latency_ns=t.xqa_trip_ns, overlap_latency=True)
+                mma_dtype="fp8" if gmma else "fp16",
+                latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True)
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     fixed = t.xqa_scope_us + (t.xqa_combine_us if splits > 1 else 0.0) \
@@ -92,13 +96,14 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     out = b * hq * d * (1 if gmma else FP16)
     res = CtaResources(12 if gmma else 8, bn * d * 2 * elem, rows * d * FP16, 2, 128)
     work = KernelWork(trip, Epilogue(out / ctas), (tiles,), "single", ctas, ctas, res, reads,
-                      setup_ns=t.xqa_cta_ns, fixed_ns=fixed * 1e3, name="trtllm xqa")
+                      setup_ns=t.gmma_cta_ns if gmma else t.hmma_cta_ns, fixed_ns=fixed * 1e3, name="trtllm xqa")
     return [KernelPart(work, Occupancy(1 if gmma else 2, 2, False, "kernel"))]
 
 
 def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float, t: TrtllmAttentionParams = TRTLLM_ATTENTION
+              p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
               ) -> LaunchWork:
+    t = t or TRTLLM_ATTENTION
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     bn, splits = int(cfg["block_n"]), int(cfg.get("split_k", 1))
@@ -117,8 +122,9 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float, t: TrtllmAttentionParams = TRTLLM_ATTENTION
+              p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
               ) -> LaunchWork:
+    t = t or TRTLLM_ATTENTION
     b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
                                              "head_dim"))
     fp8 = bool(int(cfg.get("fp8", 0)))
