@@ -49,7 +49,7 @@ class TrtllmAttentionParams:
     gmma_trip_ns: float = 300.0       # GMMA kernel, per 64-key tile: page lookup + dependent load
     gmma_cta_ns: float = 1500.0       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
     hmma_trip_ns: float = 300.0       # HMMA kernel, per 64-key tile
-    hmma_cta_ns: float = 5000.0       # HMMA kernel, per CTA: Q load, O write
+    hmma_cta_ns: float = 9000.0       # HMMA kernel, per CTA: Q load, O write
     xqa_combine_us: float = 1.5       # multi-block: the last CTA's merge of the partial outputs
     xqa_scope_us: float = 3.0         # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 2.5          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
