@@ -184,7 +184,7 @@ def engine_attention_config(kernel: str, batch: int, q_len: int, kv_len: int, he
                                 l2_warm=l2_warm, sms=sms)
         return replace(cfg, kernel=SGLANG_FA3_DECODE)
     fp8_kv = kv_bits == 8
-    if q_len > 1:
+    if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         return fmha_config(batch, q_len, heads, kv_heads, head_dim, fp8_attention, fp8_kv)
     if fp8_attention:
         raise ValueError("fp8_attention describes the context FMHA (q_len > 1)")

@@ -86,6 +86,6 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 1 + int(bool(cfg.get("kv_append", 0)))
     if str(row["kernel"]) == lc.TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first
         return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
-    if str(row["kernel"]) == lc.TRTLLM_FMHA:
+    if str(row["kernel"]) == lc.TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
         return 2
     return 1

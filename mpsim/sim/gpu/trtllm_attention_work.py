@@ -3,8 +3,9 @@ the context FMHA. Which kernel a call runs: kernels/engine_attention.py (the dis
 
 Every call is the whole op as aiconfigurator timed it: RoPE on Q and K and the new tokens' K/V
 appended to the paged cache (64 tokens a block) are part of it, fused in the kernel (XQA's Hopper
-GMMA kernel, MMHA) or a separate QKV-preprocessing kernel before it (XQA HMMA, context FMHA), which
-`*_prep_us` prices as a fixed cost (a few tokens' worth of element-wise work).
+GMMA kernel, MMHA) or a separate QKV-preprocessing kernel before it: XQA HMMA (`xqa_prep_us`, a
+fixed cost: a batch of tokens' element-wise work) and the context FMHA (one block per token in
+rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
 
 - XQA (`trtllm_xqa_decode`): one CTA per (split, KV head, sequence) holds the KV head's query group
   padded to the MMA M (GMMA 64 rows, HMMA 16/32) and walks its share of the cache in 64-key tiles:
@@ -17,8 +18,8 @@ GMMA kernel, MMHA) or a separate QKV-preprocessing kernel before it (XQA HMMA, c
   products run on the fp32 lanes (`mmha_ops` lane-ops per K/V element), a dependent round trip per
   128-key loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
-  qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (fp8 rate for the FP8
-  FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`).
+  qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
+  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`).
 
 A KV cache that fits the usable L2 stays there across the benchmark's back-to-back replays
 (`l2_warm`, as fa3_work.py). Constants: `TrtllmAttentionParams` (each says where it came from).
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.sim.gpu.fa3_work import kv_append_part
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -45,22 +47,26 @@ class TrtllmAttentionParams:
     """Fitted on TRT-LLM 1.3.0rc20 H200 rows (a 600-row stratified sample of
     h200_sxm/attention/trtllm/1.3.0rc20, seed 23; checked on H100's); see docs/validation.md."""
 
-    xqa_softmax_ops: float = 8.0      # fp32 lane-ops per score, padded query rows included
-    gmma_trip_ns: float = 300.0       # GMMA kernel, per 64-key tile: page lookup + dependent load
-    gmma_cta_ns: float = 1500.0       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
+    xqa_softmax_ops: float = 12.08     # fp32 lane-ops per score, padded query rows included
+    gmma_trip_ns: float = 397.7       # GMMA kernel, per 64-key tile: page lookup + dependent load
+    gmma_cta_ns: float = 724.6       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
     hmma_trip_ns: float = 300.0       # HMMA kernel, per 64-key tile
     hmma_cta_ns: float = 9000.0       # HMMA kernel, per CTA: Q load, O write
-    xqa_combine_us: float = 1.5       # multi-block: the last CTA's merge of the partial outputs
-    xqa_scope_us: float = 3.0         # the op's host-side metadata / launches inside the graph
+    xqa_head_ns: float = 100.0        # per CTA per query head of the group (x head_dim / 128):
+    #                                   Q load and RoPE, the output's conversion and store
+    xqa_combine_us: float = 1.753      # multi-block: the last CTA's merge of the partial outputs
+    xqa_scope_us: float = 3.304        # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 2.5          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
     mmha_ops: float = 4.0             # fp32 lane-ops per K or V element per query head
     mmha_trip_ns: float = 600.0       # per 128-key loop of a CTA: dependent loads
     mmha_cta_ns: float = 1500.0       # per CTA: Q load, RoPE, KV append, O write
     mmha_combine_us: float = 1.5      # multi-block: reduction of the tiles' partials
     mmha_scope_us: float = 4.0        # the op's fixed cost
-    fmha_eta: float = 0.65            # share of the tensor peak of the causal main loop
+    fmha_eta: float = 0.65            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.5         # the same for the FP8 FMHA (share of the fp8 peak)
     fmha_tile_ns: float = 3000.0      # per query-tile CTA: prologue and epilogue
-    fmha_scope_us: float = 6.0        # the op's fixed cost: preprocessing kernel (RoPE + append)
+    fmha_scope_us: float = 6.0        # the op's fixed cost (metadata, launches)
+    prep_round_ns: float = 1500.0     # QKV preprocessing (RoPE + KV append): one round of blocks
 
 
 TRTLLM_ATTENTION = TrtllmAttentionParams()
@@ -85,7 +91,8 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
-    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
+    d_mma = 1 << (d - 1).bit_length()   # the MMAs run on the head padded to a power of two
+    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d_mma,
                 pipes={"fp32": rows * bn * t.xqa_softmax_ops}, serial=True,
                 mma_dtype="fp8" if gmma else "fp16",
                 latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True)
@@ -95,8 +102,9 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
         + (0.0 if gmma else t.xqa_prep_us)
     out = b * hq * d * (1 if gmma else FP16)
     res = CtaResources(12 if gmma else 8, bn * d * 2 * elem, rows * d * FP16, 2, 128)
+    setup = (t.gmma_cta_ns if gmma else t.hmma_cta_ns) + t.xqa_head_ns * hq // hk * d / 128
     work = KernelWork(trip, Epilogue(out / ctas), (tiles,), "single", ctas, ctas, res, reads,
-                      setup_ns=t.gmma_cta_ns if gmma else t.hmma_cta_ns, fixed_ns=fixed * 1e3, name="trtllm xqa")
+                      setup_ns=setup, fixed_ns=fixed * 1e3, name="trtllm xqa")
     return [KernelPart(work, Occupancy(1 if gmma else 2, 2, False, "kernel"))]
 
 
@@ -136,11 +144,13 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), qt)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
-                mma_dtype="fp8" if fp8 else "fp16", mma_eta=t.fmha_eta)
+                mma_dtype="fp8" if fp8 else "fp16", mma_eta=t.fmha_fp8_eta if fp8 else t.fmha_eta)
     io = elem * b * q * d * (hq + 2 * hk)
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
                       io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
-    return [KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+    prep = kv_append_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r,
+                          replace(p, kv_append_round_ns=t.prep_round_ns))
+    return [prep, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
