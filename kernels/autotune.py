@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from mpsim.kernels.launch_base import LaunchConfig
+from mpsim.kernels.launch_config import LaunchConfig
 
 ENV = "MPSIM_AUTOTUNE"
 _ON = ("1", "true", "yes", "on", "")

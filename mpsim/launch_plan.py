@@ -16,21 +16,24 @@ sequence, and greedy sampling. Launch configs come from kernels.launch_config, t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mpsim import limits
+from mpsim import library
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
+from mpsim.library import mpsim as own
+from mpsim.library.rows import Row, apply_config, check_sizes, costed, single
 from mpsim.models import ModelSpec
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.schema import FORMAT_BITS, KV_BITS, W_FORMATS
 
-Row = dict[str, Any]
+__all__ = ["ATTENTION_STEP_COLUMNS", "PassShape", "Row", "attention_row", "check_sizes", "costed",
+           "decode_attention_costs", "framework_op_row", "gemm_row", "layer_rows", "pass_launches",
+           "pass_rows", "weight_format"]
 FORMAT_FAMILIES = ("fp16", "group", "anyprec")
 
 
@@ -54,72 +57,34 @@ class PassShape:
         return self.batch * self.q_len
 
 
-def _cfg(row: Row, cfg: lc.LaunchConfig) -> Row:
-    row.update(kernel=cfg.kernel, grid=list(cfg.grid), config=cfg.config_dict())
-    return row
-
-
-def costed(row: Row) -> Row:
-    """The row as the trace stores it: grid and config as JSON text, analytic FLOPs and bytes."""
-    cost = launch_cost(row)
-    row.update(flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
-               grid=json.dumps(row["grid"]), config=json.dumps(row["config"], sort_keys=True))
-    return row
-
-
-def _gemm(m: int, n: int, k: int, w_format: str, bits: int, group_size: int | None, bias: bool,
-          on_gpu: bool) -> Row:
-    cfg = lc.gemm_config(m, n, k, w_format, bits, group_size, on_gpu=on_gpu)
-    return _cfg(_gemm_shape(m, n, k, w_format, bits, group_size, bias), cfg)
-
-
-def _attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
-               kv_bits: int, kv_block: int | None, on_gpu: bool) -> Row:
-    """Decode attention (q_len 1) over a cache of kv_bits, or causal prefill over fp16 K/V."""
-    decode = q_len == 1
-    if decode:
-        cfg = lc.attention_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_bits, kv_block,
-                                         on_gpu=on_gpu)
-    else:
-        cfg = lc.attention_prefill_config(batch, q_len, heads, kv_heads, head_dim, on_gpu=on_gpu)
-    return _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
-                 "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
-                 "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
-                 "kv_block": kv_block if decode else None,
-                 "kv_tokens": batch * kv_len if decode else None}, cfg)
-
-
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
                   bias: bool) -> Row:
-    row = _gemm(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
+    row = own.gemm(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
     row.update(module=module, layer=layer)
     return row
 
 
 def rowwise_row(p: PassShape, op: str, kernel: str, module: str, layer: int, m: int, n: int,
                 k: int | None = None) -> Row:
-    cfg = lc.rowwise_config(kernel, m, k or n, on_gpu=p.on_gpu)
-    return _cfg({"op": op, "module": module, "layer": layer, "m": m, "n": n, "k": k}, cfg)
+    return own.rowwise(op, kernel, module, layer, m, n, k, p.on_gpu)
 
 
 def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     decode = p.phase == "decode"
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
-    row = _attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
+    row = own.attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
                      bits, p.kv_block, p.on_gpu)
     if decode and p.graph_capacity is not None:  # CUDA-graph replay: the grid follows the capacity
-        _cfg(row, lc.attention_decode_graph_config(p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim,
-                                                   p.graph_capacity, bits, p.kv_block, on_gpu=p.on_gpu))
+        apply_config(row, lc.attention_decode_graph_config(
+            p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
+            p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
     return row
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
-    cfg = lc.kv_quant_config(p.tokens, spec.num_kv_heads, spec.head_dim, p.kv_bits, on_gpu=p.on_gpu)
-    return _cfg({"op": "kv_quant", "module": "kv_write", "layer": layer, "batch": p.batch,
-                 "q_len": p.q_len, "num_kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim,
-                 "k_bits": p.kv_bits, "v_bits": p.kv_bits,
-                 "kv_block": p.kv_block}, cfg)
+    return own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
+                        p.kv_block, p.on_gpu)
 
 
 def _norm_kernel(spec: ModelSpec) -> str:
@@ -208,24 +173,6 @@ def weight_format(family: str, bits: int) -> str:
     raise MpsimInputError(f"weight format {family!r}: expected one of {FORMAT_FAMILIES} or {W_FORMATS}")
 
 
-def _single(row: Row) -> Row:
-    row.update(launch_id=0, stream=0, step=0, layer=0)
-    ctas = 1
-    grid = row["grid"]
-    for extent in json.loads(grid) if isinstance(grid, str) else grid:
-        ctas *= int(extent)
-    limits.GRID_CTAS.check(ctas, f"{row['op']}: grid {row['grid']}")
-    return costed(row)
-
-
-def check_sizes(what: str, **sizes: int) -> None:
-    """Every size >= 1 and within the stated limit on one dimension (mpsim/limits.py)."""
-    for name, value in sizes.items():
-        if value < 1:
-            raise MpsimInputError(f"{what}: {name} must be >= 1, got {value}")
-        limits.SHAPE_DIM.check(value, f"{what}: {name}")
-
-
 def _check_weights(fmt: str, bits: int, group_size: int | None, k: int) -> None:
     """The stored bits one of the format's (group: 8, 4, 3, 2; any-precision: 2..8) and a group
     size the kernels take: a multiple of 32, or 0 / K for one group per row."""
@@ -246,8 +193,8 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
     """y = x @ W.T for an M x K activation and an N x K weight stored in `w_format` at `bits`.
 
     `kernel`: None for mpsim's Triton kernels (the config gemm_config picks, or `config`, e.g. one
-    of lc.gemm_candidates), or a kernel that is not mpsim's: lc.CUBLAS_GEMM (fp16/bf16 cuBLAS;
-    config one of lc.cublas_candidates, default lc.cublas_heuristic) or lc.TRTLLM_WO_GEMV
+    of lc.gemm_candidates), or a kernel of another library (mpsim/library/): cublas.CUBLAS_GEMM
+    (fp16/bf16 cuBLAS; config one of cublas_candidates, default cublas_heuristic) or trtllm.TRTLLM_WO_GEMV
     (TensorRT-LLM's per-channel int4/int8 weight-only GEMV, M <= 4)."""
     fmt = weight_format(w_format, bits)
     if fmt == "fp16":
@@ -260,46 +207,12 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
     check_sizes("gemm", m=m, n=n, k=k)
     _check_weights(fmt, bits, group_size, k)
     try:
-        if kernel is None:
-            row = _gemm(m, n, k, fmt, bits, group_size, bias, on_gpu)
-            if config is not None:
-                _check_kernel(config, row["kernel"], f"gemv_{_family(fmt)}_kernel",
-                              f"gemm_{_family(fmt)}_kernel")
-                _cfg(row, config)
-        elif kernel == lc.CUBLAS_GEMM:
-            if fmt != "fp16":
-                raise ValueError(f"{kernel} prices 16-bit weights (fp16/bf16), got {fmt}")
-            cfg = config or lc.cublas_heuristic(m, n, k, sms)
-            _check_kernel(cfg, kernel)
-            row = _cfg(_gemm_shape(m, n, k, fmt, bits, None, bias), cfg)
-        elif kernel == lc.TRTLLM_WO_GEMV:
-            if fmt not in ("int4-group", "int8-group"):
-                raise ValueError(f"{kernel} prices per-channel int4/int8 weights, got {fmt}")
-            cfg = config or lc.trtllm_wo_config(m, n, k, bits)
-            _check_kernel(cfg, kernel)
-            row = _cfg(_gemm_shape(m, n, k, fmt, bits, k, bias), cfg)  # per channel: G = K
-        else:
-            raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
-                             f"{lc.CUBLAS_GEMM} or {lc.TRTLLM_WO_GEMV}")
+        row = library.gemm_library(kernel)(kernel, m, n, k, fmt, bits, group_size, bias,
+                                           on_gpu=on_gpu, config=config, sms=sms)
     except ValueError as exc:
         raise MpsimInputError(f"gemm: {exc}") from None
     row.update(phase="decode" if m <= lc.GEMV_MAX_ROWS else "prefill", module="gemm")
-    return _single(row)
-
-
-def _family(fmt: str) -> str:
-    return "fp16" if fmt == "fp16" else ("anyprec" if fmt == "anyprec" else "group")
-
-
-def _check_kernel(cfg: lc.LaunchConfig, *kernels: str) -> None:
-    if cfg.kernel not in kernels:
-        raise ValueError(f"config for kernel {cfg.kernel!r} does not fit; expected {' or '.join(kernels)}")
-
-
-def _gemm_shape(m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
-                bias: bool) -> Row:
-    return {"op": "gemm", "m": m, "n": n, "k": k, "w_format": fmt, "w_bits": bits,
-            "group_size": group_size, "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}
+    return single(row)
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
@@ -308,13 +221,13 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   sms: int = lc.GPU_SMS, fp8_attention: bool = False) -> Row:
     """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16).
 
-    `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (lc.FA3_DECODE /
-    lc.FA3_PREFILL by q_len; 8-bit KV is FA3's fp8 e4m3 cache, 4-bit is not supported), with
+    `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (library.fa3's
+    FA3_DECODE / FA3_PREFILL by q_len; 8-bit KV is FA3's fp8 e4m3 cache, 4-bit is not supported), with
     `kv_append` (the measured op also wrote the new tokens' K/V) and `l2_warm` (decode repeated back
     to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic.
-    "trtllm": TensorRT-LLM's attention op (RoPE + KV append + XQA/MMHA decode by its dispatch rule,
-    or the context FMHA; 8-bit KV is e4m3, also in prefill; `fp8_attention`: the FP8 context FMHA);
-    "sglang_fa3": SGLang's FA3 backend (FA3's kernels, its KV store always in the op)."""
+    "trtllm": TensorRT-LLM's attention op (XQA/MMHA decode by its dispatch rule, the context FMHA;
+    8-bit KV is e4m3, in prefill too; `fp8_attention`: the FP8 context FMHA); "sglang": SGLang's FA3
+    backend (library rooms mpsim/library/trtllm.py, sglang.py)."""
     if kv_bits not in KV_BITS:
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
@@ -326,69 +239,25 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     if q_len > 1 and kv_bits != 16 and kernel != "trtllm":
         raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
                               "applies to decode (q_len 1)")
-    if kernel is None:
-        if kv_append or l2_warm:
-            raise MpsimInputError("attention: kv_append and l2_warm describe FA3 rows (kernel='fa3')")
-        row = _attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu)
-    elif kernel == "fa3":
-        if kv_bits == 4:
-            raise MpsimInputError("attention: FA3 has no 4-bit KV cache (16 or fp8 only)")
-        if q_len == 1:
-            cfg = lc.fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
-                                       l2_warm=l2_warm, sms=sms)
-        else:
-            if kv_len != q_len:
-                raise MpsimInputError("attention: FA3 prefill rows attend within the prompt "
-                                      "(kv_len == q_len)")
-            cfg = lc.fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
-                                        sms=sms)
-        row = _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
-                    "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
-                    "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
-                    "kv_block": None}, cfg)
-    elif kernel in ("trtllm", "sglang_fa3"):
-        try:
-            cfg = lc.engine_attention_config(kernel, batch, q_len, kv_len, heads, kv_heads, head_dim,
-                                             kv_bits, fp8_attention, l2_warm, sms)
-        except ValueError as exc:
-            raise MpsimInputError(f"attention: {exc}") from None
-        row = _cfg({"op": "attention", "module": "attn", "batch": batch, "q_len": q_len,
-                    "kv_len": kv_len, "num_q_heads": heads, "num_kv_heads": kv_heads,
-                    "head_dim": head_dim, "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
-                    "kv_block": None}, cfg)
-    else:
-        raise MpsimInputError(f"attention: unknown kernel {kernel!r}; expected None (mpsim's), 'fa3', "
-                              "'trtllm' or 'sglang_fa3'")
+    build = library.attention_library(kernel)
+    row = build(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu=on_gpu,
+                kv_append=kv_append, l2_warm=l2_warm, sms=sms, fp8_attention=fp8_attention)
     row["phase"] = "decode" if q_len == 1 else "prefill"
-    return _single(row)
-
-
-FRAMEWORK_OPS = {lc.VLLM_RMS_NORM: "norm", lc.VLLM_ROPE: "rope", lc.VLLM_SILU_MUL: "act",
-                 lc.TORCH_ADD: "other"}
+    return single(row)
 
 
 def framework_op_row(kernel: str, tokens: int, hidden: int, *, heads: int = 0, kv_heads: int = 0,
                      head_dim: int = 0, l2_warm: bool = False) -> Row:
-    """One row-wise launch of another framework (Vidur's measured kernels): lc.VLLM_RMS_NORM and
-    lc.TORCH_ADD over `hidden` wide rows, lc.VLLM_SILU_MUL with output width `hidden` (input
-    2 x hidden), lc.VLLM_ROPE over the query and key heads. `l2_warm` (add only): the second input
-    is the previous kernel's output, still in L2 when it fits."""
-    if kernel not in FRAMEWORK_OPS:
-        raise MpsimInputError(f"unknown row-wise kernel {kernel!r}; expected one of {list(FRAMEWORK_OPS)}")
+    """One row-wise launch of another framework (Vidur's measured kernels): library.vllm's
+    VLLM_RMS_NORM and library.torch's TORCH_ADD over `hidden` wide rows, VLLM_SILU_MUL with output
+    width `hidden` (input 2 x hidden), VLLM_ROPE over the query and key heads. `l2_warm` (add only):
+    the second input is the previous kernel's output, still in L2 when it fits."""
+    build = library.rowwise_library(kernel)
     if min(tokens, hidden) < 1:
         raise MpsimInputError("row-wise op: tokens and hidden must be >= 1")
     check_sizes("row-wise op", tokens=tokens, hidden=hidden)
-    row: Row = {"op": FRAMEWORK_OPS[kernel], "module": kernel, "m": tokens, "n": hidden, "k": None}
-    if kernel == lc.VLLM_ROPE:
-        if min(heads, kv_heads, head_dim) < 1:
-            raise MpsimInputError("rope: heads, kv_heads and head_dim must be >= 1")
-        row.update(n=(heads + kv_heads) * head_dim, k=head_dim, num_q_heads=heads,
-                   num_kv_heads=kv_heads, head_dim=head_dim)
-    elif kernel == lc.VLLM_SILU_MUL:
-        row["k"] = 2 * hidden
-    cfg = lc.framework_rowwise_config(kernel, tokens, hidden, heads=heads, head_dim=head_dim)
+    row = build(kernel, tokens, hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     if l2_warm:
-        cfg = dataclasses.replace(cfg, extra=(("l2_warm", 1),))
-    row = _cfg(row, cfg)
+        row["config"] = {**row["config"], "l2_warm": 1}
     row["phase"] = "prefill"
-    return _single(row)
+    return single(row)

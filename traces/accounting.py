@@ -164,7 +164,7 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "rope_kernel": _rope,
     "embedding_kernel": _embed,
     "argmax_kernel": _sample,
-    # other frameworks' kernels of the same ops (kernels/launch_config.py EXTERNAL_KERNELS): vLLM's
+    # other frameworks' kernels of the same ops (mpsim/library/vllm.py, torch.py): vLLM's
     # RMSNorm, SiLU-and-mul and rotary embedding, PyTorch's elementwise add
     "vllm_rms_norm": _rowwise(1, 1, 1, 4),
     "vllm_silu_and_mul": _rowwise(1, 1, 0, 3),

@@ -5,10 +5,10 @@
 This is the one place that decides which kernel, launch config and shapes stand for a published
 measurement. Everything else in validation (readers, protocols, metrics, plots, calibration) works
 on whatever it returns, through the one door `mpsim.sim.simulate`. The kernels are the ones the
-measurements ran, priced by name (mpsim/sim/gpu/kernels_known.py):
+measurements ran, priced by name (the library rooms, mpsim/library/ and mpsim/sim/gpu/library/):
 
 - gemm, 16-bit weights: `cublas_gemm`, the model-guided best config (mpsim.sim.best_config over
-  lc.cublas_candidates) or, with config "heuristic", lc.cublas_heuristic;
+  cublas.cublas_candidates) or, with config "heuristic", cublas.cublas_heuristic;
 - gemm, per-channel int4/int8 weights (group_size = k), m <= 4: `trtllm_wo_gemv` (TensorRT-LLM's
   weight-only batched GEMV, the only published kernel of that format); every other quantized format
   or shape: mpsim's own Triton kernels (best config over lc.gemm_candidates, or the heuristic);
@@ -43,6 +43,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
+from mpsim.library import cublas, torch, trtllm, vllm
 from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
 from mpsim.sim.gpu.arch import generation
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
@@ -89,10 +90,10 @@ def _int(row: Mapping[str, Any], key: str) -> int:
 
 def _gemm_kernel(m: int, k: int, fmt: str, bits: int, group: int | None) -> str | None:
     if fmt == "fp16":
-        return lc.CUBLAS_GEMM
+        return cublas.CUBLAS_GEMM
     per_channel = group in (0, k)
-    if fmt in ("int4-group", "int8-group") and per_channel and m <= lc.TRTLLM_WO_MAX_ROWS:
-        return lc.TRTLLM_WO_GEMV
+    if fmt in ("int4-group", "int8-group") and per_channel and m <= trtllm.TRTLLM_WO_MAX_ROWS:
+        return trtllm.TRTLLM_WO_GEMV
     return None
 
 
@@ -103,7 +104,7 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
     group = row.get("group_size")
     group = None if group is None or group != group else int(group)
     kernel = _gemm_kernel(m, k, fmt, bits, group)
-    if kernel == lc.TRTLLM_WO_GEMV or group == 0:
+    if kernel == trtllm.TRTLLM_WO_GEMV or group == 0:
         group = k
     if config == "heuristic":
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
@@ -126,7 +127,7 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
 # (docs/validation.md "Which kernel stands for a row"); a row naming anything else is unrepresentable.
 ATTENTION_KERNELS = {
     ("vllm", "vllm_flash_attn_fa3"): "fa3",
-    ("sglang", "fa3"): "sglang_fa3",
+    ("sglang", "fa3"): "sglang",
     ("trtllm", "torch_flow"): "trtllm",
 }
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
@@ -163,7 +164,7 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
                            len(before))
     kernel = attention_kernel(row, hw)
     warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
-    if kernel != "fa3":  # the engine's op holds its RoPE and KV append (kernels/engine_attention.py)
+    if kernel != "fa3":  # the engine's op holds its RoPE and KV append (mpsim/library/<kernel>.py)
         fp8 = str(row.get("attn_dtype") or "") == "fp8"
         return LaunchGroup([attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
                                           kernel=kernel, l2_warm=warm, sms=hw.compute_units,
@@ -176,8 +177,8 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
 
 
 # op -> the framework kernel that ran it
-ROWWISE = {"rmsnorm": lc.VLLM_RMS_NORM, "silu_mul": lc.VLLM_SILU_MUL, "add": lc.TORCH_ADD,
-           "rope": lc.VLLM_ROPE}
+ROWWISE = {"rmsnorm": vllm.VLLM_RMS_NORM, "silu_mul": vllm.VLLM_SILU_MUL, "add": torch.TORCH_ADD,
+           "rope": vllm.VLLM_ROPE}
 
 
 def _rowwise(op: str, row: Mapping[str, Any]) -> Row:

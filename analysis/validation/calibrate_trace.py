@@ -28,7 +28,7 @@ from mpsim.analysis.validation.constants import Constants, apply_hw, trace_const
 from mpsim.analysis.validation.search import golden
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, NpuSpec
-from mpsim.sim.gpu.kernels_known import launch_kernels
+from mpsim.sim.gpu.library import launch_kernels
 from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, for_device

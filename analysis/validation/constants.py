@@ -7,7 +7,7 @@ it applies to a hardware file, the simulator's constants and the protocol file.
   clock (SimParams.port_bytes_per_clk; the chip's L2 bandwidth is SMs x this); the same L2 slice
   design gives the same number on H100 and H200;
 - `dequant_scale`: a factor on the dequantization work per weight (> 1: slower), the same meaning
-  everywhere: TensorRT-LLM's weight-only GEMV's lane-ops per int4 / int8 weight (SimParams wo_*),
+  everywhere: TensorRT-LLM's weight-only GEMV's lane-ops per int4 / int8 weight (SimParams trtllm.wo_*),
   and the rate the work runs at divided by it (a GPU's int32 ops per clock per SM, which mpsim's
   own kernels' SASS-counted dequantization runs at; an NPU's weight decoder, every width);
 - `protocol_us`: each fitted protocol's fixed cost per measured call (mpsim/sim/protocols.py);
@@ -38,15 +38,14 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, Launch, NpuSpec
 from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
-from mpsim.sim.params import DEFAULT_PARAMS, SimParams
+from mpsim.sim.params import DEFAULT_PARAMS, LEGACY_NAMES, SimParams, float_param_names, with_params
 from mpsim.sim.protocols import ProtocolFile, shipped
 from mpsim.traces.atomic import write_text_atomic
 
 KIND = "mpsim-calibration"
-# The simulator constants a calibration may set by name: SimParams' float fields (the bandwidth
-# fraction and the L2 port are the named constants above).
-FITTABLE_PARAMS = tuple(f.name for f in dataclasses.fields(SimParams) if f.type in (float, "float")
-                        and f.name not in ("bw_frac", "port_bytes_per_clk"))
+# The simulator constants a calibration may set by name: SimParams' float fields and each library
+# room's as `<library>.<field>` (the bandwidth fraction and the L2 port are the named constants above).
+FITTABLE_PARAMS = tuple(n for n in float_param_names() if n not in ("bw_frac", "port_bytes_per_clk"))
 
 
 @dataclass(frozen=True)
@@ -112,11 +111,12 @@ def apply_hw(hw: HardwareSpec, c: Constants) -> HardwareSpec:
 
 def apply_params(params: SimParams, c: Constants) -> SimParams:
     s = c.dequant_scale
-    named: dict[str, Any] = dict(c.params)
-    params = dataclasses.replace(params, **named)
+    params = with_params(params, c.params)
     port = params.port_bytes_per_clk if c.l2_bytes_per_clock_per_sm is None else c.l2_bytes_per_clock_per_sm
     return dataclasses.replace(params, bw_frac=c.bandwidth_fraction, port_bytes_per_clk=port,
-                               wo_ops_dq4=params.wo_ops_dq4 * s, wo_ops_dq8=params.wo_ops_dq8 * s)
+                               trtllm=dataclasses.replace(params.trtllm,
+                                                          wo_ops_dq4=params.trtllm.wo_ops_dq4 * s,
+                                                          wo_ops_dq8=params.trtllm.wo_ops_dq8 * s))
 
 
 def apply_protocols(table: ProtocolFile, c: Constants) -> ProtocolFile:
@@ -131,8 +131,8 @@ def constants_dict(c: Constants, params: SimParams) -> dict[str, Any]:
         "dram.achievable_bandwidth_fraction": round(c.bandwidth_fraction, 4),
         "l2.bytes_per_clock_per_SM": round(p.port_bytes_per_clk, 3),
         "dequant_scale": round(c.dequant_scale, 4),
-        "dequant_ops_per_weight": {"trtllm_wo_int4": round(p.wo_ops_dq4, 3),
-                                   "trtllm_wo_int8": round(p.wo_ops_dq8, 3)},
+        "dequant_ops_per_weight": {"trtllm_wo_int4": round(p.trtllm.wo_ops_dq4, 3),
+                                   "trtllm_wo_int8": round(p.trtllm.wo_ops_dq8, 3)},
         "protocols_per_call_us": {k: round(v, 3) for k, v in sorted(c.protocol_us.items())},
         **({"sim_params": {k: float(f"{v:.6g}") for k, v in sorted(c.params.items())}}
            if c.params else {}),
@@ -160,7 +160,8 @@ def read_calibration_text(text: str, where: str) -> Constants:
         c = Constants(float(k["dram.achievable_bandwidth_fraction"]),
                       float(k["l2.bytes_per_clock_per_SM"]), float(k.get("dequant_scale", 1.0)),
                       {str(p): float(v) for p, v in (k.get("protocols_per_call_us") or {}).items()},
-                      {str(p): float(v) for p, v in (k.get("sim_params") or {}).items()})
+                      {LEGACY_NAMES.get(str(p), str(p)): float(v)  # files from before the rooms
+                       for p, v in (k.get("sim_params") or {}).items()})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MpsimInputError(f"{where}: constants: {exc!r}") from None
     if not (0 < c.bandwidth_fraction <= 1 and (c.l2_bytes_per_clock_per_sm or 0) > 0
@@ -172,7 +173,7 @@ def read_calibration_text(text: str, where: str) -> Constants:
     bad = [k for k, v in c.params.items() if k not in FITTABLE_PARAMS or not math.isfinite(v) or v <= 0]
     if bad:
         raise MpsimInputError(f"{where}: sim_params {bad}: expected simulator constants (SimParams "
-                              "float fields) with finite values > 0")
+                              f"float fields: {', '.join(FITTABLE_PARAMS)}) with finite values > 0")
     return c
 
 

@@ -21,13 +21,15 @@ from mpsim.analysis.validation.calibration import Evaluator, fit_protocols
 from mpsim.analysis.validation.constants import FITTABLE_PARAMS, Constants, apply_params
 from mpsim.analysis.validation.search import nelder_mead
 from mpsim.errors import MpsimInputError
+from mpsim.sim.params import get_param
 
 STEP = 0.1  # the simplex's first step in log space (~10%)
 MIN_GAIN = 1e-3
 
 
 def parse_fit_params(text: str | None) -> tuple[str, ...]:
-    """`--fit-params a,b`: SimParams float fields, each once (checked before any work)."""
+    """`--fit-params a,b`: SimParams float fields or `<library>.<field>` (`fa3.softmax_ops`), each
+    once (checked before any work)."""
     if text is None:
         return ()
     names = tuple(n.strip() for n in text.split(",") if n.strip())
@@ -44,7 +46,7 @@ def fit_params(ev: Evaluator, c: Constants, mask: np.ndarray, names: tuple[str, 
     if iters < 1:
         raise MpsimInputError(f"--fit-iters {iters}: expected at least 1")
     current = apply_params(ev.params, c)
-    start = np.array([float(getattr(current, n)) for n in names])
+    start = np.array([get_param(current, n) for n in names])
     if (start <= 0).any():
         raise MpsimInputError(f"--fit-params: {[n for n, v in zip(names, start, strict=True) if v <= 0]} "
                               "are not > 0 (fitted in log space)")

@@ -10,7 +10,7 @@ the memo (`<cache_dir>/<namespace>.best-configs.json`, the namespace of the hard
 and model code), so a rerun skips the search.
 
 Per measured row, with P its protocol (mpsim/sim/protocols.py) and n the GPU kernels its launches
-stand for (mpsim.sim.gpu.kernels_known.launch_kernels: an FA3 row with its KV append is two):
+stand for (mpsim.sim.gpu.library.launch_kernels: an FA3 row with its KV append is two):
     predicted_us = sum of the simulated kernel bodies + P's cost for one call of n launches
     roofline_us  = sum of the launches' t_lower (max(t_math, t_mem))    + the same cost
 with the roofline as a performance model (mpsim.sim.roofline.roofline: every analytic byte at DRAM,
@@ -40,7 +40,7 @@ from mpsim.hw_models.schema import HardwareSpec
 from mpsim.launch_plan import costed
 from mpsim.progress import progress_bar
 from mpsim.sim import DEFAULT_CACHE, simulate
-from mpsim.sim.gpu.kernels_known import launch_kernels
+from mpsim.sim.gpu.library import launch_kernels
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import ProtocolFile, call_costs_us, shipped

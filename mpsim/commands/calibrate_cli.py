@@ -29,8 +29,9 @@ def add_calibrate(sub: Any) -> None:
     c.add_argument("--test-rows", type=int, default=1500,
                    help="--against: held-out rows per table reported (default 1500)")
     c.add_argument("--fit-params", metavar="NAMES",
-                   help="--against: also fit these simulator constants (SimParams fields, comma-"
-                        "separated) jointly; written to the calibration file's sim_params")
+                   help="--against: also fit these simulator constants (SimParams fields, a kernel "
+                        "library's as LIBRARY.FIELD, e.g. fa3.softmax_ops; comma-separated) jointly; "
+                        "written to the calibration file's sim_params")
     c.add_argument("--fit-iters", type=int, default=60,
                    help="--fit-params: Nelder-Mead iterations (default 60)")
     c.set_defaults(func=_calibrate)

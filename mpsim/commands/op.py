@@ -2,7 +2,7 @@
 
 The launch row comes from mpsim.launch_plan (the config kernels/launch_config.py would choose, as in a
 synthesized trace; or, with `--config best`, the candidate the simulator predicts fastest on H,
-mpsim.sim.best_config; `--kernel` prices a kernel that is not mpsim's, mpsim/sim/gpu/kernels_known.py)
+mpsim.sim.best_config; `--kernel` prices another library's kernel, mpsim/library/ and mpsim/sim/gpu/library/)
 and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate` gives the one-row
 trace, in plain Python, so that the command starts without numpy or pandas (on an NPU, whose model
 prices whole steps, through `simulate`).
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
-from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, gemm_row
+from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
 
 # --help text of the shape arguments
 DIM_HELP = {"m": "activation rows (tokens)", "n": "weight rows (output features)",
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
     g.add_argument("--bits", type=int, default=16, help="weight bits (group: 8,4,3,2; anyprec: 2..8)")
     g.add_argument("--group", type=int, default=None, help="group size for group formats (default 128)")
     g.add_argument("--bias", action="store_true", help="the GEMM also adds a bias vector")
-    g.add_argument("--kernel", default=None, choices=(lc.CUBLAS_GEMM, lc.TRTLLM_WO_GEMV),
+    g.add_argument("--kernel", default=None, choices=GEMM_KERNELS,
                    help="price another library's kernel instead of mpsim's Triton kernel")
     g.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
                    help="the launch config: the launcher's heuristic (default) or the candidate the "
@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
         a.add_argument(f"--{name}", type=int, required=True, help=DIM_HELP[name])
     a.add_argument("--kv-bits", type=int, default=16, help="KV cache bits for decode: 16, 8, 4")
     a.add_argument("--kv-block", type=int, default=None, help="paged KV block (default contiguous)")
-    a.add_argument("--kernel", default=None, choices=("fa3",),
+    a.add_argument("--kernel", default=None, choices=ATTENTION_LIBRARIES,
                    help="price vLLM's FlashAttention-3 op instead of mpsim's kernel")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     _common(a, _attention)

@@ -33,6 +33,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
+from mpsim.library import cublas, trtllm
 from mpsim.sim.gpu.arch import candidate_family
 from mpsim.sim.gpu.model import (
     launch_work,
@@ -110,10 +111,10 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
                            kernel: str | None = None) -> list[lc.LaunchConfig]:
     """The candidates of one GEMM shape on `hw`: mpsim's kernels (by architecture) or cuBLAS's."""
     sms = hw.compute_units
-    if kernel == lc.CUBLAS_GEMM:
-        return lc.cublas_candidates(m, n, k, sms)
-    if kernel == lc.TRTLLM_WO_GEMV:
-        return [lc.trtllm_wo_config(m, n, k, bits)]
+    if kernel == cublas.CUBLAS_GEMM:
+        return cublas.cublas_candidates(m, n, k, sms)
+    if kernel == trtllm.TRTLLM_WO_GEMV:
+        return [trtllm.trtllm_wo_config(m, n, k, bits)]
     if kernel is not None:
         raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
     # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)

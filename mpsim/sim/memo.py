@@ -40,11 +40,11 @@ _UNSAVED: set[Path] = set()  # memo folders this process could not write to (war
 MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides staleness
 # What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
 # replay, the parameters, the SASS table), the byte/FLOP accounting, the launch plan, synthesis and
-# what they read (policies, models, memory), and the launch configs.
-SOURCE_PACKAGES = ("mpsim.sim",)
+# what they read (policies, models, memory), the launch configs and every library room's configs and
+# row builders (mpsim.library).
+SOURCE_PACKAGES = ("mpsim.sim", "mpsim.library")
 SOURCE_MODULES = ("mpsim.traces.accounting", "mpsim.launch_plan", "mpsim.synth", "mpsim.policy",
-                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config",
-                  "mpsim.kernels.launch_base", "mpsim.kernels.external_configs")
+                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config")
 
 
 def source_files() -> list[Path]:

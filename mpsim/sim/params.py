@@ -12,13 +12,28 @@ Llama-2-7b/70b `mlp.csv`, TP 1, the `mean` statistics. Each was set on H200 rows
 device it has) and checked on the other GPU (`mpsim validate --against`; `mpsim calibrate --against
 --fit-params NAMES` refits named ones). Constants marked
 "assumption" are nobody's measurement (the reason is given). They are part of every memo key: change
-one and cached results are recomputed.
+one and cached results are recomputed. Each kernel library's constants sit in its room
+(mpsim/sim/gpu/library/<name>.py, a frozen dataclass) and SimParams holds one per library: a constant
+is named `<library>.<field>` (`cublas.tile_ns`, `fa3.softmax_ops`) where one name is needed
+(`--fit-params`, calibration files).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mpsim.sim.gpu.library.cublas import CublasParams
+from mpsim.sim.gpu.library.fa3 import Fa3Params
+from mpsim.sim.gpu.library.mpsim import MpsimParams
+from mpsim.sim.gpu.library.sglang import SglangParams
+from mpsim.sim.gpu.library.torch import TorchParams
+from mpsim.sim.gpu.library.trtllm import TrtllmParams
+from mpsim.sim.gpu.library.vllm import VllmParams
+
+LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "sglang")
 
 
 @dataclass(frozen=True)
@@ -63,44 +78,17 @@ class SimParams:
     # GEMM rows beyond this floor) is the measurement protocol's: mpsim/sim/protocols.py, applied
     # by mpsim.sim.simulate(..., protocol=), not a constant here.
 
-    # ---- mpsim's Triton kernels ---------------------------------------------------------------
-    # CUDA-core work comes from the kernels' own SASS (mpsim/sim/gpu/sass_table.py); these are the
-    # attention kernels' costs that have no SASS table yet (estimates from kernel structure).
-    softmax_ops_per_score: float = 8.0   # fp32 lane-ops: scale, max, subtract, exp2, sum
-    kv_dequant_ops: float = 2.0          # per cached element: unpack + one FMA with scale/zero
-    iter_overhead_cycles: float = 24.0   # per K trip: address arithmetic, barrier, loop control
-
-    # ---- cuBLAS bf16/fp16 GEMM on Hopper (GEMM rows) -----------------------------------------------
-    cublas_tile_ns: float = 763.4        # per output tile: epilogue not overlapped with the next tile
-    cublas_sk_fixup_us: float = 1.121    # stream-K: a split tile's partial written, flag, read back
-    cublas_token_granule: int = 8        # wgmma N granularity of the token side of a tile
-
-    # ---- FlashAttention-3 in vLLM (decode rows, prefill rows) -----------------------------------
-    fa3_softmax_ops: float = 7.462       # fp32 lane-ops per score, padded query rows included
-    fa3_fp8_v_ops: float = 12.87         # per fp8 V element: the transpose for the fp8 wgmma
-    fa3_cta_ns: float = 705.2            # per decode CTA wave: Q load, O write (beyond the first tile)
-    fa3_decode_scope_us: float = 4.136   # the rest of vLLM's decode attention op (launches, metadata)
-    fa3_fp8_extra_us: float = 0.376      # fp8 KV: the query cast
-    fa3_combine_us: float = 2.081        # split-KV: the combine of the partial outputs
-    fa3_prefill_eta: float = 0.7293      # share of tensor peak of the causal main loop
-    fa3_prefill_scope_us: float = 2.408  # the rest of vLLM's prefill attention op
-    fa3_prefill_tile_ns: float = 3830.0  # per query-tile CTA: prologue and epilogue
-    kv_append_round_ns: float = 2478.0   # reshape_and_cache_flash: one round of resident blocks
-
-    # ---- TensorRT-LLM weight-only batched GEMV, sm90 path (wo rows) --------------------------------
-    wo_lat_ns: float = 356.9             # one K step's dependent global load
-    wo_ops_dq4: float = 3.640            # CUDA-core lane-ops per int4 weight (fitted, see docs)
-    wo_ops_dq8: float = 6.028            # per int8 weight (fitted; not from SASS: no TRT-LLM build)
-    wo_ops_fma: float = 1.170            # per weight per activation row
-    wo_cta_ns: float = 4239.0            # per CTA outside the K loop
-    wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
-
-    # ---- vLLM / sarathi row-wise kernels, PyTorch's add (Vidur rows) ------------------------------
-    row_iter_ns: float = 592.9           # SiLU-and-mul: one thread iteration (2 loads, a store)
-    row_iter_rope_ns: float = 479.5      # RoPE: a q/k pair and cos/sin, 2 stores
-    row_iter_rms_ns: float = 325.5       # RMSNorm: one element iteration over both passes
-    row_ctas_eff: float = 1.429          # one-CTA-per-token kernels an SM effectively overlaps
-    add_iter_ns: float = 592.9           # the add's first grid-stride iteration (same round trip)
+    # ---- the kernel libraries: each room's own constants (mpsim/sim/gpu/library/<name>.py) ---------
+    # (mpsim: its Triton kernels' attention costs without SASS; cublas: GEMM rows; fa3: decode and
+    # prefill rows; trtllm: wo rows and TRT-LLM attention rows; vllm and torch: Vidur rows; sglang:
+    # SGLang attention rows)
+    mpsim: MpsimParams = field(default_factory=MpsimParams)
+    cublas: CublasParams = field(default_factory=CublasParams)
+    fa3: Fa3Params = field(default_factory=Fa3Params)
+    trtllm: TrtllmParams = field(default_factory=TrtllmParams)
+    vllm: VllmParams = field(default_factory=VllmParams)
+    torch: TorchParams = field(default_factory=TorchParams)
+    sglang: SglangParams = field(default_factory=SglangParams)
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)
@@ -128,3 +116,45 @@ class SimParams:
 
 
 DEFAULT_PARAMS = SimParams()
+
+
+# The flat names these constants had before the library rooms (calibration files written then store
+# them): old name -> dotted name.
+LEGACY_NAMES: dict[str, str] = {
+    **{n: f"mpsim.{n}" for n in ("softmax_ops_per_score", "kv_dequant_ops", "iter_overhead_cycles")},
+    **{f"cublas_{n}": f"cublas.{n}" for n in ("tile_ns", "sk_fixup_us", "token_granule")},
+    **{f"fa3_{n}": f"fa3.{n}" for n in ("softmax_ops", "fp8_v_ops", "cta_ns", "decode_scope_us",
+                                       "fp8_extra_us", "combine_us", "prefill_eta", "prefill_scope_us",
+                                       "prefill_tile_ns")},
+    "kv_append_round_ns": "fa3.kv_append_round_ns",
+    **{n: f"trtllm.{n}" for n in ("wo_lat_ns", "wo_ops_dq4", "wo_ops_dq8", "wo_ops_fma", "wo_cta_ns",
+                                  "wo_scope_us")},
+    **{n: f"vllm.{n}" for n in ("row_iter_ns", "row_iter_rope_ns", "row_iter_rms_ns", "row_ctas_eff")},
+    "add_iter_ns": "torch.add_iter_ns",
+}
+
+
+def float_param_names(p: SimParams = DEFAULT_PARAMS) -> tuple[str, ...]:
+    """Every float constant by name: SimParams' own fields, then `<library>.<field>` per room."""
+    out = [f.name for f in dataclasses.fields(p) if f.type in (float, "float")]
+    for lib in LIBRARY_FIELDS:
+        out += [f"{lib}.{f.name}" for f in dataclasses.fields(getattr(p, lib)) if f.type in (float, "float")]
+    return tuple(out)
+
+
+def get_param(p: SimParams, name: str) -> float:
+    """The constant called `name` (a SimParams field or `<library>.<field>`)."""
+    lib, _, field = name.rpartition(".")
+    return float(getattr(getattr(p, lib) if lib else p, field))
+
+
+def with_params(p: SimParams, values: Mapping[str, float]) -> SimParams:
+    """`p` with the named constants (SimParams fields or `<library>.<field>`) set."""
+    own = {k: v for k, v in values.items() if "." not in k}
+    rooms: dict[str, dict[str, float]] = {}
+    for k, v in values.items():
+        if "." in k:
+            lib, _, field = k.partition(".")
+            rooms.setdefault(lib, {})[field] = v
+    changed = {lib: dataclasses.replace(getattr(p, lib), **fields) for lib, fields in rooms.items()}
+    return dataclasses.replace(p, **own, **changed)  # type: ignore[arg-type]

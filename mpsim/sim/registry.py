@@ -77,7 +77,7 @@ def model_version(name: str) -> str:
 def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
     """Each launch row as one measured call under `protocol`, for the GPU kernels the row stands
     for (an FA3 row with its KV append is two); the cost itself is the protocol's (protocols.py)."""
-    from mpsim.sim.gpu.kernels_known import launch_kernels  # the GPU work models, only with a protocol
+    from mpsim.sim.gpu.library import launch_kernels  # the GPU work models, only with a protocol
 
     kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
                        dtype=float)

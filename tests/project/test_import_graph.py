@@ -1,8 +1,12 @@
 """The import graph: no cycles, and imports only run down the floors of docs/design.md.
 
 Modules are nodes, `import`/`from ... import` statements (top-level or inside functions) are edges.
+An import under `if TYPE_CHECKING:` is a type edge: it must run down the floors like any other, but
+never runs, so the cycle check leaves it out (mpsim/sim/params.py composes the library rooms' params,
+and the rooms name SimParams in annotations only).
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, limits, models, policy, workload, launch_plan, synth, memory, progress) -> sim, engine -> tiny ->
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, and the kernel
+library rooms mpsim.library.*) -> sim, engine -> tiny ->
 quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a
 lower floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
 """
@@ -45,10 +49,25 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+def _type_only(tree: ast.Module) -> set[ast.AST]:
+    """The import statements inside `if TYPE_CHECKING:` blocks (type edges: never run)."""
+    out: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            out.update(n for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def imports(mods: dict[str, Path], *, runtime_only: bool = False) -> dict[str, set[str]]:
+    """Import edges by module: every import (floor-checked), or with `runtime_only` those that run
+    (cycle-checked; an import under `if TYPE_CHECKING:` serves annotations only)."""
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_only(tree) if runtime_only else set()
+        for node in ast.walk(tree):
+            if node in skip:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mpsim"):
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
@@ -59,7 +78,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
 
 
 def group(module: str) -> str:
-    if module in CORE:
+    if module in CORE or module.split(".")[:2] == ["mpsim", "library"]:
         return "core"
     if module == "mpsim":
         return "cli"  # the package's __init__ sits with the front door
@@ -92,7 +111,8 @@ def test_only_the_cli_imports_the_commands() -> None:
 
 def test_no_import_cycles() -> None:
     mods = modules()
-    edges = {src: {t for t in targets if t in mods} for src, targets in imports(mods).items()}
+    edges = {src: {t for t in targets if t in mods}
+             for src, targets in imports(mods, runtime_only=True).items()}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     path: list[str] = []
 
@@ -111,3 +131,12 @@ def test_no_import_cycles() -> None:
     for m in sorted(mods):
         if m not in state and (cycle := visit(m)):
             raise AssertionError("import cycle: " + " -> ".join(cycle))
+
+
+def test_type_checking_imports_are_type_edges(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("from typing import TYPE_CHECKING\nfrom mpsim.a import x\n"
+                   "if TYPE_CHECKING:\n    from mpsim.b import y\n")
+    mods = {"mpsim.m": src}
+    assert imports(mods)["mpsim.m"] == {"mpsim.a", "mpsim.b"}
+    assert imports(mods, runtime_only=True)["mpsim.m"] == {"mpsim.a"}

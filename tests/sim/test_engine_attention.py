@@ -1,5 +1,5 @@
-"""TensorRT-LLM's and SGLang's attention ops (kernels/engine_attention.py: the dispatch rule and
-configs; mpsim/sim/gpu/trtllm_attention_work.py, sglang_work.py: the work models)."""
+"""TensorRT-LLM's and SGLang's attention ops (mpsim/library/trtllm_attention.py: the dispatch rule and
+configs, sglang.py; mpsim/sim/gpu/library/trtllm_attention.py, sglang.py: the work models)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import GpuSpec
-from mpsim.kernels import launch_config as lc
-from mpsim.kernels.engine_attention import xqa_multi_block
 from mpsim.launch_plan import attention_row
-from mpsim.sim.gpu.fa3_work import causal_tiles
+from mpsim.library import fa3, sglang
+from mpsim.library import trtllm_attention as lc
+from mpsim.library.trtllm_attention import xqa_multi_block
+from mpsim.sim.gpu.library.fa3 import causal_tiles
 from mpsim.sim.replay import simulate_launch
 
 H200: GpuSpec = load_hardware("h200-sxm")  # type: ignore[assignment]
@@ -57,7 +58,7 @@ def test_trtllm_rows_pick_their_kernel_and_config() -> None:
                                                                  lc.TRTLLM_MMHA)
     g, h = json.loads(gmma["config"]), json.loads(hmma["config"])
     assert (g["gmma"], g["block_m"], h["gmma"], h["block_m"]) == (1, 64, 0, 16)
-    with pytest.raises(MpsimInputError, match="4-bit"):
+    with pytest.raises(MpsimInputError, match="got 4 bits"):
         attention_row(8, 1, 1024, 32, 8, 128, 4, kernel="trtllm")
     with pytest.raises(MpsimInputError, match="context FMHA"):
         attention_row(8, 1, 1024, 32, 8, 128, 16, kernel="trtllm", fp8_attention=True)
@@ -106,8 +107,8 @@ def test_fa3_prefill_packs_the_query_group() -> None:
 
 
 def test_sglang_fa3_rows_are_fa3_kernels_with_sglang_names() -> None:
-    s = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="sglang_fa3", l2_warm=True, sms=SMS)
+    s = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="sglang", l2_warm=True, sms=SMS)
     v = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="fa3", kv_append=True, l2_warm=True, sms=SMS)
-    assert s["kernel"] == lc.SGLANG_FA3_DECODE and v["kernel"] == lc.FA3_DECODE
+    assert s["kernel"] == sglang.SGLANG_FA3_DECODE and v["kernel"] == fa3.FA3_DECODE
     assert json.loads(s["config"]) == json.loads(v["config"])
     assert _us(s) != _us(v)  # the same kernels, a different op around them

@@ -80,13 +80,13 @@ def test_a_warm_add_larger_than_l2_stays_above_its_bound() -> None:
     """An add measured inside a forward (`l2_warm`) whose reads exceed the L2 still finds its second
     input there: the bound credits up to an L2 of its reads (it credited nothing, and the simulated
     time fell below it: BelowBoundError on Vidur's H100 add rows of 4096+ tokens)."""
-    from mpsim.kernels import launch_config as lc
     from mpsim.launch_plan import framework_op_row
+    from mpsim.library.torch import TORCH_ADD
     from mpsim.sim import simulate
     from mpsim.traces.trace import rows_to_frame
 
     hw = load_hardware("h100-sxm")
-    row = framework_op_row(lc.TORCH_ADD, 4096, 4096, l2_warm=True)
+    row = framework_op_row(TORCH_ADD, 4096, 4096, l2_warm=True)
     assert row["bytes_read"] > hw.l2.size_MiB * 2**20
     out = simulate(rows_to_frame([row]), hw, cache_dir=None).launches
     assert out["time_s"].iloc[0] >= out["t_lower_s"].iloc[0]

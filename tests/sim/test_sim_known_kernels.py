@@ -1,5 +1,5 @@
 """Kernels that are not mpsim's (cuBLAS, FA3 in vLLM, TensorRT-LLM wo GEMV, vLLM row-wise ops), the
-power-limited clock, and the model-guided best config (API of mpsim/sim/gpu/kernels_known.py and
+power-limited clock, and the model-guided best config (API of mpsim/sim/gpu/library/ and
 mpsim/sim/best_config.py)."""
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mpsim import library
 from mpsim.cli import main
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
+from mpsim.library import cublas, fa3, torch, trtllm, vllm
 from mpsim.sim import simulate
 from mpsim.sim.best_config import best_config, best_gemm_row, with_best_gemm_configs
-from mpsim.sim.gpu.kernels_known import EXTERNAL, launch_kernels
+from mpsim.sim.gpu.library import EXTERNAL, launch_kernels
 from mpsim.sim.gpu.model import lower_bound_s, simulate_gpu_launch
 from mpsim.sim.params import DEFAULT_PARAMS
 from mpsim.sim.protocols import get_protocol
@@ -30,21 +32,21 @@ A100: GpuSpec = load_hardware("a100-sxm-80gb")  # type: ignore[assignment]
 
 
 def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
-    assert set(EXTERNAL) == set(lc.EXTERNAL_KERNELS)
-    rows = [gemm_row(64, 4096, 4096, kernel=lc.CUBLAS_GEMM),
-            gemm_row(2, 4096, 4096, "group", 4, 4096, kernel=lc.TRTLLM_WO_GEMV),
+    assert set(EXTERNAL) == set(library.EXTERNAL_KERNELS)
+    rows = [gemm_row(64, 4096, 4096, kernel=cublas.CUBLAS_GEMM),
+            gemm_row(2, 4096, 4096, "group", 4, 4096, kernel=trtllm.TRTLLM_WO_GEMV),
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="fa3", kv_append=True, l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, kernel="fa3", kv_append=True),
-            framework_op_row(lc.VLLM_RMS_NORM, 512, 4096),
-            framework_op_row(lc.VLLM_SILU_MUL, 512, 11008),
-            framework_op_row(lc.VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
-            framework_op_row(lc.TORCH_ADD, 512, 4096, l2_warm=True),
+            framework_op_row(vllm.VLLM_RMS_NORM, 512, 4096),
+            framework_op_row(vllm.VLLM_SILU_MUL, 512, 11008),
+            framework_op_row(vllm.VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
+            framework_op_row(torch.TORCH_ADD, 512, 4096, l2_warm=True),
             attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="trtllm", l2_warm=True),
             attention_row(1, 1, 128, 32, 32, 128, 16, kernel="trtllm", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", fp8_attention=True),
-            attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang_fa3", l2_warm=True),
-            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang_fa3")]
-    assert {r["kernel"] for r in rows} == set(lc.EXTERNAL_KERNELS)
+            attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
+    assert {r["kernel"] for r in rows} == set(library.EXTERNAL_KERNELS)
     res = simulate(rows_to_frame(rows), H200, cache_dir=None).launches
     assert (res["time_s"] > 0).all() and (res["time_s"] >= res["t_lower_s"]).all()
     assert [launch_kernels(r) for r in rows] == [1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
@@ -73,15 +75,15 @@ def test_fp8_kv_decode_runs_on_the_fp8_tensor_rate_and_pays_the_v_transpose() ->
 
 def test_fa3_split_heuristic_matches_flash_attention() -> None:
     # hopper/heuristics.h: no split when the m-blocks fill 80% of the SMs or <= 4 KV blocks
-    assert lc.fa3_num_splits(128, 132, 64) == 1
-    assert lc.fa3_num_splits(8, 132, 4) == 1
+    assert fa3.fa3_num_splits(128, 132, 64) == 1
+    assert fa3.fa3_num_splits(8, 132, 4) == 1
     # the fewest splits within 85% of the best wave efficiency: 15 (8 x 15 = 120 of 132 SMs)
-    assert lc.fa3_num_splits(8, 132, 64) == 15
-    assert lc.fa3_decode_config(1, 32, 8, 128, 8192).split_k == 15
+    assert fa3.fa3_num_splits(8, 132, 64) == 15
+    assert fa3.fa3_decode_config(1, 32, 8, 128, 8192).split_k == 15
 
 
 def test_cublas_token_tiles_split_m_evenly() -> None:
-    from mpsim.sim.gpu.cublas_work import token_tile
+    from mpsim.sim.gpu.library.cublas import token_tile
 
     assert token_tile(257, 256, 8) == (136, 2)
     assert token_tile(4096, 128, 8) == (128, 32)
@@ -90,10 +92,10 @@ def test_cublas_token_tiles_split_m_evenly() -> None:
 
 def test_the_power_limited_clock_falls_for_long_tensor_bound_launches_only() -> None:
     boost = H200.compute.boost_clock_MHz * 1e6
-    long = simulate_gpu_launch(gemm_row(8192, 16384, 16384, kernel=lc.CUBLAS_GEMM), H200,
+    long = simulate_gpu_launch(gemm_row(8192, 16384, 16384, kernel=cublas.CUBLAS_GEMM), H200,
                                DEFAULT_PARAMS)
-    short = simulate_gpu_launch(gemm_row(1, 4096, 4096, kernel=lc.CUBLAS_GEMM), H200, DEFAULT_PARAMS)
-    norm = simulate_gpu_launch(framework_op_row(lc.VLLM_RMS_NORM, 4096, 4096), H200, DEFAULT_PARAMS)
+    short = simulate_gpu_launch(gemm_row(1, 4096, 4096, kernel=cublas.CUBLAS_GEMM), H200, DEFAULT_PARAMS)
+    norm = simulate_gpu_launch(framework_op_row(vllm.VLLM_RMS_NORM, 4096, 4096), H200, DEFAULT_PARAMS)
     assert long.clock_hz < 0.8 * boost
     assert short.clock_hz > 0.99 * boost and norm.clock_hz == boost
     # the datasheet peak assumes 1830 MHz: a multi-ms GEMM sustains 0.75-0.81 of it (GEMM rows)
@@ -103,15 +105,15 @@ def test_the_power_limited_clock_falls_for_long_tensor_bound_launches_only() -> 
 
 def test_best_config_is_the_exact_argmin_over_its_candidates() -> None:
     m, n, k = 48, 4096, 11008
-    cands = lc.cublas_candidates(m, n, k)
-    best = best_config(lambda c: gemm_row(m, n, k, kernel=lc.CUBLAS_GEMM, config=c), cands, H100)
+    cands = cublas.cublas_candidates(m, n, k)
+    best = best_config(lambda c: gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=c), cands, H100)
     clock = best.outcome.clock_hz
-    times = [simulate_gpu_launch(gemm_row(m, n, k, kernel=lc.CUBLAS_GEMM, config=c), H100,
+    times = [simulate_gpu_launch(gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=c), H100,
                                  DEFAULT_PARAMS, clock_hz=clock).time_s for c in cands]
     assert times[cands.index(best.config)] == pytest.approx(min(times), rel=1e-9)
     assert best.simulated < 2 * len(cands)  # the lower bounds prune
     for c, t in zip(cands, times, strict=True):  # and are bounds
-        row = gemm_row(m, n, k, kernel=lc.CUBLAS_GEMM, config=c)
+        row = gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=c)
         assert lower_bound_s(row, H100, DEFAULT_PARAMS, 0.0, clock) <= t * (1 + 1e-9)
     # what simulate() gives for the winning row is the predicted time
     again = simulate(rows_to_frame([best.row]), H100, cache_dir=None).launches.iloc[0]

@@ -261,9 +261,14 @@ def test_the_memo_namespace_and_sweep_keys_follow_the_source(monkeypatch: pytest
     from mpsim.workload import Workload as Wl
 
     files = {p.name for p in memo_mod.source_files()}
-    for name in ("cta.py", "gemm_work.py", "roofline.py", "replay.py", "accounting.py",
+    for name in ("cta.py", "mpsim_gemm.py", "roofline.py", "replay.py", "accounting.py",
                  "launch_plan.py", "synth.py", "launch_config.py", "sass_table.py", "params.py"):
         assert name in files, name
+    # every library room, on both floors (configs and row builders; work models)
+    paths = {p.as_posix() for p in memo_mod.source_files()}
+    for room in ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch"):
+        for floor in ("mpsim/library", "mpsim/sim/gpu/library"):
+            assert any(q.endswith(f"{floor}/{room}.py") for q in paths), f"{floor}/{room}.py"
     spec = PRESETS["mobilellama-1.4b"]
     tr = synthesize(spec, parse_policy("fp16"), Workload(8, 2, 1))
     before = simulate(tr, H200, cache_dir=tmp_path)

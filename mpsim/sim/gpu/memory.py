@@ -11,9 +11,12 @@ first is (partly) served from L2: `residency_credit`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.params import SimParams
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 
 def usable_l2(r: GpuRates, p: SimParams) -> float:

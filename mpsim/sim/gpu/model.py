@@ -1,7 +1,7 @@
 """One launch on a GPU: its kernels' CTA work, bundles, SimPy runs, the power-limited clock.
 
-A launch row becomes one or more kernels (mpsim/sim/gpu/kernels_known.py for kernels that are not
-mpsim's; gemm_work, attention_work, rowwise_work for mpsim's), each run in its own SimPy environment
+A launch row becomes one or more kernels (the work builder of its kernel's library room, through the
+one dispatch table mpsim/sim/gpu/library/), each run in its own SimPy environment
 back to back; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor.
 
 The clock is a post-pass: a launch first runs at the boost clock; its tensor utilisation u (FLOPs
@@ -15,24 +15,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from mpsim.hw_models.schema import GpuSpec
-from mpsim.sim.gpu.attention_work import attention_work
 from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
-from mpsim.sim.gpu.gemm_work import gemm_work
-from mpsim.sim.gpu.kernels_known import EXTERNAL, launch_kernels
-from mpsim.sim.gpu.occupancy import Occupancy
+from mpsim.sim.gpu.library import launch_kernels, work_for
 from mpsim.sim.gpu.rates import GpuRates, gpu_rates
-from mpsim.sim.gpu.rowwise_work import rowwise_work
-from mpsim.sim.gpu.work import KernelPart, KernelWork, LaunchWork, bundles
+from mpsim.sim.gpu.work import LaunchWork, bundles
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome, pick_bound
 
-WorkBuilder = Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates, SimParams, float],
-                       tuple[KernelWork, Occupancy]]
-BUILDERS: dict[str, WorkBuilder] = {"gemm": gemm_work, "attention": attention_work}
 UNIT_NAMES = ("dram", "l2", "tensor", "cuda")
 
 
@@ -50,12 +43,7 @@ def launch_config(row: Mapping[str, Any]) -> tuple[dict[str, int], list[int]]:
 
 def launch_work(row: Mapping[str, Any], r: GpuRates, p: SimParams, resident: float) -> LaunchWork:
     cfg, grid = launch_config(row)
-    kernel = str(row["kernel"])
-    if kernel in EXTERNAL:
-        return EXTERNAL[kernel](row, cfg, grid, r, p, resident)
-    builder = BUILDERS.get(str(row["op"]), rowwise_work)
-    work, occ = builder(row, cfg, grid, r, p, resident)
-    return [KernelPart(work, occ)]
+    return work_for(str(row["kernel"]))(row, cfg, grid, r, p, resident)
 
 
 def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -> LaunchOutcome:

@@ -17,10 +17,13 @@ the shipped files do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mpsim.hw_models.schema import GpuSpec
-from mpsim.sim.params import SimParams
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 # Issue rates per SM per clock, thread-instructions (lanes): CUDA C++ Programming Guide, "Arithmetic
 # Instructions", throughput of native arithmetic instructions, compute capability 8.0-9.0:

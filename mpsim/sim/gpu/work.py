@@ -23,9 +23,12 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
-from mpsim.sim.params import SimParams
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 CUDA_PIPES = ("fp32", "alu", "cvt", "sfu", "lsu")
 

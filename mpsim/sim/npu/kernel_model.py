@@ -126,7 +126,8 @@ def _attention(row: Mapping[str, Any], r: NpuRates, p: SimParams, resident: floa
         return r.matrix_cycles(rows, n, d)[0] + r.matrix_cycles(rows, d, n)[0]
 
     def item_vec(n: int) -> float:
-        return rows * n * frac * p.softmax_ops_per_score + quantized * n * d * p.kv_dequant_ops + rows * d
+        return (rows * n * frac * p.mpsim.softmax_ops_per_score
+                + quantized * n * d * p.mpsim.kv_dequant_ops + rows * d)
 
     # Decode over sequences of different lengths (kv_tokens < batch x kv_len): the longest
     # sequence's items (dealt first, one per core) walk kv_len, the others the mean of the rest.

@@ -12,15 +12,17 @@ the key tiles up to its last row, so its trips grow with i. QK^T, softmax, PV ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.sim.gpu.memory import prefill_kv_extra_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY, decode_kv_tokens, kv_bytes_per_token_head
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 FP32 = 4
 MMA_MIN_ROWS = 16
@@ -53,13 +55,13 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     q_share = group * q * d * FP16 / per
     quantized = (k_bits < 16) + (v_bits < 16)
     if bg == 1:  # one query head: vector dots on CUDA cores
-        mma, fp = 0.0, 2.0 * bn * d + bn * p.softmax_ops_per_score
+        mma, fp = 0.0, 2.0 * bn * d + bn * p.mpsim.softmax_ops_per_score
     else:
         mma = 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
-        fp = group * bn * p.softmax_ops_per_score + group * d
+        fp = group * bn * p.mpsim.softmax_ops_per_score + group * d
     trip = Trip(bn * token_bytes + table + q_share, mma,
-                pipes={"fp32": fp, "alu": bn * d * quantized * p.kv_dequant_ops}, serial=True,
-                overhead_cycles=p.iter_overhead_cycles)
+                pipes={"fp32": fp, "alu": bn * d * quantized * p.mpsim.kv_dequant_ops}, serial=True,
+                overhead_cycles=p.mpsim.iter_overhead_cycles)
     total = b * hkv * splits
     partial = (bg * bd + 2 * bg) * FP32
     epi = Epilogue(float(row["bytes_written"]) / total,
@@ -107,8 +109,8 @@ def _prefill(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
                   for i in range(q_tiles))
     mean_iters = max(1.0, sum(iters) / q_tiles)
     trip = Trip(bn * d * FP16 * 2 + bm * d * FP16 / mean_iters, 2.0 * 2.0 * bm * bn * bd,
-                pipes={"fp32": bm * bn * p.softmax_ops_per_score + bm * bd}, serial=True,
-                overhead_cycles=p.iter_overhead_cycles)
+                pipes={"fp32": bm * bn * p.mpsim.softmax_ops_per_score + bm * bd}, serial=True,
+                overhead_cycles=p.mpsim.iter_overhead_cycles)
     total = q_tiles * b * hq
     epi = Epilogue(float(row["bytes_written"]) / total)
     res = CtaResources(cfg["num_warps"], 2.0 * bn * bd * FP16, bm * bd * FP16, cfg["num_stages"],

@@ -15,7 +15,7 @@ own address arithmetic cost what the shipped kernel issues.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
@@ -23,8 +23,10 @@ from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, register
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.sass import per_weight_mix
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16, padded_k, weight_bytes
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 MMA_MIN_COLS = 16  # tl.dot needs at least 16 along every dimension
 FP32 = 4

@@ -1,4 +1,6 @@
-"""Launch configs of the attention kernels TensorRT-LLM and SGLang ran in the published tables.
+"""TensorRT-LLM's attention op (part of the trtllm room, mpsim/library/trtllm.py): kernel names, the
+dispatch rule, launch configs and the row builder (`attention_row(..., kernel="trtllm")`);
+mpsim/sim/gpu/library/trtllm_attention.py prices the rows.
 
 TensorRT-LLM's generation (decode) attention on Hopper, PyTorch flow (`TrtllmAttention`), picks its
 kernel per call; `trtllm_decode_kernel` is that rule, read from the source (NVIDIA/TensorRT-LLM,
@@ -27,25 +29,21 @@ for a row" cites each file):
 The context (prefill) phase runs the fused context FMHA (fmha_v2 on sm_90: warp-specialized, 64- or
 128-row query tiles over 128-key tiles, causal) after the same QKV preprocessing (RoPE + KV append;
 the collector turns XQA JIT off for it).
-
-SGLang's FA3 backend runs the same FlashAttention-3 kernels as vLLM (sgl-kernel's flash_attn, page
-size 1) inside its own RadixAttention op, so its rows use FA3's configs with SGLang's kernel names
-(the op's fixed costs differ).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from mpsim.kernels.launch_base import GPU_SMS, LaunchConfig, cdiv
+from mpsim.errors import MpsimInputError
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
+from mpsim.library.rows import Row, apply_config, attention_shape
 
 TRTLLM_XQA = "trtllm_xqa_decode"
 TRTLLM_MMHA = "trtllm_mmha_decode"
 TRTLLM_FMHA = "trtllm_context_fmha"
-SGLANG_FA3_DECODE = "sglang_fa3_decode"
-SGLANG_FA3_PREFILL = "sglang_fa3_prefill"
-ENGINE_ATTENTION_KERNELS = (TRTLLM_XQA, TRTLLM_MMHA, TRTLLM_FMHA, SGLANG_FA3_DECODE,
-                            SGLANG_FA3_PREFILL)
+ATTENTION_KERNELS = (TRTLLM_XQA, TRTLLM_MMHA, TRTLLM_FMHA)
 
 XQA_MIN_HISTORY_PER_BLOCK = 128   # kMinHistoryTokensPerBlock (decoderXQAConstants.h)
 XQA_ENABLE_MIN_BLOCK_FACTOR = 4   # kEnableMinBlockFactor
@@ -126,3 +124,31 @@ def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int
     q_tiles = cdiv(q_len, FMHA_BLOCK_M)
     return LaunchConfig(TRTLLM_FMHA, (q_tiles, heads, batch), FMHA_BLOCK_M, FMHA_BLOCK_N, head_dim,
                         12, 2, 1, extra=(("fp8", int(fp8)), ("kv_fp8", int(kv_fp8))))
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+    """A TensorRT-LLM attention op row: the context FMHA for a prompt (q_len = kv_len; a one-token
+    prompt included), else XQA or MMHA by the dispatch rule; 8-bit KV is e4m3 (decode and the
+    context's append), `fp8_attention` the FP8 context FMHA. RoPE and the KV append are inside the
+    op (`kv_append` is implied); `l2_warm`: replayed back to back."""
+    if kv_bits not in (16, 8):
+        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
+                              f"got {kv_bits} bits")
+    if q_len > 1 and kv_len != q_len:
+        raise MpsimInputError("attention: TensorRT-LLM context rows attend within the prompt "
+                              "(kv_len == q_len)")
+    fp8_kv = kv_bits == 8
+    if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
+        cfg = fmha_config(batch, q_len, heads, kv_heads, head_dim, fp8_attention, fp8_kv)
+    elif fp8_attention:
+        raise MpsimInputError("attention: fp8_attention describes TensorRT-LLM's context FMHA")
+    else:
+        pick = trtllm_decode_kernel(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+        build = xqa_config if pick == TRTLLM_XQA else mmha_config
+        cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+        cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row["kv_block"] = None
+    return apply_config(row, cfg)

@@ -1,5 +1,6 @@
 """TensorRT-LLM's attention op (PyTorch flow, `TrtllmAttention`) as CTA work: XQA and MMHA decode,
-the context FMHA. Which kernel a call runs: kernels/engine_attention.py (the dispatch rule).
+the context FMHA (part of the trtllm room). Which kernel a call runs: mpsim/library/trtllm_attention.py
+(the dispatch rule).
 
 Every call is the whole op as aiconfigurator timed it: RoPE on Q and K and the new tokens' K/V
 appended to the paged cache (64 tokens a block) are part of it, fused in the kernel (XQA's Hopper
@@ -22,55 +23,29 @@ rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
   the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`).
 
 A KV cache that fits the usable L2 stays there across the benchmark's back-to-back replays
-(`l2_warm`, as fa3_work.py). Constants: `TrtllmAttentionParams` (each says where it came from).
+(`l2_warm`, as FA3's). Constants: TrtllmParams (mpsim/sim/gpu/library/trtllm.py, SimParams.trtllm).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.sim.gpu.fa3_work import kv_append_part
+from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
+from mpsim.sim.gpu.library.fa3 import kv_append_part
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
 
-
-@dataclass(frozen=True)
-class TrtllmAttentionParams:
-    """Fitted on TRT-LLM 1.3.0rc20 H200 rows (a 600-row stratified sample of
-    h200_sxm/attention/trtllm/1.3.0rc20, seed 23; checked on H100's); see docs/validation.md."""
-
-    xqa_softmax_ops: float = 12.16     # fp32 lane-ops per score, padded query rows included
-    gmma_trip_ns: float = 515.5       # GMMA kernel, per 64-key tile: page lookup + dependent load
-    gmma_cta_ns: float = 200.2       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
-    hmma_trip_ns: float = 300.0       # HMMA kernel, per 64-key tile
-    hmma_cta_ns: float = 9000.0       # HMMA kernel, per CTA: Q load, O write
-    xqa_head_ns: float = 68.27        # per CTA per query head of the group (x head_dim / 128):
-    #                                   Q load and RoPE, the output's conversion and store
-    xqa_combine_us: float = 1.753      # multi-block: the last CTA's merge of the partial outputs
-    xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
-    xqa_prep_us: float = 2.5          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
-    mmha_ops: float = 4.0             # fp32 lane-ops per K or V element per query head
-    mmha_fp8_ops: float = 2.0         # extra lane-ops per e4m3 element: its conversion
-    mmha_trip_ns: float = 600.0       # per 128-key loop of a CTA: dependent loads
-    mmha_cta_ns: float = 1500.0       # per CTA: Q load, RoPE, KV append, O write
-    mmha_combine_us: float = 1.5      # multi-block: reduction of the tiles' partials
-    mmha_scope_us: float = 4.0        # the op's fixed cost
-    fmha_eta: float = 0.65            # share of the tensor peak of the causal main loop (bf16)
-    fmha_fp8_eta: float = 0.5         # the same for the FP8 FMHA (share of the fp8 peak)
-    fmha_tile_ns: float = 3000.0      # per query-tile CTA: prologue and epilogue
-    fmha_scope_us: float = 6.0        # the op's fixed cost (metadata, launches)
-    prep_round_ns: float = 1500.0     # QKV preprocessing (RoPE + KV append): one round of blocks
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 
-TRTLLM_ATTENTION = TrtllmAttentionParams()
 
 
 def _kv_warm(cfg: Mapping[str, int], kv_bytes: float, r: GpuRates, p: SimParams) -> bool:
@@ -83,9 +58,8 @@ def _shape(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
 
 
 def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-             p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
-             ) -> LaunchWork:
-    t = t or TRTLLM_ATTENTION
+             p: SimParams, resident: float) -> LaunchWork:
+    t = p.trtllm
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     gmma = bool(int(cfg.get("gmma", 0)))
@@ -110,9 +84,8 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
 
 
 def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
-              ) -> LaunchWork:
-    t = t or TRTLLM_ATTENTION
+              p: SimParams, resident: float) -> LaunchWork:
+    t = p.trtllm
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     bn, splits = int(cfg["block_n"]), int(cfg.get("split_k", 1))
@@ -132,9 +105,8 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float, t: TrtllmAttentionParams | None = None
-              ) -> LaunchWork:
-    t = t or TRTLLM_ATTENTION
+              p: SimParams, resident: float) -> LaunchWork:
+    t = p.trtllm
     b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
                                              "head_dim"))
     fp8 = bool(int(cfg.get("fp8", 0)))
@@ -154,5 +126,8 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                       io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
     prep = kv_append_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r,
-                          replace(p, kv_append_round_ns=t.prep_round_ns))
+                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=t.prep_round_ns)))
     return [prep, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+WORK = {TRTLLM_XQA: xqa_work, TRTLLM_MMHA: mmha_work, TRTLLM_FMHA: fmha_work}

@@ -1,20 +1,28 @@
-"""FlashAttention-3 in vLLM (`fa3_decode`, `fa3_prefill` rows) and vLLM's KV append as CTA work.
+"""FlashAttention-3 in vLLM (`fa3_decode`, `fa3_prefill` rows) and vLLM's KV append as CTA work
+(names, split heuristic, configs and row builder: mpsim/library/fa3.py).
+
+Rows: `fa3_decode`: op attention, q_len 1, k_bits = v_bits 16 or 8 (8 is FA3's fp8 e4m3 cache: one
+byte an element, a per-tensor scale); config `fa3_decode_config`: split_k = FA3's splits,
+`kv_append` 0/1 (the op also appended the new token's K/V: a second kernel), `l2_warm` 0/1
+(replayed back to back: a KV cache that fits the usable L2 is read from it). `fa3_prefill`: op
+attention, q_len = kv_len > 1, 16-bit K/V, causal; config `fa3_prefill_config` (`kv_append`).
+A row with `kv_append` stands for two kernels (`launch_kernels`).
 
 Decode (pack-GQA): one CTA per (sequence, KV head, KV split) holds the KV head's query group padded
-to the wgmma M of 64 rows; splits follow FA3's heuristic (kernels/launch_config.py fa3_num_splits).
+to the wgmma M of 64 rows; splits follow FA3's heuristic (mpsim/library/fa3.py fa3_num_splits).
 A CTA walks its split in 128-key tiles; per tile it loads K and V (bf16, or fp8 e4m3: one byte an
 element, a per-tensor scale) and, one after another, runs QK^T and PV on the tensor cores (fp8 KV:
 the query is cast and both MMAs run at the fp8 rate), the online softmax on the fp32 lanes
-(`fa3_softmax_ops` per score, padded rows included) and, for fp8, V's transpose for the fp8 wgmma
-(`fa3_fp8_v_ops` per element). Loads overlap compute (2 stages). When the row is `l2_warm` (the
+(`softmax_ops` per score, padded rows included) and, for fp8, V's transpose for the fp8 wgmma
+(`fp8_v_ops` per element). Loads overlap compute (2 stages). When the row is `l2_warm` (the
 benchmark replays the op back to back) and the whole KV cache fits the usable L2, it is read from
 L2 across replays (decode rows: 33.5 MB caches stream at ~5 TB/s on H200, 67 MB at HBM speed).
 Split launches pay the combine of the partial outputs; every launch pays the rest of vLLM's decode
-op (`fa3_decode_scope_us`).
+op (`decode_scope_us`).
 
 Prefill (causal): 128-row query tiles visit 128-key tiles up to the diagonal (`causal_tiles`:
 qt(qt+1)/2 tile pairs per (sequence, head); with pack-GQA a tile holds the rows of `group` query
-heads per token and the (sequence, KV head) is the unit), at `fa3_prefill_eta` of the tensor rate
+heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate
 (softmax hidden by the ping-pong warpgroups); the persistent scheduler deals CTAs longest first, so
 each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a prologue/epilogue per
 query-tile CTA.
@@ -29,15 +37,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class Fa3Params:
+    """FlashAttention-3 in vLLM (decode rows, prefill rows); SimParams.fa3 (`--fit-params
+    fa3.NAME`). Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+
+    softmax_ops: float = 7.462           # fp32 lane-ops per score, padded query rows included
+    fp8_v_ops: float = 12.87             # per fp8 V element: the transpose for the fp8 wgmma
+    cta_ns: float = 705.2                # per decode CTA wave: Q load, O write (beyond the first tile)
+    decode_scope_us: float = 4.136       # the rest of vLLM's decode attention op (launches, metadata)
+    fp8_extra_us: float = 0.376          # fp8 KV: the query cast
+    combine_us: float = 2.081            # split-KV: the combine of the partial outputs
+    prefill_eta: float = 0.7293          # share of tensor peak of the causal main loop
+    prefill_scope_us: float = 2.408      # the rest of vLLM's prefill attention op
+    prefill_tile_ns: float = 3830.0      # per query-tile CTA: prologue and epilogue
+    kv_append_round_ns: float = 2478.0   # reshape_and_cache_flash: one round of resident blocks
+
 
 MAX_APPEND_BLOCKS_PER_SM = 32
 SM_THREADS = 2048
@@ -56,7 +86,7 @@ def kv_append_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: G
     rounds = cdiv(tokens, r.sms * per_sm)
     count = min(tokens, r.sms)
     written = tokens * kv_heads * head_dim * 2 * _kv_elem_bytes(kv_bits)
-    trip = Trip(0.0, 0.0, latency_ns=p.kv_append_round_ns, overlap_latency=True)
+    trip = Trip(0.0, 0.0, latency_ns=p.fa3.kv_append_round_ns, overlap_latency=True)
     res = CtaResources(max(1, threads // 32), 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res,
                       tokens * kv_heads * head_dim * 2 * FP16, name="kv append")
@@ -74,18 +104,18 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     blocks = cdiv(max(kv, 1), bn)
     tiles = cdiv(blocks, splits)
     ctas = b * hk * splits
-    lanes = rows * bn * p.fa3_softmax_ops + (bn * d * p.fa3_fp8_v_ops if fp8 else 0.0)
+    lanes = rows * bn * p.fa3.softmax_ops + (bn * d * p.fa3.fp8_v_ops if fp8 else 0.0)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": lanes}, serial=True, mma_dtype="fp8" if fp8 else "fp16")
     kv_bytes = b * hk * kv * d * 2 * elem
     q_bytes = b * hq * d * FP16
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     reads = q_bytes + (0.0 if warm else kv_bytes)
-    fixed = p.fa3_decode_scope_us * 1e3 + (p.fa3_combine_us * 1e3 if splits > 1 else 0.0) \
-        + (p.fa3_fp8_extra_us * 1e3 if fp8 else 0.0)
+    fixed = p.fa3.decode_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0) \
+        + (p.fa3.fp8_extra_us * 1e3 if fp8 else 0.0)
     res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,
-                      reads, setup_ns=p.fa3_cta_ns, fixed_ns=fixed, name="fa3 decode")
+                      reads, setup_ns=p.fa3.cta_ns, fixed_ns=fixed, name="fa3 decode")
     parts = [kv_append_part(b, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
@@ -109,13 +139,16 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(q, bn), splits))
     trip = Trip(load_bytes=bn * d * 2 * FP16, mma_flops=4.0 * bm * bn * d, serial=True,
-                mma_eta=p.fa3_prefill_eta)
+                mma_eta=p.fa3.prefill_eta)
     io = FP16 * b * q * d * (hq + 2 * hk)   # Q, K, V read once (re-reads of K/V hit in L2)
     out = FP16 * b * q * d * hq
-    fixed = p.fa3_prefill_scope_us * 1e3 + (p.fa3_combine_us * 1e3 if splits > 1 else 0.0)
+    fixed = p.fa3.prefill_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0)
     res = CtaResources(12, 2 * bn * d * FP16, bm * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
-                      io, setup_ns=math.ceil(ctas / r.sms) * p.fa3_prefill_tile_ns, fixed_ns=fixed,
+                      io, setup_ns=math.ceil(ctas / r.sms) * p.fa3.prefill_tile_ns, fixed_ns=fixed,
                       name="fa3 prefill")
     parts = [kv_append_part(b * q, hk, d, 16, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+WORK = {FA3_DECODE: fa3_decode_work, FA3_PREFILL: fa3_prefill_work}

@@ -9,14 +9,16 @@ analytic accounting, spread evenly over the CTAs; norms read their row again for
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpsim.sim.gpu.memory import residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
-from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
 
 PASSES = {"rms_norm_kernel": 2, "layer_norm_kernel": 3}
 REDUCTION_SCRATCH = 1024.0  # bytes of shared memory for a block reduction
@@ -32,7 +34,7 @@ def rowwise_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
     read, written = float(row["bytes_read"]), float(row["bytes_written"])
     trip = Trip(read * passes / (ctas * iters), 0.0,
                 pipes={"fp32": float(row["flops"]) / (ctas * iters)}, serial=True,
-                overhead_cycles=p.iter_overhead_cycles)
+                overhead_cycles=p.mpsim.iter_overhead_cycles)
     res = CtaResources(cfg["num_warps"], 0.0, REDUCTION_SCRATCH, 1,
                        registers_per_thread(block, 0, cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)

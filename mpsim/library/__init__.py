@@ -1,0 +1,108 @@
+"""Kernel libraries, one room each (docs/design.md#library-rooms): the dispatch table of the
+synthesis floor. A room (mpsim/library/<name>.py) holds its kernel names, candidate configs and
+heuristics and its row builders; its work model sits on the simulator's floor under the same name
+(mpsim/sim/gpu/library/<name>.py). mpsim.launch_plan's `gemm_row`, `attention_row` and
+`framework_op_row` dispatch through `gemm_library`, `attention_library` and `rowwise_library`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mpsim.errors import MpsimInputError
+from mpsim.library import cublas, fa3, mpsim, sglang, torch, trtllm, vllm
+
+GemmBuilder = Callable[..., dict[str, Any]]
+AttentionBuilder = Callable[..., dict[str, Any]]
+RowwiseBuilder = Callable[..., dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Library:
+    """One kernel library: its name, the kernels it owns, what it is, where its design comes from,
+    and the row builders it offers (None: it builds no rows of that kind)."""
+
+    name: str
+    kernels: tuple[str, ...]
+    description: str
+    source: str
+    gemm: GemmBuilder | None = None
+    attention: AttentionBuilder | None = None
+    rowwise: RowwiseBuilder | None = None
+    ops: tuple[tuple[str, str], ...] = ()  # row-wise kernels: kernel -> op class
+
+
+LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
+    Library("mpsim", mpsim.KERNELS, "mpsim's own Triton kernels (what capture runs)", "kernels/",
+            gemm=mpsim.gemm_row, attention=mpsim.attention_row),
+    Library("cublas", cublas.KERNELS, "cuBLAS fp16/bf16 GEMM (Hopper wgmma tiles, stream-K)",
+            "cuBLAS on Hopper, measured", gemm=cublas.gemm_row),
+    Library("trtllm", trtllm.KERNELS, "TensorRT-LLM's weight-only batched GEMV (int4/int8, M <= 4) "
+            "and its attention op (XQA / MMHA decode with RoPE and KV append fused, context FMHA)",
+            "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, decoderMaskedMultiheadAttention/",
+            gemm=trtllm.gemm_row, attention=trtllm.attention_row),
+    Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
+            "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
+    Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
+            "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row),
+    Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
+            "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
+            ops=tuple(vllm.OPS.items())),
+    Library("torch", torch.KERNELS, "PyTorch's vectorized elementwise add",
+            "PyTorch ATen (Vidur's measured kernels)", rowwise=torch.rowwise_row,
+            ops=tuple(torch.OPS.items())),
+)}
+MPSIM = LIBRARIES["mpsim"]
+OWNER: dict[str, Library] = {}
+for _lib in LIBRARIES.values():
+    for _kernel in _lib.kernels:
+        if _kernel in OWNER:
+            raise RuntimeError(f"kernel {_kernel!r} is in two libraries: {OWNER[_kernel].name}, {_lib.name}")
+        OWNER[_kernel] = _lib
+EXTERNAL_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM)
+ROWWISE_OPS: dict[str, str] = {k: op for lib in LIBRARIES.values() for k, op in lib.ops}
+# what `gemm_row(kernel=...)` and `attention_row(kernel=...)` take besides None (mpsim's)
+GEMM_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM and lib.gemm is not None)
+ATTENTION_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib is not MPSIM and lib.attention)
+
+
+def get_library(name: str) -> Library:
+    """The library called `name`; an unknown name is an error naming the known ones."""
+    if name not in LIBRARIES:
+        raise MpsimInputError(f"unknown kernel library {name!r}; expected one of {sorted(LIBRARIES)}")
+    return LIBRARIES[name]
+
+
+def library_of(kernel: str) -> Library:
+    """The library that owns `kernel`; an unknown kernel is an error naming the known ones."""
+    if kernel not in OWNER:
+        raise MpsimInputError(f"unknown kernel {kernel!r}; expected one of {sorted(OWNER)}")
+    return OWNER[kernel]
+
+
+def gemm_library(kernel: str | None) -> GemmBuilder:
+    """The GEMM row builder for `kernel` (None: mpsim's); ValueError naming the known ones."""
+    lib = MPSIM if kernel is None else OWNER.get(kernel)
+    if lib is None or lib.gemm is None or (lib is MPSIM and kernel is not None):
+        raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
+                         f"{' or '.join(GEMM_KERNELS)}")
+    return lib.gemm
+
+
+def attention_library(name: str | None) -> AttentionBuilder:
+    """The attention row builder of library `name` (None: mpsim's); an error naming the known ones."""
+    lib = MPSIM if name is None else LIBRARIES.get(name)
+    if lib is None or lib.attention is None or (lib is MPSIM and name is not None):
+        raise MpsimInputError(f"attention: unknown kernel {name!r}; expected None (mpsim's) or "
+                              f"{' or '.join(repr(n) for n in ATTENTION_LIBRARIES)}")
+    return lib.attention
+
+
+def rowwise_library(kernel: str) -> RowwiseBuilder:
+    """The row builder of another framework's row-wise `kernel`; an error naming the known ones."""
+    lib = OWNER.get(kernel)
+    if lib is None or lib.rowwise is None:
+        raise MpsimInputError(f"unknown row-wise kernel {kernel!r}; expected one of {list(ROWWISE_OPS)}")
+    return lib.rowwise

@@ -1,0 +1,84 @@
+"""FlashAttention-3 as vLLM runs it: kernel names, the split-KV heuristic, decode/prefill configs
+and the row builder (`attention_row(..., kernel="fa3")`); mpsim/sim/gpu/library/fa3.py prices them.
+"""
+
+from __future__ import annotations
+
+from mpsim.errors import MpsimInputError
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
+from mpsim.library.rows import Row, apply_config, attention_shape
+
+FA3_DECODE = "fa3_decode"
+FA3_PREFILL = "fa3_prefill"
+KERNELS = (FA3_DECODE, FA3_PREFILL)
+
+
+def fa3_num_splits(total_mblocks: int, sms: int, num_n_blocks: int, max_splits: int = 128) -> int:
+    """FlashAttention-3's split-KV heuristic (hopper/heuristics.h, num_splits_heuristic): no split
+    when the m-blocks fill 80% of the SMs or the keys are <= 4 blocks, else the fewest splits whose
+    wave efficiency is within 85% of the best."""
+    if total_mblocks >= 0.8 * sms or num_n_blocks <= 4:
+        return 1
+    cap = min(max_splits, sms, num_n_blocks)
+    effs = []
+    for s in range(1, cap + 1):
+        waves = total_mblocks * s / sms
+        effs.append(waves / -(-waves // 1))
+    best = max(effs)
+    return next(s for s in range(1, cap + 1) if effs[s - 1] >= 0.85 * best)
+
+
+FA3_BLOCK_N = 128      # keys per tile (decode and prefill, head_dim 128)
+FA3_BLOCK_M = 128      # query rows per prefill tile
+
+
+def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, kv_len: int,
+                      *, kv_append: bool = False, l2_warm: bool = False,
+                      sms: int = GPU_SMS) -> LaunchConfig:
+    """vLLM's FA3 decode: one CTA per (sequence, KV head, split) holding the KV head's query group
+    padded to 64 rows (pack-GQA); `kv_append`: the measured op also wrote the new token's K/V
+    (reshape_and_cache_flash); `l2_warm`: the launch repeats back to back (a CUDA-graph benchmark),
+    so a KV cache that fits the usable L2 is read from it."""
+    group = num_q_heads // num_kv_heads
+    rows = 64 * cdiv(group, 64)
+    blocks = cdiv(max(kv_len, 1), FA3_BLOCK_N)
+    splits = fa3_num_splits(batch * num_kv_heads, sms, blocks)
+    return LaunchConfig(FA3_DECODE, (batch, num_kv_heads, splits), rows, FA3_BLOCK_N, head_dim, 4,
+                        2, splits, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm))))
+
+
+def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                       *, kv_append: bool = False, sms: int = GPU_SMS) -> LaunchConfig:
+    """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
+    heuristic when the query tiles cannot fill the SMs. Pack-GQA (hopper/flash_api.cpp get_pack_gqa:
+    a paged or varlen call with heads != kv_heads packs the KV head's query group into the rows of
+    one tile): the tiles then run over q_len x group rows per (sequence, KV head)."""
+    pack = num_q_heads != num_kv_heads
+    heads = num_kv_heads if pack else num_q_heads
+    q_tiles = cdiv(q_len * (num_q_heads // heads), FA3_BLOCK_M)
+    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(q_len, FA3_BLOCK_N))
+    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
+                        head_dim, 12, 2, splits,
+                        extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack))))
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+    """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` (kv_len == q_len) row."""
+    if fp8_attention:
+        raise MpsimInputError("attention: FP8 attention compute is not modelled for FA3")
+    if kv_bits == 4:
+        raise MpsimInputError("attention: FA3 has no 4-bit KV cache (16 or fp8 only)")
+    if q_len == 1:
+        cfg = fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
+                                l2_warm=l2_warm, sms=sms)
+    else:
+        if kv_len != q_len:
+            raise MpsimInputError("attention: FA3 prefill rows attend within the prompt "
+                                  "(kv_len == q_len)")
+        cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
+                                 sms=sms)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row["kv_block"] = None
+    return apply_config(row, cfg)

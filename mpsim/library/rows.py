@@ -1,0 +1,70 @@
+"""Row helpers every library room shares: a launch config applied to a trace-row dict, the costed
+row as the trace stores it, size checks, the GEMM shape columns and the single-launch finisher
+(what `mpsim op` prices). mpsim.launch_plan and every room (mpsim/library/*.py) build on these.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mpsim import limits
+from mpsim.errors import MpsimInputError
+from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.traces.accounting import launch_cost
+
+Row = dict[str, Any]
+
+
+def apply_config(row: Row, cfg: LaunchConfig) -> Row:
+    """The row with the config's kernel, grid and config dict set."""
+    row.update(kernel=cfg.kernel, grid=list(cfg.grid), config=cfg.config_dict())
+    return row
+
+
+def costed(row: Row) -> Row:
+    """The row as the trace stores it: grid and config as JSON text, analytic FLOPs and bytes."""
+    cost = launch_cost(row)
+    row.update(flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
+               grid=json.dumps(row["grid"]), config=json.dumps(row["config"], sort_keys=True))
+    return row
+
+
+def single(row: Row) -> Row:
+    """One launch on its own (launch 0, stream 0, step 0, layer 0), its grid within the limit, costed."""
+    row.update(launch_id=0, stream=0, step=0, layer=0)
+    ctas = 1
+    grid = row["grid"]
+    for extent in json.loads(grid) if isinstance(grid, str) else grid:
+        ctas *= int(extent)
+    limits.GRID_CTAS.check(ctas, f"{row['op']}: grid {row['grid']}")
+    return costed(row)
+
+
+def check_sizes(what: str, **sizes: int) -> None:
+    """Every size >= 1 and within the stated limit on one dimension (mpsim/limits.py)."""
+    for name, value in sizes.items():
+        if value < 1:
+            raise MpsimInputError(f"{what}: {name} must be >= 1, got {value}")
+        limits.SHAPE_DIM.check(value, f"{what}: {name}")
+
+
+def check_kernel(cfg: LaunchConfig, *kernels: str) -> None:
+    """A given config must be one of these kernels' (ValueError otherwise)."""
+    if cfg.kernel not in kernels:
+        raise ValueError(f"config for kernel {cfg.kernel!r} does not fit; expected {' or '.join(kernels)}")
+
+
+def gemm_shape(m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
+               bias: bool) -> Row:
+    """The shape columns of a GEMM row (fp16 activations and output)."""
+    return {"op": "gemm", "m": m, "n": n, "k": k, "w_format": fmt, "w_bits": bits,
+            "group_size": group_size, "a_dtype": "fp16", "out_dtype": "fp16", "bias": bias}
+
+
+def attention_shape(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                    kv_bits: int) -> Row:
+    """The shape columns of a causal attention row over K/V of kv_bits."""
+    return {"op": "attention", "module": "attn", "batch": batch, "q_len": q_len, "kv_len": kv_len,
+            "num_q_heads": heads, "num_kv_heads": kv_heads, "head_dim": head_dim,
+            "k_bits": kv_bits, "v_bits": kv_bits, "causal": True}

@@ -1,0 +1,39 @@
+"""TensorRT-LLM's kernels: the weight-only batched GEMV (its kernel name, launch config and row builder,
+`gemm_row(..., kernel=TRTLLM_WO_GEMV)`) and the attention op (XQA / MMHA decode, the context FMHA:
+mpsim/library/trtllm_attention.py, `attention_row(..., kernel="trtllm")`); mpsim/sim/gpu/library/
+trtllm.py prices the rows.
+"""
+
+from __future__ import annotations
+
+from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
+from mpsim.library.trtllm_attention import ATTENTION_KERNELS
+from mpsim.library.trtllm_attention import attention_row as attention_row
+
+TRTLLM_WO_GEMV = "trtllm_wo_gemv"
+KERNELS = (TRTLLM_WO_GEMV, *ATTENTION_KERNELS)
+
+TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
+
+
+def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
+    """TensorRT-LLM's weight-only batched GEMV (M < 5, sm90 path, per-channel scales): CTAs of 128
+    threads over 8 weight rows walking all of K in steps of 128 x (128 / bits) weights."""
+    if bits not in (4, 8):
+        raise ValueError(f"{TRTLLM_WO_GEMV}: bits must be 4 or 8, got {bits}")
+    if not 1 <= m <= TRTLLM_WO_MAX_ROWS:
+        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV path takes 1..{TRTLLM_WO_MAX_ROWS} rows, "
+                         f"got {m}")
+    cta_k = 128 * (128 // bits)
+    return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // 8)), m, 8, cta_k, 4, 1)
+
+
+def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
+             bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
+    """A `trtllm_wo_gemv` row: per-channel int4/int8 weights (group size = K), M <= 4."""
+    if fmt not in ("int4-group", "int8-group"):
+        raise ValueError(f"{kernel} prices per-channel int4/int8 weights, got {fmt}")
+    cfg = config or trtllm_wo_config(m, n, k, bits)
+    check_kernel(cfg, kernel)
+    return apply_config(gemm_shape(m, n, k, fmt, bits, k, bias), cfg)  # per channel: G = K

@@ -1,0 +1,72 @@
+"""THE dispatch table of the simulator: kernel name -> work builder, one room per kernel library.
+
+Each room (mpsim/sim/gpu/library/<name>.py, named as its synthesis-floor room mpsim/library/<name>.py,
+which holds the kernel names, configs and row builders) declares `WORK`, its kernels' builders; a
+room's docstring says what its rows mean. `work_for(kernel)` finds a kernel's builder (an unknown
+kernel is an error naming the known ones); `launch_kernels(row)` says how many GPU kernels a row
+stands for.
+
+Every kernel's time is `kernel_s` (its duration on the GPU as CUPTI would time it, the kernel floor
+included) plus `overhead_s`, the measurement protocol's cost for `launch_kernels(row)` kernels
+(mpsim/sim/protocols.py; `graph` by default). A row with `kv_append` stands for two kernels, as do
+TensorRT-LLM's HMMA XQA and context FMHA rows (the QKV-preprocessing kernel first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
+from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
+from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
+from mpsim.sim.gpu.library import cublas, fa3, mpsim, sglang, torch, trtllm, vllm
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+    WorkBuilder = Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates, SimParams,
+                             float], LaunchWork]
+
+ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
+    "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
+    "vllm": vllm.WORK, "torch": torch.WORK, "sglang": sglang.WORK}
+
+
+def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
+    """The rooms' WORK mappings as one table; a kernel in two rooms is an error naming both."""
+    out: dict[str, WorkBuilder] = {}
+    owner: dict[str, str] = {}
+    for room, work in rooms.items():
+        for kernel, builder in work.items():
+            if kernel in out:
+                raise RuntimeError(f"kernel {kernel!r} has two work models: rooms {owner[kernel]} and {room}")
+            out[kernel], owner[kernel] = builder, room
+    return out
+
+
+WORK: dict[str, WorkBuilder] = table(ROOMS)
+EXTERNAL: dict[str, WorkBuilder] = {k: b for k, b in WORK.items() if k not in mpsim.WORK}
+
+
+def work_for(kernel: str) -> WorkBuilder:
+    """The work builder of `kernel`; an unknown kernel is an error naming the known ones."""
+    if kernel not in WORK:
+        raise ValueError(f"no work model for kernel {kernel!r}; known kernels: {sorted(WORK)}")
+    return WORK[kernel]
+
+
+def launch_kernels(row: Mapping[str, Any]) -> int:
+    """How many GPU kernels one launch row stands for (what a per-kernel protocol cost multiplies)."""
+    kernel = str(row["kernel"])
+    if kernel in (FA3_DECODE, FA3_PREFILL, SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL):
+        cfg = json.loads(str(row["config"]))
+        return 1 + int(bool(cfg.get("kv_append", 0)))
+    if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
+        return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
+    if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
+        return 2
+    return 1

@@ -1,0 +1,98 @@
+"""TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
+builder: mpsim/library/trtllm.py).
+
+Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
+config `trtllm_wo_config`.
+
+
+cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
+per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
+of K in I = ceil(K / CtaK) steps, CtaK = 128 threads x 128 bits / weight bits (int4: 4096, int8:
+2048 weights), so both formats move 16 KiB of weights per CTA step. A step issues its loads, waits
+for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multiplies on the fp32
+lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
+co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
+the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
+loop. Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
+The attention op's kernels (XQA, MMHA, context FMHA): trtllm_attention.py, constants in the same
+TrtllmParams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.library.trtllm import TRTLLM_WO_GEMV
+from mpsim.sim.gpu.library.trtllm_attention import WORK as ATTENTION_WORK
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.traces.accounting import FP16
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class TrtllmParams:
+    """TensorRT-LLM weight-only batched GEMV, sm90 path (wo rows); SimParams.trtllm (`--fit-params
+    trtllm.NAME`). Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+
+    wo_lat_ns: float = 356.9             # one K step's dependent global load
+    wo_ops_dq4: float = 3.640            # CUDA-core lane-ops per int4 weight (fitted, see docs)
+    wo_ops_dq8: float = 6.028            # per int8 weight (fitted; not from SASS: no TRT-LLM build)
+    wo_ops_fma: float = 1.170            # per weight per activation row
+    wo_cta_ns: float = 4239.0            # per CTA outside the K loop
+    wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
+    # ---- the attention op (trtllm_attention.py): fitted on TRT-LLM 1.3.0rc20 H200 rows (stratified
+    # samples of h200_sxm/attention/trtllm/1.3.0rc20, seed 23), checked on H100's (docs/validation.md)
+    xqa_softmax_ops: float = 12.16     # fp32 lane-ops per score, padded query rows included
+    gmma_trip_ns: float = 515.5       # GMMA kernel, per 64-key tile: page lookup + dependent load
+    gmma_cta_ns: float = 200.2       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
+    hmma_trip_ns: float = 359.7       # HMMA kernel, per 64-key tile
+    hmma_cta_ns: float = 7239.0       # HMMA kernel, per CTA: Q load, O write
+    xqa_head_ns: float = 68.27        # per CTA per query head of the group (x head_dim / 128):
+    #                                   Q load and RoPE, the output's conversion and store
+    xqa_combine_us: float = 1.753      # multi-block: the last CTA's merge of the partial outputs
+    xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
+    xqa_prep_us: float = 0.0          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
+    mmha_ops: float = 1.323             # fp32 lane-ops per K or V element per query head
+    mmha_fp8_ops: float = 2.0         # extra lane-ops per e4m3 element: its conversion
+    mmha_trip_ns: float = 2356.0       # per 128-key loop of a CTA: dependent loads
+    mmha_cta_ns: float = 1266.0       # per CTA: Q load, RoPE, KV append, O write
+    mmha_combine_us: float = 5.893      # multi-block: reduction of the tiles' partials
+    mmha_scope_us: float = 3.207        # the op's fixed cost
+    fmha_eta: float = 0.65            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.5         # the same for the FP8 FMHA (share of the fp8 peak)
+    fmha_tile_ns: float = 3000.0      # per query-tile CTA: prologue and epilogue
+    fmha_scope_us: float = 6.0        # the op's fixed cost (metadata, launches)
+    prep_round_ns: float = 1500.0     # QKV preprocessing (RoPE + KV append): one round of blocks
+
+
+MAX_CTAS_PER_SM = 16
+CTA_N = 8
+
+
+def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                   p: SimParams, resident: float) -> LaunchWork:
+    m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
+    cta_k = int(cfg["block_k"])
+    iters = cdiv(k, cta_k)
+    ctas = max(1, n // CTA_N)
+    per_sm = min(MAX_CTAS_PER_SM, cdiv(ctas, r.sms))
+    w_it = CTA_N * k / iters
+    ops = (p.trtllm.wo_ops_dq4 if bits == 4 else p.trtllm.wo_ops_dq8) + m * p.trtllm.wo_ops_fma
+    trip = Trip(load_bytes=w_it * bits / 8 + m * k / iters * FP16, mma_flops=0.0,
+                pipes={"fp32": w_it * ops}, latency_ns=p.trtllm.wo_lat_ns, overlap_latency=True)
+    reads = n * k * bits / 8 + n * 2 * FP16 + m * k * FP16
+    res = CtaResources(4, 0.0, 0.0, 1, 64)
+    work = KernelWork(trip, Epilogue(m * CTA_N * FP16), (iters,), "single", ctas, ctas, res, reads,
+                      setup_ns=p.trtllm.wo_cta_ns, fixed_ns=p.trtllm.wo_scope_us * 1e3, resident_split=per_sm,
+                      name="trtllm wo gemv")
+    return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
+
+
+WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, **ATTENTION_WORK}

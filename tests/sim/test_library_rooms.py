@@ -1,0 +1,78 @@
+"""The kernel library rooms (issue 23 point 1): one dispatch table per floor, the same kernels on
+both, and a loud error for a kernel or library nobody owns (mpsim/library/, mpsim/sim/gpu/library/)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mpsim import library
+from mpsim.errors import MpsimInputError
+from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
+from mpsim.sim.gpu import library as work_library
+from mpsim.sim.gpu.library import mpsim as mpsim_room
+from mpsim.sim.params import (
+    DEFAULT_PARAMS,
+    LEGACY_NAMES,
+    LIBRARY_FIELDS,
+    float_param_names,
+    get_param,
+    with_params,
+)
+
+
+def test_every_kernel_of_a_library_has_a_work_model_and_no_other() -> None:
+    assert set(library.OWNER) == set(work_library.WORK)
+    assert set(library.EXTERNAL_KERNELS) == set(work_library.EXTERNAL)
+    assert set(library.MPSIM.kernels) == set(mpsim_room.WORK)
+    for name, lib in library.LIBRARIES.items():
+        assert lib.name == name and lib.kernels, name
+        assert set(lib.kernels) == set(work_library.ROOMS[name]), name
+
+
+def test_an_unknown_kernel_or_library_names_the_known_ones() -> None:
+    with pytest.raises(MpsimInputError, match=r"unknown kernel 'nope'.*cublas_gemm"):
+        library.library_of("nope")
+    with pytest.raises(MpsimInputError, match=r"unknown kernel library 'nope'.*'cublas'"):
+        library.get_library("nope")
+    with pytest.raises(ValueError, match=r"no work model for kernel 'nope'.*fa3_decode"):
+        work_library.work_for("nope")
+    assert library.library_of("fa3_prefill").name == "fa3"
+    assert library.library_of("rms_norm_kernel").name == "mpsim"
+
+
+def test_the_row_builders_dispatch_through_the_table_and_fail_loudly() -> None:
+    with pytest.raises(MpsimInputError, match=r"unknown GEMM kernel 'fa3_decode'; expected None "
+                                              r"\(mpsim's\), cublas_gemm or trtllm_wo_gemv"):
+        gemm_row(8, 4096, 4096, kernel="fa3_decode")
+    with pytest.raises(MpsimInputError, match=r"unknown GEMM kernel 'gemv_fp16_kernel'"):
+        gemm_row(8, 4096, 4096, kernel="gemv_fp16_kernel")
+    with pytest.raises(MpsimInputError, match=r"attention: unknown kernel 'cublas'; expected None "
+                                              r"\(mpsim's\) or 'fa3'"):
+        attention_row(1, 1, 64, 8, 8, 64, kernel="cublas")
+    with pytest.raises(MpsimInputError, match=r"unknown row-wise kernel 'cublas_gemm'.*'torch_add'"):
+        framework_op_row("cublas_gemm", 4, 4096)
+    assert gemm_row(8, 4096, 4096, kernel="cublas_gemm")["kernel"] == "cublas_gemm"
+    assert framework_op_row("torch_add", 4, 4096)["kernel"] == "torch_add"
+
+
+def test_a_kernel_in_two_rooms_is_an_error() -> None:
+    builder = work_library.WORK["torch_add"]
+    with pytest.raises(RuntimeError, match="'k' has two work models: rooms a and b"):
+        work_library.table({"a": {"k": builder}, "b": {"k": builder}})
+
+
+def test_every_room_constant_has_a_dotted_name_in_the_fingerprint() -> None:
+    names = float_param_names()
+    assert "cublas.tile_ns" in names and "fa3.softmax_ops" in names and "torch.add_iter_ns" in names
+    for lib in LIBRARY_FIELDS:  # every float field of every room is named
+        room = getattr(DEFAULT_PARAMS, lib)
+        floats = {f"{lib}.{f.name}" for f in dataclasses.fields(room) if f.type in (float, "float")}
+        assert floats <= set(names), lib
+    for name in names:
+        changed = with_params(DEFAULT_PARAMS, {name: get_param(DEFAULT_PARAMS, name) * 1.5 + 1.0})
+        assert get_param(changed, name) == get_param(DEFAULT_PARAMS, name) * 1.5 + 1.0
+        assert changed.fingerprint() != DEFAULT_PARAMS.fingerprint(), name
+    # the flat names of files written before the rooms map onto existing dotted names
+    assert set(LEGACY_NAMES.values()) <= {*names, "cublas.token_granule"}
