@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 class SglangParams:
     """SGLang's FA3 backend (SimParams.sglang, `--fit-params sglang.NAME`)."""
 
-    decode_scope_us: float = 2.0      # the rest of SGLang's decode attention op
-    fp8_extra_us: float = 2.5         # fp8 KV: the query cast and the fp8 store
-    prefill_scope_us: float = 2.0     # the rest of SGLang's prefill attention op
+    decode_scope_us: float = 1.549     # the rest of SGLang's decode attention op
+    fp8_extra_us: float = 3.179        # fp8 KV: the query cast and the fp8 store
+    prefill_scope_us: float = 0.0    # the rest of SGLang's prefill attention op
 
 
 def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],

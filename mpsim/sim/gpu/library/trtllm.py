@@ -60,16 +60,16 @@ class TrtllmParams:
     xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 0.0          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
     mmha_ops: float = 1.323             # fp32 lane-ops per K or V element per query head
-    mmha_fp8_ops: float = 2.0         # extra lane-ops per e4m3 element: its conversion
+    mmha_fp8_ops: float = 1.009        # extra lane-ops per e4m3 element: its conversion
     mmha_trip_ns: float = 2356.0       # per 128-key loop of a CTA: dependent loads
     mmha_cta_ns: float = 1266.0       # per CTA: Q load, RoPE, KV append, O write
     mmha_combine_us: float = 5.893      # multi-block: reduction of the tiles' partials
     mmha_scope_us: float = 3.207        # the op's fixed cost
-    fmha_eta: float = 0.65            # share of the tensor peak of the causal main loop (bf16)
-    fmha_fp8_eta: float = 0.5         # the same for the FP8 FMHA (share of the fp8 peak)
-    fmha_tile_ns: float = 3000.0      # per query-tile CTA: prologue and epilogue
-    fmha_scope_us: float = 6.0        # the op's fixed cost (metadata, launches)
-    prep_round_ns: float = 1500.0     # QKV preprocessing (RoPE + KV append): one round of blocks
+    fmha_eta: float = 0.628            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.3863         # the same for the FP8 FMHA (share of the fp8 peak)
+    fmha_tile_ns: float = 3900.0      # per query-tile CTA: prologue and epilogue
+    fmha_scope_us: float = 4.973        # the op's fixed cost (metadata, launches)
+    prep_round_ns: float = 1416.0     # QKV preprocessing (RoPE + KV append): one round of blocks
 
 
 MAX_CTAS_PER_SM = 16
