@@ -120,10 +120,14 @@ def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: in
 def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,
                 kv_fp8: bool) -> LaunchConfig:
     """The context FMHA: one CTA per (128-row query tile, head, sequence), causal; `fp8` 1 for the
-    FP8 FMHA (e4m3 Q/K/V, fp8 MMAs), `kv_fp8` 1 when the KV append writes an e4m3 cache."""
+    FP8 FMHA (e4m3 Q/K/V, fp8 MMAs), `kv_fp8` 1 when the KV append writes an e4m3 cache. With an
+    e4m3 cache the FP8 FMHA runs too: on sm_90 TrtllmAttention forces the paged context FMHA, which
+    reads K/V from the e4m3 cache (the collector's note on trtllm.py:1434 and attentionOp.cpp
+    `hasFp8KvCache() && use_paged_context_fmha` at 1.3.0rc20; the rows agree: priced as a bf16 FMHA,
+    long fp8-cache prompts came out 24% slow)."""
     q_tiles = cdiv(q_len, FMHA_BLOCK_M)
     return LaunchConfig(TRTLLM_FMHA, (q_tiles, heads, batch), FMHA_BLOCK_M, FMHA_BLOCK_N, head_dim,
-                        12, 2, 1, extra=(("fp8", int(fp8)), ("kv_fp8", int(kv_fp8))))
+                        12, 2, 1, extra=(("fp8", int(fp8 or kv_fp8)), ("kv_fp8", int(kv_fp8))))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
