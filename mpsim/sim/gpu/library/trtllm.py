@@ -65,10 +65,10 @@ class TrtllmParams:
     mmha_cta_ns: float = 1266.0       # per CTA: Q load, RoPE, KV append, O write
     mmha_combine_us: float = 5.893      # multi-block: reduction of the tiles' partials
     mmha_scope_us: float = 3.207        # the op's fixed cost
-    fmha_eta: float = 0.628            # share of the tensor peak of the causal main loop (bf16)
-    fmha_fp8_eta: float = 0.3863         # the same for the FP8 FMHA (share of the fp8 peak)
-    fmha_tile_ns: float = 3900.0      # per query-tile CTA: prologue and epilogue
-    fmha_scope_us: float = 4.973        # the op's fixed cost (metadata, launches)
+    fmha_eta: float = 0.5312            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.4192         # the same for the FP8 FMHA (share of the fp8 peak)
+    fmha_tile_ns: float = 3918.0      # per query-tile CTA: prologue and epilogue
+    fmha_scope_us: float = 5.189        # the op's fixed cost (metadata, launches)
     prep_round_ns: float = 1416.0     # QKV preprocessing (RoPE + KV append): one round of blocks
 
 
