@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim import library
+from mpsim.engines.rows import Target, as_engine
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import mpsim as own
@@ -51,6 +52,7 @@ class PassShape:
     kv_block: int | None = None
     on_gpu: bool = True
     graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
+    target: Target | None = None  # an engine's kernels (mpsim/engines); None: mpsim's own, as captured
 
     @property
     def tokens(self) -> int:
@@ -79,7 +81,7 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
             p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
             p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
-    return row
+    return row if p.target is None else as_engine(row, p.target)
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
@@ -127,6 +129,8 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
     rows.append(pass_gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
+    if p.target is not None:  # each op's row as the engine's library kernel builds it
+        rows = [r if r["op"] == "attention" else as_engine(r, p.target) for r in rows]
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows

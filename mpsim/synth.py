@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mpsim.engines import MPSIM_KERNELS, EngineChoice, engine_target, model_heads
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import ATTENTION_STEP_COLUMNS, PassShape, Row, decode_attention_costs, pass_launches
@@ -36,35 +37,44 @@ TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
 
 def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
-               kv_block: int | None = None, cuda_graphs: bool = False) -> Trace:
+               kv_block: int | None = None, cuda_graphs: bool = False,
+               engine: EngineChoice = MPSIM_KERNELS) -> Trace:
     """The trace a generation would record, with analytic bytes/FLOPs and no measured times.
-    `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py)."""
+    `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py).
+    `engine`: whose kernels the rows are (default mpsim's own, what capture runs)."""
     from mpsim.traces.trace import Trace  # pandas: the rows as a DataFrame
 
     columns, meta = synthesize_columns(spec, policy, workload, on_gpu=on_gpu, kv_block=kv_block,
-                                       cuda_graphs=cuda_graphs)
+                                       cuda_graphs=cuda_graphs, engine=engine)
     return Trace(to_frame(columns), meta)
 
 
 def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
-                       kv_block: int | None = None,
-                       cuda_graphs: bool = False) -> tuple[TraceColumns, TraceMeta]:
+                       kv_block: int | None = None, cuda_graphs: bool = False,
+                       engine: EngineChoice = MPSIM_KERNELS) -> tuple[TraceColumns, TraceMeta]:
     """`synthesize`'s trace as numpy columns and its metadata, without pandas."""
     b, L = workload.batch, workload.prompt_len
+    target = engine_target(engine.name, policy, model_heads(spec.as_dict()),
+                           arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
+    if target is not None and cuda_graphs:
+        raise MpsimInputError(f"CUDA-graph decode (--cuda-graphs) sizes mpsim's own decode attention; "
+                              f"engine {engine.name!r} launches its own attention kernels")
     capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
     table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
-                        kv_block, on_gpu)
+                        kv_block, on_gpu, target=target)
     prefill_rows = pass_launches(spec, prefill)
     check_size(len(prefill_rows), workload)
     table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
-                          policy.kv_bits, kv_block, on_gpu, capacity)
+                          policy.kv_bits, kv_block, on_gpu, capacity, target)
         table.add_pass(pass_launches(spec, first), steps, decode_attention_costs(spec, first, steps))
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
-                     | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {}))
+                     | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {})
+                     | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {}),
+                     engine=engine.name)
     return table.columns(), meta
 
 

@@ -1,9 +1,9 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (3), by traces/write.py (from columns, without pandas); every
+Files are written at SCHEMA_VERSION (4), by traces/write.py (from columns, without pandas); every
 version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
 read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
-that names one).
+that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from mpsim.traces.checks import check_values
 from mpsim.traces.columns import TraceColumns, from_arrow, from_frame, to_frame
 from mpsim.traces.errors import TraceError
-from mpsim.traces.schema import COLUMNS, PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
+from mpsim.traces.meta import known_engines
+from mpsim.traces.schema import COLUMNS, DEFAULT_ENGINE, PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import typed_frame, validate_frame
 from mpsim.traces.write import META_KEY, write_columns
@@ -131,7 +132,21 @@ def _read_meta(raw: dict[bytes, bytes], path: Path) -> TraceMeta:
         policy=str(meta.get("policy") or ""), workload=dict(meta.get("workload") or {}),
         environment=environment, schema_version=version,
         protocol=_protocol(meta.get("protocol"), environment.get("protocol"), path),
+        engine=_engine(meta, version, path),
     )
+
+
+def _engine(meta: dict[str, object], version: int, path: Path) -> str:
+    """The trace's engine: metadata `engine` (version 4 on, required), "mpsim" before version 4."""
+    if version < 4:
+        if "engine" in meta:
+            raise TraceError(f"{path}: metadata 'engine' in a version-{version} file (engines came "
+                             "with version 4)")
+        return DEFAULT_ENGINE
+    engine = meta.get("engine")
+    if engine not in known_engines():
+        raise TraceError(f"{path}: metadata engine is {engine!r}; expected one of {list(known_engines())}")
+    return str(engine)
 
 
 def _protocol(declared: object, captured: object, path: Path) -> str | None:

@@ -17,8 +17,13 @@ from __future__ import annotations
 # KV lengths); 3 adds the metadata field `protocol`. Every version is read: version-1 files get
 # kv_tokens filled on read, and files before 3 take their protocol from a capture's
 # environment["protocol"] when it names one (traces/io.py); what is read is upgraded to this version.
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# 4 adds the metadata field `engine` (issue 23: the stack whose kernels the rows are, one of the
+# shipped engine files, mpsim/data/engines); files before 4 read as "mpsim", whose kernels every
+# earlier trace ran. Version 4 is that field only: later changes of issue 23's siblings (parallelism,
+# FP8/FP4) take version 5 and up.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files before version 4 ran
 
 # How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
 # GPU duration of each kernel, CUPTI/Kineto: no launch gap), `graph` (mean per call inside a CUDA

@@ -14,6 +14,7 @@ import pandas as pd
 
 from mpsim.analysis.sweep.spec import Group, Point
 from mpsim.analysis.sweep.store import PointStore
+from mpsim.engines import DEFAULT_ENGINE, MPSIM_KERNELS, EngineChoice
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
 from mpsim.memory import point_bits, point_memory
 from mpsim.models import ModelSpec
@@ -21,11 +22,12 @@ from mpsim.policy import Policy, parse_policy
 from mpsim.sim import SimResult, simulate
 from mpsim.sim.energy import energy_breakdown
 from mpsim.synth import synthesize
+from mpsim.traces.trace import Trace
 from mpsim.workload import Workload
 
 # Column order of the results table (speedup_vs_fp16 is added when points are merged).
 COLUMNS = (
-    "key", "model", "policy", "hw", "hw_kind", "perf_model", "prompt_len", "gen_len", "batch",
+    "key", "model", "policy", "engine", "hw", "hw_kind", "perf_model", "prompt_len", "gen_len", "batch",
     "ttft_s", "tpot_s", "tpot_p50_s", "tpot_p99_s", "total_s", "lower_bound_s", "tokens_per_s",
     "decode_tokens_per_s", "weights_bytes", "kv_cache_bytes", "peak_activation_bytes", "memory_bytes",
     "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits", "avg_bits_pmpd",
@@ -51,13 +53,17 @@ def run_group(task: GroupTask) -> list[str]:
     """Compute and save every point of the task; returns the keys written."""
     g = task.group
     policy = parse_policy(g.policy)
-    trace = synthesize(g.model, policy, g.workload)
-    common = _static_columns(g.model, policy, g.workload)
+    traces: dict[EngineChoice, Trace] = {}  # the engine's kernels follow the GPU: one per (arch, SMs)
+    common = _static_columns(g.model, policy, g.workload) | {"engine": g.engine}
     store = PointStore(task.out_dir)
     written = []
     for point in g.points:
         t0 = time.perf_counter()
         hw = task.hardware[point.hw]
+        choice = EngineChoice.on(g.engine, hw) if g.engine != DEFAULT_ENGINE else MPSIM_KERNELS
+        if choice not in traces:
+            traces[choice] = synthesize(g.model, policy, g.workload, engine=choice)
+        trace = traces[choice]
         run = simulate(trace, hw, point.perf_model)
         row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows),
                "decode_dram_j_per_token": _decode_dram_j_per_token(trace.rows, hw, run, g.workload.batch)}
@@ -70,7 +76,8 @@ def run_group(task: GroupTask) -> list[str]:
 
 def _label(g: Group, p: Point) -> str:
     w = g.workload
-    return f"{g.model.name} {g.policy} {p.hw} {p.perf_model} p{w.prompt_len} g{w.gen_len} b{w.batch}"
+    engine = "" if g.engine == DEFAULT_ENGINE else f" {g.engine}"
+    return f"{g.model.name} {g.policy}{engine} {p.hw} {p.perf_model} p{w.prompt_len} g{w.gen_len} b{w.batch}"
 
 
 def _static_columns(spec: ModelSpec, policy: Policy, wl: Workload) -> dict[str, Any]:

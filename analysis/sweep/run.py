@@ -28,6 +28,7 @@ from mpsim.analysis.sweep.spec import Group, SweepSpec
 from mpsim.analysis.sweep.store import DiscardedPointsError, PointStore
 from mpsim.errors import MpsimInputError
 from mpsim.traces.atomic import write_text_atomic
+from mpsim.traces.schema import DEFAULT_ENGINE
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
         todo = tuple(p for p in g.points if p.key not in done)
         if todo:
             hardware = {p.hw: spec.hardware[p.hw] for p in todo}
-            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo), hardware,
+            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine), hardware,
                                    str(store.root)))
     return tasks
 
@@ -192,6 +193,8 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
         "workloads": [w.as_dict() for w in spec.workloads],
         "perf_models": list(spec.perf_models),
     }
+    if spec.engines != (DEFAULT_ENGINE,):
+        data["engines"] = list(spec.engines)
     if spec.serve is not None:
         data["serve"] = serve.spec_copy(spec.serve)
     write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"

@@ -17,7 +17,7 @@ policies x hardware, resumable and Dask-able like the kernel-level points; their
       chunked_prefill: true
       mixed_precision: per-group
 
-A task is one (model, policy, hardware) with its pending rates, run in one process with one pricer
+A task is one (model, policy, engine, hardware) with its pending rates, run in one process with one pricer
 (prices are shared across rates). Points land in DIR/serve_points/<key>.parquet; the merged table is
 DIR/serve_results.parquet, one row per point with the run's summary figures.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from mpsim.serve.arrivals import arrival_kind, parse_lengths
 from mpsim.serve.config import SchedulerConfig, ServeConfig, Slo
 from mpsim.sim import check_model, model_version
 from mpsim.traces.atomic import write_parquet_atomic
+from mpsim.traces.schema import DEFAULT_ENGINE
 
 SERVE_FORMAT = 1  # bump when a change to the serving simulation makes old points stale
 SCHED_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "chunked_prefill", "mixed_precision")
@@ -51,7 +53,7 @@ KEYS = ("rates", "requests", "duration_s", "arrivals", "prompt_len", "gen_len", 
 POINTS, RESULTS = "serve_points", "serve_results.parquet"
 DEFAULT_REQUESTS = 500
 COLUMNS = (
-    "key", "model", "policy", "hw", "hw_kind", "perf_model", "rate", "requests", "arrivals",
+    "key", "model", "policy", "engine", "hw", "hw_kind", "perf_model", "rate", "requests", "arrivals",
     "prompt_len", "gen_len", "seed", "slo_ttft_s", "slo_tpot_s", "throughput_rps",
     "output_tokens_per_s", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_mean_s",
     "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s",
@@ -66,13 +68,13 @@ class ServeSection:
     rates: tuple[float, ...]
     settings: dict[str, Any]  # every other key, with defaults filled
 
-    def config(self) -> ServeConfig:
+    def config(self, engine: str = DEFAULT_ENGINE) -> ServeConfig:
         s = self.settings
         sched = SchedulerConfig(**{k: s[k] for k in SCHED_KEYS if s.get(k) is not None})
         ms = 1e-3
         slo = Slo(None if s["slo_ttft_ms"] is None else s["slo_ttft_ms"] * ms,
                   None if s["slo_tpot_ms"] is None else s["slo_tpot_ms"] * ms)
-        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"])
+        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"], engine=engine)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class ServePoint:
 
 @dataclass(frozen=True)
 class ServeTask:
-    """One (model, policy, hardware) and its pending rates: run together, sharing one pricer."""
+    """One (model, policy, engine, hardware) and its pending rates: run together, sharing one pricer."""
 
     model: ModelSpec
     policy: str
@@ -92,6 +94,7 @@ class ServeTask:
     section: ServeSection
     points: tuple[ServePoint, ...]
     out_dir: str
+    engine: str = DEFAULT_ENGINE
 
     @property
     def size(self) -> int:
@@ -136,32 +139,36 @@ def parse_section(source: str, value: Any) -> ServeSection:
     return ServeSection(tuple(float(r) for r in rates), s)
 
 
-def point_key(model: ModelSpec, policy: str, hw: HardwareSpec, section: ServeSection, rate: float) -> str:
+def point_key(model: ModelSpec, policy: str, hw: HardwareSpec, section: ServeSection, rate: float,
+              engine: str = DEFAULT_ENGINE) -> str:
     ident = {"format": SERVE_FORMAT, "model": model.as_dict(), "policy": policy,
              "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
              "settings": section.settings, "rate": rate,
              "perf_model_version": model_version(section.settings["perf_model"])}
+    if engine != DEFAULT_ENGINE:  # the default's keys stay those of specs before engines
+        ident["engine"] = engine
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def tasks(spec: Any, done: set[str], out_dir: str) -> list[ServeTask]:
-    """One task per (model, policy, hardware) of the spec with pending rates (grid order)."""
+    """One task per (model, policy, engine, hardware) of the spec with pending rates (grid order)."""
     section: ServeSection = spec.serve
     out = []
-    for model in spec.models:
-        for policy in spec.policies:
-            for name, hw in spec.hardware.items():
-                points = tuple(ServePoint(point_key(model, policy, hw, section, r), r) for r in section.rates)
-                todo = tuple(p for p in points if p.key not in done)
-                if todo:
-                    out.append(ServeTask(model, policy, name, hw, section, todo, out_dir))
+    for model, policy, engine in itertools.product(spec.models, spec.policies, spec.engines):
+        for name, hw in spec.hardware.items():
+            points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine), r)
+                           for r in section.rates)
+            todo = tuple(p for p in points if p.key not in done)
+            if todo:
+                out.append(ServeTask(model, policy, name, hw, section, todo, out_dir, engine))
     return out
 
 
 def keys(spec: Any) -> list[str]:
     section: ServeSection = spec.serve
-    return [point_key(m, p, hw, section, r) for m in spec.models for p in spec.policies
+    return [point_key(m, p, hw, section, r, e) for m, p, e in itertools.product(
+                spec.models, spec.policies, spec.engines)
             for hw in spec.hardware.values() for r in section.rates]
 
 
@@ -171,7 +178,7 @@ def run_serve_task(task: ServeTask) -> list[str]:
     from mpsim.serve.arrivals import build_requests
     from mpsim.serve.engine import make_pricer, run_serve
 
-    policy, s, cfg = parse_policy(task.policy), task.section.settings, task.section.config()
+    policy, s, cfg = parse_policy(task.policy), task.section.settings, task.section.config(task.engine)
     pricer = make_pricer(task.model, policy, task.hw, cfg)
     store = PointStore(task.out_dir, POINTS)
     written = []
@@ -182,7 +189,7 @@ def run_serve_task(task: ServeTask) -> list[str]:
                               gen_len=s["gen_len"], seed=s["seed"])
         result = run_serve(task.model, policy, task.hw, reqs, cfg, pricer=pricer)
         store.write_point(point.key, row(point, task, result.summary))
-        store.log_computed(point.key, f"serve {task.model.name} {task.policy} {task.hw_name} "
+        store.log_computed(point.key, f"serve {task.model.name} {task.policy} {task.engine} {task.hw_name} "
                                       f"{point.rate:g}/s", time.perf_counter() - t0)
         written.append(point.key)
     return written
@@ -191,7 +198,8 @@ def run_serve_task(task: ServeTask) -> list[str]:
 def row(point: ServePoint, task: ServeTask, s: dict[str, Any]) -> dict[str, Any]:
     cap = s["kv_capacity"]
     settings = task.section.settings
-    values = {**s, "key": point.key, "model": task.model.name, "policy": task.policy, "hw": task.hw_name,
+    values = {**s, "key": point.key, "model": task.model.name, "policy": task.policy,
+              "engine": task.engine, "hw": task.hw_name,
               "hw_kind": task.hw.kind, "rate": point.rate, "arrivals": str(settings["arrivals"]),
               "prompt_len": str(settings["prompt_len"]), "gen_len": str(settings["gen_len"]),
               "seed": settings["seed"], "kv_blocks": cap["num_blocks"],

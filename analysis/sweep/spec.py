@@ -1,12 +1,15 @@
-"""Sweep specs: a YAML grid of models x policies x hardware x workloads x performance models.
+"""Sweep specs: a YAML grid of models x policies x engines x hardware x workloads x performance models.
 
 The spec is untrusted input: it is read with a safe loader that refuses duplicate keys
 (mpsim.hw_models.yaml_load), every key is checked against the allowed ones, and every name is
 resolved (model preset or config.json, policy grammar, hardware file, performance model) before any
 work starts. A bad spec is one `MpsimInputError` naming the file and key.
 
-Expansion yields `Group`s, one per (model, policy, workload): the trace is synthesized once per group
-and replayed on every (hardware, performance model) point of it. Each point has a stable key, a hash
+Expansion yields `Group`s, one per (model, policy, engine, workload): the trace is synthesized once
+per group (per hardware architecture for an engine other than mpsim: its kernels follow the GPU)
+and replayed on every (hardware, performance model) point of it. `engines` (optional, default
+[mpsim]) names engine files (`mpsim engines`); a policy an engine of the spec cannot run is the
+spec's error. Each point has a stable key, a hash
 of everything that decides its numbers, so a rerun recognises the points it already has.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 from mpsim import limits
 from mpsim.analysis.sweep.serve import ServeSection, parse_section
+from mpsim.engines import check_policy, get_engine
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
@@ -32,12 +36,13 @@ from mpsim.models import ModelSpec, get_model
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
 from mpsim.sim.memo import source_fingerprint
+from mpsim.traces.schema import DEFAULT_ENGINE
 from mpsim.workload import Workload, check_context
 
 # Bump when a change to the point computation makes old point files stale.
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
-OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context")
+OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
@@ -60,6 +65,7 @@ class Group:
     policy: str
     workload: Workload
     points: tuple[Point, ...]
+    engine: str = DEFAULT_ENGINE
 
 
 @dataclass(frozen=True)
@@ -73,14 +79,16 @@ class SweepSpec:
     source: str = "<spec>"
     serve: ServeSection | None = None  # serving runs over request rates (analysis/sweep/serve.py)
     warnings: tuple[str, ...] = ()  # workloads past a model's context, run because the spec allows it
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,)
 
     def groups(self) -> list[Group]:
-        """Every group in grid order: model, workload, policy; inside: hardware, perf model."""
+        """Every group in grid order: model, workload, policy, engine; inside: hardware, perf model."""
         out = []
-        for model, wl, pol in itertools.product(self.models, self.workloads, self.policies):
-            points = tuple(Point(point_key(model, pol, wl, hw, pm), name, pm)
+        for model, wl, pol, eng in itertools.product(self.models, self.workloads, self.policies,
+                                                     self.engines):
+            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng), name, pm)
                            for name, hw in self.hardware.items() for pm in self.perf_models)
-            out.append(Group(model, pol, wl, points))
+            out.append(Group(model, pol, wl, points, eng))
         return out
 
     def keys(self) -> list[str]:
@@ -88,17 +96,21 @@ class SweepSpec:
 
     def __len__(self) -> int:
         return (len(self.models) * len(self.policies) * len(self.hardware) * len(self.workloads)
-                * len(self.perf_models))
+                * len(self.perf_models) * len(self.engines))
 
 
-def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str) -> str:
-    """A stable hash of everything that decides a point's numbers (not of names alone)."""
+def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str,
+              engine: str = DEFAULT_ENGINE) -> str:
+    """A stable hash of everything that decides a point's numbers (not of names alone; the engine
+    only when it is not the default, so the default's keys are those of specs before engines)."""
     spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
     ident = {"format": POINT_FORMAT, "model": spec, "policy": policy,
              "workload": workload.as_dict(), "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
              "perf_model": perf_model, "perf_model_version": model_version(perf_model),
              # the source of the simulator, roofline, accounting, synthesis and launch configs
              "code": source_fingerprint()}
+    if engine != DEFAULT_ENGINE:
+        ident["engine"] = engine
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -144,17 +156,18 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
     models = _unique(source, "models", [_resolve(source, "models", i, m, get_model)
                                         for i, m in enumerate(_names(source, data, "models"))])
     policies, hardware = _policies(source, data), _hardware(source, data)
+    engines = _engines(source, data, policies)
     workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
     serve = parse_section(source, data["serve"]) if "serve" in data else None
-    grid = len(models) * len(policies) * len(hardware)
+    grid = len(models) * len(policies) * len(hardware) * len(engines)
     limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) + len(serve.rates if serve else ())),
                               f"{source}: the grid")
     return SweepSpec(
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
         perf_models=perf_models, source=source, serve=serve,
-        warnings=_context_warnings(source, models, workloads, beyond),
+        warnings=_context_warnings(source, models, workloads, beyond), engines=engines,
     )
 
 
@@ -214,6 +227,19 @@ def _policies(source: str, data: dict[str, Any]) -> tuple[str, ...]:
     names = _names(source, data, "policies")
     spellings = [_resolve(source, "policies", i, p, parse_policy).spelling for i, p in enumerate(names)]
     return _unique(source, "policies", spellings)
+
+
+def _engines(source: str, data: dict[str, Any], policies: tuple[str, ...]) -> tuple[str, ...]:
+    """The engines axis (default mpsim's own kernels); every engine must run every policy."""
+    names = _names(source, data, "engines") if "engines" in data else [DEFAULT_ENGINE]
+    for i, name in enumerate(names):
+        engine = _resolve(source, "engines", i, name, get_engine)
+        for policy in policies:
+            try:
+                check_policy(engine, parse_policy(policy))
+            except MpsimInputError as exc:
+                raise MpsimInputError(f"{source}: engines[{i}]: {exc}") from None
+    return _unique(source, "engines", names)
 
 
 def _hardware(source: str, data: dict[str, Any]) -> dict[str, HardwareSpec]:

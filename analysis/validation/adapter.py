@@ -9,9 +9,11 @@ measurements ran, priced by name (the library rooms, mpsim/library/ and mpsim/si
 
 - gemm, 16-bit weights: `cublas_gemm`, the model-guided best config (mpsim.sim.best_config over
   cublas.cublas_candidates) or, with config "heuristic", cublas.cublas_heuristic;
-- gemm, per-channel int4/int8 weights (group_size = k), m <= 4: `trtllm_wo_gemv` (TensorRT-LLM's
-  weight-only batched GEMV, the only published kernel of that format); every other quantized format
-  or shape: mpsim's own Triton kernels (best config over lc.gemm_candidates, or the heuristic);
+- gemm, per-channel int4/int8 weights (group_size = k; TRT-LLM's WeightOnlyQuantMatmul plugin, or
+  a row naming no kernel): m <= 4 `trtllm_wo_gemv` (TensorRT-LLM's weight-only batched GEMV), m >= 5
+  `trtllm_fpaintb_gemm` (its CUTLASS fpA_intB GEMM, the best of the plugin profiler's tactics);
+  every other quantized format: mpsim's own Triton kernels (best config over lc.gemm_candidates, or
+  the heuristic); a 16-bit row names PyTorch's linear (cuBLAS) or is unrepresentable (gemm_kernel);
 - attention: the kernel that ran the row, by its (framework, kernel_source) (`attention_kernel`,
   docs/validation.md "Which kernel stands for a row"): vLLM's FA3 (`fa3_decode` / `fa3_prefill`,
   the `kv_append` scope a second kernel; also every row that names no kernel), SGLang's FA3
@@ -88,12 +90,26 @@ def _int(row: Mapping[str, Any], key: str) -> int:
     return int(row[key])
 
 
-def _gemm_kernel(m: int, k: int, fmt: str, bits: int, group: int | None) -> str | None:
+# kernel_source values that name a 16-bit GEMM through PyTorch (cuBLAS): aiconfigurator's TRT-LLM
+# torch flow, vLLM (0.24: torch.nn.functional.linear, 0.14: vllm_default) and SGLang.
+TORCH_LINEAR = ("", "torch_flow", "torch.nn.functional.linear", "vllm_default", "sglang_torch_linear")
+WO_PLUGIN = "WeightOnlyQuantMatmul"  # TRT-LLM's TensorRT plugin layer (trt_flow_..._0)
+
+
+def gemm_kernel(m: int, k: int, fmt: str, group: int | None, source: str = "") -> str | None:
+    """The kernel that ran a measured GEMM (None: mpsim's own Triton kernels), by TRT-LLM's and
+    PyTorch's own dispatch: 16-bit -> cuBLAS; per-channel int4/int8 (TRT-LLM's
+    WeightOnlyQuantMatmul plugin, or a row naming no kernel) -> the batched GEMV for m < 5
+    (SMALL_M_FAST_PATH), CUTLASS fpA_intB for m >= 5; other quantized formats -> mpsim's kernels."""
     if fmt == "fp16":
+        if source not in TORCH_LINEAR:
+            raise UnrepresentableError(f"16-bit GEMM kernel {source!r} is not modelled")
         return cublas.CUBLAS_GEMM
     per_channel = group in (0, k)
-    if fmt in ("int4-group", "int8-group") and per_channel and m <= trtllm.TRTLLM_WO_MAX_ROWS:
-        return trtllm.TRTLLM_WO_GEMV
+    if fmt in ("int4-group", "int8-group") and per_channel and (not source or WO_PLUGIN in source):
+        return trtllm.TRTLLM_WO_GEMV if m <= trtllm.TRTLLM_WO_MAX_ROWS else trtllm.TRTLLM_FPAINTB
+    if source:
+        raise UnrepresentableError(f"weight-only GEMM kernel {source!r} is not modelled")
     return None
 
 
@@ -103,24 +119,41 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
     fmt, bits = str(row["w_format"]), _int(row, "w_bits")
     group = row.get("group_size")
     group = None if group is None or group != group else int(group)
-    kernel = _gemm_kernel(m, k, fmt, bits, group)
-    if kernel == trtllm.TRTLLM_WO_GEMV or group == 0:
+    kernel = gemm_kernel(m, k, fmt, group, str(row.get("kernel_source") or ""))
+    if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) or group == 0:
         group = k
     if config == "heuristic":
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
-    key = json.dumps([m, n, k, fmt, bits, group, kernel])
-    if configs is not None and key in configs:
-        probe = gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
-        cands = gemm_candidate_configs(m, n, k, probe["w_format"], int(probe["w_bits"]),
-                                       probe["group_size"], hw, kernel)
-        found = [c for c in cands if c.name() == configs[key]]
-        if found:
-            return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
-                            sms=hw.compute_units)
-    best = best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params)
-    if configs is not None:
-        configs[key] = best.config.name()
-    return best.row
+    tune_m = profiled_m(kernel, m)
+    key = json.dumps([tune_m, n, k, fmt, bits, group, kernel])
+    name = configs.get(key) if configs is not None else None
+    if name is None:
+        best = best_gemm_row(tune_m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params)
+        name = best.config.name()
+        if configs is not None:
+            configs[key] = name
+        if tune_m == m:
+            return best.row
+    probe = gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+    cands = gemm_candidate_configs(m, n, k, probe["w_format"], int(probe["w_bits"]),
+                                   probe["group_size"], hw, kernel)
+    found = [c for c in cands if c.name() == name]
+    if found:
+        return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
+                        sms=hw.compute_units)
+    return best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params).row
+
+
+MAX_PROFILE_M = 8192  # TRT-LLM gemmPluginProfiler: tactics profiled at powers of two up to this
+
+
+def profiled_m(kernel: str | None, m: int) -> int:
+    """The M whose fastest tactic runs an M-row call: TRT-LLM's plugin profiler times the tactics
+    at powers of two and getBestConfig looks up min(nextPowerOfTwo(m), MAX_PROFILE_M); cuBLAS and
+    mpsim's kernels are tuned at M itself."""
+    if kernel != trtllm.TRTLLM_FPAINTB:
+        return m
+    return min(1 << (m - 1).bit_length(), MAX_PROFILE_M)
 
 
 # (framework, kernel_source) of a published attention row -> the kernel family that prices it

@@ -124,7 +124,8 @@ def read_aic_gemm(frame: pd.DataFrame) -> Measurements:
     for c in ("m", "n", "k"):
         rows[c] = d[c].astype("Int64")
     rows["measured_us"] = d["latency"].to_numpy(dtype=float) * 1e3
-    trt = d["kernel_source"].astype(str).str.startswith("trt_flow") if "kernel_source" in d else False
+    _carry(d, rows)
+    trt = rows["kernel_source"].str.startswith("trt_flow").to_numpy()
     rows["protocol"] = np.where(trt, "trt-profiler", "graph")
     bf16 = dtype.isin(["bfloat16", "float16"]).to_numpy()
     rows.loc[bf16, "w_format"], rows.loc[bf16, "w_bits"] = "fp16", 16
@@ -134,11 +135,21 @@ def read_aic_gemm(frame: pd.DataFrame) -> Measurements:
     rows.loc[wo, "w_format"] = "int" + bits[wo].astype(int).astype(str) + "-group"
     rows.loc[wo, "group_size"] = rows.loc[wo, "k"]  # per-channel: one group per row
     rows["cls"] = "gemm " + dtype.replace({"bfloat16": "bf16", "float16": "fp16"})
-    _mark(rows, ~(bf16 | wo), "unrepresentable: gemm_dtype is not a weight-only or 16-bit GEMM "
-          "(fp8 / block-fp8 / SmoothQuant W8A8 compute has no mpsim weight format)")
+    other = ~(bf16 | wo)  # the message names the dtype and the kernel that ran the row
+    kernel = rows["kernel_source"].replace("", "unnamed")
+    why = ("unrepresentable: gemm_dtype " + dtype + " (kernel " + kernel + ") has no mpsim weight "
+           "format (fp8 / block-fp8 / nvfp4 / SmoothQuant W8A8)")
+    rows.loc[other, "status"] = why[other]
     notes = ["bfloat16 GEMMs are priced as fp16 (equal tensor-core rates on Hopper and Ampere)",
              "int4_wo/int8_wo are per-channel (group_size = k) weight-only GEMMs"]
     return Measurements("aiconfigurator gemm_perf", frame, _finish(rows), notes)
+
+
+def _carry(d: pd.DataFrame, rows: pd.DataFrame) -> None:
+    """The framework (lower-cased), its version and the kernel the source names, as text."""
+    rows["framework"] = d["framework"].astype(str).str.lower().to_numpy() if "framework" in d else ""
+    for col, src in (("fw_version", "version"), ("kernel_source", "kernel_source")):
+        rows[col] = d[src].astype(str).to_numpy() if src in d else ""
 
 
 def read_aic_attention(frame: pd.DataFrame) -> Measurements:
@@ -159,9 +170,7 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     rows["protocol"] = "graph"
     framework = d["framework"].astype(str).str.lower() if "framework" in d else pd.Series("", index=d.index)
     rows["includes"] = framework.map(SCOPE_BY_FRAMEWORK).fillna("kv_append").to_numpy()
-    rows["framework"] = framework.to_numpy()
-    for col, src in (("fw_version", "version"), ("kernel_source", "kernel_source")):
-        rows[col] = d[src].astype(str).to_numpy() if src in d else ""
+    _carry(d, rows)
     rows["attn_dtype"] = d["attn_dtype"].astype(str).to_numpy()
     kv = d["kv_cache_dtype"].astype(str)
     fp8_kv = (kv == "fp8").to_numpy()

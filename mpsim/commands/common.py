@@ -17,10 +17,11 @@ from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
 from mpsim.policy import Policy, parse_policy
+from mpsim.traces.schema import DEFAULT_ENGINE
 from mpsim.workload import BEYOND_CONTEXT_FLAG, Workload, check_context
 
 if TYPE_CHECKING:
-    from mpsim.traces.trace import TraceMeta
+    from mpsim.traces.trace import Trace, TraceMeta
 
 # The shipped performance models (the keys of mpsim.sim.PERF_MODELS), spelled here so that building
 # the parser does not import the simulator (pandas, SimPy); tests/commands/test_startup.py holds the
@@ -73,6 +74,43 @@ def check_trace_context(meta: TraceMeta, args: argparse.Namespace) -> None:
 def generation_from_args(args: argparse.Namespace) -> tuple[ModelSpec, Policy, Workload]:
     return (get_model(args.model), parse_policy(args.policy),
             Workload(args.prompt_len, args.gen_len, args.batch))
+
+
+def add_engine_arg(p: argparse.ArgumentParser, what: str = "the launches") -> None:
+    p.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
+                   help=f"whose kernels run {what}: an engine of `mpsim engines` (default "
+                        f"{DEFAULT_ENGINE}: mpsim's own, what capture runs)")
+
+
+def add_reprice_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", default=None, metavar="NAME",
+                   help="the engine whose kernels to price (`mpsim engines`); without --reprice it "
+                        "must be the trace's own (rows are priced as the kernels they name)")
+    p.add_argument("--reprice", action="store_true",
+                   help="rebuild every row as --engine's kernels on --hw before pricing")
+
+
+def engine_rows(trace: Trace, hw: HardwareSpec, args: argparse.Namespace) -> Trace:
+    """The trace to price: as it is, or (--reprice) rebuilt as --engine's kernels on `hw`. The
+    simulator prices each row as the kernel it names: never another engine's unless asked."""
+    trace_path = args.trace
+    from mpsim.engines import EngineChoice, get_engine
+
+    if not args.reprice:
+        if args.engine is not None and args.engine != trace.meta.engine:
+            get_engine(args.engine)  # an unknown name: the error naming the known ones
+            raise MpsimInputError(f"{trace_path} holds the kernels of engine {trace.meta.engine!r}; to "
+                                  f"price its rows as the kernels of {args.engine!r}, add --reprice")
+        return trace
+    if args.engine is None:
+        raise MpsimInputError("--reprice rebuilds the rows as another engine's kernels: name it "
+                              "with --engine")
+    from mpsim.engines.reprice import reprice
+
+    trace = reprice(trace, EngineChoice.on(args.engine, hw))
+    print(f"repriced {len(trace.rows)} launches as {args.engine}'s kernels on "
+          f"{trace.meta.environment['engine_arch']}")
+    return trace
 
 
 def add_hw_arg(p: argparse.ArgumentParser) -> None:

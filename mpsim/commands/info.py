@@ -24,6 +24,17 @@ def register(sub: Any) -> None:
     show.add_argument("name", help="a shipped name or a YAML path")
     show.set_defaults(func=_hw_show)
     sub.add_parser("models", help="model presets").set_defaults(func=_models)
+    eng = sub.add_parser("engines", help="inference engines: which library kernel serves each op, "
+                                         "and the policies each runs")
+    eng.add_argument("name", nargs="*", help="engines to show (default: all)")
+    eng.set_defaults(func=_engines)
+
+
+def _engines(args: argparse.Namespace) -> int:
+    from mpsim.engines.describe import describe_engines
+
+    print(describe_engines(args.name))
+    return 0
 
 
 def _hw_list(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ synthesized trace; or, with `--config best`, the candidate the simulator predict
 mpsim.sim.best_config; `--kernel` prices another library's kernel, mpsim/library/ and mpsim/sim/gpu/library/)
 and is priced by mpsim.sim.launch.price_launch: the numbers `mpsim.sim.simulate` gives the one-row
 trace, in plain Python, so that the command starts without numpy or pandas (on an NPU, whose model
-prices whole steps, through `simulate`).
+prices whole steps, through `simulate`). It prints the time, the bound, the roofline terms, bytes,
+utilisation and the time's named parts, one line each (microseconds and share of the time).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mpsim.commands.common import PERF_MODEL_NAMES, add_hw_arg, hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, add_engine_arg, add_hw_arg, hardware
 from mpsim.launch_plan import attention_row, gemm_row
 from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
+from mpsim.traces.schema import DEFAULT_ENGINE
 
 # --help text of the shape arguments
 DIM_HELP = {"m": "activation rows (tokens)", "n": "weight rows (output features)",
@@ -61,12 +63,14 @@ def register(sub: Any) -> None:
 
 def _common(p: argparse.ArgumentParser, func: Any) -> None:
     add_hw_arg(p)
+    add_engine_arg(p, "the op (the kernel its file names for this op, format and M on --hw)")
     p.add_argument("--perf-model", default="sim", choices=PERF_MODEL_NAMES,
                    help="performance model (default sim)")
     p.set_defaults(func=func)
 
 
 def _gemm(args: argparse.Namespace) -> int:
+    _check_engine(args)
     if args.config == "best":
         from mpsim.sim.best_config import best_gemm_row  # the simulator and pandas: only when tuning
 
@@ -79,15 +83,52 @@ def _gemm(args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
     row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias,
                    kernel=args.kernel, sms=hw.compute_units)
-    return _report(row, args)
+    return _report(_as_engine(row, hw, args), args)
 
 
 def _attention(args: argparse.Namespace) -> int:
+    _check_engine(args)
     hw = hardware(args.hw)
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
                         args.head_dim, args.kv_bits, args.kv_block, kernel=args.kernel,
                         kv_append=args.kv_append, sms=hw.compute_units)
-    return _report(row, args)
+    return _report(_as_engine(row, hw, args), args)
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    """--engine picks the kernel from its file: not with --kernel (which names one) nor --config
+    best (which tunes mpsim's own configs)."""
+    from mpsim.engines import get_engine
+    from mpsim.errors import MpsimInputError
+
+    get_engine(args.engine)  # an unknown name: the error naming the known ones
+    if args.engine == DEFAULT_ENGINE:
+        return
+    if args.kernel is not None:
+        raise MpsimInputError(f"--kernel {args.kernel} and --engine {args.engine} both pick the kernel; "
+                              "give one")
+    if getattr(args, "config", "heuristic") == "best":
+        raise MpsimInputError(f"--config best tunes mpsim's own kernels; engine {args.engine!r} "
+                              "launches its libraries' own configs")
+
+
+def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The launch as --engine's kernel for its op, format and M on --hw (the row unchanged for mpsim)."""
+    if args.engine == DEFAULT_ENGINE:
+        return row
+    from mpsim.engines import EngineChoice, architecture, get_engine
+    from mpsim.engines.rows import Target, as_engine, choose, op_of
+    from mpsim.launch_plan import costed
+
+    engine, arch = get_engine(args.engine), architecture(hw)
+    op, fmt, m = op_of(row)
+    picked = choose(engine, op, fmt, m, arch)
+    stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
+    print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
+    d = int(row.get("head_dim") or 0)
+    heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
+    return costed(as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
+                                        or hw.compute_units)))
 
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
@@ -129,4 +170,25 @@ def format_launch(row: Mapping[str, Any], out: Mapping[str, Any], hw_name: str) 
         f"  bytes     {', '.join(levels)}; analytic {row['bytes_read'] + row['bytes_written']:,} B, "
         f"{row['flops']:,} FLOP",
         f"  util      {utils}",
+        "  parts     what the time is made of (docs/simulator.md#time-parts)",
+        *format_parts(out),
     ])
+
+
+# The named parts of a launch's time (mpsim.sim.result.PARTS), as `mpsim op` explains them.
+PART_TEXT = {
+    "memory": "moving data: HBM, L2 ports (NPU: DMA stream, SRAM)",
+    "math": "matrix units: tensor cores (NPU: MAC array)",
+    "issue": "CUDA-core pipes: dequantization, softmax, FMAs (NPU: decoder, vector unit)",
+    "latency": "exposed latency and stalls: round trips, fill and drain, idle SMs",
+    "fixed": "kernel floor, per-CTA setup, per-launch fixed work (a combine, an op's scope)",
+    "launch": "outside the kernel: the protocol's per-launch cost (NPU: dispatch wait)",
+}
+
+
+def format_parts(out: Mapping[str, Any]) -> list[str]:
+    """One line per named part of `out`'s time: microseconds, share of the time, what it is."""
+    time_s = float(out["time_s"])
+    return [f"    {name:8s} {float(out[f'part_{name}_s']) * 1e6:10.3f} us "
+            f"{float(out[f'part_{name}_s']) / time_s if time_s > 0 else 0.0:6.1%}  {text}"
+            for name, text in PART_TEXT.items()]

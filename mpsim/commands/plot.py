@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpsim.commands.common import PERF_MODEL_NAMES, check_outputs, hardware
+from mpsim.commands.common import PERF_MODEL_NAMES, add_reprice_args, check_outputs, engine_rows, hardware
 from mpsim.errors import MpsimInputError
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="figure file: .png, .svg, or no suffix for both")
     p.add_argument("--trace", help="trace file (roofline, timeline, validation)")
     p.add_argument("--hw", help="hardware name or YAML file (with --trace)")
+    add_reprice_args(p)
     p.add_argument("--perf-model", choices=PERF_MODEL_NAMES, default=None,
                    help="performance model: for a trace, default sim; "
                         "for a sweep table, default sim if the table has it")
@@ -86,6 +87,7 @@ def _draw(args: argparse.Namespace) -> list[Path]:
         return plot_timeline(table, name, args.out, args.step, args.start_ms, args.window_ms)
     trace = read_trace(_need(args, "trace", "a trace file (--trace)"))
     hw = hardware(_need(args, "hw", "a hardware model (--hw)"))
+    trace = engine_rows(trace, hw, args)
     model = args.perf_model or "sim"
     run_ = trace_run(trace, hw, model)
     title = run_title(trace, hw, model)

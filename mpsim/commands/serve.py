@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mpsim.commands.common import warn
+from mpsim.commands.common import add_engine_arg, warn
 from mpsim.serve.config import SchedulerConfig
 
 D = SchedulerConfig()
@@ -25,6 +25,7 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", required=True, help="precision policy, e.g. fp16, w4+kv8, ap4-4@64-3+kv8")
     p.add_argument("--hw", required=True, help="a shipped hardware name or a YAML file")
     p.add_argument("--out", required=True, help="output folder")
+    add_engine_arg(p)
     _workload_args(p)
     _scheduler_args(p)
     p.add_argument("--slo-ttft-ms", type=float, default=None, help="TTFT SLO per request (ms)")
@@ -101,7 +102,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     protocol = IterationProtocols(args.decode_protocol, args.prefill_protocol,
                                   host_overhead_s=args.host_overhead_us * 1e-6)
     return ServeConfig(sched, slo, args.perf_model, protocol, Buckets(enabled=not args.exact_pricing),
-                       args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing)
+                       args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing,
+                       args.engine)
 
 
 def _check_counts(args: argparse.Namespace) -> None:

@@ -11,10 +11,13 @@ from mpsim.commands.common import (
     PERF_MODEL_NAMES,
     add_context_arg,
     add_hw_arg,
+    add_reprice_args,
     check_outputs,
     check_trace_context,
+    engine_rows,
     hardware,
 )
+from mpsim.errors import MpsimInputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +47,8 @@ def register(sub: Any) -> None:
                    help="performance model (default sim)")
     p.add_argument("--out", help="write per-launch results as Parquet")
     p.add_argument("--timeline", help="write a Chrome trace-event JSON (opens in Perfetto)")
+    add_reprice_args(p)
+    p.add_argument("--reprice-out", default=None, help="with --reprice: also write the rebuilt trace")
     add_cache_args(p)
     add_context_arg(p)
     p.set_defaults(func=run)
@@ -55,13 +60,20 @@ def run(args: argparse.Namespace) -> int:
     from mpsim.sim.summary import format_summary
     from mpsim.traces.io import read_trace
 
-    check_outputs(args.out, args.timeline)
+    check_outputs(args.out, args.timeline, args.reprice_out)
     trace = read_trace(args.trace)
     check_trace_context(trace.meta, args)
     hw = hardware(args.hw)
+    if args.reprice_out and not args.reprice:
+        raise MpsimInputError("--reprice-out writes the rebuilt trace of --reprice; add --reprice")
+    trace = engine_rows(trace, hw, args)
+    if args.reprice_out:
+        from mpsim.traces.io import write_trace
+
+        print(f"wrote {write_trace(trace, args.reprice_out)}")
     result = simulate(trace, hw, args.perf_model, cache_dir=cache_dir(args))
     title = (f"{args.perf_model} of {Path(args.trace).name} on {hw.name} "
-             f"({trace.meta.policy or 'unknown policy'})")
+             f"({trace.meta.policy or 'unknown policy'}, {trace.meta.engine}'s kernels)")
     print(format_summary(result.summary, title))
     print(describe_run(result))
     if args.out:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.commands.common import (
     add_context_arg,
+    add_engine_arg,
     add_generation_args,
     check_outputs,
     check_trace_out,
@@ -18,9 +19,11 @@ from mpsim.commands.common import (
 from mpsim.errors import MpsimInputError
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
+from mpsim.traces.schema import DEFAULT_ENGINE
 from mpsim.workload import Workload, check_context
 
 if TYPE_CHECKING:
+    from mpsim.engines import EngineChoice
     from mpsim.traces.columns import Column
 
 
@@ -31,7 +34,11 @@ def register(sub: Any) -> None:
     p.add_argument("--launch-configs", choices=("gpu", "interpreter"), default="gpu",
                    help="record the launch configs of the GPU kernels (default) or of the CPU interpreter")
     p.add_argument("--kv-block", type=int, default=None, help="paged KV block size (default contiguous)")
-    p.add_argument("--hw", default=None, help="with --config best: the device the configs are tuned for")
+    add_engine_arg(p, "the synthesized launches")
+    p.add_argument("--hw", default=None,
+                   help="with --config best: the device the configs are tuned for; with --engine: the "
+                        "GPU whose architecture and SMs pick the engine's kernels (default hopper, "
+                        "132 SMs)")
     p.add_argument("--config", default="heuristic", choices=("heuristic", "best"),
                    help="GEMM launch configs: the launchers' heuristic (default: what a capture "
                         "records) or, with --hw, the candidate the simulator predicts fastest there")
@@ -48,11 +55,16 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args.out)
     warn(check_context(spec, workload.prompt_len, workload.gen_len,
                        allow_beyond=args.allow_beyond_context))
+    engine = _engine(args)
     if args.config == "best":
+        if args.engine != DEFAULT_ENGINE:
+            raise MpsimInputError(f"synth --config best tunes mpsim's own GEMM configs; engine "
+                                  f"{args.engine!r} launches its libraries' own")
         path, totals = _write_best(args, spec, policy, workload)
-    elif args.hw is not None:
-        raise MpsimInputError("synth --hw only applies with --config best (without it, synthesis "
-                              "records the launchers' heuristic so synth == capture holds)")
+    elif args.hw is not None and args.engine == DEFAULT_ENGINE:
+        raise MpsimInputError("synth --hw only applies with --config best or an --engine other than "
+                              "mpsim (without them, synthesis records the launchers' heuristic so "
+                              "synth == capture holds)")
     else:
         # numpy and pyarrow load here, not when the CLI builds its parser (`mpsim --help`); the
         # columns go to the file as they are, without pandas
@@ -60,14 +72,28 @@ def run(args: argparse.Namespace) -> int:
         from mpsim.traces.write import write_columns
 
         columns, meta = synthesize_columns(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
-                                           kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
+                                           kv_block=args.kv_block, cuda_graphs=args.cuda_graphs,
+                                           engine=engine)
         path = write_columns(columns, meta, args.out)
         totals = (len(columns["launch_id"].na), _total(columns["bytes_read"]), _total(columns["flops"]))
     launches, bytes_read, flops = totals
-    print(f"wrote {path}: {launches} launches ({spec.name}, {policy}, prompt {workload.prompt_len}, "
+    kernels = "" if engine.arch is None else f", {engine.name}'s kernels on {engine.arch}"
+    print(f"wrote {path}: {launches} launches ({spec.name}, {policy}{kernels}, prompt {workload.prompt_len}, "
           f"{workload.gen_len} new tokens, batch {workload.batch}); "
           f"{bytes_read / 1e9:.2f} GB read, {flops / 1e12:.2f} TFLOP")
     return 0
+
+
+def _engine(args: argparse.Namespace) -> EngineChoice:
+    """--engine, on --hw's architecture and SMs when given (else hopper's)."""
+    from mpsim.engines import DEFAULT_ARCH, EngineChoice, get_engine
+
+    get_engine(args.engine)  # an unknown name: the error naming the known ones
+    if args.engine == DEFAULT_ENGINE:
+        return EngineChoice()
+    if args.hw is None or args.config == "best":
+        return EngineChoice(args.engine, DEFAULT_ARCH)
+    return EngineChoice.on(args.engine, hardware(args.hw))
 
 
 def _total(column: Column) -> int:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.errors import MpsimInputError
-from mpsim.library import cublas, fa3, mpsim, sglang, torch, trtllm, vllm
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
+from mpsim.library import cublas, fa3, machete, marlin, mpsim, sglang, torch, trtllm, turbomind, vllm
+from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
 
 GemmBuilder = Callable[..., dict[str, Any]]
 AttentionBuilder = Callable[..., dict[str, Any]]
@@ -40,9 +42,16 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("cublas", cublas.KERNELS, "cuBLAS fp16/bf16 GEMM (Hopper wgmma tiles, stream-K)",
             "cuBLAS on Hopper, measured", gemm=cublas.gemm_row),
     Library("trtllm", trtllm.KERNELS, "TensorRT-LLM's weight-only batched GEMV (int4/int8, M <= 4) "
-            "and its attention op (XQA / MMHA decode with RoPE and KV append fused, context FMHA)",
-            "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, decoderMaskedMultiheadAttention/",
-            gemm=trtllm.gemm_row, attention=trtllm.attention_row),
+            "and CUTLASS fpA_intB GEMM (M >= 5), and its attention op (XQA / MMHA decode with RoPE "
+            "and KV append fused, context FMHA)",
+            "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, cutlass_kernels/fpA_intB_gemm, "
+            "decoderMaskedMultiheadAttention/", gemm=trtllm.gemm_row, attention=trtllm.attention_row),
+    Library("marlin", marlin.KERNELS, "vLLM's Marlin W4A16/W8A16 GEMM (gptq_marlin, awq_marlin)",
+            "vllm csrc/quantization/gptq_marlin, IST-DASLab/marlin", gemm=marlin.gemm_row),
+    Library("machete", machete.KERNELS, "vLLM's Machete W4A16/W8A16 GEMM for Hopper",
+            "vllm csrc/quantization/machete", gemm=machete.gemm_row),
+    Library("turbomind", turbomind.KERNELS, "LMDeploy TurboMind's W4A16 GEMM (tiles an assumption)",
+            "InternLM/lmdeploy src/turbomind/kernels/gemm", gemm=turbomind.gemm_row),
     Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
             "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
@@ -66,6 +75,22 @@ ROWWISE_OPS: dict[str, str] = {k: op for lib in LIBRARIES.values() for k, op in 
 # what `gemm_row(kernel=...)` and `attention_row(kernel=...)` take besides None (mpsim's)
 GEMM_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM and lib.gemm is not None)
 ATTENTION_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib is not MPSIM and lib.attention)
+
+
+# weight-only GEMM kernels -> their candidate configs (m, n, k, bits, group, sms, arch)
+WO_CANDIDATES = {TRTLLM_FPAINTB: lambda m, n, k, bits, group, sms, arch: fpaintb_candidates(
+    m, n, k, bits, sms, arch), marlin.MARLIN_GEMM: marlin.candidates,
+    machete.MACHETE_GEMM: machete.candidates, turbomind.TURBOMIND_GEMM: turbomind.candidates}
+WO_GEMM_KERNELS = tuple(WO_CANDIDATES)
+
+
+def wo_candidates(kernel: str, m: int, n: int, k: int, bits: int, group: int, sms: int = GPU_SMS,
+                  arch: str = "hopper") -> list[LaunchConfig]:
+    """Every config a model-guided search may pick for a weight-only GEMM kernel (the library's own
+    one where it has a fixed heuristic: Marlin, Machete); `arch`: the candidate family."""
+    if kernel not in WO_CANDIDATES:
+        raise ValueError(f"not a weight-only GEMM kernel: {kernel!r}; expected one of {WO_GEMM_KERNELS}")
+    return WO_CANDIDATES[kernel](m, n, k, bits, group, sms, arch)
 
 
 def get_library(name: str) -> Library:

@@ -1,7 +1,8 @@
-"""TensorRT-LLM's kernels: the weight-only batched GEMV (its kernel name, launch config and row builder,
-`gemm_row(..., kernel=TRTLLM_WO_GEMV)`) and the attention op (XQA / MMHA decode, the context FMHA:
-mpsim/library/trtllm_attention.py, `attention_row(..., kernel="trtllm")`); mpsim/sim/gpu/library/
-trtllm.py prices the rows.
+"""TensorRT-LLM's kernels: the weight-only GEMMs, the batched GEMV (M <= 4) and the CUTLASS fpA_intB
+GEMM (M >= 5, trtllm_fpaintb.py): kernel names, launch configs and the row builder (`gemm_row(...,
+kernel=TRTLLM_WO_GEMV | TRTLLM_FPAINTB)`); and the attention op (XQA / MMHA decode, the context FMHA:
+trtllm_attention.py, `attention_row(..., kernel="trtllm")`); mpsim/sim/gpu/library/trtllm.py prices
+their rows.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 from mpsim.library.trtllm_attention import ATTENTION_KERNELS
 from mpsim.library.trtllm_attention import attention_row as attention_row
+from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
+from mpsim.library.wo_tiled import check_format, wave_pick, wo_row
 
 TRTLLM_WO_GEMV = "trtllm_wo_gemv"
-KERNELS = (TRTLLM_WO_GEMV, *ATTENTION_KERNELS)
+KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB, *ATTENTION_KERNELS)
 
 TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
 
@@ -31,7 +34,12 @@ def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
-    """A `trtllm_wo_gemv` row: per-channel int4/int8 weights (group size = K), M <= 4."""
+    """A `trtllm_wo_gemv` row (per-channel int4/int8 weights, group size = K, M <= 4) or a
+    `trtllm_fpaintb_gemm` row (M >= 5; config: one of its tactics, default wave_pick's)."""
+    if kernel == TRTLLM_FPAINTB:
+        check_format(kernel, fmt)
+        cfg = config or wave_pick(fpaintb_candidates(m, n, k, bits, sms), m, sms)
+        return wo_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg)
     if fmt not in ("int4-group", "int8-group"):
         raise ValueError(f"{kernel} prices per-channel int4/int8 weights, got {fmt}")
     cfg = config or trtllm_wo_config(m, n, k, bits)

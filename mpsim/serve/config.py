@@ -15,6 +15,7 @@ from typing import Any
 
 from mpsim.errors import MpsimInputError
 from mpsim.sim.protocols import get_protocol
+from mpsim.traces.schema import DEFAULT_ENGINE
 
 MIXED_PRECISION = ("per-group", "highest")
 PRICING = ("auto", "components", "iterations")
@@ -162,6 +163,7 @@ class ServeConfig:
     cooldown_frac: float = 0.0
     allow_beyond_context: bool = False
     pricing: str = "auto"        # components | iterations | auto (mpsim/serve/pricing.py)
+    engine: str = DEFAULT_ENGINE  # whose kernels run the iterations (mpsim/engines, --engine)
 
     def __post_init__(self) -> None:
         for key in ("warmup_frac", "cooldown_frac"):

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from mpsim.engines import EngineChoice, engine_target, model_heads
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy
@@ -44,8 +45,11 @@ class ServeResult:
 
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
+    choice = EngineChoice.on(cfg.engine, hw)
+    target = engine_target(choice.name, policy, model_heads(spec.as_dict()),
+                           arch=choice.arch, sms=choice.sms)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
-                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw))
+                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target)
 
 
 def whole_iterations(pricing: str, hw: HardwareSpec) -> bool:

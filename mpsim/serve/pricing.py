@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from mpsim.engines import Target
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
 from mpsim.models import ModelSpec
@@ -99,7 +100,7 @@ class IterationPricer:
 
     def __init__(self, spec: ModelSpec, kv_bits: int, hw: HardwareSpec, perf_model: str,
                  buckets: Buckets, protocol: IterationProtocols, kv_block: int,
-                 whole_iterations: bool = False) -> None:
+                 whole_iterations: bool = False, target: Target | None = None) -> None:
         self.spec, self.kv_bits, self.hw, self.perf_model = spec, kv_bits, hw, perf_model
         # Components are priced as kernel bodies (protocol `kernel`); an iteration is one measured
         # call and pays its protocol's cost once, for all its launches. As in `simulate`, no
@@ -108,6 +109,7 @@ class IterationPricer:
         self.launch_costs = PERF_MODELS[perf_model].launch_costs and isinstance(hw, GpuSpec)
         self.buckets, self.kv_block = buckets, kv_block
         self.whole = whole_iterations  # price each (rounded) iteration as one launch list
+        self.target = target  # an engine's kernels (mpsim/engines); None: mpsim's own
         self.layers = spec.num_layers
         self.two = replace(spec, num_layers=min(2, spec.num_layers))
         self.memo = LaunchMemo(None)
@@ -194,7 +196,8 @@ class IterationPricer:
     def _whole(self, s: Shape) -> tuple[float, int]:
         rows = iteration_rows(self.spec, s, self.kv_bits, self.kv_block)
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
+        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
+                          protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
@@ -241,7 +244,8 @@ class IterationPricer:
         parts = [self._part(k) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo, protocol="kernel")
+        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
+                          protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         self.stats.simulated_launches += int(result.stats["simulated"])

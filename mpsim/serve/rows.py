@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from mpsim.engines.rows import Target, as_engine
 from mpsim.launch_plan import (
     PassShape,
     Row,
@@ -31,6 +32,8 @@ from mpsim.models import ModelSpec
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.schema import COLUMNS
+
+STAND_IN = "stand_in"  # the module of a residency stand-in launch
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def stand_in(pred: Row, layer: int = -1) -> Row:
     """A residual add that writes exactly what `pred` writes (so the next launch sees the same L2
     residency as after `pred`), to lead a component whose first launch follows `pred`."""
     n = max(1, launch_cost(pred).bytes_written // 2)
-    return rowwise_row(base_pass(1, 16, 16), "other", "residual_add_kernel", "stand_in", layer, 1, n)
+    return rowwise_row(base_pass(1, 16, 16), "other", "residual_add_kernel", STAND_IN, layer, 1, n)
 
 
 def decode_attention_row(spec: ModelSpec, n: int, kv_max: int, kv_tokens: int, kv_bits: int,
@@ -108,9 +111,13 @@ def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_bl
     return rows[1 + len(list(layer_rows(spec, p, 0))):]
 
 
-def frame(rows: list[Row]) -> pd.DataFrame:
+def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
     """The trace-row table of launch-plan rows (costed here, once), in order, ready for `simulate`
-    (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing)."""
+    (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing).
+    `target`: each row rebuilt as that engine's kernel (mpsim/engines), except the residency
+    stand-ins (mpsim's own add, weight 0: only the bytes they leave in L2 matter)."""
+    if target is not None:
+        rows = [r if r.get("module") == STAND_IN else as_engine(r, target) for r in rows]
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "phase": [r.get("phase") or "decode" for r in costed_rows],

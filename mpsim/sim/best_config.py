@@ -33,7 +33,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
-from mpsim.library import cublas, trtllm
+from mpsim.library import WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
 from mpsim.sim.gpu.arch import candidate_family
 from mpsim.sim.gpu.model import (
     launch_work,
@@ -115,10 +115,15 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
         return cublas.cublas_candidates(m, n, k, sms)
     if kernel == trtllm.TRTLLM_WO_GEMV:
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
-    if kernel is not None:
-        raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
     # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)
     arch = candidate_family(hw) if isinstance(hw, GpuSpec) else "hopper"
+    if kernel in WO_GEMM_KERNELS:
+        try:
+            return wo_candidates(kernel, m, n, k, bits, group_size or k, sms, arch)
+        except ValueError as exc:
+            raise MpsimInputError(f"best config: {exc}") from None
+    if kernel is not None:
+        raise MpsimInputError(f"best config: unknown GEMM kernel {kernel!r}")
     return lc.gemm_candidates(m, n, k, w_format, bits, group_size, arch)
 
 

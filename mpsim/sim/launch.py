@@ -23,7 +23,7 @@ from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.npu.rates import npu_rates, npu_resident_cap
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
-from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
+from mpsim.sim.result import BODY_PARTS, LAUNCH_COLUMNS, UNITS, LaunchOutcome, latency_part
 from mpsim.sim.roofline import launch_roofline
 from mpsim.traces.accounting import launch_cost
 
@@ -85,7 +85,8 @@ def price_launch(row: Mapping[str, Any], hw: HardwareSpec, model: str = "sim",
                "bytes_dram": float(row["bytes_read"] + row["bytes_written"]), "bytes_l2": math.nan,
                "bytes_sram": math.nan, "bound": plain["bound"], "ctas_per_sm": math.nan,
                "waves": math.nan, **{f"util_{u}": math.nan for u in UNITS},
-               "util_dram": plain["t_mem_s"] / t if t > 0 else 0.0}
+               "util_dram": plain["t_mem_s"] / t if t > 0 else 0.0,
+               **{f"part_{p}_s": t if p == plain["bound"] else 0.0 for p in BODY_PARTS}}
     else:
         raise MpsimInputError(f"performance model {model!r} prices whole traces only "
                               f"(one launch: {', '.join(ONE_LAUNCH_MODELS)}); use mpsim.sim.simulate")
@@ -103,7 +104,9 @@ def price_launch(row: Mapping[str, Any], hw: HardwareSpec, model: str = "sim",
     out = {"launch_id": row.get("launch_id", 0), "start_s": 0.0, "end_s": time_s, "time_s": time_s,
            **per, "t_math_s": bound["t_math_s"], "t_mem_s": bound["t_mem_s"],
            "t_lower_s": bound["t_lower_s"], "busy_start_s": 0.0, "busy_end_s": time_s,
-           "energy_j": dynamic + static_w(hw) * time_s}
+           "energy_j": dynamic + static_w(hw) * time_s, "part_launch_s": per["overhead_s"]}
+    out["part_latency_s"] = latency_part(time_s, [per[f"part_{p}_s"] for p in BODY_PARTS],
+                                         per["overhead_s"])
     return {c: out[c] for c in LAUNCH_COLUMNS}
 
 
@@ -129,4 +132,5 @@ def _sim_columns(o: LaunchOutcome) -> dict[str, Any]:
     return {"kernel_s": o.kernel_s, "overhead_s": o.overhead_s, "cycles": o.cycles,
             "bytes_dram": o.bytes_dram, "bytes_l2": o.bytes_l2, "bytes_sram": o.bytes_sram,
             "bound": o.bound, "ctas_per_sm": o.ctas_per_sm, "waves": o.waves,
-            **{f"util_{u}": float(o.util.get(u, math.nan)) for u in UNITS}}
+            **{f"util_{u}": float(o.util.get(u, math.nan)) for u in UNITS},
+            **{f"part_{p}_s": float(o.parts.get(p, 0.0)) for p in BODY_PARTS}}

@@ -37,7 +37,7 @@ from mpsim.traces.errors import OutputError
 T = TypeVar("T")
 _UNSAVED: set[Path] = set()  # memo folders this process could not write to (warned once)
 
-MODEL_VERSION = "gpu-npu-2"  # a readable marker; the source fingerprint decides staleness
+MODEL_VERSION = "gpu-npu-3"  # a readable marker; the source fingerprint decides staleness
 # What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
 # replay, the parameters, the SASS table), the byte/FLOP accounting, the launch plan, synthesis and
 # what they read (policies, models, memory), the launch configs and every library room's configs and
@@ -215,11 +215,12 @@ def _number(v: Any, name: str) -> float:
 def _launch(d: Any) -> LaunchOutcome:
     """A launch outcome from a memo entry, every field of its type (else TypeError)."""
     if not isinstance(d, dict) or not isinstance(d.get("util", {}), dict) or not isinstance(
-            d.get("bound", ""), str):
+            d.get("bound", ""), str) or not isinstance(d.get("parts", {}), dict):
         raise TypeError("not a launch outcome")
-    numbers = {k: _number(v, k) for k, v in d.items() if k not in ("util", "bound")}
+    numbers = {k: _number(v, k) for k, v in d.items() if k not in ("util", "bound", "parts")}
     util = {str(k): _number(v, k) for k, v in (d.get("util") or {}).items()}
-    return LaunchOutcome(**numbers, util=util, bound=d.get("bound", "latency"))
+    parts = {str(k): _number(v, k) for k, v in (d.get("parts") or {}).items()}
+    return LaunchOutcome(**numbers, util=util, bound=d.get("bound", "latency"), parts=parts)
 
 
 def _step(d: Any) -> dict[str, Any]:
@@ -232,7 +233,7 @@ def _step(d: Any) -> dict[str, Any]:
     for name, col in d["columns"].items():
         if not isinstance(col, list) or len(col) != len(bound):
             raise TypeError(f"column {name}: expected {len(bound)} numbers")
-        for v in col:
-            _number(v, name)
+        if not set(map(type, col)) <= {int, float}:  # what _number accepts, without a call a value
+            raise TypeError(f"column {name}: expected numbers")
     _number(d.get("duration_s"), "duration_s")
     return d

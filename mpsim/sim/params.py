@@ -27,13 +27,17 @@ from dataclasses import dataclass, field
 
 from mpsim.sim.gpu.library.cublas import CublasParams
 from mpsim.sim.gpu.library.fa3 import Fa3Params
+from mpsim.sim.gpu.library.machete import MacheteParams
+from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
 from mpsim.sim.gpu.library.sglang import SglangParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.trtllm import TrtllmParams
+from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
 
-LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "sglang")
+LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
+                  "turbomind", "sglang")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,10 @@ class SimParams:
     trtllm: TrtllmParams = field(default_factory=TrtllmParams)
     vllm: VllmParams = field(default_factory=VllmParams)
     torch: TorchParams = field(default_factory=TorchParams)
+    # weight-only GEMM libraries without published kernel rows: assumptions (docs/kernels-weight-only.md)
+    marlin: MarlinParams = field(default_factory=MarlinParams)
+    machete: MacheteParams = field(default_factory=MacheteParams)
+    turbomind: TurbomindParams = field(default_factory=TurbomindParams)
     sglang: SglangParams = field(default_factory=SglangParams)
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------

@@ -23,7 +23,14 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.sim.memo import MODEL_VERSION, LaunchMemo, default_cache_dir
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
-from mpsim.sim.replay import Broadcast, finish, replay_roofline, replay_sim, rows_and_workload
+from mpsim.sim.replay import (
+    Broadcast,
+    finish,
+    first_of_codes,
+    replay_roofline,
+    replay_sim,
+    rows_and_workload,
+)
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
 from mpsim.traces.trace import Trace
@@ -90,12 +97,15 @@ def device_protocol(name: str, hw: HardwareSpec) -> Protocol:
     return for_device(name, None if override is None else override * 1e6)
 
 
-def _with_overhead(per: pd.DataFrame | Broadcast, overhead_s: np.ndarray) -> Broadcast:
-    """The replay's outcomes with every launch's overhead_s replaced (one row per launch)."""
-    if not isinstance(per, Broadcast):
-        per = Broadcast(per, None)
-    frame = per.per_key if per.codes is None else per.per_key.iloc[per.codes].reset_index(drop=True)
-    return Broadcast(frame.assign(overhead_s=overhead_s), None)
+def _with_overhead(per: pd.DataFrame | Broadcast, rows: pd.DataFrame, protocol: Protocol) -> Broadcast:
+    """The replay's outcomes with every launch's overhead_s replaced by `protocol`'s cost. Outcomes
+    per distinct launch stay so: a launch key holds the kernel and its config, all the cost depends
+    on, so the cost is computed once per key (not once per launch: 3 s of a 794k-launch replay)."""
+    if isinstance(per, Broadcast) and per.codes is not None:
+        reps = rows.iloc[first_of_codes(per.codes)]
+        return Broadcast(per.per_key.assign(overhead_s=protocol_overhead_s(reps, protocol)), per.codes)
+    frame = per.per_key if isinstance(per, Broadcast) else per
+    return Broadcast(frame.assign(overhead_s=protocol_overhead_s(rows, protocol)), None)
 
 
 def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str = "sim", *,
@@ -127,7 +137,7 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     memo.flush()
     priced = PERF_MODELS[model].launch_costs and isinstance(hw, GpuSpec)
     if priced:
-        per_launch = _with_overhead(per_launch, protocol_overhead_s(rows, device_protocol(protocol, hw)))
+        per_launch = _with_overhead(per_launch, rows, device_protocol(protocol, hw))
     launches = finish(rows, per_launch, hw)
     prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,

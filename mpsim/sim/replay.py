@@ -41,7 +41,7 @@ from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
 from mpsim.sim.launch import REL, BelowBoundError, resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import SimParams
-from mpsim.sim.result import LAUNCH_COLUMNS, UNITS, LaunchOutcome
+from mpsim.sim.result import BODY_PARTS, LAUNCH_COLUMNS, UNITS, LaunchOutcome, latency_part
 from mpsim.sim.roofline import roofline, roofline_terms
 from mpsim.traces.trace import Trace
 
@@ -99,6 +99,8 @@ def _broadcast(outcomes: list[LaunchOutcome], codes: np.ndarray) -> Broadcast:
     }
     for u in UNITS:
         out[f"util_{u}"] = np.asarray([o.util.get(u, np.nan) for o in outcomes], dtype=float)
+    for p in BODY_PARTS:
+        out[f"part_{p}_s"] = np.asarray([o.parts.get(p, 0.0) for o in outcomes], dtype=float)
     return Broadcast(pd.DataFrame(out), codes)
 
 
@@ -126,6 +128,8 @@ def _roofline_outcomes(rows: pd.DataFrame, hw: Any) -> pd.DataFrame:
         out[f"util_{u}"] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["util_dram"] = np.where(t > 0, b["t_mem_s"].to_numpy() / t, 0.0)
+    for p in BODY_PARTS:  # the whole time is its bound's part
+        out[f"part_{p}_s"] = np.where(b["bound"].to_numpy() == p, t, 0.0)
     out["energy_dyn_j"] = roofline_dynamic_j(rows, hw)
     return out
 
@@ -191,6 +195,12 @@ class LaunchTable:
         start = np.concatenate([[0.0], self.end[:-1]]) if name in ("start_s", "busy_start_s") else None
         if name in ("busy_start_s", "busy_end_s") and name in self.per.per_key:
             return self._outcome(name)
+        if name in ("part_launch_s", "part_latency_s"):
+            launch = self._outcome("overhead_s")
+            if name == "part_launch_s":
+                return launch
+            return latency_part(self.time_s, [self._outcome(f"part_{p}_s") for p in BODY_PARTS],
+                                launch)
         own = {"launch_id": self.launch_id, "time_s": self.time_s, "t_math_s": self.t_math,
                "t_mem_s": self.t_mem, "t_lower_s": self.t_lower,
                "end_s": self.end, "busy_end_s": self.end, "start_s": start, "busy_start_s": start,

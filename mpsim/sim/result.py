@@ -11,6 +11,7 @@ reports (mpsim.sim.summary). `busy_start_s`/`busy_end_s` are the launch's overla
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,11 +24,16 @@ if TYPE_CHECKING:  # annotations only: the SimPy models import this module witho
 # Utilization columns: GPU units (dram, l2, tensor, cuda) and NPU units (dram, dma, decoder, mac,
 # vector, sram); a unit the device does not have is NaN.
 UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sram")
+# The named parts of a launch's time (they add up to `time_s`): what a model's outcome carries
+# (BODY_PARTS, in seconds), then `latency` (the rest of the kernel) and `launch` (`overhead_s`).
+PARTS = ("memory", "math", "issue", "latency", "fixed", "launch")
+BODY_PARTS = ("memory", "math", "issue", "fixed")
+PART_COLUMNS = tuple(f"part_{p}_s" for p in PARTS)
 LAUNCH_COLUMNS = (
     "launch_id", "start_s", "end_s", "time_s", "kernel_s", "overhead_s", "cycles",
     "bytes_dram", "bytes_l2", "bytes_sram", *(f"util_{u}" for u in UNITS), "bound",
     "t_math_s", "t_mem_s", "t_lower_s", "ctas_per_sm", "waves",
-    "busy_start_s", "busy_end_s", "energy_j",
+    "busy_start_s", "busy_end_s", "energy_j", *PART_COLUMNS,
 )
 
 
@@ -45,6 +51,7 @@ class LaunchOutcome:
     bound: str = "latency"
     ctas_per_sm: float = math.nan
     waves: float = math.nan
+    parts: dict[str, float] = field(default_factory=dict)  # BODY_PARTS in seconds (missing: 0)
 
     @property
     def kernel_s(self) -> float:
@@ -59,7 +66,20 @@ class LaunchOutcome:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LaunchOutcome:
-        return cls(**{**d, "util": dict(d.get("util") or {})})
+        return cls(**{**d, "util": dict(d.get("util") or {}), "parts": dict(d.get("parts") or {})})
+
+
+def latency_part(time_s: Any, body: Sequence[Any], launch: Any) -> Any:
+    """The `latency` part: what the BODY_PARTS (`body`, in that order) and the `launch` part leave of
+    `time_s`, at least 0 (they never exceed it but for float rounding, so the parts add up to
+    `time_s` to ~1e-16 relative). Floats or arrays alike, one order of subtraction everywhere, so
+    every path gives the same number."""
+    rest = time_s
+    for part in body:
+        rest = rest - part
+    rest = rest - launch
+    # + 0.0 turns a clipped -0.0 into 0.0
+    return (max(rest, 0.0) if isinstance(rest, float) else rest.clip(min=0.0)) + 0.0
 
 
 def pick_bound(busy: dict[str, float], kernel_s: float, overhead_s: float) -> str:

@@ -39,4 +39,5 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
         meta["model"].pop(key)
     assert meta.pop("schema_version") == SCHEMA_VERSION and want["meta"].pop("schema_version") == 1
     assert meta.pop("protocol") is None  # schema 3: a synthesized trace has no measured times
+    assert meta.pop("engine") == "mpsim"  # schema 4: the default engine, mpsim's own kernels
     assert meta == want["meta"]

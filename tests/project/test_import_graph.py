@@ -5,10 +5,10 @@ An import under `if TYPE_CHECKING:` is a type edge: it must run down the floors 
 never runs, so the cycle check leaves it out (mpsim/sim/params.py composes the library rooms' params,
 and the rooms name SimParams in annotations only).
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, and the kernel
-library rooms mpsim.library.*) -> sim, engine -> tiny ->
-quality -> schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a
-lower floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, the engines
+mpsim.engines.* and the kernel library rooms mpsim.library.*) -> sim, engine -> tiny -> quality ->
+schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a lower
+floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def imports(mods: dict[str, Path], *, runtime_only: bool = False) -> dict[str, s
 
 
 def group(module: str) -> str:
-    if module in CORE or module.split(".")[:2] == ["mpsim", "library"]:
+    if module in CORE or module.split(".")[:2] in (["mpsim", "library"], ["mpsim", "engines"]):
         return "core"
     if module == "mpsim":
         return "cli"  # the package's __init__ sits with the front door

@@ -100,3 +100,13 @@ def test_the_memo_folder_under_a_file_is_a_warning_on_the_command_line(
     captured = capsys.readouterr()
     assert "mpsim: warning: the simulator's memo was not saved" in captured.err
     assert "Traceback" not in captured.err and "tokens/s" in captured.out
+
+
+@pytest.mark.parametrize("bad", [True, "1.0", None, [1.0]])
+def test_a_step_entry_with_a_value_that_is_not_a_number_is_rejected(bad: Any) -> None:
+    from mpsim.sim.memo import _step
+
+    good = {"columns": {"end": [1, 2.5]}, "bound": ["dram", "mac"], "duration_s": 2.5}
+    assert _step(good) is good
+    with pytest.raises(TypeError, match="column end"):
+        _step({**good, "columns": {"end": [1.0, bad]}})

@@ -166,10 +166,42 @@ def test_protocol_round_trips_and_old_files_stay_readable(small_trace: Trace, tm
                            {"schema_version": version, "source": "capture",
                             "environment": {"protocol": "kernel"}})
         back = read_trace(old)
-        assert back.meta.schema_version == SCHEMA_VERSION == 3 and back.meta.protocol == "kernel"
-        assert read_trace(write_trace(back, tmp_path / "v3.parquet")).meta.protocol == "kernel"
+        assert back.meta.schema_version == SCHEMA_VERSION == 4 and back.meta.protocol == "kernel"
+        assert read_trace(write_trace(back, tmp_path / "v4.parquet")).meta.protocol == "kernel"
     plain = _write_frame(small_trace.rows, tmp_path / "p.parquet", {"schema_version": 2, "source": "synth"})
     assert read_trace(plain).meta.protocol is None
+
+
+def test_engine_round_trips_and_files_before_version_4_read_as_mpsim(small_trace: Trace,
+                                                                     tmp_path: Path) -> None:
+    """Schema 4: the metadata names the engine; a version-3 file (no engine field) ran mpsim's kernels."""
+    from dataclasses import replace
+
+    assert small_trace.meta.engine == "mpsim"
+    trt = Trace(small_trace.rows, replace(small_trace.meta, engine="trtllm"))
+    path = write_trace(trt, tmp_path / "t.parquet")
+    assert json.loads(pq.ParquetFile(path).schema_arrow.metadata[META_KEY])["engine"] == "trtllm"
+    assert read_trace(path).meta.engine == "trtllm"
+    old = _write_frame(small_trace.rows, tmp_path / "v3.parquet",
+                       {"schema_version": 3, "source": "capture", "protocol": "kernel"})
+    back = read_trace(old)
+    assert (back.meta.schema_version, back.meta.engine, back.meta.protocol) == (4, "mpsim", "kernel")
+
+
+@pytest.mark.parametrize(("meta", "match"), [
+    ({"schema_version": 4, "engine": "tensorrt"},
+     r"bad.parquet: metadata engine is 'tensorrt'; "
+     r"expected one of \['mpsim', 'sglang', 'trtllm', 'turbomind', 'vllm'\]"),
+    ({"schema_version": 4}, r"metadata engine is None; expected one of"),
+    ({"schema_version": 3, "engine": "vllm"}, r"metadata 'engine' in a version-3 file"),
+])
+def test_unknown_or_misplaced_engines_are_errors(small_trace: Trace, tmp_path: Path,
+                                                 meta: dict[str, object], match: str) -> None:
+    path = _write_frame(small_trace.rows, tmp_path / "bad.parquet", {"source": "synth", **meta})
+    with pytest.raises(TraceError, match=match):
+        read_trace(path)
+    with pytest.raises(TraceError, match=r"trace engine 'lmdeploy': expected one of"):
+        TraceMeta("synth", engine="lmdeploy")
 
 
 @pytest.mark.parametrize(("meta", "match"), [

@@ -2,7 +2,9 @@
 
 A launch row becomes one or more kernels (the work builder of its kernel's library room, through the
 one dispatch table mpsim/sim/gpu/library/), each run in its own SimPy environment
-back to back; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor.
+back to back; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor. Each kernel's
+time is also split into named parts (memory, math, issue, fixed; mpsim/sim/gpu/parts.py), summed
+over the launch's kernels.
 
 The clock is a post-pass: a launch first runs at the boost clock; its tensor utilisation u (FLOPs
 over the dense peak at the clock it ran at, over its time) and its duration t set the power-limited
@@ -21,10 +23,11 @@ from typing import Any
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
 from mpsim.sim.gpu.library import launch_kernels, work_for
+from mpsim.sim.gpu.parts import kernel_parts
 from mpsim.sim.gpu.rates import GpuRates, gpu_rates
 from mpsim.sim.gpu.work import LaunchWork, bundles
 from mpsim.sim.params import SimParams
-from mpsim.sim.result import LaunchOutcome, pick_bound
+from mpsim.sim.result import BODY_PARTS, LaunchOutcome, pick_bound
 
 UNIT_NAMES = ("dram", "l2", "tensor", "cuda")
 
@@ -51,12 +54,16 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
     dram = l2 = 0.0
     busy = dict.fromkeys(UNIT_NAMES, 0.0)
     util = dict.fromkeys(UNIT_NAMES, 0.0)
+    named = dict.fromkeys(BODY_PARTS, 0.0)  # cycles per named part (docs/simulator.md#time-parts)
     for part in parts:
         occ, work = part.occupancy, part.work
         plan = bundles(work, r.sms * occ.ctas_per_sm, r.sms, p)
         sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages)
         body = sim.run(plan)
-        total = body + work.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
+        fixed = work.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
+        total = body + fixed
+        for name, cyc in kernel_parts(sim, body, fixed, occ.ctas_per_sm).items():
+            named[name] += cyc
         for name, frac in sim.busy(body).items():
             busy[name] += frac * body
         for name, frac in sim.utilization(body).items():
@@ -72,7 +79,8 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
         util={k: v / cycles for k, v in util.items()},
         bound=pick_bound({k: v / cycles for k, v in busy.items()}, kernel_s, overhead),
         ctas_per_sm=float(last.occupancy.ctas_per_sm),
-        waves=last.work.total_ctas / (r.sms * last.occupancy.ctas_per_sm))
+        waves=last.work.total_ctas / (r.sms * last.occupancy.ctas_per_sm),
+        parts={k: v / r.clock_hz for k, v in named.items()})
 
 
 def tensor_flops(parts: LaunchWork) -> float:

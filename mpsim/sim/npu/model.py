@@ -13,7 +13,7 @@ from typing import Any
 from mpsim.hw_models.schema import NpuSpec
 from mpsim.sim.npu.kernel_model import op_work
 from mpsim.sim.npu.rates import npu_rates
-from mpsim.sim.npu.step import STEP_UTILS, simulate_step
+from mpsim.sim.npu.step import PART_NAMES, STEP_UTILS, simulate_step
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import LaunchOutcome
 
@@ -31,4 +31,5 @@ def simulate_npu_launch(row: Mapping[str, Any], hw: NpuSpec, p: SimParams,
     return LaunchOutcome(
         cycles=body_s * r.clock_hz, clock_hz=r.clock_hz, overhead_s=float(c["overhead"][0]),
         bytes_dram=float(c["bytes_dram"][0]), bytes_sram=float(c["bytes_sram"][0]),
-        util={u: float(c[f"util_{u}"][0]) for u in STEP_UTILS}, bound=out.bound[0])
+        util={u: float(c[f"util_{u}"][0]) for u in STEP_UTILS}, bound=out.bound[0],
+        parts={name[5:]: float(c[name][0]) for name in PART_NAMES})

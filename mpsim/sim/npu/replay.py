@@ -10,7 +10,8 @@ not overlap each other (the next token's embedding waits for this step's sample)
 Per launch: `end_s` (compute done; a fused operator ends with its host, a prologue when its host
 starts), `time_s` = its end minus the previous launch's end (additive: a step's launches sum to the
 step's wall time), `overhead_s` the dispatch it waited for, `kernel_s` the rest, and the overlapped
-`busy_start_s`/`busy_end_s` (first DMA of its operands to its last write).
+`busy_start_s`/`busy_end_s` (first DMA of its operands to its last write). The time parts of a fused
+item's share are its host's (step.py `StepSim.parts`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mpsim.sim.keys import key_text, launch_keys, rep_row
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.npu.kernel_model import OpWork, op_work
 from mpsim.sim.npu.rates import NpuRates, npu_rates, npu_resident_cap
-from mpsim.sim.npu.step import FLOAT_COLUMNS, STEP_UTILS, StepOutcome, simulate_step
+from mpsim.sim.npu.step import FLOAT_COLUMNS, PART_NAMES, STEP_UTILS, StepOutcome, simulate_step
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import UNITS
 
@@ -89,6 +90,9 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
         table[:, j[c]] += offset
     end = table[:, j["end"]]
     kernel = np.diff(end, prepend=0.0) - table[:, j["overhead"]]
+    sums = [sum(o.columns[c] for c in PART_NAMES) for o in outcomes]  # per step, then per launch
+    _cap_parts(table, [j[c] for c in PART_NAMES], kernel,
+               np.concatenate([sums[s] for s in step_sig]) if len(step_sig) else np.zeros(0))
     names = sorted({b for o in outcomes for b in o.bound})
     index = {b: i for i, b in enumerate(names)}
     bound_codes = np.concatenate([np.asarray([index[b] for b in outcomes[s].bound], dtype=np.int64)
@@ -101,10 +105,24 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
     frame["kernel_s"] = kernel
     frame["cycles"] = kernel * r.clock_hz
     frame["bound"] = pd.Categorical.from_codes(bounds, categories=names)
+    frame["part_fixed_s"] = 0.0
     for c in ("bytes_l2", "ctas_per_sm", "waves", *(f"util_{u}" for u in UNITS if u not in STEP_UTILS)):
         frame[c] = np.nan
     return frame
 
 
+def _cap_parts(table: np.ndarray, cols: list[int], kernel: np.ndarray, sums: np.ndarray) -> None:
+    """The parts (`cols` of the table, adding up to `sums`) were counted in the step's cycles, a
+    share is a difference of ends: where they exceed the share (the ends' float noise, a few
+    launches), cap them in order at what is left, so latency, the rest, is never below 0."""
+    over = np.flatnonzero(sums > kernel)
+    left = np.maximum(kernel[over], 0.0)
+    for c in cols:
+        capped = np.minimum(table[over, c], left)
+        table[over, c] = capped
+        left = left - capped
+
+
 _NAMES = {"end": "end_s", "busy_start": "busy_start_s", "busy_end": "busy_end_s",
-          "overhead": "overhead_s", "energy_dyn": "energy_dyn_j"}
+          "overhead": "overhead_s", "energy_dyn": "energy_dyn_j",
+          **{c: f"{c}_s" for c in PART_NAMES}}

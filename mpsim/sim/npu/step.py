@@ -38,8 +38,13 @@ from mpsim.sim.params import SimParams
 from mpsim.sim.units import Proc
 
 STEP_UTILS = ("dram", "dma", *UNITS)
+PART_NAMES = ("part_memory", "part_math", "part_issue")  # the NPU has no fixed part (docs)
 FLOAT_COLUMNS = ("end", "busy_start", "busy_end", "overhead", "bytes_dram", "bytes_sram",
-                 "energy_dyn", *(f"util_{u}" for u in STEP_UTILS))
+                 "energy_dyn", *(f"util_{u}" for u in STEP_UTILS), *PART_NAMES)
+# The time parts of the unit that paces an operator's stream (docs/simulator.md#time-parts): the
+# matrix unit is math, the weight decoder (dequantization) and the vector unit issue, SRAM memory.
+PACE_PART = {"mac": "part_math", "decoder": "part_issue", "vector": "part_issue",
+             "sram": "part_memory"}
 
 
 @dataclass
@@ -145,7 +150,9 @@ class StepSim:
         self.write_end = np.zeros(n)
         self.wait_dispatch = np.zeros(n)
         self.wait_data = np.zeros(n)
+        self.wait_latency = np.zeros(n)  # of wait_data: DRAM round trips (the rest: transfers)
         self.compute = np.zeros(n)
+        self.stream = np.zeros(n)  # of compute: the pipeline's stream (the rest: fill and drain)
         self.done = 0
 
     def run(self) -> float:
@@ -201,18 +208,23 @@ class StepSim:
                 t = env.now
                 yield env.timeout(self._small_transfer(w.dep_bytes) + latency)
                 self.wait_data[i] += env.now - t
+                self.wait_latency[i] += latency
             stream, total = self._stream_cycles(item), item.stream_bytes
             if not item.chunks and stream > 0:
                 yield env.timeout(stream)
                 self.compute[i] += stream
+                self.stream[i] += stream
             for c, nbytes in enumerate(item.chunks):
                 t = env.now
                 yield self.landed[i][c]
                 self.wait_data[i] += env.now - t
+                if c == 0:  # the first chunk's wait is its round trip first
+                    self.wait_latency[i] += min(env.now - t, latency)
                 cycles = stream * nbytes / total
                 if cycles > 0:
                     yield env.timeout(cycles)
                 self.compute[i] += cycles
+                self.stream[i] += cycles
                 yield self.pool.put(occupancy(nbytes, self.r, self.p))
             if w.tail_cycles > 0:
                 yield env.timeout(w.tail_cycles)
@@ -235,6 +247,19 @@ class StepSim:
         units["dram" if self.r.dram_Bpc <= self.r.dma_Bpc else "dma"] = dram_bytes / self.pipe_Bpc
         unit = max(units, key=lambda u: (units[u], u))
         return unit if units[unit] >= 0.5 * share else "latency"
+
+    def parts(self, k: int) -> dict[str, float]:
+        """Cycles of the named parts of item k's share (docs/simulator.md#time-parts): waiting for
+        its data's transfers is memory, the stream is the part of the unit that paces it; round
+        trips, fill and drain are left to latency."""
+        units = dict(self.items[k].work.unit_cycles)
+        units["vector"] = self.items[k].vector
+        out = dict.fromkeys(PART_NAMES, 0.0)
+        out["part_memory"] = self.wait_data[k] - self.wait_latency[k]
+        if self.stream[k] > 0 and units:
+            pace = max(units, key=lambda u: (units[u], u))
+            out[PACE_PART[pace]] += self.stream[k]
+        return out
 
 
 def simulate_step(works: Sequence[OpWork], r: NpuRates, p: SimParams, energy: NpuEnergy | None,
@@ -276,6 +301,9 @@ def simulate_step(works: Sequence[OpWork], r: NpuRates, p: SimParams, energy: Np
             cols[f"util_{u}"][i] = w.unit_cycles.get(u, 0.0) / span
         share = sim.end[k] - (sim.end[k - 1] if k > 0 else 0.0)
         bound.append("fused" if fused else sim.bound(k, share, dram))
+        if not fused:  # the host carries its item's time (its members end with it or before it)
+            for name, cyc in sim.parts(k).items():
+                cols[name][i] = cyc / hz
     # A prologue ends when its host starts, after the launch before it: keep ends in order.
     cols["end"] = np.maximum.accumulate(cols["end"])
     return StepOutcome(cols, bound, float(cols["end"][-1]) if n else 0.0)

@@ -21,7 +21,18 @@ from typing import TYPE_CHECKING, Any
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
-from mpsim.sim.gpu.library import cublas, fa3, mpsim, sglang, torch, trtllm, vllm
+from mpsim.sim.gpu.library import (
+    cublas,
+    fa3,
+    machete,
+    marlin,
+    mpsim,
+    sglang,
+    torch,
+    trtllm,
+    turbomind,
+    vllm,
+)
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import LaunchWork
 
@@ -33,7 +44,8 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
-    "vllm": vllm.WORK, "torch": torch.WORK, "sglang": sglang.WORK}
+    "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
+    "turbomind": turbomind.WORK, "sglang": sglang.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:

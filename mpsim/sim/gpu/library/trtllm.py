@@ -1,5 +1,5 @@
 """TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
-builder: mpsim/library/trtllm.py).
+builder: mpsim/library/trtllm.py); its CUTLASS fpA_intB GEMM (m >= 5): trtllm_fpaintb.py.
 
 Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
 config `trtllm_wo_config`.
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.library.trtllm import TRTLLM_WO_GEMV
+from mpsim.library.trtllm import TRTLLM_FPAINTB, TRTLLM_WO_GEMV
 from mpsim.sim.gpu.library.trtllm_attention import WORK as ATTENTION_WORK
+from mpsim.sim.gpu.library.trtllm_fpaintb import fpaintb_work
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -47,6 +48,14 @@ class TrtllmParams:
     wo_ops_fma: float = 1.170            # per weight per activation row
     wo_cta_ns: float = 4239.0            # per CTA outside the K loop
     wo_scope_us: float = 0.0             # anything the profiler adds beyond the protocol's cost
+    # CUTLASS fpA_intB GEMM (trtllm_fpaintb.py), fitted on the fit half of the H200 1.2.0rc5
+    # int4_wo/int8_wo rows with m >= 5 (docs/kernels-weight-only.md)
+    fpaintb_cpi: float = 8.5             # cycles per dependent convert instruction of a warp
+    fpaintb_mma_wait_cycles: float = 118.0  # per K trip: MMA issue to wait, pipeline barriers
+    fpaintb_mma_token_cycles: float = 2.0   # per K trip and token of the tile
+    fpaintb_tile_ns: float = 2500.0      # per output tile, not hidden (prologue fill, epilogue)
+    fpaintb_fixed_ns: float = 3000.0     # per profiled layer beyond the floor and the protocol's cost
+    fpaintb_fixup_ns: float = 1121.0     # stream-K fix-up: cublas.sk_fixup_us (not refitted)
     # ---- the attention op (trtllm_attention.py): fitted on TRT-LLM 1.3.0rc20 H200 rows (stratified
     # samples of h200_sxm/attention/trtllm/1.3.0rc20, seed 23), checked on H100's (docs/validation.md)
     xqa_softmax_ops: float = 12.16     # fp32 lane-ops per score, padded query rows included
@@ -95,4 +104,4 @@ def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
 
 
-WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, **ATTENTION_WORK}
+WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work, **ATTENTION_WORK}

@@ -1,0 +1,79 @@
+"""TensorRT-LLM's CUTLASS fpA_intB GEMM (`trtllm_fpaintb_gemm`, the trtllm room's second kernel):
+its tactics on Hopper and before, as the plugin profiler times them (docs/kernels-weight-only.md).
+
+Sources, NVIDIA/TensorRT-LLM cpp/tensorrt_llm/: plugins/weightOnlyQuantMatmulPlugin (m <
+SMALL_M_FAST_PATH = 5 runs the batched GEMV, else this GEMM with the profiler's best tactic);
+kernels/cutlass_kernels/cutlass_heuristic.cpp (get_candidate_tiles_sm90, get_candidate_tiles for
+WeightOnly, get_candidate_configs: stages and split-K); fpA_intB_gemm/fpA_intB_gemm_template_sm90.h
+and launchers/fpA_intB_launcher_sm90.inl (A and B swapped: CTA shape = weight rows 64|128 x tokens
+16..256 x 128 bytes of K; 64-row tiles ping-pong on PersistentScheduler, 128-row tiles cooperative
+on StreamKScheduler); fpA_intB_gemm.h (SPLIT_K_LIMIT 7).
+"""
+
+from __future__ import annotations
+
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
+from mpsim.library.wo_tiled import (
+    SCHED_DP,
+    SCHED_PERSISTENT,
+    SCHED_SPLIT_K,
+    SCHED_STREAM_K,
+    SM90_SMEM_BYTES,
+    tile_stages,
+    wo_config,
+)
+
+TRTLLM_FPAINTB = "trtllm_fpaintb_gemm"
+FPAINTB_MIN_ROWS = 5              # weightOnlyQuantMatmulPlugin: m < SMALL_M_FAST_PATH (5) -> GEMV
+FPAINTB_WEIGHT_TILES = (64, 128)
+FPAINTB_TOKEN_TILES = (16, 32, 64, 128, 256)
+FPAINTB_BLOCK_K = 64              # 128 bytes of fp16
+# get_candidate_tiles, WeightOnly, sm >= 75: CtaShape (tokens x weights x 64) 16x128, 16x256,
+# 32x128, 64x128, 128x128, four warps each; split-K serial 1..SPLIT_K_LIMIT where K and K / split
+# are multiples of 64 (is_valid_split_k_factor)
+FPAINTB_SM80_TILES = ((16, 128), (16, 256), (32, 128), (64, 128), (128, 128))
+FPAINTB_SPLIT_K_LIMIT = 7
+
+
+def fpaintb_config(m: int, n: int, k: int, bits: int, tt: int, wt: int,
+                   sms: int = GPU_SMS) -> LaunchConfig:
+    """One sm90 tactic: a 64-row weight tile runs ping-pong on the persistent scheduler, a 128-row
+    tile cooperative on the stream-K scheduler; stages fill the shared memory the epilogue leaves."""
+    if m < FPAINTB_MIN_ROWS:
+        raise ValueError(f"{TRTLLM_FPAINTB}: the plugin runs the batched GEMV for m < "
+                         f"{FPAINTB_MIN_ROWS}, got m={m}")
+    stages = tile_stages(wt, tt, FPAINTB_BLOCK_K, bits, SM90_SMEM_BYTES, wt * min(tt, 32) * 2)
+    sched = SCHED_PERSISTENT if wt == 64 else SCHED_STREAM_K
+    return wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, stages, sched,
+                     128 * (1 + wt // 64), sms=sms)
+
+
+def fpaintb_candidates(m: int, n: int, k: int, bits: int, sms: int = GPU_SMS,
+                       arch: str = "hopper") -> list[LaunchConfig]:
+    """The tactics the plugin profiler times: on Hopper 64|128 weight rows x 16..256 tokens (the
+    2x1 / 1x2 / 2x2 cluster variants only change the L2 multicast, which the model does not price:
+    one candidate each); before Hopper the CUTLASS 2 tiles with serial split-K."""
+    if arch != "hopper":
+        return fpaintb_candidates_sm80(m, n, k, bits, sms)
+    return [fpaintb_config(m, n, k, bits, tt, wt, sms)
+            for wt in FPAINTB_WEIGHT_TILES for tt in FPAINTB_TOKEN_TILES]
+
+
+def fpaintb_candidates_sm80(m: int, n: int, k: int, bits: int,
+                            sms: int = GPU_SMS) -> list[LaunchConfig]:
+    """The Ampere/Ada tactics (mma.sync, multistage, serial split-K). Only the 4-stage variant of
+    each tile is a candidate: the model prices a deeper pipeline no slower, so the 2- and 3-stage
+    ones the profiler also times never win here."""
+    if m < FPAINTB_MIN_ROWS:
+        raise ValueError(f"{TRTLLM_FPAINTB}: the plugin runs the batched GEMV for m < "
+                         f"{FPAINTB_MIN_ROWS}, got m={m}")
+    out = []
+    for tt, wt in FPAINTB_SM80_TILES:
+        for s in range(1, FPAINTB_SPLIT_K_LIMIT + 1):
+            if k % FPAINTB_BLOCK_K == 0 and k % s == 0 and (k // s) % FPAINTB_BLOCK_K == 0:
+                out.append(wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, 4,
+                                     SCHED_DP if s == 1 else SCHED_SPLIT_K, 128, s, sms,
+                                     extra=(("sm80", 1),)))
+    if not out:
+        raise ValueError(f"{TRTLLM_FPAINTB}: K={k} is not a multiple of {FPAINTB_BLOCK_K}")
+    return out

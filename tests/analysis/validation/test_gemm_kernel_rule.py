@@ -1,0 +1,57 @@
+"""Which kernel stands for a measured GEMM row (analysis/validation/adapter.py gemm_kernel) and the
+kernel_source / framework / version the aiconfigurator GEMM reader carries."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from mpsim.analysis.validation.adapter import UnrepresentableError, gemm_kernel, launch_rows
+from mpsim.analysis.validation.sources import read_aic_gemm
+from mpsim.hw_models.loader import load_hardware
+
+HW = load_hardware("h200-sxm")
+SQ = "trt_flow_/smooth_quant_gemm_L96/PLUGIN_V2_SmoothQuantGemm_0"
+PLUGIN = "trt_flow_/weight_only_quant_matmul_L257/PLUGIN_V2_WeightOnlyQuantMatmul_0"
+
+
+def test_trtllm_weight_only_dispatch_splits_at_m_5() -> None:
+    assert gemm_kernel(4, 4096, "int4-group", 4096, PLUGIN) == "trtllm_wo_gemv"
+    assert gemm_kernel(5, 4096, "int8-group", 4096, PLUGIN) == "trtllm_fpaintb_gemm"
+    assert gemm_kernel(5, 4096, "int4-group", 0, "") == "trtllm_fpaintb_gemm"
+    assert gemm_kernel(5, 4096, "int4-group", 128, "") is None          # group-wise: mpsim's own
+    for source in ("torch_flow", "torch.nn.functional.linear", "sglang_torch_linear", ""):
+        assert gemm_kernel(64, 4096, "fp16", None, source) == "cublas_gemm"
+    with pytest.raises(UnrepresentableError, match="DeepGemm"):
+        gemm_kernel(64, 4096, "fp16", None, "DeepGemmFp8BlockScaledMMKernel")
+    with pytest.raises(UnrepresentableError, match="SmoothQuant"):
+        gemm_kernel(64, 4096, "int8-group", 4096, SQ)
+
+
+def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:
+    frame = pd.DataFrame({
+        "framework": ["TRTLLM"] * 3, "version": ["1.2.0rc5"] * 3, "device": ["NVIDIA H200"] * 3,
+        "op_name": ["gemm"] * 3, "kernel_source": [PLUGIN, PLUGIN, "torch_flow"],
+        "gemm_dtype": ["int4_wo", "int8_wo", "fp8"], "m": [4, 64, 64], "n": [4096] * 3,
+        "k": [4096] * 3, "latency": [0.01, 0.02, 0.02]})
+    rows = read_aic_gemm(frame).rows
+    assert list(rows["framework"]) == ["trtllm"] * 3 and list(rows["fw_version"]) == ["1.2.0rc5"] * 3
+    assert list(rows["kernel_source"]) == [PLUGIN, PLUGIN, "torch_flow"]
+    assert list(rows["protocol"]) == ["trt-profiler", "trt-profiler", "graph"]
+    assert rows["status"].iloc[2] == ("unrepresentable: gemm_dtype fp8 (kernel torch_flow) has no mpsim "
+                                      "weight format (fp8 / block-fp8 / nvfp4 / SmoothQuant W8A8)")
+    kernels = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0]["kernel"] for i in (0, 1)]
+    assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm"]
+
+
+def test_wo_band_table_and_shape_halves() -> None:
+    from mpsim.analysis.validation.wo_bands import band_table, shape_half
+
+    assert list(shape_half(pd.Series([4096, 4096, 2048]), pd.Series([4096, 2048, 4096]))) == [0, 1, 1]
+    frame = pd.DataFrame({"status": ["ok"] * 4 + ["skipped"], "m": [1, 8, 100, 1000, 1],
+                          "measured_us": [10.0, 10.0, 10.0, 10.0, 10.0],
+                          "predicted_us": [11.0, 9.0, 10.0, 12.0, 99.0],
+                          "roofline_us": [5.0] * 5, "t_math_us": [1.0] * 5, "t_mem_us": [4.0] * 5})
+    t = band_table(frame, pd.Series(["int4_wo"] * 5)).set_index("band")
+    assert list(t.loc[["1-4", "5-16", "17-256", "257+"], "sim"]) == [10.0, 10.0, 0.0, 20.0]
+    assert t.loc["all", "rows"] == 4 and t.loc["all", "bias"] == 5.0

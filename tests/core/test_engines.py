@@ -1,0 +1,182 @@
+"""Engine files (mpsim/data/engines): read and checked loudly, every op covered, only kernels the
+dispatch tables know, the policy-support error, and passes built as an engine's kernels."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from importlib import resources
+
+import pytest
+
+from mpsim.engines import (
+    ARCHES,
+    DEFAULT_ENGINE,
+    EngineChoice,
+    architecture,
+    check_policy,
+    engine_names,
+    get_engine,
+)
+from mpsim.engines.files import OPS, parse_engine
+from mpsim.engines.reprice import reprice
+from mpsim.engines.rows import KERNELS_BY_OP, choose
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import list_hardware, load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.models import PRESETS
+from mpsim.policy import parse_policy
+from mpsim.sim.gpu.arch import generation
+from mpsim.sim.gpu.library import work_for
+from mpsim.synth import synthesize
+from mpsim.workload import Workload
+
+SHIPPED = ("mpsim", "sglang", "trtllm", "turbomind", "vllm")
+SPEC = PRESETS["mobilellama-1.4b"]
+
+
+def _text(name: str) -> str:
+    return resources.files("mpsim").joinpath("data", "engines", f"{name}.yaml").read_text("utf-8")
+
+
+def test_the_shipped_engines_load_and_cover_every_op() -> None:
+    assert tuple(engine_names()) == SHIPPED
+    for name in SHIPPED:
+        engine = get_engine(name)
+        assert engine.name == name and [op for op, _ in engine.ops] == list(OPS)
+        for op, formats in engine.ops:
+            for fmt, _ in formats:
+                for arch in ARCHES:  # every architecture and M has a kernel
+                    assert choose(engine, op, fmt, 10**6, arch).kernel in KERNELS_BY_OP[op]
+
+
+def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
+    """A kernel an engine file names is one a library room builds rows for (mpsim/library) and the
+    GPU model prices (mpsim/sim/gpu/library: work_for fails loudly on an unknown kernel)."""
+    from mpsim.library import LIBRARIES, library_of
+
+    named = {c.kernel for n in SHIPPED for _, fs in get_engine(n).ops for _, cs in fs for c in cs}
+    assert named <= {k for ks in KERNELS_BY_OP.values() for k in ks}
+    for kernel in named:
+        assert library_of(kernel).name in LIBRARIES
+        assert callable(work_for(kernel))
+
+
+def test_unknown_engine_names_the_known_ones() -> None:
+    with pytest.raises(MpsimInputError, match=re.escape(
+            "unknown engine 'tensorrt'; expected one of ['mpsim', 'sglang', 'trtllm', 'turbomind', 'vllm']")):
+        get_engine("tensorrt")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("kernel: cublas_gemm", "kernel: cutlass_gemm"),
+     "ops.gemm.fp16[0].kernel: 'cutlass_gemm' is not a kernel of the library dispatch table that "
+     "serves this op"),
+    (("kernel: argmax_kernel", "kernel: cublas_gemm"), "ops.sample.any[0].kernel: 'cublas_gemm' is not"),
+    (("  gelu:\n", "  gelu_typo:\n"), "ops: unknown key 'gelu_typo'"),
+    (("kv_bits: [16, 8]", "kv_bits: [16, 8, 4]"), "ops.kv_write: missing key 'kv4'"),
+    (("name: trtllm", "name: trtllm\nname: vllm"), "duplicate key 'name'"),
+    (("max_m: 4,", "max_m: 0,"), "ops.gemm.int8-group[0].max_m: expected a whole number >= 1, got 0"),
+    (("{group_sizes: [row, 64, 128]}", "{group_sizes: [row, 48]}"), "48 is not 'row' or a multiple of 32"),
+])
+def test_a_bad_engine_file_is_one_error_naming_file_and_key(edit: tuple[str, str], message: str) -> None:
+    text = _text("trtllm")
+    assert edit[0] in text
+    with pytest.raises(MpsimInputError, match=re.escape(message)) as err:
+        parse_engine(text.replace(edit[0], edit[1], 1), "x/trtllm.yaml", KERNELS_BY_OP)
+    assert str(err.value).startswith("engine file x/trtllm.yaml: ")
+
+
+def test_an_architecture_left_without_a_kernel_for_every_m_is_an_error() -> None:
+    text = _text("trtllm").replace(
+        "      - {kernel: cublas_gemm, source:", "      - {kernel: cublas_gemm, arch: [hopper], source:", 1)
+    with pytest.raises(MpsimInputError, match=r"ops.gemm.fp16: no choice covers every M on ampere"):
+        parse_engine(text, "t.yaml", KERNELS_BY_OP)
+
+
+@pytest.mark.parametrize(("engine", "policy", "why"), [
+    ("trtllm", "ap3", "it has no any-precision weights"),
+    ("trtllm", "w4+kv4", "it has no 4-bit KV cache"),
+    ("vllm", "w3", "it has no int3-group weights"),
+    ("turbomind", "w4g64", "it has no int4-group weights in groups of 64"),
+    ("trtllm", "w8", "it has no int8-group weights in groups of 128"),
+])
+def test_a_policy_an_engine_cannot_run_is_one_error(engine: str, policy: str, why: str) -> None:
+    with pytest.raises(MpsimInputError) as err:
+        check_policy(get_engine(engine), parse_policy(policy))
+    assert str(err.value).startswith(f"engine {engine!r} cannot run policy {policy!r}: {why}; {engine} runs ")
+
+
+def test_the_exact_unsupported_policy_message() -> None:
+    with pytest.raises(MpsimInputError) as err:
+        synthesize(SPEC, parse_policy("ap3"), Workload(8, 2, 1), engine=EngineChoice("trtllm"))
+    assert str(err.value) == (
+        "engine 'trtllm' cannot run policy 'ap3': it has no any-precision weights; trtllm runs weights "
+        "fp16, int8-group (groups row), int4-group (groups row, 64, 128); KV cache 16, 8 bits")
+
+
+def test_mpsim_runs_every_policy_the_grammar_takes() -> None:
+    for spelling in ("fp16", "w2g64", "w3grow", "w8g96+kv4", "ap4-4@3-3+kv8"):
+        check_policy(get_engine(DEFAULT_ENGINE), parse_policy(spelling))
+
+
+def test_architecture_agrees_with_the_gpu_models_generations() -> None:
+    seen = {}
+    for name in list_hardware():
+        hw = load_hardware(name)
+        if isinstance(hw, GpuSpec):
+            arch = architecture(hw)
+            assert (arch if arch != "ada" else "ampere") == generation(hw)
+            seen[name] = arch
+    assert (seen["h200-sxm"], seen["a100-sxm-80gb"], seen["l40s"], seen["b200-sxm"]) == (
+        "hopper", "ampere", "ada", "blackwell")
+
+
+def test_trtllm_w4_uses_the_weight_only_gemv_up_to_m_4_and_per_architecture_attention() -> None:
+    wl = Workload(16, 3, 2)
+    rows = synthesize(SPEC, parse_policy("w4"), wl, engine=EngineChoice("trtllm")).rows
+    gemm = rows[(rows["op"] == "gemm") & (rows["module"] != "lm_head")]
+    assert set(gemm.loc[gemm["phase"] == "decode", "kernel"]) == {"trtllm_wo_gemv"}  # M = batch 2
+    assert set(gemm.loc[gemm["phase"] == "prefill", "kernel"]) == {"trtllm_fpaintb_gemm"}  # M = 32
+    assert set(rows.loc[rows["module"] == "lm_head", "kernel"]) == {"cublas_gemm"}
+    attn = rows[rows["op"] == "attention"]
+    assert set(attn["kernel"]) == {"fa3_decode", "fa3_prefill"}
+    assert attn.loc[attn["q_len"] == 1, "kv_len"].tolist() == [17] * 24 + [18] * 24  # KV grows per step
+
+
+def test_the_default_engine_and_a_reprice_back_to_it_give_todays_rows() -> None:
+    policy, wl = parse_policy("w4+kv8"), Workload(40, 4, 3)
+    today = synthesize(SPEC, policy, wl)
+    assert today.meta.engine == "mpsim" and "engine_arch" not in today.meta.environment
+    trt = synthesize(SPEC, policy, wl, engine=EngineChoice("trtllm", "hopper"))
+    assert trt.meta.engine == "trtllm" and not trt.rows.equals(today.rows)
+    back = reprice(trt, EngineChoice("mpsim", "hopper", 132))
+    assert back.rows.equals(today.rows) and back.meta.engine == "mpsim"
+    assert back.meta.environment["repriced_from"] == "trtllm"
+    assert reprice(today, EngineChoice("trtllm", "hopper", 132)).rows.equals(trt.rows)
+
+
+def test_vllm_picks_its_attention_kernel_and_gemm_stand_in_per_architecture() -> None:
+    engine = get_engine("vllm")
+    hopper, ampere = choose(engine, "decode_attention", "kv16", 1, "hopper"), choose(
+        engine, "decode_attention", "kv16", 1, "ampere")
+    assert (hopper.kernel, hopper.stands_in_for) == ("fa3_decode", None)
+    assert (ampere.kernel, ampere.stands_in_for) == ("fa3_decode", "FlashAttention-2 decode")
+    w4_hopper, w4_ada = (choose(engine, "gemm", "int4-group", 1, a) for a in ("hopper", "ada"))
+    assert (w4_hopper.kernel, w4_hopper.stands_in_for) == ("machete_gemm", None)
+    assert (w4_ada.kernel, w4_ada.stands_in_for) == ("marlin_gemm", None)
+
+
+def test_a_file_cut_off_the_launcher_disagrees_with_is_an_error() -> None:
+    """An mpsim GEMV named up to M = 32 where mpsim's launcher takes its tiled GEMM above 16."""
+    from mpsim.engines.rows import Target
+    from mpsim.launch_plan import PassShape, pass_rows
+    from mpsim.policy import FP16_WEIGHTS
+
+    engine = get_engine("mpsim")
+    ops = tuple((op, tuple((f, tuple(replace(c, max_m=32) if c.max_m == 16 else c for c in cs))
+                           for f, cs in fs)) for op, fs in engine.ops)
+    target = Target(replace(engine, ops=ops), "hopper", (16, 16, 128, 128))
+    with pytest.raises(MpsimInputError, match="the file names gemv_fp16_kernel but that library "
+                                              "launches gemm_fp16_kernel there"):
+        pass_rows(SPEC, PassShape("prefill", 0, 1, 24, 24, FP16_WEIGHTS, 16, target=target))
