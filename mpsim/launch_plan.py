@@ -81,7 +81,11 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
             p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
             p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
-    return row if p.target is None else as_engine(row, p.target)
+    if p.target is None:
+        return row
+    built = as_engine(row, p.target)
+    assert built is not None, "attention is never fused away"
+    return built
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
@@ -130,7 +134,8 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
     if p.target is not None:  # each op's row as the engine's library kernel builds it
-        rows = [r if r["op"] == "attention" else as_engine(r, p.target) for r in rows]
+        built = (r if r["op"] == "attention" else as_engine(r, p.target) for r in rows)
+        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows

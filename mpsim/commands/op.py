@@ -127,8 +127,10 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
     print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
     d = int(row.get("head_dim") or 0)
     heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
-    return costed(as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
-                                        or hw.compute_units)))
+    built = as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
+                                  or hw.compute_units))
+    assert built is not None, "op prices GEMMs and attention, which no engine fuses away"
+    return costed(built)
 
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:
