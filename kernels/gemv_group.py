@@ -41,7 +41,7 @@ def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, str
         p = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float16)
         for t in tl.static_range(T):
             d = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP, stride_qn,
-                              stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False, E)
+                              stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False, E, k0)
             offs_k = k0 + t * BLOCK_K + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
             p += d * x[None, :]
