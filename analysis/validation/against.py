@@ -64,8 +64,8 @@ def result_frame(rows: pd.DataFrame, p: Prediction) -> pd.DataFrame:
 
 
 def validate_against(m: Measurements, hw: HardwareSpec, *, config: str = "best",
-                     selection: str | None = None, sample: int | None = None, cache_dir: str | Path | None = DEFAULT_CACHE,
-                     params: SimParams = DEFAULT_PARAMS,
+                     selection: str | None = None, sample: int | None = None,
+                     cache_dir: str | Path | None = DEFAULT_CACHE, params: SimParams = DEFAULT_PARAMS,
                      protocols: ProtocolFile | None = None,
                      progress: bool | None = None) -> AgainstResult:
     m = apply_selection(m, selection)

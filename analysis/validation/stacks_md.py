@@ -72,11 +72,12 @@ def stacks_block(rows: pd.DataFrame, sample: int, skipped_gpus: list[str]) -> st
             "sim MAPE", "p90", "bias", "roofline MAPE", "eff. roofline MAPE", "eff. fitted on",
             "beats both"]
     priced = int((rows["status"] == "ok").sum())
+    tables = rows.groupby(["gpu", "stack", "table"]).ngroups
     note = (f"Sample: at most **{sample} rows per table** of the `stacks` selection, stratified by "
             f"class x M band x dtype x kernel_source (at least {MIN_PER_STRATUM} per stratum, seed "
-            f"{SEED}); {len(rows)} rows sampled from "
-            f"{rows.groupby(['gpu', 'stack', 'table']).ngroups} tables, {priced} priced. Errors in %; `rows` counts the sampled rows of the class "
-            "(band), `unrepr.` those the model has no kernel for.")
+            f"{SEED}); {len(rows)} rows sampled from {tables} tables, {priced} priced. Errors in %; "
+            "`rows` counts the sampled rows of the class (band), `unrepr.` those the model has no "
+            "kernel for.")
     if skipped_gpus:
         note += f" Not priced (no hardware file): {', '.join(skipped_gpus)}."
     return note + "\n\n" + _table(head, body)
