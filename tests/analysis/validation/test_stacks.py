@@ -5,6 +5,7 @@ per-table results reused by a rerun."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,5 +104,10 @@ def test_report_on_a_fake_tree_two_stacks(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.undo()
     priced: list[str] = []
     real = stacks.price_table
-    monkeypatch.setattr(stacks, "price_table", lambda t, *a, **k: priced.append(t.stack) or real(t, *a, **k))
+
+    def counted(t: stacks.Table, *a: Any, **k: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+        priced.append(t.stack)
+        return real(t, *a, **k)
+
+    monkeypatch.setattr(stacks, "price_table", counted)
     assert stacks.main(args) == 0 and len(priced) == 1 and doc.read_text() == text
