@@ -16,7 +16,7 @@ from mpsim.analysis.validation.sampling import (
     stratified_sample,
 )
 from mpsim.analysis.validation.selections import apply_selection
-from mpsim.analysis.validation.sources import read_aic_gemm
+from mpsim.analysis.validation.sources import read_aic_attention, read_aic_gemm
 from mpsim.cli import main
 from mpsim.errors import MpsimInputError
 
@@ -88,3 +88,21 @@ def test_validate_cli_sample_flag(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["validate", "--against", str(table), "--hw", "h200-sxm", "--sample", "0"]) == 2
     assert main(["validate", "x.parquet", "--hw", "h200-sxm", "--sample", "3"]) == 2
     assert "--sample" in capsys.readouterr().err
+
+
+def test_stacks_selection_keeps_every_16_bit_attention_row_and_leaves_issue11_alone() -> None:
+    ops = ["generation_attention"] * 3 + ["context_attention"] * 3
+    d = pd.DataFrame({"framework": "trtllm", "op_name": ops,
+                      "kernel_source": "torch_flow", "batch_size": 4, "isl": [1, 1, 1, 256, 256, 256],
+                      "num_heads": 32, "num_key_value_heads": [8, 4, 8, 8, 8, 8], "head_dim": 128,
+                      "window_size": [0, 0, 128, 0, 0, 0], "beam_width": 1,
+                      "attn_dtype": ["bfloat16"] * 5 + ["fp8"],
+                      "kv_cache_dtype": ["fp8", "bfloat16", "bfloat16", "fp8", "bfloat16", "fp8"],
+                      "step": [1023, 1023, 1023, 0, 0, 0], "latency": 0.02})
+    m = read_aic_attention(d)
+    stacks = apply_selection(m, "stacks").rows["status"].tolist()
+    assert [s.startswith("skipped") for s in stacks] == [False] * 5 + [True]  # fp8 compute: not ours
+    assert stacks[2].startswith("unrepresentable: sliding-window") and stacks[3].startswith(
+        "unrepresentable: prefill with an fp8 KV cache")
+    issue11 = apply_selection(m, "issue11").rows["status"].str.startswith("skipped").tolist()
+    assert issue11 == [False, True, True, True, False, True]  # 32/8 heads only, bf16 prefill only
