@@ -9,8 +9,10 @@ sample is stratified, so a small class or band is not lost:
 - allocation: every non-empty stratum gets min(size, MIN_PER_STRATUM) rows first (fewer when N
   cannot give every stratum that many), the rest of N in proportion to what each stratum has left
   (largest remainders, ties in stratum order);
-- rows within a stratum: drawn without replacement by numpy's PCG64 generator seeded with SEED, the
-  strata visited in sorted order, so the same table gives the same sample on every run and machine.
+- rows within a stratum: the first ones of a permutation drawn by numpy's PCG64 generator seeded
+  with SEED, the strata visited in sorted order, so the same table gives the same sample on every
+  run and machine, and a larger N keeps the rows of a smaller one (the launch memo then prices
+  only the new rows).
 
 The selected rows outside the sample keep their place with status `skipped: outside sample N` and
 blank predictions; the notes say how many rows and strata were kept.
@@ -74,7 +76,7 @@ def stratified_sample(m: Measurements, n: int, seed: int = SEED) -> Measurements
     sizes = np.bincount(inverse, minlength=len(names))
     take = allocate(sizes, n)
     rng = np.random.default_rng(seed)
-    keep = [rng.choice(selected[inverse == s], int(take[s]), replace=False) for s in range(len(names))]
+    keep = [rng.permutation(selected[inverse == s])[:int(take[s])] for s in range(len(names))]
     kept = np.sort(np.concatenate(keep)) if keep else np.array([], dtype=np.int64)
     rows = m.rows.copy()
     rows.loc[rows.index[np.setdiff1d(selected, kept)], "status"] = skipped_status(n)

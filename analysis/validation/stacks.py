@@ -27,6 +27,7 @@ import hashlib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -92,8 +93,10 @@ def find_tables(gt: Path) -> tuple[list[Table], list[str]]:
     return tables, skipped
 
 
+@lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
-    """The validation code that turns a table into priced rows (the simulator's is in namespace)."""
+    """The validation code that turns a table into priced rows (the simulator's is in namespace),
+    read once per process: the code it imported."""
     here = Path(__file__).resolve().parent
     return fingerprint_files([here / f for f in ("adapter.py", "sources.py", "measured.py", "predict.py",
                                                  "against.py", "selections.py", "sampling.py")])

@@ -106,3 +106,9 @@ def test_stacks_selection_keeps_every_16_bit_attention_row_and_leaves_issue11_al
         "unrepresentable: prefill with an fp8 KV cache")
     issue11 = apply_selection(m, "issue11").rows["status"].str.startswith("skipped").tolist()
     assert issue11 == [False, True, True, True, False, True]  # 32/8 heads only, bf16 prefill only
+
+
+def test_a_larger_sample_keeps_the_rows_of_a_smaller_one() -> None:
+    m = _measurements()
+    small, large = (~stratified_sample(m, n).rows["status"].str.startswith("skipped") for n in (60, 200))
+    assert (small & ~large).sum() == 0 and large.sum() == 200
