@@ -1,7 +1,7 @@
 """Every stack in the ground truth, per class: simulator vs roofline vs the efficiency roofline.
 
     python -m mpsim.analysis.validation.stacks [--groundtruth ../shared/groundtruth]
-        [--doc docs/validation.md] [--sample 2000] [--work DIR] [--cache-dir DIR]
+        [--doc docs/validation.md] [--sample 2000] [--work DIR] [--cache-dir DIR] [--only TEXT]
 
 Walks `aiconfigurator/{gpu}/{gemm,attention}/{framework}/{version}/*_perf.parquet` for every GPU
 folder with a hardware file of the same name (`h200_sxm` -> `h200-sxm`; a folder without one is
@@ -13,6 +13,8 @@ stratified sample of at most `--sample` rows per table (sampling.py) through the
 atomically, named by a hash of the table's bytes, the sample, the hardware file, the simulator's
 and the validation code's sources), so an interrupted run continues where it stopped and a rerun
 with nothing changed only re-renders; the launch memo (`--cache-dir`) makes a changed table cheap.
+`--only TEXT` keeps the tables whose path contains TEXT (the doc then shows only those: a check of
+one table, not the report).
 
 The efficiency roofline max(t_math/e_c, t_mem/e_m) + c of a (GPU, stack, class) has its three
 constants fitted on ANOTHER stack of the same GPU and class (another framework first, then another
