@@ -19,6 +19,7 @@ from mpsim.kernels.launch_config import (
     _format_tag,
     cdiv,
     gemm_config,
+    gemv_k_unit,
 )
 from mpsim.traces.accounting import padded_k
 
@@ -55,7 +56,8 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
                     cnt_ptr="ptr" if cfg.split_k > 1 else None,
                     K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
-                                            cfg.block_k or 1))
+                                            gemv_k_unit(_format_tag(w_format), bits, group,
+                                                        cfg.block_m, cfg.block_k or 1)))
     else:
         args.update(GROUP_M=cfg.group_m)
     if w_format == "fp16":

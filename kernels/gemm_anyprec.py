@@ -3,8 +3,9 @@
 Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
 LUT (docs/formats.md), so the bytes read scale with b while one parent model serves every width.
 Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
-with shifts in registers, and looks the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays
-in L1). The same @triton.jit tile helper serves the GEMV, the GEMM and `dequant_anyprec`.
+in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _anyprec_codes), and looks
+the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1). The same @triton.jit
+tile helper serves the GEMV, the GEMM and `dequant_anyprec`.
 Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
 """
 
@@ -37,6 +38,47 @@ MAX_PARENT_BITS = 8
 
 
 @triton.jit
+def _fields(q, BITS: tl.constexpr):
+    """The 8 nibble fields of q, field t (bits 4t..4t+3) masked to BITS bits, as (..., 8) in t order
+    (join(join(join(f0, f4), join(f2, f6)), join(join(f1, f5), join(f3, f7))) flattens to 0..7)."""
+    M: tl.constexpr = (1 << BITS) - 1
+    return tl.join(tl.join(tl.join(q & M, (q >> 16) & M), tl.join((q >> 8) & M, (q >> 24) & M)),
+                   tl.join(tl.join((q >> 4) & M, (q >> 20) & M), tl.join((q >> 12) & M, (q >> 28) & M)))
+
+
+@triton.jit
+def _anyprec_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                   NW: tl.constexpr):
+    """code_BITS of every weight of the tile as (BLOCK_N, NW, 32) uint32, planes 0..BITS-1 (MSB
+    first). BITS <= 4: Any-Precision LLM's word-wide bit transpose (its `dequant`): residue r < 4
+    of plane j, (p_j >> r) & 0x11111111 shifted to nibble bit BITS-1-j and OR-ed over the planes,
+    holds in nibble t the code of weight 4t + r (3 ops per plane and residue: 0.375 per weight and
+    plane), then one shift and one mask per weight (_fields). Wider: one shift, mask and OR per
+    weight and plane."""
+    if BITS <= 4:
+        q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+        q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+        q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+        q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+        for j in tl.static_range(BITS):
+            p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+            q0 |= (p & 0x11111111) << (BITS - 1 - j)
+            q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
+            q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
+            q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
+        # (..., t, r) flattens to weight 4t + r
+        code = tl.join(tl.join(_fields(q0, BITS), _fields(q2, BITS)),
+                       tl.join(_fields(q1, BITS), _fields(q3, BITS)))
+    else:
+        shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
+        code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
+        for j in tl.static_range(BITS):
+            plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+            code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    return tl.reshape(code, (BLOCK_N, NW, 32))
+
+
+@triton.jit
 def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
                     BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first."""
@@ -45,11 +87,7 @@ def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, st
     n_mask = offs_n < N
     mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
     words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
-    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
-    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
-    for j in tl.static_range(BITS):
-        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    code = _anyprec_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
     code = tl.reshape(code, (BLOCK_N, BLOCK_K)).to(tl.int32)
     lut = lut_ptr + offs_n[:, None] * stride_ln + code
     return tl.load(lut, mask=n_mask[:, None], other=0.0)

@@ -185,12 +185,15 @@ def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any] | None
 
 
 def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any] | None,
-                        device: torch.device, m: int, n: int, k_loop: int, **kwargs: Any) -> None:
-    """Run the path gemm_config chose: the split-K GEMV over k_loop columns, or the tiled GEMM in
-    the config's GROUP_M-row bands (check_config makes sure a tiled config has group_m)."""
+                        device: torch.device, m: int, n: int, k_loop: int,
+                        k_unit: Callable[[LaunchConfig], int] | None = None, **kwargs: Any) -> None:
+    """Run the path gemm_config chose: the split-K GEMV over k_loop columns (splits start on
+    multiples of k_unit(cfg), BLOCK_K by default), or the tiled GEMM in the config's GROUP_M-row
+    bands (check_config makes sure a tiled config has group_m)."""
     if cfg.kernel == gemv.__name__:
+        unit = k_unit(cfg) if k_unit else cfg.block_k or 1
         launch_split_k(gemv, cfg, record, device, m, n,
-                       K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, cfg.block_k or 1),
+                       K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
                        SPLIT_K=cfg.split_k, **kwargs)
     else:
         launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
@@ -198,7 +201,7 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
 
 def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str, Any],
              device: torch.device, k_loop: int, check: Callable[[LaunchConfig], None],
-             **args: Any) -> LaunchConfig:
+             k_unit: Callable[[LaunchConfig], int] | None = None, **args: Any) -> LaunchConfig:
     """Launch one GEMM/GEMV (as one trace row when recording) and return the config it ran:
     `config` when given, else the heuristic gemm_config, or on a GPU with autotuning on the fastest
     candidate of the device's architecture (kernels/autotune.py; its trial launches are not
@@ -207,8 +210,8 @@ def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str
 
     def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> None:
         check(cfg)
-        launch_gemv_or_gemm(gemv, gemm, cfg, columns, device, m, n, k_loop, BLOCK_M=cfg.block_m,
-                            BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args)
+        launch_gemv_or_gemm(gemv, gemm, cfg, columns, device, m, n, k_loop, k_unit,
+                            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args)
 
     cfg = config or choose_config(record, device, lambda c: run(c, None))
     run(cfg, record)
@@ -228,10 +231,11 @@ def choose_config(record: dict[str, Any], device: torch.device,
     return autotune.TUNER.best(key, gemm_candidates(m, n, k, fmt, bits, group, arch), trial)
 
 
-def k_per_split(k_loop: int, split_k: int, block_k: int) -> int:
-    """Columns each split covers: a multiple of BLOCK_K, so splits start on tile (and group) edges."""
+def k_per_split(k_loop: int, split_k: int, unit: int) -> int:
+    """Columns each split covers: a multiple of `unit` (BLOCK_K, or the group when that is wider),
+    so splits start on tile and group edges."""
     per = -(-k_loop // split_k)
-    return -(-per // block_k) * block_k
+    return -(-per // unit) * unit
 
 
 # ---- argument checks: every error names the argument and what was expected ----------------------

@@ -111,6 +111,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
         # tiny model fastest; K >= 1024 still takes the split-K reduction (tests force narrower
         # configs to cover awkward splits).
         block_n, block_k = 128, _fit_block_k(256, tag, group_size)
+        if gemv_partial_trips(w_bits, group_size or 0, block_m, 32) > 1:
+            block_k = 32  # the GPU's fp16 partial sums (gemv_group.py), not the exact-W_hat loop
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k)
@@ -119,8 +121,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
     n_blocks = cdiv(n, block_n)
     max_split = max(1, k // (2 * block_k))
     split_k = min(max_split, max(1, cdiv(TARGET_PROGRAMS, n_blocks)), 16)
-    # whole K tiles per split and no empty split (of the logical K, so of the padded one too)
-    tiles = cdiv(k, block_k)
+    # whole K units per split and no empty split (of the logical K, so of the padded one too)
+    tiles = cdiv(k, gemv_k_unit(tag, w_bits, group_size, block_m, block_k))
     split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
                         4, 3, split_k)
@@ -136,12 +138,33 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
 # 64 x 64's grid splits K better (mpsim simulate, vicuna-7b decode on h200-sxm: 4.493 against 4.520
 # ms per token).
 GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {
-    "fp16": (64, 64), ("group", 8): (64, 128), ("group", 4): (64, 128), ("group", 3): (64, 128),
-    ("group", 2): (64, 128), ("anyprec", 2): (32, 128), "anyprec": (64, 128)}
+    "fp16": (64, 64), ("group", 8): (64, 128), ("group", 4): (256, 32), ("group", 3): (256, 32),
+    ("group", 2): (256, 32), ("anyprec", 2): (32, 128), "anyprec": (64, 128)}
 GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
     "fp16": (64, 128), ("group", 8): (64, 128), ("group", 4): (64, 128), ("group", 3): (64, 128),
     ("group", 2): (64, 128), ("anyprec", 8): (32, 128), "anyprec": (32, 256)}
 GEMV_TILE_DEFAULT = (16, 256)
+
+
+PARTIAL_MAX_BITS = 4  # 8 bits would need E = 10 (kernels/gemv_group.py): products leave fp16's normals
+PARTIAL_MAX_TRIPS = 4
+
+
+def gemv_partial_trips(bits: int, group: int, block_m: int, block_k: int) -> int:
+    """K tiles per fp16 partial sum of the group GEMV (kernels/gemv_group.py): T = 4 (2) when one
+    activation row, <= 4 bits and the group holds a multiple of 4 (2) K tiles; 1: no partial sums."""
+    if block_m != 1 or bits > PARTIAL_MAX_BITS or block_k >= group:
+        return 1
+    tiles = group // block_k
+    return PARTIAL_MAX_TRIPS if tiles % PARTIAL_MAX_TRIPS == 0 else 2 if tiles % 2 == 0 else 1
+
+
+def gemv_k_unit(tag: str, bits: int, group: int | None, block_m: int, block_k: int) -> int:
+    """Columns a GEMV split must be a multiple of: BLOCK_K, times T for the partial sums (a run of T
+    K tiles never straddles a group, and one split never cuts a run)."""
+    if tag != "group" or not group:
+        return block_k
+    return block_k * gemv_partial_trips(bits, group, block_m, block_k)
 
 
 def gemv_tile(tag: str, w_bits: int, block_m: int) -> tuple[int, int]:
@@ -308,7 +331,7 @@ AMPERE_GEMM_TILES = ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4
 # GEMV (up to 64 rows): BLOCK_N x BLOCK_K tiles of 4096 and 8192 weights (the dequantized tile in
 # registers; at 8192 only the any-precision kernels spill, one local load or store per trip, which
 # the instruction table counts) and split-K widths; every split keeps >= 2 K trips.
-GEMV_TILES = ((16, 256), (32, 128), (64, 64), (32, 256), (64, 128))
+GEMV_TILES = ((16, 256), (32, 128), (64, 64), (32, 256), (64, 128), (256, 32))
 GEMV_SPLITS = (1, 2, 4, 8, 16)
 GEMV_CANDIDATE_MAX_ROWS = 64
 ARCHITECTURES = ("hopper", "ampere")
@@ -328,7 +351,7 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
         block_m = next_pow2(m)
         for bn, bk0 in GEMV_TILES:
             bk = _fit_block_k(bk0, tag, group_size)
-            tiles = cdiv(kp, bk)
+            tiles = cdiv(kp, gemv_k_unit(tag, w_bits, group_size, block_m, bk))
             for split in GEMV_SPLITS:
                 if split > 1 and (cdiv(kp, split) < 2 * bk or cdiv(tiles, cdiv(tiles, split)) != split):
                     continue

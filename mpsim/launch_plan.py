@@ -81,7 +81,11 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
             p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
             p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
-    return row if p.target is None else as_engine(row, p.target)
+    if p.target is None:
+        return row
+    built = as_engine(row, p.target)
+    assert built is not None, "attention is never fused away"
+    return built
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
@@ -130,7 +134,8 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
     if p.target is not None:  # each op's row as the engine's library kernel builds it
-        rows = [r if r["op"] == "attention" else as_engine(r, p.target) for r in rows]
+        built = (r if r["op"] == "attention" else as_engine(r, p.target) for r in rows)
+        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows
@@ -222,13 +227,16 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True,
                   kernel: str | None = None, kv_append: bool = False, l2_warm: bool = False,
-                  sms: int = lc.GPU_SMS) -> Row:
+                  sms: int = lc.GPU_SMS, fp8_attention: bool = False) -> Row:
     """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16).
 
     `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (library.fa3's
     FA3_DECODE / FA3_PREFILL by q_len; 8-bit KV is FA3's fp8 e4m3 cache, 4-bit is not supported), with
     `kv_append` (the measured op also wrote the new tokens' K/V) and `l2_warm` (decode repeated back
-    to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic."""
+    to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic.
+    "trtllm": TensorRT-LLM's attention op (XQA/MMHA decode by its dispatch rule, the context FMHA;
+    8-bit KV is e4m3, in prefill too; `fp8_attention`: the FP8 context FMHA); "sglang": SGLang's FA3
+    backend (library rooms mpsim/library/trtllm.py, sglang.py)."""
     if kv_bits not in KV_BITS:
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
@@ -237,12 +245,12 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                 head_dim=head_dim)
     if heads % kv_heads:
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
-    if q_len > 1 and kv_bits != 16:
+    if q_len > 1 and kv_bits != 16 and kernel != "trtllm":
         raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
                               "applies to decode (q_len 1)")
     build = library.attention_library(kernel)
     row = build(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu=on_gpu,
-                kv_append=kv_append, l2_warm=l2_warm, sms=sms)
+                kv_append=kv_append, l2_warm=l2_warm, sms=sms, fp8_attention=fp8_attention)
     row["phase"] = "decode" if q_len == 1 else "prefill"
     return single(row)
 

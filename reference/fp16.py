@@ -10,6 +10,8 @@ round to nearest even on the 11-bit significand, gradual underflow to the fp16 s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -41,6 +43,22 @@ def round_fp16_inplace(a: np.ndarray) -> None:
             u[i] = (bits & np.uint32(0x80000000)) | mag
         else:
             a[i] = np.float32(np.rint(np.float64(a[i]) * 16777216.0) / 16777216.0)
+
+
+@njit(cache=True)
+def round_fp16(v: float) -> np.float32:
+    """One fp32 value rounded to the nearest fp16 value (ties to even) as fp32; overflow past 65504
+    (ties at 65520 included) gives infinity. The same rule as round_fp16_inplace, for scalars: the
+    fp16 quantum of |v| (2^(e-11) for |v| in [2^(e-1), 2^e), at least 2^-24) times an rne integer."""
+    a = np.float64(v)
+    if not np.isfinite(a) or a == 0.0:
+        return np.float32(a)
+    _, e = math.frexp(a)
+    quantum = math.ldexp(1.0, max(e - 11, -24))
+    r = np.rint(a / quantum) * quantum
+    if abs(r) > 65504.0:
+        r = math.copysign(math.inf, a)
+    return np.float32(r)
 
 
 def widen(x: np.ndarray, name: str, ndim: int | None = None) -> np.ndarray:

@@ -72,6 +72,37 @@ def gemm_bound(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, u: 
     return fp16_output_bound(exact, compute)
 
 
+def gemv_partial_bound(x: np.ndarray, w_hat: np.ndarray, scale: np.ndarray, bits: int, trips: int,
+                       bias: np.ndarray | None = None, u: float = U32) -> np.ndarray:
+    """Bound for the one-row group GEMV with fp16 partial sums (kernels/gemv_group.py, the twin
+    reference/gemv_group.py) against the float64 x @ w_hat.T (+ bias); docs/numerics.md.
+
+    x (M, K); w_hat (N, K) the exact dequantized weights; scale (N, K) each weight's group scale s.
+    The kernel sums v = (q - z) s unrounded (|v| <= (|w_hat| + 2^-25) / (1 - u16)): per weight
+    u16|v| + 2^-25 for w_hat's own rounding; T fp16 partial sums of x (q - z) 2^-E, two roundings per
+    term (product, add): gamma_2T(u16) |x||v| + 2 * 2^-25 * 2^E |s| per weight (subnormal floor,
+    scaled back by s 2^E); then fp32 (the multiply by s 2^E and every sum after it): gamma_{K+2}.
+    """
+    x64, w64 = np.asarray(x, np.float64), np.asarray(w_hat, np.float64)
+    s64 = np.abs(np.asarray(scale, np.float64))
+    k = x64.shape[-1]
+    e = (trips * ((1 << bits) - 1) - 1).bit_length()
+    ax = np.abs(x64)
+    v = (np.abs(w64) + FP16_HALF_SUBNORMAL) / (1 - U16)
+    mag_v = ax @ v.T
+    g16 = float(gamma(2 * trips, U16))
+    e_hat = U16 * mag_v + FP16_HALF_SUBNORMAL * ax.sum(axis=-1, keepdims=True)
+    e_partial = g16 * mag_v + np.ones_like(ax) @ (2 * FP16_HALF_SUBNORMAL * 2.0**e * (1 + g16) * s64).T
+    g32 = float(gamma(k + 2, u))
+    mag, exact = ax @ np.abs(w64).T, x64 @ w64.T
+    b_mag: float | np.ndarray = 0.0
+    if bias is not None:
+        b64 = np.asarray(bias, np.float64)
+        b_mag, exact, mag = np.abs(b64), exact + b64, mag + np.abs(b64)
+    compute = e_hat + (1 + g32) * e_partial + g32 * (mag_v + e_partial + b_mag)
+    return fp16_output_bound(exact, compute + gamma(k + 1, U64) * mag)
+
+
 def attention_bound(
     q: np.ndarray,
     k: np.ndarray,

@@ -19,7 +19,8 @@ instructions) and count its instructions by issue pipe:
 (rates: CUDA C++ Programming Guide, "Arithmetic Instructions", throughput table, compute capability
 9.0; load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
 once per K trip, so a pipe's thread-ops per weight are count x 32 lanes x num_warps / (BLOCK_N x
-BLOCK_K); uniform and control instructions count once per warp (issue slots, `issue` below).
+BLOCK_K x T), T the K tiles one trip covers (the group GEMV's partial sums: 4; else 1); uniform
+and control instructions count once per warp (issue slots, `issue` below).
 
 It writes mpsim/sim/gpu/sass_table.py (a committed table the GPU model reads) and prints it.
 `--check` recompiles one case and exits non-zero if the committed table disagrees.
@@ -127,6 +128,7 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     import triton
 
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
+    from mpsim.kernels.launch_config import gemv_partial_trips
 
     kernel, args, cfg = launch_args(*case)
     compiled = compile_sm90(kernel, args, cfg)
@@ -142,7 +144,10 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     for op in ops:
         counts[pipe_of(op)] += 1
     lanes = 32 * cfg.num_warps
-    weights = cfg.block_n * cfg.block_k
+    # one trip of the group GEMV's partial-sum loop covers T K tiles (kernels/gemv_group.py)
+    trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (
+        cfg.kernel == "gemv_group_kernel") else 1
+    weights = cfg.block_n * cfg.block_k * trips
     per_weight = {p: round(counts[p] * lanes / weights, 4) for p in PIPES}
     # uniform/control instructions take one issue slot per warp, not 32 lanes
     issue = sum(counts[p] for p in PIPES) * lanes / weights

@@ -14,13 +14,17 @@ measurements ran, priced by name (the library rooms, mpsim/library/ and mpsim/si
   `trtllm_fpaintb_gemm` (its CUTLASS fpA_intB GEMM, the best of the plugin profiler's tactics);
   every other quantized format: mpsim's own Triton kernels (best config over lc.gemm_candidates, or
   the heuristic); a 16-bit row names PyTorch's linear (cuBLAS) or is unrepresentable (gemm_kernel);
-- attention, decode (q_len 1) with a 16-bit or 8-bit (FA3's fp8 e4m3) cache: `fa3_decode`, the
-  `kv_append` scope inside the row (a second kernel), the KV cache kept warm in L2 across the
-  repeated calls of every protocol except `trt-profiler` (one profiled run, L2 cold); a 4-bit cache:
-  mpsim's decode kernel (its KV append a separate `kv_quant_kernel` launch);
-- attention, prefill (q_len = kv_len > 1, 16-bit K/V): `fa3_prefill` with its KV append; a prefill
-  over a longer cache (chunked prefill) is unrepresentable;
-- the `rope` scope (TRT-LLM's `rope+kv_append`): a `vllm_rotary_embedding` launch first;
+- attention: the kernel that ran the row, by its (framework, kernel_source) (`attention_kernel`,
+  docs/validation.md "Which kernel stands for a row"): vLLM's FA3 (`fa3_decode` / `fa3_prefill`,
+  the `kv_append` scope a second kernel; also every row that names no kernel), SGLang's FA3
+  backend (`sglang_fa3_decode` / `_prefill`), TensorRT-LLM's op on Hopper (`trtllm_xqa_decode` or
+  `trtllm_mmha_decode` by its dispatch rule, `trtllm_context_fmha`; RoPE and KV append inside the
+  op); any other named kernel (FA4, FA2, FlashInfer, Triton, TRT-LLM off Hopper) is
+  unrepresentable, never priced as another. Decode keeps the KV cache warm in L2 across the
+  repeated calls of every protocol except `trt-profiler` (one profiled run, L2 cold); a 4-bit
+  cache: mpsim's decode kernel (its KV append a separate `kv_quant_kernel` launch); a prefill over
+  a longer cache (chunked prefill) is unrepresentable;
+- the `rope` scope of an FA3-priced row: a `vllm_rotary_embedding` launch first;
 - rmsnorm, silu_mul, rope, add: vLLM's `vllm_rms_norm`, `vllm_silu_and_mul`,
   `vllm_rotary_embedding` and PyTorch's `torch_add`; an add measured inside a model's forward
   (`in_forward`, set by the Vidur reader) reads its second input warm from L2 (the previous kernel's
@@ -38,11 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.errors import MpsimInputError
-from mpsim.hw_models.schema import HardwareSpec
+from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
 from mpsim.library import cublas, torch, trtllm, vllm
 from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
+from mpsim.sim.gpu.arch import generation
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import scope_launches
 
@@ -151,25 +156,56 @@ def profiled_m(kernel: str | None, m: int) -> int:
     return min(1 << (m - 1).bit_length(), MAX_PROFILE_M)
 
 
+# (framework, kernel_source) of a published attention row -> the kernel family that prices it
+# (docs/validation.md "Which kernel stands for a row"); a row naming anything else is unrepresentable.
+ATTENTION_KERNELS = {
+    ("vllm", "vllm_flash_attn_fa3"): "fa3",
+    ("sglang", "fa3"): "sglang",
+    ("trtllm", "torch_flow"): "trtllm",
+}
+ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
+
+
+def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
+    """The kernel family standing for a measured attention row: by its (framework, kernel_source);
+    a row naming neither (a hand-written CSV row) is vLLM's FA3, as before sources named kernels."""
+    framework = str(row.get("framework") or "").lower()
+    source = str(row.get("kernel_source") or "")
+    if not framework and not source:
+        return "fa3"
+    kernel = ATTENTION_KERNELS.get((framework, source))
+    if kernel is None:
+        raise UnrepresentableError(f"{source or framework} not modeled")
+    need = ENGINE_GENERATION.get(kernel)
+    if need is not None and (not isinstance(hw, GpuSpec) or generation(hw) != need):
+        raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
+                                   f"rule is modelled for {need} only)")
+    return kernel
+
+
 def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
     scope = scope_launches(str(row.get("includes") or ""))
     batch, q_len, kv_len = _int(row, "batch"), _int(row, "q_len"), _int(row, "kv_len")
     heads, kv_heads, d = _int(row, "heads"), _int(row, "kv_heads"), _int(row, "head_dim")
     bits = _int(row, "kv_bits")
-    before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
-                                "head_dim": d})] if "rope" in scope else []
-    append = "kv_append" in scope
     if q_len > 1 and kv_len != q_len:
         raise UnrepresentableError(f"prefill over a longer cache (q_len {q_len} < kv_len {kv_len}): "
-                                   "FA3 prefill rows attend within the prompt")
+                                   "prefill rows attend within the prompt")
     if bits == 4:  # no published kernel has a 4-bit cache: mpsim's own decode kernel
-        if append:
-            before.append(_kv_quant(batch, q_len, kv_heads, d, bits))
-        main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits)
-    else:
-        warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
-        main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel="fa3",
-                             kv_append=append, l2_warm=warm, sms=hw.compute_units)
+        before = [_kv_quant(batch, q_len, kv_heads, d, bits)] if "kv_append" in scope else []
+        return LaunchGroup([*before, attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits)],
+                           len(before))
+    kernel = attention_kernel(row, hw)
+    warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
+    if kernel != "fa3":  # the engine's op holds its RoPE and KV append (mpsim/library/<kernel>.py)
+        fp8 = str(row.get("attn_dtype") or "") == "fp8"
+        return LaunchGroup([attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
+                                          kernel=kernel, l2_warm=warm, sms=hw.compute_units,
+                                          fp8_attention=fp8)], 0)
+    before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
+                                "head_dim": d})] if "rope" in scope else []
+    main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel="fa3",
+                         kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units)
     return LaunchGroup([*before, main], len(before))
 
 

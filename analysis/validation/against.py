@@ -1,6 +1,7 @@
 """`mpsim validate --against FILE`: a published (or hand-written) measured table in, errors out.
 
-The table is read into generic rows (sources.py), optionally narrowed to a named selection, every
+The table is read into generic rows (sources.py), optionally narrowed to a named selection and to a
+stratified sample of at most N of the selected rows (sampling.py), every
 row predicted by the simulator and the roofline under the row's protocol and scope (predict.py),
 and summarized per op class and M band (metrics.py). The rows file has one row per input row in
 input order: every input column unchanged, then OUT_COLUMNS.
@@ -17,6 +18,7 @@ import pandas as pd
 from mpsim.analysis.validation.measured import Measurements, activation_rows, band_of
 from mpsim.analysis.validation.metrics import status_counts, summary_table
 from mpsim.analysis.validation.predict import Prediction, predict_rows
+from mpsim.analysis.validation.sampling import stratified_sample
 from mpsim.analysis.validation.selections import apply_selection
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
@@ -62,12 +64,15 @@ def result_frame(rows: pd.DataFrame, p: Prediction) -> pd.DataFrame:
 
 
 def validate_against(m: Measurements, hw: HardwareSpec, *, config: str = "best",
-                     selection: str | None = None, cache_dir: str | Path | None = DEFAULT_CACHE,
-                     params: SimParams = DEFAULT_PARAMS,
-                     protocols: ProtocolFile | None = None) -> AgainstResult:
+                     selection: str | None = None, sample: int | None = None,
+                     cache_dir: str | Path | None = DEFAULT_CACHE, params: SimParams = DEFAULT_PARAMS,
+                     protocols: ProtocolFile | None = None,
+                     progress: bool | None = None) -> AgainstResult:
     m = apply_selection(m, selection)
+    if sample is not None:
+        m = stratified_sample(m, sample)
     p = predict_rows(m.rows, hw, config=config, cache_dir=cache_dir, params=params,
-                     protocols=protocols)
+                     protocols=protocols, progress=progress)
     frame = result_frame(m.rows, p)
     summary = summary_table(frame, MODELS)
     return AgainstResult(m, frame, p, summary, status_counts(frame["status"], frame["cls"]))

@@ -8,6 +8,13 @@
 - prefill (context file): head_dim 128, window 0, bf16 attention and KV, isl >= 128;
 - Vidur mlp.csv: tensor-parallel degree 1;
 - a generic CSV: every row.
+
+`stacks`: every row of a table the classes of the every-stack report cover (stacks.py), each
+stack's whole grid: GEMM bf16 (and fp16) of every shape and weight-only int4_wo / int8_wo of every
+M; decode and prefill attention of every head configuration and both KV-cache dtypes with 16-bit
+attention compute (FP8 compute, fp8 / block-fp8 / SmoothQuant GEMMs: other issues' classes); a
+Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
+
 Rows outside the selection keep their place in the rows file with status `skipped: outside
 selection NAME` and blank predictions.
 """
@@ -46,7 +53,16 @@ def _issue11(m: Measurements) -> np.ndarray:
     return np.ones(len(d), dtype=bool)
 
 
-SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11}
+def _stacks(m: Measurements) -> np.ndarray:
+    d = m.input
+    if "gemm_dtype" in d.columns:
+        return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo"]).to_numpy()
+    if "op_name" in d.columns:
+        return (d["attn_dtype"].astype(str) == "bfloat16").to_numpy()
+    return np.ones(len(d), dtype=bool)
+
+
+SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11, "stacks": _stacks}
 
 
 def apply_selection(m: Measurements, name: str | None) -> Measurements:

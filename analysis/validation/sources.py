@@ -10,10 +10,13 @@ Sources (docs/validation.md#the-data says where to get them):
 - aiconfigurator `generation_attention_perf.parquet` (decode: q_len 1, kv_len = step + 1) and
   `context_attention_perf.parquet` (causal prefill: q_len = kv_len = isl), protocol `graph`. Op
   scope by framework: vLLM and SGLang time KV append + attention (`kv_append`), TRT-LLM RoPE + KV
-  append + attention (`rope+kv_append`). Quirks: sliding-window rows (window_size > 0), beam width
-  > 1 and FP8 attention compute are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits 8 with
-  kv_dtype fp8 (its own class, priced as FA3's fp8 cache: Q cast, fp8 MMAs); prefill with an fp8 KV
-  cache is unrepresentable (how the kernel uses the fp8 cache is not modelled).
+  append + attention (`rope+kv_append`). `framework`, `version` and `kernel_source` are carried
+  (framework lower-cased, version as `fw_version`): the adapter prices each row with the kernel that
+  ran it (docs/validation.md "Which kernel stands for a row"). Quirks: sliding-window rows
+  (window_size > 0) and beam width > 1 are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
+  8 with kv_dtype fp8 (its own class); prefill with an fp8 KV cache ("attention prefill fp8-kv") or
+  FP8 attention compute ("attention prefill fp8", attn_dtype fp8) is priced for TRT-LLM's context
+  FMHA only and unrepresentable for the other frameworks.
 - Vidur `mlp.csv`: one input row holds ten ops of one token count, so it becomes one measured row
   per (input row, op), each carrying the whole input row plus `vidur_op`. Statistic: the `mean`
   over the 20 layers (ms). Protocol `kernel` (CUPTI durations). Shapes are the per-GPU shards of
@@ -167,13 +170,18 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     rows["protocol"] = "graph"
     framework = d["framework"].astype(str).str.lower() if "framework" in d else pd.Series("", index=d.index)
     rows["includes"] = framework.map(SCOPE_BY_FRAMEWORK).fillna("kv_append").to_numpy()
+    _carry(d, rows)
+    rows["attn_dtype"] = d["attn_dtype"].astype(str).to_numpy()
     kv = d["kv_cache_dtype"].astype(str)
     fp8_kv = (kv == "fp8").to_numpy()
+    fp8_attn = (rows["attn_dtype"] == "fp8").to_numpy()
     rows["kv_bits"] = pd.array(np.where(fp8_kv, 8, 16), dtype="Int64")
     rows.loc[fp8_kv, "kv_dtype"] = "fp8"
-    rows["cls"] = np.where(~decode, "attention prefill",
+    prefill = np.where(fp8_attn, "attention prefill fp8",
+                       np.where(fp8_kv, "attention prefill fp8-kv", "attention prefill"))
+    rows["cls"] = np.where(~decode, prefill,
                            np.where(fp8_kv, "attention decode fp8-kv", "attention decode kv16"))
-    _attention_quirks(d, rows, decode, fp8_kv)
+    _attention_quirks(d, rows, decode, fp8_kv & (framework != "trtllm").to_numpy())
     notes = ["attention times include the framework's op scope: " + ", ".join(
         f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
         "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]
@@ -186,9 +194,11 @@ def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
     _mark(rows, window > 0, "unrepresentable: sliding-window attention (window_size > 0)")
     if "beam_width" in d:
         _mark(rows, d["beam_width"].fillna(1).to_numpy() != 1, "unrepresentable: beam width > 1")
-    _mark(rows, d["attn_dtype"].astype(str).to_numpy() != "bfloat16",
-          "unrepresentable: FP8 attention compute (attn_dtype fp8)")
-    _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache")
+    trtllm_prefill = ~decode & (rows["framework"] == "trtllm").to_numpy()
+    _mark(rows, (d["attn_dtype"].astype(str).to_numpy() != "bfloat16") & ~trtllm_prefill,
+          "unrepresentable: FP8 attention compute (attn_dtype fp8) outside TRT-LLM's context FMHA")
+    _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache (modelled for "
+          "TRT-LLM's context FMHA only)")
     heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
     _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
           "unrepresentable: heads not a multiple of kv_heads")

@@ -64,19 +64,20 @@ def run_trace(trace_path: str, hw: HardwareSpec, cache_dir: str | Path | None, o
 
 
 def run_against(against: str, hw: HardwareSpec, *, config: str, select: str | None,
-                calibration: str | None, cache_dir: str | Path | None, o: Outputs) -> None:
+                calibration: str | None, cache_dir: str | Path | None, o: Outputs,
+                sample: int | None = None) -> None:
     start = time.perf_counter()
     m = read_measurements(against)
     params, table = DEFAULT_PARAMS, shipped()
     if calibration:
         c = read_calibration(calibration)
         hw, params, table = apply_hw(hw, c), apply_params(params, c), apply_protocols(table, c)
-    r = validate_against(m, hw, config=config, selection=select, cache_dir=cache_dir,
+    r = validate_against(m, hw, config=config, selection=select, sample=sample, cache_dir=cache_dir,
                          params=params, protocols=table)
     name = Path(against).name
     print(f"validation of {name} ({m.source}, {len(m.rows)} rows) on {hw.name}"
           + (f" with {calibration}" if calibration else ""))
-    for note in m.notes:
+    for note in r.measurements.notes:  # the reader's, then the selection's and the sample's
         print(f"  {note}")
     print("  times per measured call: kernel bodies + the row's protocol cost "
           "(mpsim/sim/protocols.yaml), roofline = t_lower + the same cost")

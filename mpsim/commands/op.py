@@ -54,7 +54,9 @@ def register(sub: Any) -> None:
     a.add_argument("--kv-bits", type=int, default=16, help="KV cache bits for decode: 16, 8, 4")
     a.add_argument("--kv-block", type=int, default=None, help="paged KV block (default contiguous)")
     a.add_argument("--kernel", default=None, choices=ATTENTION_LIBRARIES,
-                   help="price vLLM's FlashAttention-3 op instead of mpsim's kernel")
+                   help="price another library's op instead of mpsim's kernel: fa3 (vLLM's "
+                        "FlashAttention-3), trtllm (TensorRT-LLM's XQA/MMHA decode or context FMHA, "
+                        "RoPE and KV append inside), sglang (SGLang's FA3 backend)")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     _common(a, _attention)
 
@@ -125,8 +127,10 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
     print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
     d = int(row.get("head_dim") or 0)
     heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
-    return costed(as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
-                                        or hw.compute_units)))
+    built = as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
+                                  or hw.compute_units))
+    assert built is not None, "op prices GEMMs and attention, which no engine fuses away"
+    return costed(built)
 
 
 def _report(row: dict[str, Any], args: argparse.Namespace) -> int:

@@ -39,6 +39,10 @@ def register(sub: Any) -> None:
     v.add_argument("--select", metavar="NAME",
                    help="--against: validate only a named row selection (others: status skipped; "
                         "docs/validation.md lists them)")
+    v.add_argument("--sample", metavar="N", type=int,
+                   help="--against: price a stratified sample of at most N of the selected rows "
+                        "(class x M band x dtype x kernel_source, fixed seed; others: status "
+                        "'skipped: outside sample N')")
     v.add_argument("--calibration", help="apply a calibration file (mpsim calibrate --against)")
     add_cache_args(v)
     v.set_defaults(func=_validate)
@@ -48,8 +52,10 @@ def register(sub: Any) -> None:
 def _validate(args: argparse.Namespace) -> int:
     if (args.trace is None) == (args.against is None):
         raise MpsimInputError("validate: give a trace or --against FILE (one of them)")
-    if args.against is None and (args.calibration or args.select):
-        raise MpsimInputError("validate TRACE: --calibration and --select apply to --against")
+    if args.against is None and (args.calibration or args.select or args.sample is not None):
+        raise MpsimInputError("validate TRACE: --calibration, --select and --sample apply to --against")
+    if args.sample is not None and args.sample < 1:
+        raise MpsimInputError(f"--sample {args.sample}: expected at least 1 row per table")
     check_outputs(args.out, args.summary, args.plot)
     check_selection(args.select)
     hw = hardware(args.hw)
@@ -61,5 +67,6 @@ def _validate(args: argparse.Namespace) -> int:
         validate_run.run_trace(args.trace, hw, cache_dir(args), outputs)
     else:
         validate_run.run_against(args.against, hw, config=args.config, select=args.select,
-                                 calibration=args.calibration, cache_dir=cache_dir(args), o=outputs)
+                                 calibration=args.calibration, cache_dir=cache_dir(args), o=outputs,
+                                 sample=args.sample)
     return 0

@@ -25,6 +25,11 @@ OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_at
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
 CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for")
+# `kernel: fused`: the op launches nothing of its own, its work is inside the engine's attention
+# kernel on those architectures (TensorRT-LLM's XQA and context FMHA apply RoPE and append the new
+# K/V themselves; their work models count it). Only these ops can be fused.
+FUSED = "fused"
+FUSABLE_OPS = ("rope", "kv_write")
 
 
 def kv_key(bits: int) -> str:
@@ -172,7 +177,8 @@ def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str,
         else:
             formats = ("any",)
         per_format = _mapping(doc[op], here, formats, required=formats)
-        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", kernels_by_op[op]))
+        kernels = (*kernels_by_op[op], FUSED) if op in FUSABLE_OPS else kernels_by_op[op]
+        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", kernels))
                               for f in formats)))
     return tuple(out)
 
@@ -195,6 +201,8 @@ def _choices(value: Any, where: str, kernels: tuple[str, ...]) -> tuple[Choice, 
             raise MpsimInputError(f"{here}.max_m: expected a whole number >= 1, got {max_m!r}")
         arch = ARCHES if "arch" not in doc else _arches(doc["arch"], f"{here}.arch")
         stands = doc.get("stands_in_for")
+        if kernel == FUSED and stands is not None:
+            raise MpsimInputError(f"{here}: a fused op stands in for nothing; drop stands_in_for")
         out.append(Choice(kernel, _text(doc["source"], f"{here}.source"), max_m, arch,
                           None if stands is None else _text(stands, f"{here}.stands_in_for")))
     for a in ARCHES:

@@ -21,6 +21,7 @@ from mpsim.engines import (
     get_engine,
     model_heads,
 )
+from mpsim.engines.files import FUSED
 from mpsim.engines.rows import Target, as_engine
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
@@ -39,6 +40,7 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     (and, in its environment, the engine the rows were before and the architecture)."""
     from mpsim.traces.trace import Trace, rows_to_frame
 
+    _check_no_fused_ops(trace, choice)
     heads = model_heads(trace.meta.model)
     policy = trace.meta.policy
     if not policy:
@@ -49,17 +51,23 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
         target = Target(get_engine(DEFAULT_ENGINE), choice.arch or DEFAULT_ARCH, heads,
                         choice.sms or lc.GPU_SMS)
     columns = [c for c in trace.rows.columns if c not in MEASURED]
-    built: dict[tuple[Any, ...], dict[str, Any]] = {}
+    built: dict[tuple[Any, ...], dict[str, Any] | None] = {}
     out = []
     for values in trace.rows[columns].itertuples(index=False, name=None):
         row = {c: _plain(v) for c, v in zip(columns, values, strict=True)}
         key = tuple(v for c, v in row.items() if c not in IDENTITY)
         if key not in built:
-            built[key] = costed(as_engine(row, target))
-        out.append(built[key] | {c: row[c] for c in IDENTITY})
+            rebuilt = as_engine(row, target)
+            built[key] = None if rebuilt is None else costed(rebuilt)
+        done = built[key]
+        if done is not None:  # a fused op (RoPE, KV append) launches nothing
+            out.append(done | {c: row[c] for c in IDENTITY})
     env = trace.meta.environment | {"repriced_from": trace.meta.engine, "engine_arch": target.arch,
                                     "engine_sms": target.sms}
     meta = dataclasses.replace(trace.meta, engine=choice.name, environment=env, protocol=None)
+    if len(out) < len(trace.rows):  # fused ops dropped: consecutive launch ids, as synthesis numbers
+        for i, row in enumerate(out):
+            row["launch_id"] = i
     return Trace(rows_to_frame(out), meta)
 
 
@@ -73,3 +81,21 @@ def _plain(value: Any) -> Any:
     except TypeError:  # pandas.NA
         return None
     return value.item() if hasattr(value, "item") else value
+
+
+def _check_no_fused_ops(trace: Trace, choice: EngineChoice) -> None:
+    """A trace whose engine fused ops into its attention kernels (RoPE, the KV append: no rows of
+    their own) cannot be rebuilt as another engine, which may launch them: one clear error."""
+    get_engine(choice.name)  # an unknown target engine is its own error first
+    if trace.meta.engine in (DEFAULT_ENGINE, choice.name):
+        return
+    source = get_engine(trace.meta.engine)
+    arch = str(trace.meta.environment.get("engine_arch") or DEFAULT_ARCH)
+    fused = sorted({op for op, per_format in source.ops for _, choices in per_format
+                    for c in choices if c.kernel == FUSED and arch in c.arch})
+    if fused:
+        raise MpsimInputError(
+            f"--reprice: the trace's engine {source.name!r} fuses {', '.join(fused)} into its "
+            f"attention kernels on {arch} (no rows of their own), so its rows cannot be rebuilt as "
+            f"engine {choice.name!r}; reprice a trace that has every op (mpsim synth without "
+            "--engine, or a captured trace)")

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim import library
-from mpsim.engines.files import Choice, Engine, kv_key
+from mpsim.engines.files import FUSED, Choice, Engine, kv_key
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
-from mpsim.library import cublas, fa3, machete, marlin, torch, trtllm, turbomind, vllm
+from mpsim.library import cublas, fa3, machete, marlin, sglang, torch, trtllm, turbomind, vllm
 from mpsim.library import mpsim as own
+from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
 
 Row = dict[str, Any]
 
@@ -33,8 +34,10 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
              turbomind.TURBOMIND_GEMM),
     "rope": ("rope_kernel", vllm.VLLM_ROPE),
     "kv_write": ("kv_quant_kernel",),
-    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE),
-    "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL),
+    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA, TRTLLM_MMHA,
+                         sglang.SGLANG_FA3_DECODE),
+    "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL, TRTLLM_FMHA,
+                          sglang.SGLANG_FA3_PREFILL),
     "silu_mul": ("silu_mul_kernel", vllm.VLLM_SILU_MUL),
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),
@@ -93,17 +96,22 @@ def choose(engine: Engine, op: str, fmt: str, m: int, arch: str) -> Choice:
     raise AssertionError("engine files end every architecture with a choice for every M")
 
 
-def as_engine(row: Row, target: Target) -> Row:
+def as_engine(row: Row, target: Target) -> Row | None:
     """`row` (a launch row, costed or not) rebuilt as the target engine's kernel: a new uncosted row
-    (grid a list, config a dict) with the same identity (launch, phase, step, layer, module)."""
+    (grid a list, config a dict) with the same identity (launch, phase, step, layer, module); None
+    where the engine fuses the op into its attention kernel (no launch of its own)."""
     op, fmt, m = op_of(row)
     choice = choose(target.engine, op, fmt, m, target.arch)
+    if choice.kernel == FUSED:
+        return None
     where = f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at M={m} on {target.arch}"
     try:
         out = _build(row, op, choice.kernel, target)
     except ValueError as exc:  # MpsimInputError too: the room's own message, placed
         raise MpsimInputError(f"{where}: {exc}") from None
-    if out["kernel"] != choice.kernel:
+    same_family = (op.endswith("_attention")  # the library's own dispatch rule picks its kernel
+                   and library.library_of(str(out["kernel"])) is library.library_of(choice.kernel))
+    if out["kernel"] != choice.kernel and not same_family:
         raise MpsimInputError(f"{where}: the file names {choice.kernel} but that library launches "
                               f"{out['kernel']} there; fix the file's max_m cut-off")
     out.update({c: row[c] for c in IDENTITY if c in row})

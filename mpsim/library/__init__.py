@@ -13,7 +13,7 @@ from typing import Any
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
-from mpsim.library import cublas, fa3, machete, marlin, mpsim, torch, trtllm, turbomind, vllm
+from mpsim.library import cublas, fa3, machete, marlin, mpsim, sglang, torch, trtllm, turbomind, vllm
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
 
 GemmBuilder = Callable[..., dict[str, Any]]
@@ -42,9 +42,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("cublas", cublas.KERNELS, "cuBLAS fp16/bf16 GEMM (Hopper wgmma tiles, stream-K)",
             "cuBLAS on Hopper, measured", gemm=cublas.gemm_row),
     Library("trtllm", trtllm.KERNELS, "TensorRT-LLM's weight-only batched GEMV (int4/int8, M <= 4) "
-            "and CUTLASS fpA_intB GEMM (M >= 5)",
-            "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, cutlass_kernels/fpA_intB_gemm",
-            gemm=trtllm.gemm_row),
+            "and CUTLASS fpA_intB GEMM (M >= 5), and its attention op (XQA / MMHA decode with RoPE "
+            "and KV append fused, context FMHA)",
+            "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, cutlass_kernels/fpA_intB_gemm, "
+            "decoderMaskedMultiheadAttention/", gemm=trtllm.gemm_row, attention=trtllm.attention_row),
     Library("marlin", marlin.KERNELS, "vLLM's Marlin W4A16/W8A16 GEMM (gptq_marlin, awq_marlin)",
             "vllm csrc/quantization/gptq_marlin, IST-DASLab/marlin", gemm=marlin.gemm_row),
     Library("machete", machete.KERNELS, "vLLM's Machete W4A16/W8A16 GEMM for Hopper",
@@ -53,6 +54,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "InternLM/lmdeploy src/turbomind/kernels/gemm", gemm=turbomind.gemm_row),
     Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
             "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
+    Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
+            "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
             "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
             ops=tuple(vllm.OPS.items())),

@@ -50,17 +50,24 @@ def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
 def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
                        *, kv_append: bool = False, sms: int = GPU_SMS) -> LaunchConfig:
     """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
-    heuristic when the query tiles cannot fill the SMs."""
-    q_tiles = cdiv(q_len, FA3_BLOCK_M)
-    splits = fa3_num_splits(batch * num_q_heads * q_tiles, sms, cdiv(q_len, FA3_BLOCK_N))
-    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * num_q_heads), FA3_BLOCK_M, FA3_BLOCK_N,
-                        head_dim, 12, 2, splits, extra=(("kv_append", int(kv_append)),))
+    heuristic when the query tiles cannot fill the SMs. Pack-GQA (hopper/flash_api.cpp get_pack_gqa:
+    a paged or varlen call with heads != kv_heads packs the KV head's query group into the rows of
+    one tile): the tiles then run over q_len x group rows per (sequence, KV head)."""
+    pack = num_q_heads != num_kv_heads
+    heads = num_kv_heads if pack else num_q_heads
+    q_tiles = cdiv(q_len * (num_q_heads // heads), FA3_BLOCK_M)
+    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(q_len, FA3_BLOCK_N))
+    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
+                        head_dim, 12, 2, splits,
+                        extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack))))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int) -> Row:
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
     """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` (kv_len == q_len) row."""
+    if fp8_attention:
+        raise MpsimInputError("attention: FP8 attention compute is not modelled for FA3")
     if kv_bits == 4:
         raise MpsimInputError("attention: FA3 has no 4-bit KV cache (16 or fp8 only)")
     if q_len == 1:

@@ -57,10 +57,12 @@ def attention(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, he
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int) -> Row:
-    """One attention launch of mpsim's kernels (kv_append and l2_warm describe other libraries)."""
-    if kv_append or l2_warm:
-        raise MpsimInputError("attention: kv_append and l2_warm describe FA3 rows (kernel='fa3')")
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+    """One attention launch of mpsim's kernels (kv_append, l2_warm and fp8_attention describe other
+    libraries)."""
+    if kv_append or l2_warm or fp8_attention:
+        raise MpsimInputError("attention: kv_append, l2_warm and fp8_attention describe other "
+                              "libraries' rows (kernel='fa3', 'trtllm', 'sglang')")
     return attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu)
 
 

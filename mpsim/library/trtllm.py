@@ -1,6 +1,7 @@
-"""TensorRT-LLM's weight-only GEMMs: the batched GEMV (M <= 4) and the CUTLASS fpA_intB GEMM
-(M >= 5, trtllm_fpaintb.py): kernel names, launch configs and the row builder
-(`gemm_row(..., kernel=TRTLLM_WO_GEMV | TRTLLM_FPAINTB)`); mpsim/sim/gpu/library/trtllm.py prices
+"""TensorRT-LLM's kernels: the weight-only GEMMs, the batched GEMV (M <= 4) and the CUTLASS fpA_intB
+GEMM (M >= 5, trtllm_fpaintb.py): kernel names, launch configs and the row builder (`gemm_row(...,
+kernel=TRTLLM_WO_GEMV | TRTLLM_FPAINTB)`); and the attention op (XQA / MMHA decode, the context FMHA:
+trtllm_attention.py, `attention_row(..., kernel="trtllm")`); mpsim/sim/gpu/library/trtllm.py prices
 their rows.
 """
 
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
+from mpsim.library.trtllm_attention import ATTENTION_KERNELS
+from mpsim.library.trtllm_attention import attention_row as attention_row
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
 from mpsim.library.wo_tiled import check_format, wave_pick, wo_row
 
 TRTLLM_WO_GEMV = "trtllm_wo_gemv"
-KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB)
+KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB, *ATTENTION_KERNELS)
 
 TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
 

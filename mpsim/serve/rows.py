@@ -117,7 +117,8 @@ def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
     `target`: each row rebuilt as that engine's kernel (mpsim/engines), except the residency
     stand-ins (mpsim's own add, weight 0: only the bytes they leave in L2 matter)."""
     if target is not None:
-        rows = [r if r.get("module") == STAND_IN else as_engine(r, target) for r in rows]
+        built = (r if r.get("module") == STAND_IN else as_engine(r, target) for r in rows)
+        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "phase": [r.get("phase") or "decode" for r in costed_rows],

@@ -30,13 +30,14 @@ from mpsim.sim.gpu.library.fa3 import Fa3Params
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
+from mpsim.sim.gpu.library.sglang import SglangParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.trtllm import TrtllmParams
 from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
-                  "turbomind")
+                  "turbomind", "sglang")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ class SimParams:
 
     # ---- the kernel libraries: each room's own constants (mpsim/sim/gpu/library/<name>.py) ---------
     # (mpsim: its Triton kernels' attention costs without SASS; cublas: GEMM rows; fa3: decode and
-    # prefill rows; trtllm: wo rows; vllm and torch: Vidur rows)
+    # prefill rows; trtllm: wo rows and TRT-LLM attention rows; vllm and torch: Vidur rows; sglang:
+    # SGLang attention rows)
     mpsim: MpsimParams = field(default_factory=MpsimParams)
     cublas: CublasParams = field(default_factory=CublasParams)
     fa3: Fa3Params = field(default_factory=Fa3Params)
@@ -94,6 +96,7 @@ class SimParams:
     marlin: MarlinParams = field(default_factory=MarlinParams)
     machete: MacheteParams = field(default_factory=MacheteParams)
     turbomind: TurbomindParams = field(default_factory=TurbomindParams)
+    sglang: SglangParams = field(default_factory=SglangParams)
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

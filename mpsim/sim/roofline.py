@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 
 MATRIX_OPS = ("gemm", "attention")
 BOUNDS = ("math", "memory")
-WARM_KERNELS = ("fa3_decode", "torch_add")
+WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
+                "trtllm_mmha_decode")
+# kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
+FP8_MATRIX_KERNELS = ("trtllm_context_fmha",)
 
 
 def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -70,6 +73,9 @@ def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp
         nbytes -= resident_credit(rows, hw.l2.size_MiB * 2**20, keyed)
     is_matrix = rows["op"].isin(MATRIX_OPS).to_numpy(dtype=bool)
     peak = np.where(is_matrix, hw.matrix_peak_flops(matrix_dtype), hw.vector_peak_flops())
+    fp8 = _config_flag(rows, FP8_MATRIX_KERNELS, "fp8") & is_matrix
+    if fp8.any():
+        peak = np.where(fp8, hw.matrix_peak_flops("fp8"), peak)
     t_math = flops / peak
     t_mem = nbytes / hw.dram_bandwidth_Bps()
     return flops, nbytes, t_math, t_mem, np.maximum(t_math, t_mem)
@@ -101,19 +107,28 @@ def input_bytes(rows: pd.DataFrame) -> np.ndarray:
 
 def warm_rows(rows: pd.DataFrame) -> np.ndarray:
     """Rows whose config says they replay back to back (`l2_warm`: 1)."""
+    return _config_flag(rows, WARM_KERNELS, "l2_warm")
+
+
+def _config_flag(rows: pd.DataFrame, kernels: tuple[str, ...], key: str) -> np.ndarray:
+    """Rows of `kernels` whose config sets `key` to a nonzero value."""
     import numpy as np  # see roofline
 
-    candidates = rows["kernel"].isin(WARM_KERNELS).to_numpy(dtype=bool, na_value=False)
+    candidates = rows["kernel"].isin(kernels).to_numpy(dtype=bool, na_value=False)
     out = np.zeros(len(rows), dtype=bool)
     if candidates.any():
         configs = rows.loc[candidates, "config"].astype(str)
-        warm = {c: is_warm(c) for c in configs.unique()}
-        out[candidates] = configs.map(warm).to_numpy(dtype=bool)
+        flag = {c: _flag(c, key) for c in configs.unique()}
+        out[candidates] = configs.map(flag).to_numpy(dtype=bool)
     return out
 
 
+def _flag(config: str, key: str) -> bool:
+    return bool(json.loads(config).get(key, 0))
+
+
 def is_warm(config: str) -> bool:
-    return bool(json.loads(config).get("l2_warm", 0))
+    return _flag(config, "l2_warm")
 
 
 def resident_credit(rows: pd.DataFrame, l2_bytes: float,
@@ -148,6 +163,8 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     if resident and isinstance(hw, GpuSpec) and row["kernel"] in WARM_KERNELS and is_warm(str(row["config"])):
         nbytes -= min(read, hw.l2.size_MiB * 2**20)  # up to an L2 of its reads (resident_credit)
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
+    if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
+        peak = hw.matrix_peak_flops("fp8")
     t_math, t_mem = flops / peak, nbytes / hw.dram_bandwidth_Bps()
     return {"t_math_s": t_math, "t_mem_s": t_mem, "t_lower_s": max(t_math, t_mem),
             "bound": "math" if t_math >= t_mem else "memory"}

@@ -42,10 +42,11 @@ def test_synth_trtllm_w4_then_simulate_prices_the_engines_kernels(tmp_path: Path
     assert "trtllm's kernels" in capsys.readouterr().out
     decode_gemms = got[(got["op"] == "gemm") & (got["phase"] == "decode") & (got["module"] != "lm_head")]
     assert set(decode_gemms["kernel"]) == {"trtllm_wo_gemv"}  # batch 1: TensorRT-LLM's batched GEMV
-    assert {"cublas_gemm", "fa3_decode", "fa3_prefill", "vllm_rms_norm"} <= set(got["kernel"])
+    assert {"cublas_gemm", "trtllm_context_fmha", "vllm_rms_norm"} <= set(got["kernel"])
     total, mpsim_total = got["time_s"].sum(), own["time_s"].sum()
     assert math.isfinite(total) and total > 0 and total != mpsim_total
-    assert len(got) == len(own)  # the same launches, other kernels
+    # the same launches, other kernels, less RoPE and the KV append (inside TRT-LLM's attention op)
+    assert len(got) == len(own) - own["op"].isin(["rope", "kv_quant"]).sum()
 
 
 def test_simulate_never_reprices_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,11 +57,14 @@ def test_simulate_never_reprices_unless_asked(tmp_path: Path, capsys: pytest.Cap
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "lmdeploy"], capsys,
                 "unknown engine 'lmdeploy'; expected one of ['mpsim', 'sglang', 'trtllm', 'turbomind', "
                 "'vllm']")
+    clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "mpsim"], capsys,
+                "fuses kv_write, rope into its attention kernels on hopper")
+    vllm = _synth(tmp_path, "vllm", "--policy", "w4", "--engine", "vllm")
     back = tmp_path / "back.parquet"
-    got = _simulate(trt, tmp_path, "--reprice", "--engine", "mpsim", "--reprice-out", str(back))
+    got = _simulate(vllm, tmp_path, "--reprice", "--engine", "mpsim", "--reprice-out", str(back))
     assert "repriced" in capsys.readouterr().out
     assert read_trace(back).rows.equals(read_trace(_synth(tmp_path, "own", "--policy", "w4")).rows)
-    assert "trtllm_wo_gemv" not in set(got["kernel"])
+    assert "machete_gemm" not in set(got["kernel"])
 
 
 def test_a_policy_the_engine_cannot_run_is_one_error(tmp_path: Path,
@@ -114,7 +118,7 @@ def test_mpsim_engines_lists_kernels_and_stand_ins(capsys: pytest.CaptureFixture
     for name in ("mpsim:", "sglang:", "trtllm:", "turbomind:", "vllm:"):
         assert f"\n{name}" in f"\n{out}"
     assert "trtllm_wo_gemv (M <= 4); trtllm_fpaintb_gemm\n" in out
-    assert "fa3_decode [stands in for XQA / masked multi-head attention decode]" in out
+    assert "rope                      fused on hopper; vllm_rotary_embedding [stands in for RoPE fused" in out
     assert "runs: weights fp16, int4-group (groups 128); KV cache 16, 8, 4 bits" in out
     clear_error(["engines", "tensorrt"], capsys, "unknown engine 'tensorrt'")
 
@@ -146,9 +150,10 @@ def test_a_sweeps_serve_section_runs_per_engine(tmp_path: Path) -> None:
 
 def test_plot_prices_a_trace_as_another_engine_only_when_asked(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    trt = _synth(tmp_path, "trt", "--policy", "w4", "--engine", "trtllm")
-    plot = ["plot", "--kind", "roofline", "--trace", str(trt), "--hw", "h200-sxm", "--perf-model", "roofline"]
+    vllm = _synth(tmp_path, "vllm", "--policy", "w4", "--engine", "vllm")
+    plot = ["plot", "--kind", "roofline", "--trace", str(vllm), "--hw", "h200-sxm",
+            "--perf-model", "roofline"]
     out = tmp_path / "r.png"
-    assert main([*plot, "--engine", "vllm", "--reprice", "--out", str(out)]) == 0
+    assert main([*plot, "--engine", "trtllm", "--reprice", "--out", str(out)]) == 0
     assert "repriced" in capsys.readouterr().out and out.stat().st_size > 1000
-    clear_error([*plot, "--engine", "vllm", "--out", str(tmp_path / "x.png")], capsys, "add --reprice")
+    clear_error([*plot, "--engine", "trtllm", "--out", str(tmp_path / "x.png")], capsys, "add --reprice")

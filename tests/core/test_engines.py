@@ -18,7 +18,7 @@ from mpsim.engines import (
     engine_names,
     get_engine,
 )
-from mpsim.engines.files import OPS, parse_engine
+from mpsim.engines.files import FUSED, OPS, parse_engine
 from mpsim.engines.reprice import reprice
 from mpsim.engines.rows import KERNELS_BY_OP, choose
 from mpsim.errors import MpsimInputError
@@ -47,7 +47,7 @@ def test_the_shipped_engines_load_and_cover_every_op() -> None:
         for op, formats in engine.ops:
             for fmt, _ in formats:
                 for arch in ARCHES:  # every architecture and M has a kernel
-                    assert choose(engine, op, fmt, 10**6, arch).kernel in KERNELS_BY_OP[op]
+                    assert choose(engine, op, fmt, 10**6, arch).kernel in (*KERNELS_BY_OP[op], FUSED)
 
 
 def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
@@ -55,7 +55,7 @@ def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
     GPU model prices (mpsim/sim/gpu/library: work_for fails loudly on an unknown kernel)."""
     from mpsim.library import LIBRARIES, library_of
 
-    named = {c.kernel for n in SHIPPED for _, fs in get_engine(n).ops for _, cs in fs for c in cs}
+    named = {c.kernel for n in SHIPPED for _, fs in get_engine(n).ops for _, cs in fs for c in cs} - {FUSED}
     assert named <= {k for ks in KERNELS_BY_OP.values() for k in ks}
     for kernel in named:
         assert library_of(kernel).name in LIBRARIES
@@ -140,7 +140,13 @@ def test_trtllm_w4_uses_the_weight_only_gemv_up_to_m_4_and_per_architecture_atte
     assert set(gemm.loc[gemm["phase"] == "prefill", "kernel"]) == {"trtllm_fpaintb_gemm"}  # M = 32
     assert set(rows.loc[rows["module"] == "lm_head", "kernel"]) == {"cublas_gemm"}
     attn = rows[rows["op"] == "attention"]
-    assert set(attn["kernel"]) == {"fa3_decode", "fa3_prefill"}
+    assert set(attn["kernel"]) <= {"trtllm_xqa_decode", "trtllm_mmha_decode", "trtllm_context_fmha"}
+    assert "trtllm_context_fmha" in set(attn["kernel"])
+    # RoPE and the KV append run inside TRT-LLM's attention op on Hopper: no rows of their own
+    assert not rows["op"].isin(["rope", "kv_quant"]).any()
+    ampere = synthesize(SPEC, parse_policy("w4"), wl, engine=EngineChoice("trtllm", "ampere")).rows
+    count = ampere["op"].value_counts()
+    assert count["rope"] == count["kv_quant"] == count["attention"] > 0  # stand-ins off Hopper
     assert attn.loc[attn["q_len"] == 1, "kv_len"].tolist() == [17] * 24 + [18] * 24  # KV grows per step
 
 
@@ -150,9 +156,14 @@ def test_the_default_engine_and_a_reprice_back_to_it_give_todays_rows() -> None:
     assert today.meta.engine == "mpsim" and "engine_arch" not in today.meta.environment
     trt = synthesize(SPEC, policy, wl, engine=EngineChoice("trtllm", "hopper"))
     assert trt.meta.engine == "trtllm" and not trt.rows.equals(today.rows)
-    back = reprice(trt, EngineChoice("mpsim", "hopper", 132))
+    with pytest.raises(MpsimInputError, match=re.escape(
+            "--reprice: the trace's engine 'trtllm' fuses kv_write, rope into its attention kernels "
+            "on hopper")):
+        reprice(trt, EngineChoice("mpsim", "hopper", 132))
+    vllm = synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper"))
+    back = reprice(vllm, EngineChoice("mpsim", "hopper", 132))
     assert back.rows.equals(today.rows) and back.meta.engine == "mpsim"
-    assert back.meta.environment["repriced_from"] == "trtllm"
+    assert back.meta.environment["repriced_from"] == "vllm"
     assert reprice(today, EngineChoice("trtllm", "hopper", 132)).rows.equals(trt.rows)
 
 

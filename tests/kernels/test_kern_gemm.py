@@ -2,7 +2,9 @@
 
 Each output is compared with the float64 product of x and the reference's dequantized weight W_hat,
 within reference/tolerance.py's gemm_bound (from |x|, |W_hat| and K): the dequantization itself is
-exact (tests/kernels/test_kern_gemm_exact.py), so only the fp32 summation order may differ.
+exact (tests/kernels/test_kern_gemm_exact.py), so only the fp32 summation order may differ; the
+one-row group GEMV's fp16 partial sums (G a multiple of 64) within gemv_partial_bound instead
+(tests/kernels/test_kern_gemv_partial.py).
 """
 
 from __future__ import annotations
@@ -15,17 +17,17 @@ import pytest
 import torch
 
 from mpsim.engine.kernel_weights import anyprec_weight, group_weight
-from mpsim.kernels.gemm import Fp16Weight, Weight, linear
+from mpsim.kernels.gemm import Fp16Weight, GroupWeight, Weight, linear
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import gemm_group
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config
+from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config, gemv_partial_trips
 from mpsim.reference.anyprec import dequantize_anyprec, quantize_anyprec
 from mpsim.reference.exact import gemm_float64
 from mpsim.reference.gemm_anyprec import gemm_anyprec_weight_ref
 from mpsim.reference.gemm_fp16 import gemm_fp16_ref
 from mpsim.reference.gemm_group import gemm_group_weight_ref
 from mpsim.reference.group_quant import dequantize_group, quantize_group
-from mpsim.reference.tolerance import assert_close_bound, gemm_bound
+from mpsim.reference.tolerance import assert_close_bound, gemm_bound, gemv_partial_bound
 from mpsim.traces.recorder import Recorder
 
 CPU = torch.device("cpu")
@@ -62,12 +64,28 @@ def activations(m: int, k: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed + 1000).standard_normal((m, k)).astype(np.float16)
 
 
+def linear_bound(weight: Weight, w_hat: np.ndarray, x: np.ndarray,
+                 bias: np.ndarray | None) -> np.ndarray:
+    """gemm_bound, or gemv_partial_bound where the launcher's config takes the one-row group GEMV's
+    fp16 partial sums (kernels/gemv_group.py)."""
+    m, k = x.shape
+    if isinstance(weight, GroupWeight):
+        g = weight.group_size
+        cfg = gemm_config(m, w_hat.shape[0], k, weight.w_format, weight.bits, g, on_gpu=False)
+        trips = gemv_partial_trips(weight.bits, g, cfg.block_m, cfg.block_k or 1)
+        if trips > 1:
+            s_k = np.repeat(weight.scales.numpy().astype(np.float64), g, axis=1)[:, :k]
+            return gemv_partial_bound(x, w_hat, s_k, weight.bits, trips, bias)
+    return gemm_bound(x, w_hat, bias)
+
+
 def check_linear(weight: Weight, w_hat: np.ndarray, x: np.ndarray, bias: np.ndarray | None,
                  what: str) -> None:
     tb = None if bias is None else torch.from_numpy(bias)
     y = linear(torch.from_numpy(x), weight, tb)
     assert y.dtype == torch.float16 and tuple(y.shape) == (x.shape[0], w_hat.shape[0])
-    assert_close_bound(y.numpy(), gemm_float64(x, w_hat, bias), gemm_bound(x, w_hat, bias), what)
+    assert_close_bound(y.numpy(), gemm_float64(x, w_hat, bias), linear_bound(weight, w_hat, x, bias),
+                       what)
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def test_anyprec_reads_the_top_planes_only(bits: int) -> None:
 @pytest.mark.parametrize("bits", (4, 3, 2))
 def test_every_code_at_every_position_against_every_zero(bits: int) -> None:
     """At 3 and 2 bits most pairs are taken at their own bits with a per-bit magic constant and
-    offset (gemm_group._at): every code value at every slot of a chunk, against every zero value
+    offset (group_dequant._at): every code value at every slot of a chunk, against every zero value
     and scales down to the subnormal outputs, equals fp16(float32(q - z) * float32(s))."""
     levels = 1 << bits
     n, kp = levels * levels, 64

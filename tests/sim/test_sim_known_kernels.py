@@ -40,12 +40,18 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             framework_op_row(vllm.VLLM_RMS_NORM, 512, 4096),
             framework_op_row(vllm.VLLM_SILU_MUL, 512, 11008),
             framework_op_row(vllm.VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
-            framework_op_row(torch.TORCH_ADD, 512, 4096, l2_warm=True)]
+            framework_op_row(torch.TORCH_ADD, 512, 4096, l2_warm=True),
+            attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="trtllm", l2_warm=True),
+            attention_row(1, 1, 128, 32, 32, 128, 16, kernel="trtllm", l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", fp8_attention=True),
+            attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
     assert {r["kernel"] for r in rows} == set(library.EXTERNAL_KERNELS)
     res = simulate(rows_to_frame(rows), H200, cache_dir=None).launches
     assert (res["time_s"] > 0).all() and (res["time_s"] >= res["t_lower_s"]).all()
-    assert [launch_kernels(r) for r in rows] == [1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert [launch_kernels(r) for r in rows] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
+                                                 + [1] * len(library.WO_GEMM_KERNELS))
     assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)
 
 

@@ -8,7 +8,8 @@ stands for.
 
 Every kernel's time is `kernel_s` (its duration on the GPU as CUPTI would time it, the kernel floor
 included) plus `overhead_s`, the measurement protocol's cost for `launch_kernels(row)` kernels
-(mpsim/sim/protocols.py; `graph` by default). A row with `kv_append` stands for two kernels.
+(mpsim/sim/protocols.py; `graph` by default). A row with `kv_append` stands for two kernels, as do
+TensorRT-LLM's HMMA XQA and context FMHA rows (the QKV-preprocessing kernel first).
 """
 
 from __future__ import annotations
@@ -18,7 +19,20 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
-from mpsim.sim.gpu.library import cublas, fa3, machete, marlin, mpsim, torch, trtllm, turbomind, vllm
+from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
+from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
+from mpsim.sim.gpu.library import (
+    cublas,
+    fa3,
+    machete,
+    marlin,
+    mpsim,
+    sglang,
+    torch,
+    trtllm,
+    turbomind,
+    vllm,
+)
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import LaunchWork
 
@@ -31,7 +45,7 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
     "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
-    "turbomind": turbomind.WORK}
+    "turbomind": turbomind.WORK, "sglang": sglang.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -59,7 +73,12 @@ def work_for(kernel: str) -> WorkBuilder:
 
 def launch_kernels(row: Mapping[str, Any]) -> int:
     """How many GPU kernels one launch row stands for (what a per-kernel protocol cost multiplies)."""
-    if str(row["kernel"]) in (FA3_DECODE, FA3_PREFILL):
+    kernel = str(row["kernel"])
+    if kernel in (FA3_DECODE, FA3_PREFILL, SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL):
         cfg = json.loads(str(row["config"]))
         return 1 + int(bool(cfg.get("kv_append", 0)))
+    if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
+        return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
+    if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
+        return 2
     return 1

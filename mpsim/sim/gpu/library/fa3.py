@@ -20,10 +20,12 @@ L2 across replays (decode rows: 33.5 MB caches stream at ~5 TB/s on H200, 67 MB 
 Split launches pay the combine of the partial outputs; every launch pays the rest of vLLM's decode
 op (`decode_scope_us`).
 
-Prefill (causal): 128-row query tiles visit 128-key tiles up to the diagonal, qt(qt+1)/2 tile pairs
-per (sequence, head), at `prefill_eta` of the tensor rate (softmax hidden by the ping-pong
-warpgroups); the persistent scheduler deals CTAs longest first, so each SM's share is the larger of
-(all pairs / SMs) and the longest CTA, plus a prologue/epilogue per query-tile CTA.
+Prefill (causal): 128-row query tiles visit 128-key tiles up to the diagonal (`causal_tiles`:
+qt(qt+1)/2 tile pairs per (sequence, head); with pack-GQA a tile holds the rows of `group` query
+heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate
+(softmax hidden by the ping-pong warpgroups); the persistent scheduler deals CTAs longest first, so
+each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a prologue/epilogue per
+query-tile CTA.
 
 KV append (`kv_append` in the config: the measured op also wrote the new tokens' K and V with
 reshape_and_cache_flash): one block of min(kv_heads x head_dim, 512) threads per token, latency
@@ -118,16 +120,24 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
+def causal_tiles(q: int, group: int, bm: int, bn: int) -> int:
+    """Key tiles a causal prefill's query tiles visit, one (sequence, head): a tile of `bm` rows
+    (packed: `group` query heads per token) reaches the keys up to its last row's token."""
+    return sum(cdiv(min(q, ((j + 1) * bm - 1) // group + 1), bn) for j in range(cdiv(q * group, bm)))
+
+
 def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                      p: SimParams, resident: float) -> LaunchWork:
     b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
                                              "head_dim"))
     bm, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    qt = cdiv(q, bm)
-    pairs = b * hq * qt * (qt + 1) // 2 * bm // bn
-    ctas = b * hq * qt * splits
+    heads = hk if int(cfg.get("pack_gqa", 0)) else hq
+    group = hq // heads
+    qt = cdiv(q * group, bm)
+    pairs = b * heads * causal_tiles(q, group, bm, bn)
+    ctas = b * heads * qt * splits
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(qt, splits))
+    per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(q, bn), splits))
     trip = Trip(load_bytes=bn * d * 2 * FP16, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_eta=p.fa3.prefill_eta)
     io = FP16 * b * q * d * (hq + 2 * hk)   # Q, K, V read once (re-reads of K/V hit in L2)

@@ -14,6 +14,8 @@ lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to
 co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
 the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
 loop. Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
+The attention op's kernels (XQA, MMHA, context FMHA): trtllm_attention.py, constants in the same
+TrtllmParams.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.trtllm import TRTLLM_FPAINTB, TRTLLM_WO_GEMV
+from mpsim.sim.gpu.library.trtllm_attention import WORK as ATTENTION_WORK
 from mpsim.sim.gpu.library.trtllm_fpaintb import fpaintb_work
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -53,6 +56,29 @@ class TrtllmParams:
     fpaintb_tile_ns: float = 2500.0      # per output tile, not hidden (prologue fill, epilogue)
     fpaintb_fixed_ns: float = 3000.0     # per profiled layer beyond the floor and the protocol's cost
     fpaintb_fixup_ns: float = 1121.0     # stream-K fix-up: cublas.sk_fixup_us (not refitted)
+    # ---- the attention op (trtllm_attention.py): fitted on TRT-LLM 1.3.0rc20 H200 rows (stratified
+    # samples of h200_sxm/attention/trtllm/1.3.0rc20, seed 23), checked on H100's (docs/validation.md)
+    xqa_softmax_ops: float = 12.16     # fp32 lane-ops per score, padded query rows included
+    gmma_trip_ns: float = 515.5       # GMMA kernel, per 64-key tile: page lookup + dependent load
+    gmma_cta_ns: float = 200.2       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
+    hmma_trip_ns: float = 359.7       # HMMA kernel, per 64-key tile
+    hmma_cta_ns: float = 7239.0       # HMMA kernel, per CTA: Q load, O write
+    xqa_head_ns: float = 68.27        # per CTA per query head of the group (x head_dim / 128):
+    #                                   Q load and RoPE, the output's conversion and store
+    xqa_combine_us: float = 1.753      # multi-block: the last CTA's merge of the partial outputs
+    xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
+    xqa_prep_us: float = 0.0          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
+    mmha_ops: float = 1.323             # fp32 lane-ops per K or V element per query head
+    mmha_fp8_ops: float = 1.009        # extra lane-ops per e4m3 element: its conversion
+    mmha_trip_ns: float = 2356.0       # per 128-key loop of a CTA: dependent loads
+    mmha_cta_ns: float = 1266.0       # per CTA: Q load, RoPE, KV append, O write
+    mmha_combine_us: float = 5.893      # multi-block: reduction of the tiles' partials
+    mmha_scope_us: float = 3.207        # the op's fixed cost
+    fmha_eta: float = 0.5312            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.4192         # the same for the FP8 FMHA (share of the fp8 peak)
+    fmha_tile_ns: float = 3918.0      # per query-tile CTA: prologue and epilogue
+    fmha_scope_us: float = 5.189        # the op's fixed cost (metadata, launches)
+    prep_round_ns: float = 1416.0     # QKV preprocessing (RoPE + KV append): one round of blocks
 
 
 MAX_CTAS_PER_SM = 16
@@ -78,4 +104,4 @@ def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
 
 
-WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work}
+WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work, **ATTENTION_WORK}

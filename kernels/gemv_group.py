@@ -1,0 +1,80 @@
+"""The group formats' GEMV (M <= 16 rows): y = x @ W_hat.T (+ b), split-K over programs.
+
+One activation row, 4 bits or fewer, and K tiles narrower than the group (the launcher's 128 x 32):
+the scale and zero leave the per-weight loop. Per weight lane, T K tiles of one group (T = 4 when
+the group holds a multiple of 4 tiles, else 2, else 1: partial_trips) are summed in fp16,
+p = sum_t x (q - z) 2^-E (the unscaled (q - z) 2^-E exact, group_dequant.py; one HFMA2 per two
+weights), then added to the fp32 lane sum once: acc += fp32(p) * (s 2^E). E = ceil(log2(T (2^b - 1)))
+(partial_exp) keeps |p| <= 65504 for every finite fp16 x (|x| <= 65504), so the partial sum cannot
+overflow. docs/numerics.md derives the bound (reference/tolerance.py::gemv_partial_bound); the
+numba twin is reference/gemv_group.py::gemv_group_partial_ref.
+Otherwise (8 bits, more rows, a K tile of a whole group or more) every weight is dequantized to its
+exact fp16 W_hat and multiplied in fp32 (gemm_common.mma_rows), as the tiled GEMM does.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from mpsim.kernels.gemm_common import gemv_acc, gemv_total, load_x_gemv, mma_rows, splitk_finish
+from mpsim.kernels.group_dequant import _group_w_tile
+from mpsim.kernels.launch_config import gemv_partial_trips
+
+partial_trips = triton.constexpr_function(gemv_partial_trips)
+
+
+@triton.constexpr_function
+def partial_exp(bits, trips):
+    """E = ceil(log2(trips * (2^bits - 1))): |p| <= trips (2^b - 1) 2^-E 65504 <= 65504."""
+    return (trips * ((1 << bits) - 1) - 1).bit_length()
+
+
+@triton.jit
+def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
+                  stride_sn, BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, T: tl.constexpr):
+    """fp32 lane sums (BLOCK_N, BLOCK_K) of one activation row over [k_lo, k_hi) (whole groups)."""
+    E: tl.constexpr = partial_exp(BITS, T)
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in range(k_lo, k_hi, BLOCK_K * T):
+        p = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float16)
+        for t in tl.static_range(T):
+            d = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP, stride_qn,
+                              stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False, E, k0)
+            offs_k = k0 + t * BLOCK_K + tl.arange(0, BLOCK_K)
+            x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
+            p += d * x[None, :]
+        s = tl.load(s_ptr + offs_n * stride_sn + k0 // GROUP, mask=offs_n < N, other=0.0)
+        acc += p.to(tl.float32) * (s.to(tl.float32) * (1 << E))[:, None]
+    return acc
+
+
+@triton.jit
+def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
+                      M, N, K, KP, K_PER_SPLIT,
+                      stride_xm, stride_qn, stride_sn, stride_om,
+                      BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      SPLIT_K: tl.constexpr):
+    """Few rows: program (n tile, K split) unpacks its BLOCK_N packed rows over its share of KP
+    (K_PER_SPLIT a multiple of the group when K tiles are narrower: gemm_group's launcher)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    k_lo = pid_k * K_PER_SPLIT
+    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
+    if T > 1:
+        acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
+                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T)
+    else:
+        acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
+                              BITS, GROUP, BLOCK_N, BLOCK_K, True)
+            x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
+            acc = mma_rows(w, x, acc, BLOCK_M)
+    splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
+                  pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)

@@ -1,0 +1,244 @@
+"""The group formats' dequantization in Triton: packed int32 words -> fp16 (q - z) s, or (q - z) 2^-E.
+
+Codes are extracted two at a time (docs/formats.md's pair layout: even codes of a unit in the low
+16-bit half, odd codes in the high half; b = 3 as 32 codes per 3-word triple): one shift and one mask
+per pair at 8 and 4 bits (and in the tiled GEMM); at 3 and 2 bits (GEMVs, exact parts) one mask per
+pair taken at its own bits of the fp16 mantissa (_at). Scaled, the tile is exactly the bits of
+reference/group_quant.py::dequantize_group; unscaled it is (q - z) 2^-E, exact, for the one-row
+GEMV's fp16 partial sums (kernels/gemv_group.py). Used by gemm_group.py and gemv_group.py.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _pair(units, j: tl.constexpr, BITS: tl.constexpr, E: tl.constexpr):
+    """Pair j of every unit: (unit >> b*j) & (2^b - 1) * 0x10001 | the exponent of 2^(10-E) per half
+    (0x64006400 at E = 0): each half is 2^(10-E) + code * 2^-E (uint32)."""
+    MAGIC: tl.constexpr = ((25 - E) << 10) * 0x10001
+    return ((units >> (BITS * j)) & (((1 << BITS) - 1) * 0x10001)) | MAGIC
+
+
+@triton.jit
+def _pairs_fp16(units, BITS: tl.constexpr, E: tl.constexpr):
+    """(..., U) uint32 units -> (..., U, P) fp16 (1024 + code) 2^-E, P codes per unit (packing.py).
+
+    One shift and one mask per PAIR of codes (_pair): the 16-bit halves are the fp16 numbers
+    1024 + code 2j (low) and 1024 + code 2j+1 (high). The pairs are joined with immediate shifts
+    (a broadcast shift vector spreads the pairs of one word over several threads), and the halves
+    taken as two 16-bit lanes: a 32->16-bit bitcast is what the interpreter cannot do; the compiler
+    reads these truncations as the halves of the one register.
+    """
+    NP: tl.constexpr = (8 if BITS == 3 else 32 // BITS) // 2
+    if NP == 2:
+        pair = tl.join(_pair(units, 0, BITS, E), _pair(units, 1, BITS, E))
+    elif NP == 4:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
+        pair = tl.join(tl.join(_pair(units, 0, BITS, E), _pair(units, 2, BITS, E)),
+                       tl.join(_pair(units, 1, BITS, E), _pair(units, 3, BITS, E)))
+    else:
+        pair = tl.join(tl.join(tl.join(_pair(units, 0, BITS, E), _pair(units, 4, BITS, E)),
+                               tl.join(_pair(units, 2, BITS, E), _pair(units, 6, BITS, E))),
+                       tl.join(tl.join(_pair(units, 1, BITS, E), _pair(units, 5, BITS, E)),
+                               tl.join(_pair(units, 3, BITS, E), _pair(units, 7, BITS, E))))
+    lo = pair.to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pair >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _join4(a, b, c, d):
+    """(..., 4) in the order a, b, c, d (join(join(a, c), join(b, d)) flattens that way)."""
+    return tl.join(tl.join(a, c), tl.join(b, d))
+
+
+@triton.jit
+def _at(word, k: tl.constexpr, BITS: tl.constexpr, c0, s, E: tl.constexpr):
+    """The code pair at bits k.. of each 16-bit half of `word` (k + BITS <= 10), without a shift:
+    OR-ing the fp16 exponent of 2^(10-k-E) makes each half exactly (2^(10-k) + code) 2^-E (the code
+    is the mantissa's bits k..); minus (2^(10-k) + z) 2^-E (from c0: at 3 bits, and at 2 bits with
+    E > 0, c0 = (1024 + z) 2^-E and an exact fp16 add; at 2 bits with E = 0 c0 = 1024 + z and the
+    bits (0x6400 + z) << k plus a constant, off the fp32 pipe) that is (q - z) 2^-E exactly; times s
+    (1.0 when unscaled: folded away) it is rounded once, as the reference does. In the partial
+    sums (E > 0) the integer form issued more (2 bits, 256 x 32: 3.45 against 3.39 slots per
+    weight). Returns (low half, high half) fp16."""
+    MAGIC: tl.constexpr = ((25 - k - E) << 10) * 0x10001
+    FP: tl.constexpr = E > 0
+    p = (word & ((((1 << BITS) - 1) << k) * 0x10001)) | MAGIC
+    lo = p.to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (p >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    if k == 0 and (E == 0 or BITS == 3 or FP):
+        c = c0
+    elif BITS == 3 or FP:
+        c = c0 + ((1 << (10 - k)) - 1024.0) / (1 << E)
+    else:
+        C: tl.constexpr = (((25 - k - E) << 10) - (0x6400 << k)) & 0xFFFF
+        c = ((c0.to(tl.uint16, bitcast=True) << k) + C).to(tl.uint16).to(tl.float16, bitcast=True)
+    return (lo - c) * s, (hi - c) * s
+
+
+@triton.jit
+def _dequant2(w0, w1, zc, s, E: tl.constexpr):
+    """2-bit chunk (two words): pairs 0..3 of a word at bits 0, 2, 4, 6 as they are, pairs 4..7 at
+    the same bits of word >> 8: one shift per 16 codes (_at). (BLOCK_N, NC, 32) fp16 W_hat."""
+    u = tl.join(w0, w1)
+    t = u >> 8
+    zc, s = zc[:, :, None], s[:, :, None]  # zc: 1024 + z (_at's c0)
+    l0, h0 = _at(u, 0, 2, zc, s, E)
+    l1, h1 = _at(u, 2, 2, zc, s, E)
+    l2, h2 = _at(u, 4, 2, zc, s, E)
+    l3, h3 = _at(u, 6, 2, zc, s, E)
+    l4, h4 = _at(t, 0, 2, zc, s, E)
+    l5, h5 = _at(t, 2, 2, zc, s, E)
+    l6, h6 = _at(t, 4, 2, zc, s, E)
+    l7, h7 = _at(t, 6, 2, zc, s, E)
+    lo = tl.join(_join4(l0, l2, l4, l6), _join4(l1, l3, l5, l7))
+    hi = tl.join(_join4(h0, h2, h4, h6), _join4(h1, h3, h5, h7))
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _unit3(w, zc, s, E: tl.constexpr):
+    """Pairs 0..3 of a 3-bit word's unit (low, high halves): bits 0, 3, 6 as they are, 9 shifted."""
+    l0, h0 = _at(w, 0, 3, zc, s, E)
+    l1, h1 = _at(w, 3, 3, zc, s, E)
+    l2, h2 = _at(w, 6, 3, zc, s, E)
+    l3, h3 = _at(w >> 9, 0, 3, zc, s, E)
+    return l0, h0, l1, h1, l2, h2, l3, h3
+
+
+@triton.jit
+def _dequant3(w0, w1, w2, zc, s, E: tl.constexpr):
+    """3-bit chunk (three words): units 0..2 are the words (_unit3); unit 3 is in their top nibbles,
+    at bits 3..6 of w >> 9: pair 0 bits 3..5 of w0 >> 9, pair 3 bits 4..6 of w2 >> 9, pairs 1 and
+    2 straddle two nibbles, joined at bits 6..8 and 5..7 with one more shift. (BN, NC, 32) fp16."""
+    a0, b0, a1, b1, a2, b2, a3, b3 = _unit3(w0, zc, s, E)
+    c0, d0, c1, d1, c2, d2, c3, d3 = _unit3(w1, zc, s, E)
+    e0, f0, e1, f1, e2, f2, e3, f3 = _unit3(w2, zc, s, E)
+    s0, s1, s2 = w0 >> 9, w1 >> 9, w2 >> 9
+    g0, k0 = _at(s0, 3, 3, zc, s, E)
+    g1, k1 = _at((s0 & 0x00400040) | ((s1 << 4) & 0x01800180), 6, 3, zc, s, E)
+    g2, k2 = _at((s1 & 0x00600060) | ((s2 << 4) & 0x00800080), 5, 3, zc, s, E)
+    g3, k3 = _at(s2, 4, 3, zc, s, E)
+    lo = _join4(_join4(a0, c0, e0, g0), _join4(a1, c1, e1, g1), _join4(a2, c2, e2, g2),
+                _join4(a3, c3, e3, g3))
+    hi = _join4(_join4(b0, d0, f0, k0), _join4(b1, d1, f1, k1), _join4(b2, d2, f2, k2),
+                _join4(b3, d3, f3, k3))
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _chunk_word(base, i: tl.constexpr, mask):
+    """Word i of every 32-code chunk of the tile, as uint32 (0 where masked)."""
+    return tl.load(base + i, mask=mask, other=0).to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, E: tl.constexpr):
+    """(1024 + code) 2^-E (fp16) of columns k0.. (k0 a multiple of 32), 1024 outside N x KP, as (BLOCK_N,
+    chunks, 32), with each chunk's first column (a chunk never straddles a group: 32 divides G).
+
+    Every width loads the BITS words of a chunk as BITS tiles (word i of every chunk) and joins them
+    into the chunk's units (the words; at 3 bits unit 3 is gathered from the top nibbles of the
+    three). Loading a (BLOCK_N, words) tile instead let LLVM's vectorizer pair the low halves of
+    different words into one f16x2 register, two PRMTs per code pair (about 0.9 ALU lanes per
+    weight in the sm_90a SASS); with joined units each pair's halves stay in one register.
+    """
+    n_mask = offs_n < N
+    NC: tl.constexpr = BLOCK_K // 32
+    offs_c = k0 // 32 + tl.arange(0, NC)
+    mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
+    base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
+    w0 = _chunk_word(base, 0, mask)
+    w1 = _chunk_word(base, 1, mask)
+    if BITS == 2:
+        units = tl.join(w0, w1)
+    else:
+        w2 = _chunk_word(base, 2, mask)
+        if BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
+            w3 = ((w0 >> 12) & 0x000F000F) | ((w1 >> 8) & 0x00F000F0) | ((w2 >> 4) & 0x0F000F00)
+        else:
+            w3 = _chunk_word(base, 3, mask)
+        if BITS == 8:  # three joins flatten (a, b, c) to 4a + 2b + c
+            units = tl.join(tl.join(tl.join(w0, _chunk_word(base, 4, mask)),
+                                    tl.join(w2, _chunk_word(base, 6, mask))),
+                            tl.join(tl.join(w1, _chunk_word(base, 5, mask)),
+                                    tl.join(w3, _chunk_word(base, 7, mask))))
+        else:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
+            units = tl.join(tl.join(w0, w2), tl.join(w1, w3))
+    U: tl.constexpr = 4 if BITS == 3 else BITS
+    qh = tl.reshape(_pairs_fp16(tl.reshape(units, (BLOCK_N, NC, U)), BITS, E), (BLOCK_N, NC, 32))
+    return qh, offs_c * 32
+
+
+@triton.jit
+def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
+                  BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, AT_BITS: tl.constexpr, SCALED: tl.constexpr = True,
+                  E: tl.constexpr = 0, k_group=None):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group;
+    unscaled (SCALED False): (q - z) 2^-E, exact (the one-row GEMV's partial sums, gemv_group.py).
+
+    No int-to-float conversion: extracted pairs are fp16 numbers (c + q) 2^-E, c = 1024
+    (_pairs_fp16) or 2^(10-k) (_at, AT_BITS at 3 and 2 bits: GEMV and exact parts; the tiled GEMM
+    keeps the shifts, the other form's SASS being larger at its tiles); minus (c + z) 2^-E (exact)
+    that is (q - z) 2^-E, and one fp16 multiply by s (E = 0) rounds the exact product once, as the
+    reference's exact fp32 product rounded to fp16 does. Scales and zeros load once per chunk (or
+    row), not per weight; with k_group (a column of the same group: the one-row GEMV's run start)
+    every K tile of a run loads them from one address, so the compiler loads z and derives its
+    offsets once per run (sm_90a, 256 x 32: 3.95 -> 3.75, 3.87 -> 3.58, 3.63 -> 3.39 slots per
+    weight at 4, 3, 2 bits).
+    """
+    if AT_BITS and BITS <= 3:
+        w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
+                        BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group)
+    else:
+        qh, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N,
+                                     BLOCK_K, E)
+        if k_group is not None:  # noqa: SIM108 (a static branch) one address per run
+            offs_g = k_group // GROUP + tl.arange(0, 1)
+        else:
+            offs_g = first_col // GROUP
+        mask = (offs_n[:, None] < N) & (offs_g[None, :] < KP // GROUP)
+        sz = offs_n[:, None] * stride_sn + offs_g[None, :]
+        z = ((tl.load(z_ptr + sz, mask=mask, other=0.0) + 1024.0) * (1.0 / (1 << E)))[:, :, None]
+        if SCALED:  # noqa: SIM108 (a static branch on a constexpr)
+            w = (qh - z) * tl.load(s_ptr + sz, mask=mask, other=0.0)[:, :, None]
+        else:
+            w = qh - z
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
+def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
+                BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr, SCALED: tl.constexpr, E: tl.constexpr, k_group=None):
+    """_group_w_tile at 2 and 3 bits, pairs taken at their own bits (_dequant2/3): (BN, NC, 32)."""
+    NC: tl.constexpr = BLOCK_K // 32
+    offs_c = k0 // 32 + tl.arange(0, NC)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
+    base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
+    if k_group is not None:  # the caller's column of the same group (one address per run)
+        offs_g = k_group // GROUP + tl.arange(0, 1)
+    elif BLOCK_K <= GROUP:  # one group per row: (s, z) per row
+        offs_g = k0 // GROUP + tl.arange(0, 1)
+    else:
+        offs_g = offs_c * 32 // GROUP
+    gmask = n_mask[:, None] & (offs_g[None, :] < KP // GROUP)
+    sz = offs_n[:, None] * stride_sn + offs_g[None, :]
+    if SCALED:  # noqa: SIM108 (a static branch on a constexpr)
+        s = tl.load(s_ptr + sz, mask=gmask, other=0.0)
+    else:  # a splat of ones: the multiplies by it fold away
+        s = tl.full(sz.shape, 1.0, tl.float16)
+    zc = tl.load(z_ptr + sz, mask=gmask, other=0.0) + 1024.0  # c0 of _at
+    w0 = _chunk_word(base, 0, mask)
+    w1 = _chunk_word(base, 1, mask)
+    if BITS == 2:
+        w = _dequant2(w0, w1, zc * (1.0 / (1 << E)), s, E)
+    else:
+        w = _dequant3(w0, w1, _chunk_word(base, 2, mask), zc * (1.0 / (1 << E)), s, E)
+    return w

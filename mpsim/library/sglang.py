@@ -1,0 +1,42 @@
+"""SGLang's FA3 attention backend: kernel names and the row builder (`attention_row(...,
+kernel="sglang")`); mpsim/sim/gpu/library/sglang.py prices the rows.
+
+SGLang 0.5.14 on sm_90 runs FlashAttention-3 (sgl-kernel's flash_attn_with_kvcache, page size 1)
+inside its RadixAttention layer: the KV store, then the kernel, no RoPE (aiconfigurator
+collector/sglang/collect_attn.py). The kernels are the ones vLLM runs, so the rows take FA3's configs
+(mpsim/library/fa3.py: split heuristic, pack-GQA) under SGLang's names; what differs is the op around
+them, priced in SGLang's room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mpsim.errors import MpsimInputError
+from mpsim.library.fa3 import fa3_decode_config, fa3_prefill_config
+from mpsim.library.rows import Row, apply_config, attention_shape
+
+SGLANG_FA3_DECODE = "sglang_fa3_decode"
+SGLANG_FA3_PREFILL = "sglang_fa3_prefill"
+KERNELS = (SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL)
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+    """A `sglang_fa3_decode` (q_len 1; 16-bit or fp8 KV) or `sglang_fa3_prefill` (kv_len == q_len)
+    row; the KV store is always part of SGLang's op (`kv_append` implied)."""
+    if kv_bits not in (16, 8) or fp8_attention:
+        raise MpsimInputError("attention: SGLang's FA3 rows have a 16-bit or fp8 KV cache and bf16 "
+                              "attention compute")
+    if q_len == 1:
+        cfg = replace(fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=True,
+                                        l2_warm=l2_warm, sms=sms), kernel=SGLANG_FA3_DECODE)
+    elif kv_len != q_len:
+        raise MpsimInputError("attention: SGLang prefill rows attend within the prompt (kv_len == q_len)")
+    else:
+        cfg = replace(fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True,
+                                         sms=sms), kernel=SGLANG_FA3_PREFILL)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row["kv_block"] = None
+    return apply_config(row, cfg)

@@ -1,0 +1,158 @@
+"""TensorRT-LLM's attention op (part of the trtllm room, mpsim/library/trtllm.py): kernel names, the
+dispatch rule, launch configs and the row builder (`attention_row(..., kernel="trtllm")`);
+mpsim/sim/gpu/library/trtllm_attention.py prices the rows.
+
+TensorRT-LLM's generation (decode) attention on Hopper, PyTorch flow (`TrtllmAttention`), picks its
+kernel per call; `trtllm_decode_kernel` is that rule, read from the source (NVIDIA/TensorRT-LLM,
+cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/; docs/validation.md "Which kernel stands
+for a row" cites each file):
+
+- XQA is eligible (decoderXQAImplJIT/kernelUtils.cpp supportConfigCommon / QGMMA / HMMA) when the
+  query heads are a multiple of the KV heads, the layout is not vanilla MHA (heads == kv_heads: "Do
+  not use XQA kernel for vanilla MHA case for performance reasons"), head_dim % 16 == 0 and
+  16 <= head_dim <= 256, heads / kv_heads <= 32, beam width 1 and paged blocks of 8..128 tokens.
+- Among eligible calls, XQA runs when it "may have a perf gain" (decoderXQARunner.cpp
+  mayHavePerfGain): kv_heads x batch x max(1, history // 128) x 4 >= SMs (kMinHistoryTokensPerBlock
+  128, kEnableMinBlockFactor 4, decoderXQAConstants.h), or whatever the gain when the cache is fp8
+  e4m3 with a bf16/fp16 input ("MMHA does not support this combination", shouldUse); otherwise the
+  masked multi-head attention kernel (MMHA) runs.
+- XQA's kernel: on sm_90 with an e4m3 cache the Hopper warp-specialized GMMA kernel (RoPE and the
+  KV append inside the kernel, appliesRoPEInXqaKernel), else the HMMA (mma.sync) kernel after the
+  QKV-preprocessing kernel (RoPE + KV append, invokeQKVPreprocessing).
+- XQA's split-KV ("multi-block") count (decoderXQAImplCommon.h computeMultiBlockCount): history //
+  128, capped at round(sqrt(8 x that)), at least 1, divided by (kv_heads x batch x count / SMs) / 8
+  when that wave count exceeds 8 (kTargetWaveFactor), at most 6000 // batch.
+- MMHA (decoderMaskedMultiheadAttentionLaunch.h multi_block_grid_setup): one CTA per (sequence, query
+  head, KV tile); tiles = clamp(ceil(SMs x blocks/SM / (batch x heads)), 1, ceil(kv_len / (threads /
+  threads-per-value x 8))). RoPE and the KV append happen inside the kernel.
+
+The context (prefill) phase runs the fused context FMHA (fmha_v2 on sm_90: warp-specialized, 64- or
+128-row query tiles over 128-key tiles, causal) after the same QKV preprocessing (RoPE + KV append;
+the collector turns XQA JIT off for it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from mpsim.errors import MpsimInputError
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
+from mpsim.library.rows import Row, apply_config, attention_shape
+
+TRTLLM_XQA = "trtllm_xqa_decode"
+TRTLLM_MMHA = "trtllm_mmha_decode"
+TRTLLM_FMHA = "trtllm_context_fmha"
+ATTENTION_KERNELS = (TRTLLM_XQA, TRTLLM_MMHA, TRTLLM_FMHA)
+
+XQA_MIN_HISTORY_PER_BLOCK = 128   # kMinHistoryTokensPerBlock (decoderXQAConstants.h)
+XQA_ENABLE_MIN_BLOCK_FACTOR = 4   # kEnableMinBlockFactor
+XQA_TARGET_WAVE_FACTOR = 8        # kTargetWaveFactor
+XQA_MAX_SUB_SEQ = 6000            # getXqaMaxNumSubSeq (non-MLA)
+XQA_MAX_GROUP = 32                # head_grp_size x beam_width <= 32 (kernelUtils.cpp)
+XQA_TILE = 64                     # keys per inner-loop tile (assumption: the kernels' source not read)
+MMHA_THREADS = 256                # threads per block for head_dim <= 128 (assumption)
+MMHA_BLOCKS_PER_SM = 4            # occupancy of the MMHA kernel (assumption, not read)
+MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
+FMHA_BLOCK_M = 128                # context FMHA query rows per CTA (fmha_v2 sm90 warp-specialized)
+FMHA_BLOCK_N = 128                # keys per tile
+
+
+def xqa_eligible(heads: int, kv_heads: int, head_dim: int, beam: int = 1) -> bool:
+    """kernelUtils.cpp supportConfigCommon + supportConfigHMMA's shape limits (beam 1, paged 64)."""
+    if kv_heads < 1 or heads % kv_heads or heads == kv_heads or beam != 1:
+        return False
+    return head_dim % 16 == 0 and 16 <= head_dim <= 256 and heads // kv_heads <= XQA_MAX_GROUP
+
+
+def trtllm_decode_kernel(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int,
+                         kv_fp8: bool, sms: int = GPU_SMS) -> str:
+    """TRTLLM_XQA or TRTLLM_MMHA: the kernel TensorRT-LLM's generation attention runs (sm_90)."""
+    if not xqa_eligible(heads, kv_heads, head_dim):
+        return TRTLLM_MMHA
+    if kv_fp8:   # MMHA has no bf16-input / e4m3-cache path: XQA whatever the gain
+        return TRTLLM_XQA
+    blocks = max(1, (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK)
+    gain = kv_heads * batch * blocks * XQA_ENABLE_MIN_BLOCK_FACTOR >= sms
+    return TRTLLM_XQA if gain else TRTLLM_MMHA
+
+
+def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) -> int:
+    """computeMultiBlockCount (decoderXQAImplCommon.h), history = the keys before the new one."""
+    count = (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK
+    count = min(count, round(math.sqrt(count * 8.0)))
+    count = max(count, 1)
+    adj = batch * kv_heads * count / sms / XQA_TARGET_WAVE_FACTOR
+    if adj > 1.0:
+        count = math.floor(count / adj)
+    return max(min(max(count, 1), XQA_MAX_SUB_SEQ // batch), 1)
+
+
+def xqa_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
+               sms: int = GPU_SMS) -> LaunchConfig:
+    """XQA: one CTA per (multi-block split, KV head, sequence); the KV head's query group padded to
+    the MMA's M (GMMA: 64 rows; HMMA: 16, or 32 for groups over 16, the cubins' m_16 / m_32);
+    `gmma` 1 for the Hopper fp8-cache kernel (RoPE + KV append fused), 0 for HMMA after the
+    preprocessing kernel."""
+    group = heads // kv_heads
+    gmma = kv_fp8
+    rows = 64 if gmma else (16 if group <= 16 else 32)
+    splits = xqa_multi_block(batch, kv_heads, kv_len, sms)
+    return LaunchConfig(TRTLLM_XQA, (splits, kv_heads, batch), rows, XQA_TILE, head_dim,
+                        12 if gmma else 8, 2, splits, extra=(("gmma", int(gmma)),))
+
+
+def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = GPU_SMS) -> int:
+    per_value = max(1, head_dim * 2 // 16)      # threads_per_value: 16 bytes of a bf16 row each
+    per_loop = cdiv(MMHA_THREADS, per_value) * MMHA_UNROLL
+    balanced = cdiv(sms * MMHA_BLOCKS_PER_SM, batch * heads)
+    return max(1, min(balanced, cdiv(kv_len, per_loop)))
+
+
+def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
+                sms: int = GPU_SMS) -> LaunchConfig:
+    """MMHA: one CTA of 256 threads per (KV tile, query head, sequence)."""
+    splits = mmha_splits(batch, heads, head_dim, kv_len, sms)
+    return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, MMHA_UNROLL * 16, head_dim,
+                        MMHA_THREADS // 32, 1, splits)
+
+
+def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,
+                kv_fp8: bool) -> LaunchConfig:
+    """The context FMHA: one CTA per (128-row query tile, head, sequence), causal; `fp8` 1 for the
+    FP8 FMHA (e4m3 Q/K/V, fp8 MMAs), `kv_fp8` 1 when the KV append writes an e4m3 cache. With an
+    e4m3 cache the FP8 FMHA runs too: on sm_90 TrtllmAttention forces the paged context FMHA, which
+    reads K/V from the e4m3 cache (the collector's note on trtllm.py:1434 and attentionOp.cpp
+    `hasFp8KvCache() && use_paged_context_fmha` at 1.3.0rc20; the rows agree: priced as a bf16 FMHA,
+    long fp8-cache prompts came out 24% slow)."""
+    q_tiles = cdiv(q_len, FMHA_BLOCK_M)
+    return LaunchConfig(TRTLLM_FMHA, (q_tiles, heads, batch), FMHA_BLOCK_M, FMHA_BLOCK_N, head_dim,
+                        12, 2, 1, extra=(("fp8", int(fp8 or kv_fp8)), ("kv_fp8", int(kv_fp8))))
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
+                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+    """A TensorRT-LLM attention op row: the context FMHA for a prompt (q_len = kv_len; a one-token
+    prompt included), else XQA or MMHA by the dispatch rule; 8-bit KV is e4m3 (decode and the
+    context's append), `fp8_attention` the FP8 context FMHA. RoPE and the KV append are inside the
+    op (`kv_append` is implied); `l2_warm`: replayed back to back."""
+    if kv_bits not in (16, 8):
+        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
+                              f"got {kv_bits} bits")
+    if q_len > 1 and kv_len != q_len:
+        raise MpsimInputError("attention: TensorRT-LLM context rows attend within the prompt "
+                              "(kv_len == q_len)")
+    fp8_kv = kv_bits == 8
+    if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
+        cfg = fmha_config(batch, q_len, heads, kv_heads, head_dim, fp8_attention, fp8_kv)
+    elif fp8_attention:
+        raise MpsimInputError("attention: fp8_attention describes TensorRT-LLM's context FMHA")
+    else:
+        pick = trtllm_decode_kernel(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+        build = xqa_config if pick == TRTLLM_XQA else mmha_config
+        cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+        cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row["kv_block"] = None
+    return apply_config(row, cfg)

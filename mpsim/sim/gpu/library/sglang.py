@@ -1,0 +1,51 @@
+"""SGLang's FA3 attention backend (`sglang_fa3_decode`, `sglang_fa3_prefill` rows) as CTA work (names
+and row builder: mpsim/library/sglang.py).
+
+SGLang 0.5.14 on sm_90 runs FlashAttention-3 (sgl-kernel's flash_attn_with_kvcache, page size 1)
+inside its RadixAttention layer: the KV store (set_kv_buffer, a copy into the token pool) and then
+the kernel; with an fp8 cache FA3 casts Q to fp8 itself. The kernels are vLLM's FA3 (fa3.py: tiles,
+split heuristic, pack-GQA, the KV-append kernel's shape), so the work is FA3's; what differs is the
+op around them: its metadata and launches (`decode_scope_us`, `prefill_scope_us`) and the fp8
+path's Q cast (`fp8_extra_us`). Constants: SglangParams (SimParams.sglang), fitted on SGLang 0.5.14
+H200 rows (stratified samples of h200_sxm/attention/sglang/0.5.14, seed 23; docs/validation.md);
+everything else is FA3's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
+from mpsim.sim.gpu.library.fa3 import fa3_decode_work, fa3_prefill_work
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class SglangParams:
+    """SGLang's FA3 backend (SimParams.sglang, `--fit-params sglang.NAME`)."""
+
+    decode_scope_us: float = 1.549     # the rest of SGLang's decode attention op
+    fp8_extra_us: float = 3.179        # fp8 KV: the query cast and the fp8 store
+    prefill_scope_us: float = 0.0    # the rest of SGLang's prefill attention op
+
+
+def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
+                           r: GpuRates, p: SimParams, resident: float) -> LaunchWork:
+    s = p.sglang
+    fa3 = replace(p.fa3, decode_scope_us=s.decode_scope_us, fp8_extra_us=s.fp8_extra_us)
+    return fa3_decode_work(row, cfg, grid, r, replace(p, fa3=fa3), resident)
+
+
+def sglang_fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
+                            r: GpuRates, p: SimParams, resident: float) -> LaunchWork:
+    fa3 = replace(p.fa3, prefill_scope_us=p.sglang.prefill_scope_us)
+    return fa3_prefill_work(row, cfg, grid, r, replace(p, fa3=fa3), resident)
+
+
+WORK = {SGLANG_FA3_DECODE: sglang_fa3_decode_work, SGLANG_FA3_PREFILL: sglang_fa3_prefill_work}

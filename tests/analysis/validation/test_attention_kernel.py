@@ -1,0 +1,59 @@
+"""Validation prices each attention row with the kernel that ran it (adapter.attention_kernel):
+by (framework, kernel_source), through TensorRT-LLM's dispatch rule, and never as another kernel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
+from mpsim.hw_models.loader import load_hardware
+
+H200 = load_hardware("h200-sxm")
+BASE = {"op": "attention", "batch": 8, "q_len": 1, "kv_len": 1024, "heads": 32, "kv_heads": 8,
+        "head_dim": 128, "kv_bits": 16, "protocol": "graph", "attn_dtype": "bfloat16"}
+
+
+def _kernels(row: dict, hw: object = H200) -> list[str]:
+    return [r["kernel"] for r in launch_rows(row, hw).launches]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("framework", "source", "extra", "kernels"), [
+    ("vllm", "vllm_flash_attn_fa3", {"includes": "kv_append"}, ["fa3_decode"]),
+    ("sglang", "fa3", {"includes": "kv_append"}, ["sglang_fa3_decode"]),
+    ("trtllm", "torch_flow", {"includes": "rope+kv_append"}, ["trtllm_xqa_decode"]),
+    ("trtllm", "torch_flow", {"includes": "rope+kv_append", "batch": 1, "kv_len": 128},
+     ["trtllm_mmha_decode"]),
+    ("trtllm", "torch_flow", {"includes": "rope+kv_append", "kv_heads": 32}, ["trtllm_mmha_decode"]),
+    ("trtllm", "torch_flow", {"includes": "rope+kv_append", "q_len": 512, "kv_len": 512,
+                              "kv_bits": 8, "attn_dtype": "fp8"}, ["trtllm_context_fmha"]),
+    ("", "", {"includes": "rope+kv_append"}, ["vllm_rotary_embedding", "fa3_decode"]),
+])
+def test_rows_are_priced_by_the_kernel_that_ran_them(framework: str, source: str, extra: dict,
+                                                     kernels: list[str]) -> None:
+    row = {**BASE, **extra, "framework": framework, "kernel_source": source}
+    assert _kernels(row) == kernels
+
+
+def test_trtllm_fp8_cache_runs_the_hopper_gmma_kernel_with_rope_inside() -> None:
+    row = {**BASE, "kv_bits": 8, "framework": "trtllm", "kernel_source": "torch_flow",
+           "includes": "rope+kv_append"}
+    g = launch_rows(row, H200)
+    assert len(g.launches) == 1 and json.loads(g.launches[0]["config"])["gmma"] == 1
+
+
+@pytest.mark.parametrize(("framework", "source", "hw", "why"), [
+    ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
+    ("sglang", "triton", "h200-sxm", "triton not modeled"),
+    ("vllm", "vllm_flashinfer_trtllmdecode", "b200-sxm", "vllm_flashinfer_trtllmdecode not modeled"),
+    ("vllm", "vllm_flash_attn_fa2", "l40s", "vllm_flash_attn_fa2 not modeled"),
+    ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
+    ("trtllm", "torch_flow", "b200-sxm", "torch_flow on b200-sxm not modeled"),
+    ("trtllm", "torch_flow", "l40s", "torch_flow on l40s not modeled"),
+])
+def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,
+                                                          why: str) -> None:
+    row = {**BASE, "framework": framework, "kernel_source": source, "includes": "kv_append"}
+    with pytest.raises(UnrepresentableError, match=why):
+        launch_rows(row, load_hardware(hw))

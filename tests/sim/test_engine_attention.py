@@ -1,0 +1,114 @@
+"""TensorRT-LLM's and SGLang's attention ops (mpsim/library/trtllm_attention.py: the dispatch rule and
+configs, sglang.py; mpsim/sim/gpu/library/trtllm_attention.py, sglang.py: the work models)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.launch_plan import attention_row
+from mpsim.library import fa3, sglang
+from mpsim.library import trtllm_attention as lc
+from mpsim.library.trtllm_attention import xqa_multi_block
+from mpsim.sim.gpu.library.fa3 import causal_tiles
+from mpsim.sim.replay import simulate_launch
+
+H200: GpuSpec = load_hardware("h200-sxm")  # type: ignore[assignment]
+SMS = 132
+
+
+# (batch, heads, kv_heads, head_dim, kv_len, fp8 KV) -> the kernel, each row a published H200
+# TRT-LLM 1.3.0rc20 generation row's shape and what the rule (decoderXQARunner.cpp shouldUse,
+# kernelUtils.cpp supportConfig*) says ran it
+DISPATCH = [
+    ((1, 32, 8, 128, 128, False), lc.TRTLLM_MMHA),   # 8 KV-head CTAs x 4 < 132 SMs: no gain
+    ((8, 32, 8, 128, 128, False), lc.TRTLLM_XQA),    # 64 x 4 >= 132
+    ((1, 32, 8, 128, 1024, False), lc.TRTLLM_XQA),   # history 1023 // 128 = 7 blocks: 56 x 4
+    ((1, 32, 8, 128, 128, True), lc.TRTLLM_XQA),     # e4m3 cache + bf16 input: MMHA cannot
+    ((64, 32, 32, 128, 1024, False), lc.TRTLLM_MMHA),  # vanilla MHA never runs XQA
+    ((64, 32, 32, 128, 1024, True), lc.TRTLLM_MMHA),
+    ((64, 64, 1, 128, 1024, True), lc.TRTLLM_MMHA),  # group 64 > 32
+    ((64, 32, 1, 128, 1024, True), lc.TRTLLM_XQA),   # group 32 is the limit
+    ((64, 32, 8, 512, 1024, True), lc.TRTLLM_MMHA),  # head_dim > 256
+]
+
+
+@pytest.mark.parametrize(("shape", "kernel"), DISPATCH)
+def test_trtllm_dispatch_rule(shape: tuple[int, int, int, int, int, bool], kernel: str) -> None:
+    assert lc.trtllm_decode_kernel(*shape, sms=SMS) == kernel
+
+
+def test_xqa_multi_block_count_follows_compute_multi_block_count() -> None:
+    assert xqa_multi_block(1, 8, 128, SMS) == 1            # history 127 < 128
+    assert xqa_multi_block(1, 8, 1024, SMS) == 7           # 1023 // 128, under sqrt(8 x 7)
+    assert xqa_multi_block(1, 8, 8192, SMS) == 22          # 63 capped at round(sqrt(504))
+    assert xqa_multi_block(8, 8, 8192, SMS) == 16          # 22 / (8 x 8 x 22 / 132 / 8)
+    assert xqa_multi_block(256, 8, 8192, SMS) == 1
+
+
+def test_trtllm_rows_pick_their_kernel_and_config() -> None:
+    gmma = attention_row(8, 1, 1024, 32, 8, 128, 8, kernel="trtllm", sms=SMS)
+    hmma = attention_row(8, 1, 1024, 32, 8, 128, 16, kernel="trtllm", sms=SMS)
+    mmha = attention_row(8, 1, 1024, 32, 32, 128, 16, kernel="trtllm", sms=SMS)
+    assert (gmma["kernel"], hmma["kernel"], mmha["kernel"]) == (lc.TRTLLM_XQA, lc.TRTLLM_XQA,
+                                                                 lc.TRTLLM_MMHA)
+    g, h = json.loads(gmma["config"]), json.loads(hmma["config"])
+    assert (g["gmma"], g["block_m"], h["gmma"], h["block_m"]) == (1, 64, 0, 16)
+    with pytest.raises(MpsimInputError, match="got 4 bits"):
+        attention_row(8, 1, 1024, 32, 8, 128, 4, kernel="trtllm")
+    with pytest.raises(MpsimInputError, match="context FMHA"):
+        attention_row(8, 1, 1024, 32, 8, 128, 16, kernel="trtllm", fp8_attention=True)
+
+
+def _us(row: dict) -> float:
+    return simulate_launch(row, H200).time_s * 1e6
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "bits"), [(32, 8, 16), (32, 8, 8), (32, 32, 16)])
+def test_decode_time_grows_with_the_cache_and_the_batch(heads: int, kv_heads: int, bits: int) -> None:
+    times = [_us(attention_row(b, 1, kv, heads, kv_heads, 128, bits, kernel="trtllm", sms=SMS))
+             for b, kv in ((8, 1024), (8, 8192), (8, 65536))]
+    assert times[0] < times[1] < times[2]
+    by_batch = [_us(attention_row(b, 1, 4096, heads, kv_heads, 128, bits, kernel="trtllm", sms=SMS))
+                for b in (16, 64, 256)]
+    assert by_batch[0] < by_batch[1] < by_batch[2]
+
+
+def test_fp8_cache_moves_half_the_bytes_and_is_faster_when_large() -> None:
+    bf16 = simulate_launch(attention_row(8, 1, 65536, 32, 8, 128, 16, kernel="trtllm"), H200)
+    fp8 = simulate_launch(attention_row(8, 1, 65536, 32, 8, 128, 8, kernel="trtllm"), H200)
+    assert fp8.bytes_dram < 0.55 * bf16.bytes_dram
+    assert fp8.time_s < 0.7 * bf16.time_s
+
+
+def test_context_fmha_fp8_runs_faster_than_bf16_and_grows_with_the_prompt() -> None:
+    bf16 = [_us(attention_row(4, q, q, 32, 8, 128, 16, kernel="trtllm")) for q in (1024, 4096, 8192)]
+    fp8 = _us(attention_row(4, 8192, 8192, 32, 8, 128, 8, kernel="trtllm", fp8_attention=True))
+    assert bf16[0] < bf16[1] < bf16[2]
+    assert fp8 < bf16[2]
+
+
+def test_fa3_prefill_packs_the_query_group() -> None:
+    """Pack-GQA: 32 tokens x group 8 fill two 128-row tiles per KV head instead of one tile per
+    query head, each reaching the keys of its last row's token."""
+    assert causal_tiles(32, 1, 128, 128) == 1
+    assert causal_tiles(32, 8, 128, 128) == 2
+    assert causal_tiles(256, 1, 128, 128) == 3                # 1 + 2
+    assert causal_tiles(256, 4, 128, 128) == 1 + 1 + 1 + 1 + 2 + 2 + 2 + 2
+    packed = json.loads(attention_row(64, 32, 32, 32, 4, 128, kernel="fa3")["config"])
+    plain = json.loads(attention_row(64, 32, 32, 32, 32, 128, kernel="fa3")["config"])
+    assert (packed["pack_gqa"], plain["pack_gqa"]) == (1, 0)
+    assert _us(attention_row(64, 32, 32, 32, 4, 128, kernel="fa3")) < \
+        _us(attention_row(64, 32, 32, 32, 32, 128, kernel="fa3"))
+
+
+def test_sglang_fa3_rows_are_fa3_kernels_with_sglang_names() -> None:
+    s = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="sglang", l2_warm=True, sms=SMS)
+    v = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="fa3", kv_append=True, l2_warm=True, sms=SMS)
+    assert s["kernel"] == sglang.SGLANG_FA3_DECODE and v["kernel"] == fa3.FA3_DECODE
+    assert json.loads(s["config"]) == json.loads(v["config"])
+    assert _us(s) != _us(v)  # the same kernels, a different op around them
