@@ -1,0 +1,122 @@
+"""Repeating an engine-benchmarks row in mpsim: synthesize the run as the engine's kernels on the
+row's GPU, simulate it, and count it the way the row counts.
+
+A run is one static batch: `batch` prompts of `prompt_len` tokens prefilled together, then
+`gen_len - 1` decode passes (synthesis; mpsim/synth.py). The engines replay decode as CUDA graphs,
+so launches are priced under the `graph` protocol (mpsim/sim/protocols.yaml: the inter-kernel gap of
+a graph replay), the simulator's default. The count:
+- whole-run: generated tokens of all sequences / the run's time (RunSummary.tokens_per_s);
+- decode-rate: decode tokens / the decode passes' time (RunSummary.decode_tokens_per_s);
+- latency: the run's time (RunSummary.total_s), what each request of the batch waits.
+A row without batches (E8: the engine's max-throughput batch) runs the largest batch whose weights,
+KV cache and peak activations fit mpsim/memory.py's share of the GPU (MEMORY_UTILIZATION).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpsim.analysis.validation.engine_rows import Count, Precision, RowSetup
+from mpsim.engines import EngineChoice, architecture, get_engine
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.memory import MEMORY_UTILIZATION, per_gpu_bytes, point_memory
+from mpsim.models import PRESETS, ModelSpec
+from mpsim.policy import Policy, parse_policy
+from mpsim.sim.memo import LaunchMemo
+from mpsim.sim.summary import RunSummary
+from mpsim.workload import Workload, check_context
+
+MAX_BATCH = 4096  # the memory-budget batch search stops here (no row comes near it)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run to repeat: a row's precision at one batch."""
+
+    setup: RowSetup
+    precision: Precision
+    batch: int
+    published: float | None
+
+    @property
+    def workload(self) -> Workload:
+        return Workload(self.setup.prompt_len, self.setup.gen_len, self.batch)
+
+
+def gpu(setup: RowSetup) -> GpuSpec:
+    hw = load_hardware(setup.hw)
+    if not isinstance(hw, GpuSpec):
+        raise MpsimInputError(f"engine row {setup.row}: hardware {setup.hw!r} is not a GPU")
+    return hw
+
+
+def model(setup: RowSetup) -> ModelSpec:
+    if setup.model not in PRESETS:
+        raise MpsimInputError(f"engine row {setup.row}: no model preset {setup.model!r}")
+    return PRESETS[setup.model]
+
+
+def runs(setup: RowSetup) -> list[Run]:
+    """Every (precision, batch) of a row; memory-budget rows get each precision's own batch."""
+    out = []
+    for p in setup.precisions:
+        batches = setup.batches or (memory_batch(model(setup), parse_policy(p.policy), setup, gpu(setup)),)
+        for i, b in enumerate(batches):
+            out.append(Run(setup, p, b, None if p.published is None else p.published[i]))
+    return out
+
+
+def memory_batch(spec: ModelSpec, policy: Policy, setup: RowSetup, hw: GpuSpec) -> int:
+    """The largest batch of the row's workload that fits MEMORY_UTILIZATION of one GPU."""
+    budget = MEMORY_UTILIZATION * hw.dram.size_GB * 1e9
+
+    def fits(b: int) -> bool:
+        wl = Workload(setup.prompt_len, setup.gen_len, b)
+        return per_gpu_bytes(spec, point_memory(spec, policy, wl), 1) <= budget
+
+    if not fits(1):
+        raise MpsimInputError(f"engine row {setup.row}: {spec.name} {policy} does not fit one {hw.name}")
+    lo, hi = 1, MAX_BATCH
+    while lo < hi:  # largest b with fits(b): the bytes grow with b
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def counted(count: Count, s: RunSummary) -> float:
+    """The row's figure from a simulated run."""
+    if count == "whole-run":
+        return s.tokens_per_s
+    if count == "decode-rate":
+        return s.decode_tokens_per_s
+    return s.total_s
+
+
+def predict(run: Run, memo: LaunchMemo) -> float:
+    """The run's figure as the row counts it, simulated with the engine's kernels on its GPU."""
+    from mpsim.sim import simulate
+    from mpsim.synth import synthesize
+
+    spec, hw = model(run.setup), gpu(run.setup)
+    check_context(spec, run.setup.prompt_len, run.setup.gen_len)
+    trace = synthesize(spec, parse_policy(run.precision.policy), run.workload,
+                       engine=EngineChoice.on(run.setup.engine, hw))
+    return counted(run.setup.count, simulate(trace, hw, memo=memo).summary)
+
+
+def stand_ins(setup: RowSetup) -> list[str]:
+    """The GEMM and attention kernels of the row's engine on its GPU that stand in for kernels not
+    modelled yet: "kernel for what it stands in for"."""
+    engine, arch = get_engine(setup.engine), architecture(gpu(setup))
+    formats = {parse_policy(p.policy).weights_at("decode", 1).w_format for p in setup.precisions}
+    wanted = [("gemm", f) for f in sorted(formats)] + [("decode_attention", "kv16"),
+                                                       ("prefill_attention", "any")]
+    out: list[str] = []
+    for op, fmt in wanted:
+        for c in engine.choices(op, fmt):
+            text = f"{c.kernel} for {c.stands_in_for}"
+            if arch in c.arch and c.stands_in_for and text not in out:
+                out.append(text)
+    return out

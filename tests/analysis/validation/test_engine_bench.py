@@ -1,0 +1,82 @@
+"""Reading engine-benchmarks.md: the real file in place (skipped without ../shared) and a small fake
+one, including rows whose wording no longer parses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from engine_bench_cases import ROWS, fake_file
+
+from mpsim.analysis.validation.engine_bench import default_path, read_table
+from mpsim.analysis.validation.engine_rows import READERS, Precision, setups
+from mpsim.errors import MpsimInputError
+
+REAL = default_path()
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason=f"the shared engine benchmarks are not at {REAL}")
+def test_the_real_file_gives_every_owned_row() -> None:
+    got = {s.row: s for s in setups(read_table(REAL))}
+    assert list(got) == list(READERS)
+    assert [got[r].count for r in got] == ["whole-run", "whole-run", "decode-rate", "latency", "whole-run"]
+    assert [(got[r].engine, got[r].hw, got[r].model) for r in got] == [
+        ("trtllm", "h200-sxm", "llama-3-8b"), ("trtllm", "h100-sxm", "llama-2-7b"),
+        ("sglang", "h100-sxm", "llama-3-8b"), ("vllm", "h100-sxm", "llama-3-8b"),
+        ("trtllm", "l40s", "llama-2-7b")]
+    assert got["E8"].batches is None and got["E4"].baseline.published is None
+    for s in got.values():
+        for p in s.precisions:
+            if p.published is not None:
+                assert s.batches is None or len(p.published) == len(s.batches)
+                assert all(v > 0 for v in p.published)
+
+
+def test_the_fake_file_reads_exactly(tmp_path: Path) -> None:
+    got = {s.row: s for s in setups(read_table(fake_file(tmp_path)))}
+    e1 = got["E1"]
+    assert (e1.engine, e1.hw, e1.model, e1.prompt_len, e1.gen_len, e1.batches) == \
+        ("trtllm", "h200-sxm", "llama-3-8b", 64, 8, (1, 2))
+    assert e1.precisions == (Precision("BF16", "fp16", (10.5, 20.0)),
+                             Precision("INT4-AWQ", "w4g128", (12.0, 18.0)))
+    assert (got["E4"].prompt_len, got["E4"].gen_len, got["E4"].batches) == (32, 4, (1, 2))
+    e5 = got["E5"]
+    assert (e5.prompt_len, e5.gen_len, e5.batches, e5.count) == (48, 6, (1, 4), "decode-rate")
+    assert [p.published for p in e5.precisions] == [(100.0, 300.0), (150.0, 350.0)]
+    e6 = got["E6"]
+    assert (e6.prompt_len, e6.gen_len, e6.batches, e6.count) == (16, 4, (1, 2), "latency")
+    assert [(p.policy, p.published) for p in e6.precisions] == \
+        [("fp16", (0.2, 0.3)), ("w8g128", (0.15, 0.25)), ("w4g128", (0.1, 0.2))]
+    assert [(p.policy, p.published) for p in got["E8"].precisions] == \
+        [("fp16", (400.0,)), ("w4g128", (600.0,))]
+
+
+@pytest.mark.parametrize(("row", "text", "says"), [
+    ("E1", ROWS["E1"].replace("batch 1 / 2", "batch 1 / 2 / 4"), "3 number(s) after 'BF16', found 2"),
+    ("E1", ROWS["E1"].replace("H200", "H100"), "the text 'H200'"),
+    ("E4", ROWS["E4"].replace("(bs 2)", "(batch 2)"), "two '(bs N)'"),
+    ("E5", ROWS["E5"].replace("300 / 350 / 330", "300 / 350"), "as many TP1 bs4 values"),
+    ("E5", ROWS["E5"].replace("int4 g64 (GemLite)", "int4 g128"), "labelled 'int4 g64 (GemLite)'"),
+    ("E6", ROWS["E6"].replace("--output-len 4", "--output 4"), "--input-len N --output-len N"),
+    ("E8", ROWS["E8"].replace("W4A16 600", "W4A16 n/a"), "'W4A16' followed by 1 number"),
+])
+def test_a_row_that_no_longer_parses_is_an_error_naming_it(tmp_path: Path, row: str, text: str,
+                                                           says: str) -> None:
+    with pytest.raises(MpsimInputError, match=rf"row {row}, column .*expected") as err:
+        setups(read_table(fake_file(tmp_path, **{row: text})))
+    assert says in str(err.value)
+
+
+def test_file_level_problems(tmp_path: Path) -> None:
+    with pytest.raises(MpsimInputError, match=r"no engine benchmarks file at .*--benchmarks"):
+        read_table(tmp_path / "absent.md")
+    with pytest.raises(MpsimInputError, match="no row E6"):
+        setups(read_table(fake_file(tmp_path, E6="")))
+    with pytest.raises(MpsimInputError, match="row E4 has 7 cells, expected 8"):
+        read_table(fake_file(tmp_path, E4=ROWS["E4"].replace("| same ", "")))
+    with pytest.raises(MpsimInputError, match="row E1 appears twice"):
+        read_table(fake_file(tmp_path, E4=ROWS["E1"]))
+    bad = tmp_path / "bad.md"
+    bad.write_text("| # | GPU |\n|---|---|\n| E1 | H200 |\n", encoding="utf-8")
+    with pytest.raises(MpsimInputError, match="expected a table with the columns"):
+        read_table(bad)
