@@ -44,10 +44,13 @@ def wo_config(kernel: str, m: int, n: int, k: int, bits: int, tt: int, wt: int, 
 
 def wave_pick(cands: Sequence[LaunchConfig], m: int, sms: int) -> LaunchConfig:
     """A fixed choice without a search: the smallest token tile that holds M (cutlass_heuristic.cpp:
-    "keep small tile sizes when possible") and, among those, the fewest idle SMs in the last wave
-    (its wave score), the wider weight tile on a tie."""
-    fits = [c for c in cands if (c.block_m or 0) >= m] or list(cands)
-    smallest = min(c.block_m or 0 for c in fits)
+    "keep small tile sizes when possible"), the largest one when none holds M (a prefill: every
+    token tile re-reads the weights), and, among those, the fewest idle SMs in the last wave (its
+    wave score), the wider weight tile on a tie."""
+    fits = [c for c in cands if (c.block_m or 0) >= m]
+    smallest = (min(c.block_m or 0 for c in fits) if fits
+                else max(c.block_m or 0 for c in cands))
+    fits = fits or list(cands)
 
     def score(c: LaunchConfig) -> tuple[float, int]:
         ctas = c.programs

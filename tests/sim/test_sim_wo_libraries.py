@@ -117,3 +117,18 @@ def test_op_prices_each_weight_only_kernel_by_name(capsys: pytest.CaptureFixture
         assert main(["op", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--w-format", "group",
                      "--bits", "4", "--kernel", kernel, "--hw", "h200-sxm"]) == 0
         assert capsys.readouterr().out.startswith(f"{kernel} on h200-sxm")
+
+
+def test_the_tile_heuristic_takes_the_largest_token_tile_when_none_holds_m() -> None:
+    """A prefill (M above every token tile) runs the largest token tile, not the smallest: each token
+    tile re-reads the weights (with the smallest, 2048 x 14336 x 4096 int4 priced 6.4x cuBLAS)."""
+    from mpsim.library.wo_tiled import wave_pick
+
+    cands = fpaintb_candidates(2048, 14336, 4096, 4)
+    assert wave_pick(cands, 2048, 132).block_m == max(c.block_m or 0 for c in cands) == 256
+    assert wave_pick(cands, 24, 132).block_m == 32  # the smallest that holds M, as before
+    big = gemm_row(2048, 14336, 4096, "group", 4, 128, kernel=TRTLLM_FPAINTB)
+    cublas = gemm_row(2048, 14336, 4096, kernel="cublas_gemm")
+    hw = load_hardware("h200-sxm")
+    ratio = price_launch(big, hw)["time_s"] / price_launch(cublas, hw)["time_s"]
+    assert 0.8 < ratio < 1.5
