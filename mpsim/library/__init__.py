@@ -73,7 +73,8 @@ for _lib in LIBRARIES.values():
 EXTERNAL_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM)
 ROWWISE_OPS: dict[str, str] = {k: op for lib in LIBRARIES.values() for k, op in lib.ops}
 # what `gemm_row(kernel=...)` and `attention_row(kernel=...)` take besides None (mpsim's)
-GEMM_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM and lib.gemm is not None)
+GEMM_KERNELS = tuple(k for k, lib in OWNER.items() if lib is not MPSIM and lib.gemm is not None
+                     and k not in trtllm.ATTENTION_KERNELS)  # TensorRT-LLM's room holds both
 ATTENTION_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib is not MPSIM and lib.attention)
 
 

@@ -76,3 +76,13 @@ def test_every_room_constant_has_a_dotted_name_in_the_fingerprint() -> None:
         assert changed.fingerprint() != DEFAULT_PARAMS.fingerprint(), name
     # the flat names of files written before the rooms map onto existing dotted names
     assert set(LEGACY_NAMES.values()) <= {*names, "cublas.token_granule"}
+
+
+def test_gemm_kernels_are_only_gemm_kernels() -> None:
+    """`gemm_row(kernel=...)` and `mpsim op gemm --kernel` take GEMM kernels only, not the attention
+    kernels a room that has both (TensorRT-LLM's) also owns."""
+    from mpsim.library import GEMM_KERNELS
+    from mpsim.library.trtllm_attention import ATTENTION_KERNELS
+
+    assert not set(GEMM_KERNELS) & set(ATTENTION_KERNELS)
+    assert {"cublas_gemm", "trtllm_wo_gemv", "trtllm_fpaintb_gemm"} <= set(GEMM_KERNELS)
