@@ -2,8 +2,9 @@
 trace the code of commit 6e983e3 gave, for every preset x policy family (tests/core/synth_cases.py
 wrote the fixture with that code). One deliberate change since: the GPU cases' `grid` and `config`
 columns were re-recorded when issue 11 retiled the GEMVs (the fixture's `regrid` note) and again for
-the cases whose GEMV tile issue 22's re-measured SASS changed (`regrid_issue22`); every other
-column's digest is still the old code's."""
+the cases whose GEMV tile issue 22's re-measured SASS changed (`regrid_issue22`), and the `config`
+of the interpreter cases whose one-row group GEMV runs issue 22's fp16 partial sums at BLOCK_K 32
+(`regrid_issue22_partial_sums`); every other column's digest is still the old code's."""
 
 from __future__ import annotations
 

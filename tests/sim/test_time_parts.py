@@ -39,6 +39,15 @@ EXTERNAL_ROWS = [
     framework_op_row(VLLM_SILU_MUL, 512, 11008),
     framework_op_row(VLLM_ROPE, 512, 4096, heads=32, kv_heads=32, head_dim=128),
     framework_op_row(TORCH_ADD, 512, 4096, l2_warm=True),
+    gemm_row(64, 4096, 4096, "group", 4, 4096, kernel="trtllm_fpaintb_gemm"),
+    gemm_row(16, 4096, 4096, "group", 4, 128, kernel="marlin_gemm"),
+    gemm_row(16, 4096, 4096, "group", 4, 128, kernel="machete_gemm"),
+    gemm_row(16, 4096, 4096, "group", 4, 128, kernel="turbomind_gemm"),
+    attention_row(64, 1, 4096, 32, 8, 128, 8, kernel="trtllm"),     # XQA (fp8 KV)
+    attention_row(1, 1, 128, 32, 32, 128, kernel="trtllm"),         # MMHA (heads == kv_heads)
+    attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm"),        # the context FMHA
+    attention_row(4, 1, 2048, 32, 8, 128, kernel="sglang"),
+    attention_row(2, 512, 512, 32, 8, 128, kernel="sglang"),
 ]
 TOL = 1e-12
 
@@ -95,11 +104,12 @@ def test_a_large_gemm_on_tensor_cores_is_mostly_math() -> None:
 
 def test_an_int4_weight_only_gemv_shows_its_dequantization() -> None:
     """TRT-LLM's wo GEMV at its largest batch, and mpsim's group GEMV: CUDA-core work (dequantize,
-    FMA) outlasts the weight stream, so it is the issue part, not memory."""
+    FMA) outlasts the weight stream, so it is the issue part, not memory (mpsim's one-row int4 GEMV
+    is now about at the H200 budget, 3.75 slots a weight against 3.7: issue still the larger part)."""
     trt = _shares(gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_WO_GEMV))
     own = _shares(gemm_row(1, 14336, 4096, "group", 4))
     assert trt["issue"] > 0.3 and trt["memory"] == 0.0
-    assert own["issue"] > 0.7
+    assert own["issue"] > 0.5
 
 
 def test_a_tiny_launch_is_mostly_fixed_costs_and_launch() -> None:

@@ -32,8 +32,9 @@ def _gemm_table(groups: list[tuple[str, str, int, int]]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+TORCH_LINEAR = "torch.nn.functional.linear"  # vLLM 0.24's bf16 rows (cuBLAS)
 # four strata of 600, 300, 98 and 2 rows (class x M band x dtype x kernel_source)
-GROUPS = [("bfloat16", "cublas", 1, 600), ("bfloat16", "cublas", 64, 300),
+GROUPS = [("bfloat16", TORCH_LINEAR, 1, 600), ("bfloat16", TORCH_LINEAR, 64, 300),
           ("bfloat16", "other", 64, 98), ("int4_wo", "trt", 1, 2)]
 
 
@@ -65,7 +66,7 @@ def test_sample_is_capped_stratified_and_deterministic() -> None:
 
 
 def test_sample_draws_only_from_the_selection() -> None:
-    d = _gemm_table([("bfloat16", "cublas", 1, 50), ("fp8", "cutlass", 1, 50)])
+    d = _gemm_table([("bfloat16", TORCH_LINEAR, 1, 50), ("fp8", "cutlass", 1, 50)])
     m = apply_selection(read_aic_gemm(d), "stacks")  # fp8 is not a class of this issue
     s = stratified_sample(m, 10)
     assert (s.rows["status"].iloc[50:] == "skipped: outside selection stacks").all()
@@ -77,7 +78,7 @@ def test_sample_draws_only_from_the_selection() -> None:
 
 def test_validate_cli_sample_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = tmp_path / "gemm_perf.parquet"
-    _gemm_table([("bfloat16", "cublas", 1, 12), ("bfloat16", "cublas", 64, 12)]).to_parquet(table)
+    _gemm_table([("bfloat16", TORCH_LINEAR, 1, 12), ("bfloat16", TORCH_LINEAR, 64, 12)]).to_parquet(table)
     out = tmp_path / "rows.csv"
     assert main(["validate", "--against", str(table), "--hw", "h200-sxm", "--sample", "6",
                  "--out", str(out), "--cache-dir", str(tmp_path / "memo")]) == 0
@@ -102,8 +103,8 @@ def test_stacks_selection_keeps_every_16_bit_attention_row_and_leaves_issue11_al
     m = read_aic_attention(d)
     stacks = apply_selection(m, "stacks").rows["status"].tolist()
     assert [s.startswith("skipped") for s in stacks] == [False] * 5 + [True]  # fp8 compute: not ours
-    assert stacks[2].startswith("unrepresentable: sliding-window") and stacks[3].startswith(
-        "unrepresentable: prefill with an fp8 KV cache")
+    # the sliding window is unrepresentable; TRT-LLM's fp8-KV prefill runs its fp8 FMHA (priced)
+    assert stacks[2].startswith("unrepresentable: sliding-window") and stacks[3] == "ok"
     issue11 = apply_selection(m, "issue11").rows["status"].str.startswith("skipped").tolist()
     assert issue11 == [False, True, True, True, False, True]  # 32/8 heads only, bf16 prefill only
 

@@ -16,13 +16,15 @@ from mpsim.analysis.validation.metrics import eff_roofline, fit_eff_roofline
 from mpsim.analysis.validation.stacks import add_effroof, find_tables, fit_source
 from mpsim.analysis.validation.stacks_md import unrepresentable
 
+KERNEL_SOURCE = {"vllm": "vllm_flash_attn_fa3", "trtllm": "torch_flow"}  # what each file names
+
 
 def _decode(framework: str, version: str, slow: float, n: int = 8) -> pd.DataFrame:
     """Decode attention rows of one stack; the last one a sliding window (unrepresentable)."""
     batch = np.array([1, 2, 4, 8, 16, 32, 64, 128])[:n]
     return pd.DataFrame({
         "framework": framework, "version": version, "device": "NVIDIA H200",
-        "op_name": "generation_attention", "kernel_source": f"{framework}_decode",
+        "op_name": "generation_attention", "kernel_source": KERNEL_SOURCE[framework],
         "batch_size": batch, "isl": 1, "num_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
         "window_size": [0] * (n - 1) + [128], "beam_width": 1, "attn_dtype": "bfloat16",
         "kv_cache_dtype": "bfloat16", "step": 1023, "latency": slow * (0.012 + batch * 1e-3)})
@@ -90,7 +92,7 @@ def test_report_on_a_fake_tree_two_stacks(tmp_path: Path, monkeypatch: pytest.Mo
     assert set(lines) == {"trtllm 1.3.0rc20", "vllm 0.24.0"}
     assert "| vllm 0.24.0 |" in lines["trtllm 1.3.0rc20"] and "| trtllm 1.3.0rc20 |" in lines["vllm 0.24.0"]
     assert "| 5 | 1 | sliding-window attention (window_size > 0) | 4 |" in lines["vllm 0.24.0"]
-    assert "| `vllm_decode` | 8 | 5 | 4 |" in text  # kernel_source: selected, sampled, priced
+    assert "| `vllm_flash_attn_fa3` | 8 | 5 | 4 |" in text  # kernel_source: selected, sampled, priced
     assert len(list(work.glob("*.rows.parquet"))) == 2
 
     def refuse(*_: object, **__: object) -> None:
