@@ -245,9 +245,6 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                 head_dim=head_dim)
     if heads % kv_heads:
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
-    if q_len > 1 and kv_bits != 16 and kernel != "trtllm":
-        raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
-                              "applies to decode (q_len 1)")
     build = library.attention_library(kernel)
     row = build(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu=on_gpu,
                 kv_append=kv_append, l2_warm=l2_warm, sms=sms, fp8_attention=fp8_attention)

@@ -111,7 +111,7 @@ def library_of(kernel: str) -> Library:
 def gemm_library(kernel: str | None) -> GemmBuilder:
     """The GEMM row builder for `kernel` (None: mpsim's); ValueError naming the known ones."""
     lib = MPSIM if kernel is None else OWNER.get(kernel)
-    if lib is None or lib.gemm is None or (lib is MPSIM and kernel is not None):
+    if lib is None or lib.gemm is None or (kernel is not None and kernel not in GEMM_KERNELS):
         raise ValueError(f"unknown GEMM kernel {kernel!r}; expected None (mpsim's), "
                          f"{' or '.join(GEMM_KERNELS)}")
     return lib.gemm

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape
+from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill
 
 FA3_DECODE = "fa3_decode"
 FA3_PREFILL = "fa3_prefill"
@@ -66,6 +66,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
     """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` (kv_len == q_len) row."""
+    check_fp16_prefill(q_len, kv_bits)
     if fp8_attention:
         raise MpsimInputError("attention: FP8 attention compute is not modelled for FA3")
     if kv_bits == 4:

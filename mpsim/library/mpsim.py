@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
-from mpsim.library.rows import Row, apply_config, attention_shape, check_kernel, gemm_shape
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    attention_shape,
+    check_fp16_prefill,
+    check_kernel,
+    gemm_shape,
+)
 
 FORMAT_TAGS = ("fp16", "group", "anyprec")
 ROWWISE_KERNELS = ("rms_norm_kernel", "layer_norm_kernel", "rope_kernel", "residual_add_kernel",
@@ -60,6 +67,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
     """One attention launch of mpsim's kernels (kv_append, l2_warm and fp8_attention describe other
     libraries)."""
+    check_fp16_prefill(q_len, kv_bits)
     if kv_append or l2_warm or fp8_attention:
         raise MpsimInputError("attention: kv_append, l2_warm and fp8_attention describe other "
                               "libraries' rows (kernel='fa3', 'trtllm', 'sglang')")

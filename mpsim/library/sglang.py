@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from mpsim.errors import MpsimInputError
 from mpsim.library.fa3 import fa3_decode_config, fa3_prefill_config
-from mpsim.library.rows import Row, apply_config, attention_shape
+from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill
 
 SGLANG_FA3_DECODE = "sglang_fa3_decode"
 SGLANG_FA3_PREFILL = "sglang_fa3_prefill"
@@ -26,6 +26,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
     """A `sglang_fa3_decode` (q_len 1; 16-bit or fp8 KV) or `sglang_fa3_prefill` (kv_len == q_len)
     row; the KV store is always part of SGLang's op (`kv_append` implied)."""
+    check_fp16_prefill(q_len, kv_bits)
     if kv_bits not in (16, 8) or fp8_attention:
         raise MpsimInputError("attention: SGLang's FA3 rows have a 16-bit or fp8 KV cache and bf16 "
                               "attention compute")

@@ -86,3 +86,12 @@ def test_gemm_kernels_are_only_gemm_kernels() -> None:
 
     assert not set(GEMM_KERNELS) & set(ATTENTION_KERNELS)
     assert {"cublas_gemm", "trtllm_wo_gemv", "trtllm_fpaintb_gemm"} <= set(GEMM_KERNELS)
+
+
+@pytest.mark.parametrize("kernel", [None, "fa3", "sglang"])
+def test_fp16_prefill_rooms_refuse_a_quantized_prefill_kv(kernel: str | None) -> None:
+    """mpsim's, FA3's and SGLang's prefill attend to the prompt's fresh 16-bit K/V; TensorRT-LLM's
+    context FMHA runs over an fp8 cache (its room decides, not a kernel-name check in launch_plan)."""
+    with pytest.raises(MpsimInputError, match=r"attention: prefill \(q_len > 1\) attends to fp16 K/V"):
+        attention_row(1, 64, 64, 8, 8, 64, 8, kernel=kernel)
+    assert attention_row(1, 64, 64, 8, 8, 64, 8, kernel="trtllm")["kernel"] == "trtllm_context_fmha"
