@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from mpsim.traces.cells import plain
 from mpsim.traces.errors import TraceError
 
 ARG_COLUMNS = ("op", "phase", "step", "layer", "module", "m", "n", "k", "w_format", "w_bits",
@@ -23,9 +24,9 @@ def chrome_events(rows: pd.DataFrame, start_us: Sequence[float], dur_us: Sequenc
         {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": process}},
     ]
     for i, row in enumerate(rows.itertuples(index=False)):
-        args = {c: _plain(getattr(row, c)) for c in ARG_COLUMNS}
+        args = {c: plain(getattr(row, c)) for c in ARG_COLUMNS}
         if extra_args is not None:
-            args.update({c: _plain(v) for c, v in extra_args.iloc[i].items()})
+            args.update({c: plain(v) for c, v in extra_args.iloc[i].items()})
         name = f"{row.module or row.kernel}" + (f" L{row.layer}" if row.layer >= 0 else "")
         events.append({"ph": "X", "pid": 0, "tid": int(row.stream), "name": name,
                        "cat": str(row.op), "ts": float(start_us[i]), "dur": float(dur_us[i]),
@@ -33,9 +34,3 @@ def chrome_events(rows: pd.DataFrame, start_us: Sequence[float], dur_us: Sequenc
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
-def _plain(value: object) -> object:
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return None
-    if hasattr(value, "item"):
-        return value.item()  # numpy scalar -> Python
-    return value

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,22 @@ from mpsim.traces.trace import Trace, TraceMeta
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_json(path: Path) -> Any:
+    """A Chrome/Kineto trace JSON, gzip-compressed or not (as torch.profiler writes `*.json.gz`): the
+    file's first bytes decide, not its name."""
+    data = path.read_bytes()
+    if data[:2] == GZIP_MAGIC:
+        data = gzip.decompress(data)
+    return json.loads(data)
+
+
 def _load(path: Path) -> list[dict[str, Any]]:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        doc = read_json(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise TraceError(f"{path}: not a readable Kineto/Chrome trace JSON ({exc})") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):

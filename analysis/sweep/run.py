@@ -157,19 +157,23 @@ def _on_dask(tasks: Sequence[Task], address: str, timeout_s: float,
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise MpsimInputError("--dask needs dask[distributed]: pip install 'mpsim[cluster]'") from None
+    cluster = None
     if address == LOCAL_DASK:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
-        client = Client(cluster)
+        client = Client(cluster)  # its worker processes die with this one (distributed's
+        # AsyncProcess exits a child when its parent's pipe closes: tests/analysis/sweep/test_sweep_faults.py)
     else:
         client = _connect(Client, address, timeout_s)
-    with client:
-        futures = {client.submit(run_task, t, pure=False): t for t in tasks}
-        for fut in as_completed(list(futures)):
-            fut.result()
-            yield futures[fut]
-    if address == LOCAL_DASK:
-        cluster.close()
+    try:
+        with client:
+            futures = {client.submit(run_task, t, pure=False): t for t in tasks}
+            for fut in as_completed(list(futures)):
+                fut.result()
+                yield futures[fut]
+    finally:
+        if cluster is not None:
+            cluster.close()
 
 
 def _connect(client_cls: Any, address: str, timeout_s: float) -> Any:

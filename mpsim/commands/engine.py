@@ -29,7 +29,8 @@ def register(sub: Any) -> None:
                      "(default for --model tiny: the shipped weights)")
     src.add_argument("--dummy", action="store_true", help="random weights at the real shapes (timing)")
     cap.add_argument("--out", required=True, help="trace file to write (Parquet)")
-    cap.add_argument("--profile", help="also write a torch.profiler (Kineto) JSON with mpsim ranges")
+    cap.add_argument("--profile", help="also write a torch.profiler (Kineto) JSON with mpsim ranges "
+                     "(gzip-compressed when the name ends in .gz)")
     cap.add_argument("--decode", choices=("auto", "graphs", "eager"), default="auto",
                      help="decode steps as CUDA-graph replays (auto: on a CUDA device) or launched eagerly")
     cap.set_defaults(func=_capture)

@@ -118,21 +118,39 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
     return Trace.from_rows(rows, meta)
 
 
+def _export(prof: Any, tmp: str, gz: bool) -> None:
+    """The profiler's Chrome trace into `tmp`, gzip-compressed for a `*.gz` target (atomic_write's
+    temporary name has no .gz, so torch.profiler would not compress it by itself)."""
+    import gzip
+    import shutil
+
+    if not gz:
+        prof.export_chrome_trace(tmp)
+        return
+    plain = tmp + ".json"
+    try:
+        prof.export_chrome_trace(plain)
+        with open(plain, "rb") as src, gzip.open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    finally:
+        Path(plain).unlink(missing_ok=True)
+
+
 def _profiler_times(prof: Any, rows: list[dict[str, Any]], profile: str | Path | None,
                     kernel_times: bool) -> dict[str, Any]:
     """Write the Kineto JSON (`--profile`, or a temporary file) and, under graph replay, take each row's
     measured time from its kernel record."""
-    import json
     import tempfile
 
     from mpsim.engine.graphs import kernel_records, match_kernel_times
     from mpsim.traces.atomic import atomic_write
+    from mpsim.traces.kineto import read_json
 
     path = Path(profile) if profile is not None else Path(tempfile.mkdtemp(prefix="mpsim-kineto-")) / "k.json"
-    atomic_write(path, lambda tmp: prof.export_chrome_trace(tmp))
+    atomic_write(path, lambda tmp: _export(prof, tmp, gz=path.suffix == ".gz"))
     if not kernel_times:
         return {}
-    times = match_kernel_times([r["kernel"] for r in rows], kernel_records(json.loads(path.read_text())))
+    times = match_kernel_times([r["kernel"] for r in rows], kernel_records(read_json(path)))
     for row, t in zip(rows, times, strict=True):
         row["measured_us"] = t
     return {"timer": "torch.profiler kernel records (CUPTI)",

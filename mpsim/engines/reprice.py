@@ -27,6 +27,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import costed
 from mpsim.policy import parse_policy
+from mpsim.traces.cells import plain
 
 if TYPE_CHECKING:
     from mpsim.traces.trace import Trace
@@ -54,7 +55,7 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     built: dict[tuple[Any, ...], dict[str, Any] | None] = {}
     out = []
     for values in trace.rows[columns].itertuples(index=False, name=None):
-        row = {c: _plain(v) for c, v in zip(columns, values, strict=True)}
+        row = {c: plain(v) for c, v in zip(columns, values, strict=True)}
         key = tuple(v for c, v in row.items() if c not in IDENTITY)
         if key not in built:
             rebuilt = as_engine(row, target)
@@ -71,16 +72,6 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     return Trace(rows_to_frame(out), meta)
 
 
-def _plain(value: Any) -> Any:
-    """A pandas cell as the row builders take it: None for NA, Python numbers."""
-    if value is None:
-        return None
-    try:
-        if value != value:  # NaN
-            return None
-    except TypeError:  # pandas.NA
-        return None
-    return value.item() if hasattr(value, "item") else value
 
 
 def _check_no_fused_ops(trace: Trace, choice: EngineChoice) -> None:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.traces.accounting import launch_cost
+from mpsim.traces.cells import plain
 
 KEY_COLUMNS = (
     "kernel", "op", "m", "n", "k", "w_format", "w_bits", "group_size", "a_dtype", "out_dtype",
@@ -124,15 +125,6 @@ def _factor(series: pd.Series) -> tuple[np.ndarray, int]:
     out = codes.astype(np.int64)
     out += 1  # NA (-1) -> 0
     return out, len(uniques) + 1
-
-
-def plain(value: Any) -> Any:
-    """A JSON-ready Python value (NA -> None, numpy scalars -> Python)."""
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
 
 
 def rep_row(rep: Mapping[str, Any]) -> dict[str, Any]:

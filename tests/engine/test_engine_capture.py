@@ -24,17 +24,18 @@ COMPARED = ["kernel", "op", "phase", "step", "layer", "module", "m", "n", "k", "
             "bytes_read", "bytes_written"]
 
 
-@pytest.mark.parametrize(("spec", "policy"), [
-    (SMALL, "ap4-4@1-3+kv8"),
+@pytest.mark.parametrize(("spec", "policy", "profile_name"), [
+    (SMALL, "ap4-4@1-3+kv8", "kineto.json"),
     (variant(norm="layer", mlp="gelu", parallel_attn_mlp=True, qkv_bias=True, o_bias=True,
-             mlp_bias=True, lm_head_bias=True, rotary_fraction=0.5), "w4g64+kv4"),
+             mlp_bias=True, lm_head_bias=True, rotary_fraction=0.5), "w4g64+kv4", "kineto.json.gz"),
 ])
-def test_capture_matches_synth_launch_for_launch(spec: ModelSpec, policy: str, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_capture_matches_synth_launch_for_launch(spec: ModelSpec, policy: str, profile_name: str,
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPSIM_AUTOTUNE", "0")  # on a GPU: the heuristic configs synthesis records
     wl = Workload(prompt_len=5, gen_len=3, batch=2)
-    profile = tmp_path / "kineto.json"
+    profile = tmp_path / profile_name
     captured = capture(spec, parse_policy(policy), wl, profile=profile)
+    assert (profile.read_bytes()[:2] == b"\x1f\x8b") == profile_name.endswith(".gz")  # gzip as named
     path = write_trace(captured, tmp_path / "cap.parquet")
     cap = read_trace(path)
     syn = synthesize(spec, parse_policy(policy), wl, on_gpu=torch.cuda.is_available()).rows

@@ -53,8 +53,11 @@ def slow(rows, hw, params, memo):
 register_model("slow-roofline", PerfModel(slow, lambda: "slow-1", "test double"))
 multiprocessing.set_start_method("fork")  # the workers inherit the registration above
 from mpsim.cli import main
-sys.exit(main(["sweep", sys.argv[1], "--out", sys.argv[2], "--workers", "2", "--no-progress"]))
+sys.exit(main(["sweep", sys.argv[1], "--out", sys.argv[2], "--workers", "2", "--no-progress", *sys.argv[4:]]))
 """
+# Dask's nanny starts its worker processes with its own start method: fork, so they inherit the
+# registration of the slow model as the local pool's workers do.
+DASK_FORK = {"DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": "fork"}
 LEFTOVER = """
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
@@ -131,14 +134,18 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill -9", "kill"])
-def test_killing_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(sig: int,
+@pytest.mark.parametrize(("sig", "dask"),
+                         [(signal.SIGKILL, False), (signal.SIGTERM, False), (signal.SIGKILL, True)],
+                         ids=["kill -9", "kill", "kill -9 of a --dask local sweep"])
+def test_killing_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(sig: int, dask: bool,
                                                                               tmp_path: Path) -> None:
     spec, script, out = tmp_path / "spec.yaml", tmp_path / "run.py", tmp_path / "sweep"
     spec.write_text(SLOW_SPEC)
     script.write_text(SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), str(spec), str(out), "0.5"], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    extra, env = (["--dask", "local"], {**os.environ, **DASK_FORK}) if dask else ([], None)
+    proc = subprocess.Popen([sys.executable, str(script), str(spec), str(out), "0.5", *extra],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
     try:
         _wait(lambda: proc.poll() is not None or (len(_children(proc.pid)) >= 2
               and bool(PointStore(out).computed_keys())), 120, "the sweep started no workers")
