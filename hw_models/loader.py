@@ -123,6 +123,10 @@ def _check_sources(spec: GpuSpec | NpuSpec, file: str) -> None:
                 )
 
 
+# A datasheet peak vs SMs x FLOP/clk/SM x clock: datasheets round (L40S TF32 183 against 181.0 implied).
+PEAK_TOLERANCE = 0.02
+
+
 def _check_relations(spec: GpuSpec | NpuSpec, file: str) -> None:
     problems = _gpu_problems(spec) if isinstance(spec, GpuSpec) else _npu_problems(spec)
     if problems:
@@ -153,6 +157,15 @@ def _gpu_problems(spec: GpuSpec) -> list[tuple[str, str]]:
         ))
     if "fp16" not in tc.dense_peak_TFLOPs:
         out.append(("tensor_core.dense_peak_TFLOPs.fp16", "missing"))
+    for dtype in sorted(set(tc.dense_peak_TFLOPs) & set(tc.flops_per_clock_per_SM)):
+        implied = c.sm_count * tc.flops_per_clock_per_SM[dtype] * tc.datasheet_clock_MHz * 1e-6
+        peak = tc.dense_peak_TFLOPs[dtype]
+        if abs(peak - implied) > PEAK_TOLERANCE * peak:
+            out.append((f"tensor_core.dense_peak_TFLOPs.{dtype}",
+                         f"{peak:g} TFLOP/s is not compute.sm_count x flops_per_clock_per_SM x "
+                         f"datasheet_clock_MHz = {c.sm_count} x {tc.flops_per_clock_per_SM[dtype]:g} x "
+                         f"{tc.datasheet_clock_MHz:g} MHz = {implied:.1f} (within {PEAK_TOLERANCE:.0%}: "
+                         "datasheets round); check the rate per SM, the SM count or the clock"))
     return out
 
 
