@@ -20,6 +20,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import cublas, fa3, machete, marlin, sglang, torch, trtllm, turbomind, vllm
 from mpsim.library import mpsim as own
+from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
 
 Row = dict[str, Any]
@@ -42,14 +43,16 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),
     "sample": ("argmax_kernel",),
+    # collectives are priced by mpsim/sim/collectives.py, not by a room of the dispatch table
+    "allreduce": tuple(ALLREDUCE_KERNELS.values()),
 }
-for _kernels in KERNELS_BY_OP.values():  # every one a kernel of the dispatch table
-    for _kernel in _kernels:
+for _op, _kernels in KERNELS_BY_OP.items():  # every one a kernel of the dispatch table
+    for _kernel in _kernels if _op != "allreduce" else ():
         library.library_of(_kernel)
 # The op of a pass a row-wise kernel's row is (the norm and activation kernels of each kind).
 ROWWISE_OP = {k: op for op in ("rms_norm", "layer_norm", "rope", "silu_mul", "gelu", "residual_add",
                                "embed", "sample") for k in KERNELS_BY_OP[op]}
-IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module")
+IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module", "tp", "stage")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,11 @@ class Target:
     heads: tuple[int, int, int, int]
     sms: int = lc.GPU_SMS
     on_gpu: bool = True
+
+
+def allreduce_library(engine: Engine) -> str:
+    """The library (schema.COMM_LIBRARIES) of the engine's all-reduce: its file's `allreduce` op."""
+    return LIBRARY_OF_KERNEL[choose(engine, "allreduce", "any", 1, "hopper").kernel]
 
 
 def op_of(row: Row) -> tuple[str, str, int]:
