@@ -22,6 +22,7 @@ from mpsim.library import cublas, fa3, machete, marlin, sglang, torch, trtllm, t
 from mpsim.library import mpsim as own
 from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 Row = dict[str, Any]
 
@@ -108,6 +109,12 @@ def as_engine(row: Row, target: Target) -> Row | None:
     """`row` (a launch row, costed or not) rebuilt as the target engine's kernel: a new uncosted row
     (grid a list, config a dict) with the same identity (launch, phase, step, layer, module); None
     where the engine fuses the op into its attention kernel (no launch of its own)."""
+    if row["op"] in COLLECTIVE_OPS:  # a collective: the all-reduce by the engine's library
+        out = {**row, "grid": [1], "config": {}}  # uncosted, as collective_row builds it
+        if row["op"] == "allreduce":
+            comm = allreduce_library(target.engine)
+            out.update(kernel=ALLREDUCE_KERNELS[comm], comm_library=comm)
+        return out
     op, fmt, m = op_of(row)
     choice = choose(target.engine, op, fmt, m, target.arch)
     if choice.kernel == FUSED:

@@ -28,7 +28,7 @@ from mpsim.traces.accounting import launch_cost
 KEY_COLUMNS = (
     "kernel", "op", "m", "n", "k", "w_format", "w_bits", "group_size", "a_dtype", "out_dtype",
     "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim", "k_bits",
-    "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config",
+    "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config", "tp", "msg_bytes", "comm_library",
 )
 
 
