@@ -149,3 +149,15 @@ def device_kv_bytes_per_token(spec: ModelSpec, kv_bits: int, tp: int = 1, pp: in
     """K and V of one token on the most loaded device: its stage's layers, its KV heads."""
     layers = max(stage_layers(spec.num_layers, pp))
     return layers * kv_heads_per_rank(spec, tp) * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits)
+
+
+def device_memory_bytes(spec: ModelSpec, policy: Policy, wl: Workload, tp: int = 1, pp: int = 1) -> int:
+    """point_memory's total on the most loaded device of a tp x pp plan: its weights, its share of
+    the KV cache (its stage's layers, its KV heads) and one rank's activation peak (point_memory's
+    total_bytes at 1 x 1)."""
+    if (tp, pp) == (1, 1):
+        return point_memory(spec, policy, wl).total_bytes
+    tokens = wl.batch * (wl.prompt_len + wl.gen_len)
+    return (device_weights_bytes(spec, policy, tp, pp)
+            + tokens * device_kv_bytes_per_token(spec, policy.kv_bits, tp, pp)
+            + peak_activation_bytes(rank_spec(spec, tp), wl))
