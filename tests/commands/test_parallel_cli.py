@@ -18,6 +18,17 @@ def test_synth_tp_then_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["simulate", str(out), "--hw", "h100-sxm", "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert "allreduce" in text and "sendrecv" in text and "bound:" in text and "comm" in text
+    assert "parallel plan: tp 2 x pp 2 (nccl all-reduce)" in text
+    # rebuilt as vLLM's kernels: one rank's heads, the all-reduce by vLLM's custom kernels
+    repriced = tmp_path / "vllm.parquet"
+    assert main(["simulate", str(out), "--hw", "h100-sxm", "--no-cache", "--engine", "vllm", "--reprice",
+                 "--reprice-out", str(repriced)]) == 0
+    assert "parallel plan: tp 2 x pp 2" in capsys.readouterr().out
+    from mpsim.traces.io import read_trace
+
+    rows = read_trace(repriced).rows
+    assert set(rows.loc[rows["op"] == "allreduce", "kernel"].astype(str)) == {"vllm_custom_allreduce"}
+    assert set(rows.loc[rows["op"] == "attention", "num_q_heads"]) == {8}  # 16 heads over 2 ranks
     assert main(["synth", "--model", "llama-3-70b", "--policy", "w4", "--prompt", "16", "--gen", "2",
                  "--tp", "3", "--out", str(tmp_path / "bad.parquet")]) == 2
     assert "--tp 3 does not divide the 64 query heads of llama-3-70b" in capsys.readouterr().err
