@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
                         "RoPE and KV append inside), sglang (SGLang's FA3 backend)")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     _common(a, _attention)
-    register_collective(ops, _common)
+    register_collective(ops, _common, _report)
 
 
 def _common(p: argparse.ArgumentParser, func: Any) -> None:

@@ -6,12 +6,16 @@ all-reduce), with the roofline's plain bound beside it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from mpsim.traces.schema import COLLECTIVE_OPS, COMM_LIBRARIES
 
 
-def register_collective(ops: Any, common: Any) -> None:
+def register_collective(ops: Any, common: Any, report: Callable[[dict[str, Any], argparse.Namespace], int]
+                        ) -> None:
+    """The `collective` subcommand of `mpsim op`; `common` adds --hw, --engine, --perf-model and the
+    handler, `report` prints a priced launch (mpsim/commands/op.py)."""
     c = ops.add_parser("collective", help="a parallel plan's collective over an M x N fp16 tensor")
     c.add_argument("--op", default="allreduce", choices=COLLECTIVE_OPS,
                    help="allreduce (after a row-parallel GEMM), allgather (logits), reducescatter, "
@@ -22,11 +26,10 @@ def register_collective(ops: Any, common: Any) -> None:
     c.add_argument("--tp", type=int, required=True, help="GPUs in the group (sendrecv: any, one pair)")
     c.add_argument("--library", default=None, choices=COMM_LIBRARIES,
                    help="who runs the all-reduce (default: --engine's file, mpsim's NCCL)")
-    common(c, _collective)
+    common(c, lambda args: _collective(args, report))
 
 
-def _collective(args: argparse.Namespace) -> int:
-    from mpsim.commands.op import _report
+def _collective(args: argparse.Namespace, report: Callable[[dict[str, Any], argparse.Namespace], int]) -> int:
     from mpsim.engines import get_engine
     from mpsim.engines.rows import allreduce_library
     from mpsim.errors import MpsimInputError
@@ -44,4 +47,4 @@ def _collective(args: argparse.Namespace) -> int:
     row = collective_row(args.op, kernel, args.tokens, args.hidden, args.tp, "collective", 0, 0)
     group = "between two GPUs" if args.op == "sendrecv" else f"on {args.tp} GPUs"
     print(f"{args.op} of {row['msg_bytes']:,} bytes {group} by {row['comm_library']}")
-    return _report(single(row), args)
+    return report(single(row), args)

@@ -12,8 +12,8 @@ from mpsim.cli import main
 
 def test_synth_tp_then_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "tp2.parquet"
-    assert main(["synth", "--model", "mobilellama-1.4b", "--policy", "w4+kv8", "--prompt", "16",
-                 "--gen", "2", "--tp", "2", "--pp", "2", "--out", str(out)]) == 0
+    assert main(["synth", "--model", "mobilellama-1.4b", "--policy", "w4+kv8", "--prompt-len", "16",
+                 "--gen-len", "2", "--tp", "2", "--pp", "2", "--out", str(out)]) == 0
     assert "tp 2 x pp 2" in capsys.readouterr().out
     assert main(["simulate", str(out), "--hw", "h100-sxm", "--no-cache"]) == 0
     text = capsys.readouterr().out
@@ -29,7 +29,7 @@ def test_synth_tp_then_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[st
     rows = read_trace(repriced).rows
     assert set(rows.loc[rows["op"] == "allreduce", "kernel"].astype(str)) == {"vllm_custom_allreduce"}
     assert set(rows.loc[rows["op"] == "attention", "num_q_heads"]) == {8}  # 16 heads over 2 ranks
-    assert main(["synth", "--model", "llama-3-70b", "--policy", "w4", "--prompt", "16", "--gen", "2",
+    assert main(["synth", "--model", "llama-3-70b", "--policy", "w4", "--prompt-len", "16", "--gen-len", "2",
                  "--tp", "3", "--out", str(tmp_path / "bad.parquet")]) == 2
     assert "--tp 3 does not divide the 64 query heads of llama-3-70b" in capsys.readouterr().err
 
