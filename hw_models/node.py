@@ -47,6 +47,28 @@ class Pcie:
 
 
 @dataclass(frozen=True)
+class CollectiveFit:
+    """What the node's collectives reach, fitted on measured collectives (docs/collectives.md
+    #fitted-constants; mpsim/sim/collectives.py NodeFit has each constant's meaning). `fitted_on`
+    names the rows. A node without this block prices NCCL with NCCL's own tuning model (every
+    scale 1, bus efficiency 1 of the datasheet link: an assumption) and has no custom all-reduce."""
+
+    fitted_on: str
+    nccl_efficiency: float
+    nccl_allreduce_efficiency: float
+    nccl_latency_scale: float
+    nccl_hop_scale: float
+    custom_latency_us: float = field(default=0.0, metadata={"min": 0})
+    custom_efficiency: float = 1.0
+    vllm_extra_us: float = field(default=0.0, metadata={"min": 0})
+    eager_floor_us: float = field(default=0.0, metadata={"min": 0})
+    eager_other_floor_us: float = field(default=0.0, metadata={"min": 0})
+    pcie_exponent: float = field(default=0.0, metadata={"min": 0})
+    group_penalty: float = field(default=0.0, metadata={"min": 0, "max": 1.9})
+    nvls_fraction: float = field(default=0.0, metadata={"min": 0})
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     name: str
     gpu: str  # the hardware file's stem
@@ -56,6 +78,7 @@ class NodeSpec:
     topology: Literal["nvswitch", "pcie"]
     nvlink: NvLink | None = None
     pcie: Pcie | None = None
+    collectives: CollectiveFit | None = None
 
     def link_gbps(self) -> float:
         """Per-direction bandwidth of one GPU's link to its peers: NVLink when the node has it."""

@@ -26,11 +26,13 @@ from mpsim.engines.rows import Target, as_engine
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import mpsim as own
+from mpsim.library.collectives import collective_row
 from mpsim.library.rows import Row, apply_config, check_sizes, costed, single
 from mpsim.models import ModelSpec
+from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers, vocab_shard
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import FORMAT_BITS, KV_BITS, W_FORMATS
+from mpsim.traces.schema import COLLECTIVE_OPS, FORMAT_BITS, KV_BITS, W_FORMATS
 
 __all__ = ["ATTENTION_STEP_COLUMNS", "PassShape", "Row", "attention_row", "check_sizes", "costed",
            "decode_attention_costs", "framework_op_row", "gemm_row", "layer_rows", "pass_launches",
@@ -53,6 +55,7 @@ class PassShape:
     on_gpu: bool = True
     graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
     target: Target | None = None  # an engine's kernels (mpsim/engines); None: mpsim's own, as captured
+    plan: ParallelPlan = SINGLE  # tensor/pipeline parallelism (mpsim/parallel.py): one rank's shapes
 
     @property
     def tokens(self) -> int:
@@ -72,6 +75,7 @@ def rowwise_row(p: PassShape, op: str, kernel: str, module: str, layer: int, m: 
 
 
 def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
+    spec = rank_spec(spec, p.plan.tp)
     decode = p.phase == "decode"
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
     row = own.attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
@@ -89,6 +93,7 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
+    spec = rank_spec(spec, p.plan.tp)
     return own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
                         p.kv_block, p.on_gpu)
 
@@ -98,12 +103,14 @@ def _norm_kernel(spec: ModelSpec) -> str:
 
 
 def layer_rows(spec: ModelSpec, p: PassShape, layer: int) -> Iterator[Row]:
+    """One decoder layer's launches on one rank (mpsim/parallel.py: its share of the heads and FFN)."""
     m, h, w = p.tokens, spec.hidden, p.weights
-    shapes = spec.linear_shapes()
+    shapes = rank_spec(spec, p.plan.tp).linear_shapes()
     mlp_up, mlp_down = ("gate_up", "down") if spec.mlp == "swiglu" else ("fc1", "fc2")
     yield rowwise_row(p, "norm", _norm_kernel(spec), "attn_norm", layer, m, h)
     yield pass_gemm_row(p, "qkv", layer, m, *shapes["qkv"][:2], w, shapes["qkv"][2])
-    yield rowwise_row(p, "rope", "rope_kernel", "rope", layer, m, spec.q_dim + spec.kv_dim, spec.rot_dim)
+    rank = rank_spec(spec, p.plan.tp)
+    yield rowwise_row(p, "rope", "rope_kernel", "rope", layer, m, rank.q_dim + rank.kv_dim, spec.rot_dim)
     yield kv_write_row(spec, p, layer)
     yield pass_attention_row(spec, p, layer)
     yield pass_gemm_row(p, "o", layer, m, *shapes["o"][:2], w, shapes["o"][2])
@@ -112,9 +119,9 @@ def layer_rows(spec: ModelSpec, p: PassShape, layer: int) -> Iterator[Row]:
         yield rowwise_row(p, "norm", _norm_kernel(spec), "mlp_norm", layer, m, h)
     yield pass_gemm_row(p, mlp_up, layer, m, *shapes[mlp_up][:2], w, shapes[mlp_up][2])
     if spec.mlp == "swiglu":
-        yield rowwise_row(p, "act", "silu_mul_kernel", "act", layer, m, spec.ffn, 2 * spec.ffn)
+        yield rowwise_row(p, "act", "silu_mul_kernel", "act", layer, m, rank.ffn, 2 * rank.ffn)
     else:
-        yield rowwise_row(p, "act", "gelu_kernel", "act", layer, m, spec.ffn, spec.ffn)
+        yield rowwise_row(p, "act", "gelu_kernel", "act", layer, m, rank.ffn, rank.ffn)
     yield pass_gemm_row(p, mlp_down, layer, m, *shapes[mlp_down][:2], w, shapes[mlp_down][2])
     if spec.parallel_attn_mlp:
         yield rowwise_row(p, "other", "residual_add_kernel", "attn_residual", layer, m, h)
@@ -122,23 +129,56 @@ def layer_rows(spec: ModelSpec, p: PassShape, layer: int) -> Iterator[Row]:
 
 
 def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
-    """Every launch of one forward pass, in order, with phase and step filled."""
+    """Every launch of one forward pass, in order, with phase and step filled; under a parallel plan
+    one rank's launches with the plan's collectives (mpsim/parallel.py), `tp` and `stage` set."""
+    plan = p.plan
+    stages = stage_of_layers(spec.num_layers, plan.pp)
     rows: list[Row] = [rowwise_row(p, "embed", "embedding_kernel", "embed", -1, p.tokens, spec.hidden)]
+    rows.extend(_allreduce(p, spec.hidden, "embed_allreduce", -1, 0))
     for layer in range(spec.num_layers):
-        rows.extend(layer_rows(spec, p, layer))
+        for r in layer_rows(spec, p, layer):
+            r["stage"] = stages[layer]
+            rows.append(r)
+            if r["module"] in ROW_PARALLEL:
+                rows.extend(_allreduce(p, spec.hidden, f"{r['module']}_allreduce", layer, stages[layer]))
+        if layer + 1 < spec.num_layers and stages[layer + 1] != stages[layer]:
+            rows.append(collective_row("sendrecv", "nccl_sendrecv", p.tokens, spec.hidden, plan.tp,
+                                       "stage_send", layer, stages[layer]))
+    last, head_rows = plan.pp - 1, len(rows)
     if p.phase == "prefill":  # gather each sequence's last prompt position (the embedding kernel)
         rows.append(rowwise_row(p, "embed", "embedding_kernel", "last_token_gather", -1, p.batch,
                                 spec.hidden))
     rows.append(rowwise_row(p, "norm", _norm_kernel(spec), "final_norm", -1, p.batch, spec.hidden))
-    rows.append(pass_gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
-                         spec.lm_head_bias))
+    shard = vocab_shard(spec.vocab, plan.tp)
+    rows.append(pass_gemm_row(p, "lm_head", -1, p.batch, shard, spec.hidden, FP16_WEIGHTS,
+                              spec.lm_head_bias))
+    if plan.tp > 1:  # the vocab shards' logits gathered on every rank
+        rows.append(collective_row("allgather", plan.gather_kernel(), p.batch, shard * plan.tp,
+                                   plan.tp, "logits_allgather", -1, last))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
+    for r in rows[head_rows:]:
+        r["stage"] = last
     if p.target is not None:  # each op's row as the engine's library kernel builds it
-        built = (r if r["op"] == "attention" else as_engine(r, p.target) for r in rows)
+        built = (r if r["op"] in ("attention", *COLLECTIVE_OPS) else as_engine(r, p.target) for r in rows)
         rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
     for r in rows:
         r.update(phase=p.phase, step=p.step)
+        r.setdefault("stage", 0)
+        r.setdefault("tp", plan.tp)
     return rows
+
+
+# The row-parallel GEMMs of a layer, each followed by an all-reduce under tensor parallelism.
+ROW_PARALLEL = ("o", "down", "fc2")
+
+
+def _allreduce(p: PassShape, hidden: int, module: str, layer: int, stage: int) -> list[Row]:
+    """The all-reduce of the m x hidden output of a row-parallel GEMM (or the vocab-parallel
+    embedding) on the tensor-parallel group; nothing on one GPU."""
+    if p.plan.tp == 1:
+        return []
+    return [collective_row("allreduce", p.plan.allreduce_kernel(), p.tokens, hidden, p.plan.tp,
+                           module, layer, stage)]
 
 
 def pass_launches(spec: ModelSpec, p: PassShape) -> list[Row]:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mpsim.models import ModelSpec
+from mpsim.parallel import kv_heads_per_rank, rank_spec, stage_layers, vocab_shard
 from mpsim.policy import Policy, mean_decode_bits, pmpd_average_bits
 from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
 from mpsim.workload import Workload
@@ -127,3 +128,36 @@ def gpus_needed(spec: ModelSpec, mem: PointMemory, gpu_memory_bytes: float) -> i
         if per_gpu_bytes(spec, mem, tp) <= MEMORY_UTILIZATION * gpu_memory_bytes:
             return tp
     return None
+
+
+# --- one device of a parallel plan (mpsim/parallel.py: serving with --tp/--pp) ---------------------
+
+def device_weights_bytes(spec: ModelSpec, policy: Policy, tp: int = 1, pp: int = 1) -> int:
+    """Weights on the most loaded device of a tp x pp plan: its stage's layers at one rank's shapes
+    (KV heads replicated below tp), the vocab shard of the embedding on the first stage and of the
+    lm_head on the last (a tied lm_head is a second copy there when pp > 1). weights_bytes at 1 x 1."""
+    rank = rank_spec(spec, tp)
+    block = sum(linear_bytes(n, k, policy) for n, k, _ in rank.linear_shapes().values())
+    shard = vocab_shard(spec.vocab, tp) * spec.hidden * FP16
+    head = 0 if spec.tied_embeddings and pp == 1 else shard
+    counts = stage_layers(spec.num_layers, pp)
+    return max(c * block + (shard if s == 0 else 0) + (head if s == pp - 1 else 0)
+               for s, c in enumerate(counts))
+
+
+def device_kv_bytes_per_token(spec: ModelSpec, kv_bits: int, tp: int = 1, pp: int = 1) -> int:
+    """K and V of one token on the most loaded device: its stage's layers, its KV heads."""
+    layers = max(stage_layers(spec.num_layers, pp))
+    return layers * kv_heads_per_rank(spec, tp) * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits)
+
+
+def device_memory_bytes(spec: ModelSpec, policy: Policy, wl: Workload, tp: int = 1, pp: int = 1) -> int:
+    """point_memory's total on the most loaded device of a tp x pp plan: its weights, its share of
+    the KV cache (its stage's layers, its KV heads) and one rank's activation peak (point_memory's
+    total_bytes at 1 x 1)."""
+    if (tp, pp) == (1, 1):
+        return point_memory(spec, policy, wl).total_bytes
+    tokens = wl.batch * (wl.prompt_len + wl.gen_len)
+    return (device_weights_bytes(spec, policy, tp, pp)
+            + tokens * device_kv_bytes_per_token(spec, policy.kv_bits, tp, pp)
+            + peak_activation_bytes(rank_spec(spec, tp), wl))

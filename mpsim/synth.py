@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mpsim.engines import MPSIM_KERNELS, EngineChoice, engine_target, model_heads
+from mpsim.engines import MPSIM_KERNELS, EngineChoice, engine_target, get_engine, model_heads
+from mpsim.engines.rows import allreduce_library
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import ATTENTION_STEP_COLUMNS, PassShape, Row, decode_attention_costs, pass_launches
 from mpsim.models import ModelSpec
+from mpsim.parallel import SINGLE, ParallelPlan, check_plan, rank_spec
 from mpsim.policy import Policy, WeightChoice
 from mpsim.traces.columns import Numbers, Text, TraceColumns, numpy_dtype, to_frame
 from mpsim.traces.meta import TraceMeta
@@ -38,23 +40,26 @@ TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
 def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
                kv_block: int | None = None, cuda_graphs: bool = False,
-               engine: EngineChoice = MPSIM_KERNELS) -> Trace:
+               engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1) -> Trace:
     """The trace a generation would record, with analytic bytes/FLOPs and no measured times.
     `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py).
-    `engine`: whose kernels the rows are (default mpsim's own, what capture runs)."""
+    `engine`: whose kernels the rows are (default mpsim's own, what capture runs). `tp`, `pp`: the
+    parallel plan (mpsim/parallel.py): one rank's launches per TP group, stages, collectives."""
     from mpsim.traces.trace import Trace  # pandas: the rows as a DataFrame
 
     columns, meta = synthesize_columns(spec, policy, workload, on_gpu=on_gpu, kv_block=kv_block,
-                                       cuda_graphs=cuda_graphs, engine=engine)
+                                       cuda_graphs=cuda_graphs, engine=engine, tp=tp, pp=pp)
     return Trace(to_frame(columns), meta)
 
 
 def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
                        kv_block: int | None = None, cuda_graphs: bool = False,
-                       engine: EngineChoice = MPSIM_KERNELS) -> tuple[TraceColumns, TraceMeta]:
+                       engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1
+                       ) -> tuple[TraceColumns, TraceMeta]:
     """`synthesize`'s trace as numpy columns and its metadata, without pandas."""
     b, L = workload.batch, workload.prompt_len
-    target = engine_target(engine.name, policy, model_heads(spec.as_dict()),
+    plan = parallel_plan(spec, engine.name, tp, pp)
+    target = engine_target(engine.name, policy, model_heads(rank_spec(spec, tp).as_dict()),
                            arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
     if target is not None and cuda_graphs:
         raise MpsimInputError(f"CUDA-graph decode (--cuda-graphs) sizes mpsim's own decode attention; "
@@ -62,20 +67,31 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
     capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
     table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
-                        kv_block, on_gpu, target=target)
+                        kv_block, on_gpu, target=target, plan=plan)
     prefill_rows = pass_launches(spec, prefill)
     check_size(len(prefill_rows), workload)
     table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
-                          policy.kv_bits, kv_block, on_gpu, capacity, target)
+                          policy.kv_bits, kv_block, on_gpu, capacity, target, plan)
         table.add_pass(pass_launches(spec, first), steps, decode_attention_costs(spec, first, steps))
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {})
-                     | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {}),
+                     | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {})
+                     | ({"parallel": plan.describe()} if not plan.single else {}),
                      engine=engine.name)
     return table.columns(), meta
+
+
+def parallel_plan(spec: ModelSpec, engine: str, tp: int = 1, pp: int = 1) -> ParallelPlan:
+    """The plan of `tp` x `pp` devices for `spec`, its all-reduce the engine file's (one clear
+    error for a plan the model cannot take: mpsim/parallel.py check_plan)."""
+    if tp == 1 and pp == 1:
+        return SINGLE
+    plan = ParallelPlan(tp, pp, allreduce_library(get_engine(engine)))
+    check_plan(spec, plan)
+    return plan
 
 
 def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[WeightChoice, np.ndarray]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.traces.errors import TraceError
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 FP16 = 2
 INDEX_BYTES = 8  # token ids and argmax results are int64
@@ -174,9 +175,24 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
 SMALL_OP_KERNELS = tuple(_SMALL_OPS)
 
 
+def _collective(r: Mapping[str, Any]) -> Cost:
+    """A collective's local work on each rank: the additions of a reduction ((n-1)/n of the elements
+    per rank in a ring or two-shot scheme), its buffer read from and the result written to HBM
+    (all-gather: the rank's share read, the gathered output written; reduce-scatter: the input read,
+    the rank's share written). What crosses the links is `msg_bytes` (mpsim/sim/collectives.py)."""
+    op, size, group = r["op"], int(r["msg_bytes"]), int(r["tp"])
+    elements = size // FP16
+    adds = elements * (group - 1) // group if op in ("allreduce", "reducescatter") else 0
+    read = size // group if op == "allgather" else size
+    written = size // group if op == "reducescatter" else size
+    return Cost(adds, read, written)
+
+
 def launch_cost(row: Mapping[str, Any]) -> Cost:
     """FLOPs and DRAM bytes of one launch, from the shape and format columns of its trace row."""
     op = row["op"]
+    if op in COLLECTIVE_OPS:
+        return _collective(row)
     if op == "gemm":
         return _gemm(row)
     if op == "attention":

@@ -16,11 +16,13 @@ import numpy as np
 from mpsim.traces.columns import Numbers, Text, TraceColumns
 from mpsim.traces.errors import TraceError
 from mpsim.traces.schema import (
+    COMM_LIBRARIES,
     FORMAT_BITS,
     KV_BITS,
     NON_NEGATIVE,
     OPS,
     PHASES,
+    POSITIVE,
     REQUIRED,
     REQUIRED_BY_OP,
     W_FORMATS,
@@ -28,6 +30,7 @@ from mpsim.traces.schema import (
 
 ENUMS: dict[str, tuple[object, ...]] = {
     "op": OPS, "phase": PHASES, "w_format": W_FORMATS, "k_bits": KV_BITS, "v_bits": KV_BITS,
+    "comm_library": COMM_LIBRARIES,
 }
 
 
@@ -99,6 +102,12 @@ def check_non_negative(columns: TraceColumns, where: str) -> None:
         row = first((c.values < 0) & ~c.na)
         if row is not None:
             raise fail(where, row, col, f"must be >= 0, got {c.value(row)}")
+    for col in POSITIVE:
+        c = columns[col]
+        assert isinstance(c, Numbers)
+        row = first((c.values < 1) & ~c.na)
+        if row is not None:
+            raise fail(where, row, col, f"must be >= 1, got {c.value(row)}")
 
 
 def check_weight_bits(columns: TraceColumns, where: str) -> None:

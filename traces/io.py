@@ -1,9 +1,10 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (4), by traces/write.py (from columns, without pandas); every
+Files are written at SCHEMA_VERSION (5), by traces/write.py (from columns, without pandas); every
 version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
 read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
-that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran).
+that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran),
+versions 1 to 4 no parallel-plan columns (`with_parallel_columns`: tp 1, stage 0, no collectives).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -32,7 +33,7 @@ from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import typed_frame, validate_frame
 from mpsim.traces.write import META_KEY, write_columns
 
-__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "write_trace"]
+__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "with_parallel_columns", "write_trace"]
 
 
 def write_trace(trace: Trace, path: str | Path) -> Path:
@@ -61,6 +62,8 @@ def read_trace(path: str | Path) -> Trace:
     assert frame is not None
     if version == 1:  # before kv_tokens: every batch was uniform
         frame = with_kv_tokens(frame)
+    if version < 5:  # before parallel plans: one GPU, one stage
+        frame = with_parallel_columns(frame)
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -73,6 +76,16 @@ def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
     tokens = pd.array([pd.NA] * len(frame), dtype="Int64")
     tokens[decode] = (frame["batch"].astype("Int64") * frame["kv_len"].astype("Int64")).to_numpy()[decode]
     return frame.assign(kv_tokens=tokens)
+
+
+def with_parallel_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A launch table from before version 5 with its parallel-plan columns: every launch on one
+    GPU (tp 1) in one stage (stage 0), no collective message or library."""
+    n = len(frame)
+    added = {"tp": pd.array([1] * n, dtype="Int64"), "stage": pd.array([0] * n, dtype="Int64"),
+             "msg_bytes": pd.array([pd.NA] * n, dtype="Int64"),
+             "comm_library": pd.array([pd.NA] * n, dtype="string")}
+    return frame.assign(**{c: v for c, v in added.items() if c not in frame.columns})
 
 
 def _stored_columns(file: pq.ParquetFile) -> TraceColumns | None:

@@ -124,6 +124,7 @@ class Recorder:
         else:
             measured = (pending.end - pending.start) / 1e3
         cost = launch_cost(pending.fields)
-        return {**dict.fromkeys(COLUMNS), "launch_id": launch_id, "stream": 0, "flops": cost.flops,
+        return {**dict.fromkeys(COLUMNS), "launch_id": launch_id, "stream": 0, "tp": 1, "stage": 0,
+                "flops": cost.flops,
                 "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written,
                 "measured_us": measured, "device": self.device_name, **pending.fields}

@@ -21,8 +21,13 @@ from __future__ import annotations
 # shipped engine files, mpsim/data/engines); files before 4 read as "mpsim", whose kernels every
 # earlier trace ran. Version 4 is that field only: later changes of issue 23's siblings (parallelism,
 # FP8/FP4) take version 5 and up.
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# Version 5 (issue 25, parallel plans) adds the columns `tp` (the tensor-parallel group that runs the
+# row: every rank runs the same shapes, so one row per kernel, not one per rank), `stage` (the
+# pipeline stage), `msg_bytes` and `comm_library` (collective rows: the message in bytes as
+# nccl-tests counts it, and the library that runs it, COMM_LIBRARIES), and the collective ops
+# (COLLECTIVE_OPS); files before 5 read with tp 1, stage 0 and no collectives (traces/io.py).
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files before version 4 ran
 
 # How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
@@ -31,7 +36,13 @@ DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files b
 # IProfiler). The fixed cost of each lives in mpsim/sim/protocols.yaml.
 PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 
-OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
+# Collectives of a parallel plan: all-reduce after a row-parallel GEMM, all-gather of the logits of a
+# vocab-parallel lm_head, reduce-scatter, and the point-to-point send/recv between pipeline stages.
+COLLECTIVE_OPS = ("allreduce", "allgather", "reducescatter", "sendrecv")
+OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other", *COLLECTIVE_OPS)
+# Who runs a collective: NCCL (torch.distributed), vLLM's or TensorRT-LLM's custom all-reduce kernels
+# (the engine files' `allreduce` op, mpsim/data/engines); mpsim/sim/collectives.py prices each.
+COMM_LIBRARIES = ("nccl", "vllm_custom", "trtllm_custom")
 PHASES = ("prefill", "decode")
 W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec")
 # The w_bits each w_format stores (any-precision: the widths a 2..8-bit parent serves).
@@ -62,17 +73,20 @@ COLUMNS: dict[str, str] = {
     "flops": "Int64", "bytes_read": "Int64", "bytes_written": "Int64",
     # measurement
     "measured_us": "Float64", "device": "string",
+    # parallel plan (version 5): tensor-parallel group size, pipeline stage, collective message
+    "tp": "Int64", "stage": "Int64", "msg_bytes": "Int64", "comm_library": "string",
 }
 
 _NARROW = {
     **dict.fromkeys(("stream", "step", "layer", "m", "n", "k", "group_size", "batch", "q_len", "kv_len",
                      "num_q_heads", "num_kv_heads", "head_dim", "kv_block"), "Int32"),
     **dict.fromkeys(("w_bits", "k_bits", "v_bits"), "Int8"),
+    **dict.fromkeys(("tp", "stage"), "Int16"),
 }  # launch_id, FLOPs and bytes stay Int64; measured_us Float64; bias, causal boolean
 STORAGE: dict[str, str] = {c: "category" if t == "string" else _NARROW.get(c, t) for c, t in COLUMNS.items()}
 
 REQUIRED = ("launch_id", "stream", "kernel", "op", "phase", "step", "layer", "module",
-            "grid", "config", "flops", "bytes_read", "bytes_written")
+            "grid", "config", "flops", "bytes_read", "bytes_written", "tp", "stage")
 REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "w_format", "w_bits"),
     "attention": ("batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",
@@ -80,7 +94,10 @@ REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     "kv_quant": ("batch", "q_len", "num_kv_heads", "head_dim", "k_bits", "v_bits"),
     "norm": ("m", "n"), "rope": ("m", "n", "k"), "act": ("m", "n", "k"),
     "embed": ("m", "n"), "sample": ("m", "n"), "other": ("m", "n"),
+    **dict.fromkeys(COLLECTIVE_OPS, ("m", "n", "msg_bytes", "comm_library")),
 }
 NON_NEGATIVE = ("step", "m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len",
                 "num_q_heads", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_block",
-                "kv_tokens", "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream")
+                "kv_tokens", "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream",
+                "stage", "msg_bytes")
+POSITIVE = ("tp",)  # a group has at least one rank

@@ -16,7 +16,7 @@ from mpsim.analysis.sweep.spec import Group, Point
 from mpsim.analysis.sweep.store import PointStore
 from mpsim.engines import DEFAULT_ENGINE, MPSIM_KERNELS, EngineChoice
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
-from mpsim.memory import point_bits, point_memory
+from mpsim.memory import device_memory_bytes, point_bits, point_memory
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, parse_policy
 from mpsim.sim import SimResult, simulate
@@ -27,11 +27,12 @@ from mpsim.workload import Workload
 
 # Column order of the results table (speedup_vs_fp16 is added when points are merged).
 COLUMNS = (
-    "key", "model", "policy", "engine", "hw", "hw_kind", "perf_model", "prompt_len", "gen_len", "batch",
+    "key", "model", "policy", "engine", "tp", "pp", "hw", "hw_kind", "perf_model", "prompt_len",
+    "gen_len", "batch",
     "ttft_s", "tpot_s", "tpot_p50_s", "tpot_p99_s", "total_s", "lower_bound_s", "tokens_per_s",
     "decode_tokens_per_s", "weights_bytes", "kv_cache_bytes", "peak_activation_bytes", "memory_bytes",
-    "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits", "avg_bits_pmpd",
-    "avg_bits_mean", "kv_bits", "launches", "energy_j", "j_per_token", "j_per_prompt_token",
+    "device_memory_bytes", "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits",
+    "avg_bits_pmpd", "avg_bits_mean", "kv_bits", "launches", "energy_j", "j_per_token", "j_per_prompt_token",
     "avg_power_w", "decode_dram_j_per_token",
 )
 
@@ -54,7 +55,9 @@ def run_group(task: GroupTask) -> list[str]:
     g = task.group
     policy = parse_policy(g.policy)
     traces: dict[EngineChoice, Trace] = {}  # the engine's kernels follow the GPU: one per (arch, SMs)
-    common = _static_columns(g.model, policy, g.workload) | {"engine": g.engine}
+    common = _static_columns(g.model, policy, g.workload) | {
+        "engine": g.engine, "tp": g.tp, "pp": g.pp,
+        "device_memory_bytes": device_memory_bytes(g.model, policy, g.workload, g.tp, g.pp)}
     store = PointStore(task.out_dir)
     written = []
     for point in g.points:
@@ -62,12 +65,12 @@ def run_group(task: GroupTask) -> list[str]:
         hw = task.hardware[point.hw]
         choice = EngineChoice.on(g.engine, hw) if g.engine != DEFAULT_ENGINE else MPSIM_KERNELS
         if choice not in traces:
-            traces[choice] = synthesize(g.model, policy, g.workload, engine=choice)
+            traces[choice] = synthesize(g.model, policy, g.workload, engine=choice, tp=g.tp, pp=g.pp)
         trace = traces[choice]
         run = simulate(trace, hw, point.perf_model)
         row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows),
                "decode_dram_j_per_token": _decode_dram_j_per_token(trace.rows, hw, run, g.workload.batch)}
-        row["fits_in_memory"] = bool(row["memory_bytes"] <= row["hw_memory_bytes"])
+        row["fits_in_memory"] = bool(row["device_memory_bytes"] <= row["hw_memory_bytes"])
         store.write_point(point.key, {c: row[c] for c in COLUMNS})
         store.log_computed(point.key, _label(g, point), time.perf_counter() - t0)
         written.append(point.key)
@@ -77,6 +80,7 @@ def run_group(task: GroupTask) -> list[str]:
 def _label(g: Group, p: Point) -> str:
     w = g.workload
     engine = "" if g.engine == DEFAULT_ENGINE else f" {g.engine}"
+    engine += "" if (g.tp, g.pp) == (1, 1) else f" tp{g.tp} pp{g.pp}"
     return f"{g.model.name} {g.policy}{engine} {p.hw} {p.perf_model} p{w.prompt_len} g{w.gen_len} b{w.batch}"
 
 

@@ -111,8 +111,8 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
         todo = tuple(p for p in g.points if p.key not in done)
         if todo:
             hardware = {p.hw: spec.hardware[p.hw] for p in todo}
-            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine), hardware,
-                                   str(store.root)))
+            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine, g.tp, g.pp),
+                                   hardware, str(store.root)))
     return tasks
 
 
@@ -199,6 +199,9 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
     }
     if spec.engines != (DEFAULT_ENGINE,):
         data["engines"] = list(spec.engines)
+    if spec.plans != ((1, 1),):
+        data["tp"] = list(dict.fromkeys(tp for tp, _ in spec.plans))
+        data["pp"] = list(dict.fromkeys(pp for _, pp in spec.plans))
     if spec.serve is not None:
         data["serve"] = serve.spec_copy(spec.serve)
     write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"

@@ -53,9 +53,10 @@ KEYS = ("rates", "requests", "duration_s", "arrivals", "prompt_len", "gen_len", 
 POINTS, RESULTS = "serve_points", "serve_results.parquet"
 DEFAULT_REQUESTS = 500
 COLUMNS = (
-    "key", "model", "policy", "engine", "hw", "hw_kind", "perf_model", "rate", "requests", "arrivals",
-    "prompt_len", "gen_len", "seed", "slo_ttft_s", "slo_tpot_s", "throughput_rps",
-    "output_tokens_per_s", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_mean_s",
+    "key", "model", "policy", "engine", "tp", "pp", "hw", "hw_kind", "perf_model", "rate", "requests",
+    "arrivals", "prompt_len", "gen_len", "seed", "slo_ttft_s", "slo_tpot_s", "throughput_rps",
+    "output_tokens_per_s", "output_tokens_per_s_per_device", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s",
+    "ttft_p99_s", "tpot_mean_s",
     "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s",
     "goodput_rps", "slo_attainment", "slo_met", "peak_concurrent_sequences", "mean_batch",
     "peak_kv_occupancy", "preemptions", "kv_blocks", "kv_bytes_per_token", "weights_bytes",
@@ -68,13 +69,13 @@ class ServeSection:
     rates: tuple[float, ...]
     settings: dict[str, Any]  # every other key, with defaults filled
 
-    def config(self, engine: str = DEFAULT_ENGINE) -> ServeConfig:
+    def config(self, engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> ServeConfig:
         s = self.settings
         sched = SchedulerConfig(**{k: s[k] for k in SCHED_KEYS if s.get(k) is not None})
         ms = 1e-3
         slo = Slo(None if s["slo_ttft_ms"] is None else s["slo_ttft_ms"] * ms,
                   None if s["slo_tpot_ms"] is None else s["slo_tpot_ms"] * ms)
-        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"], engine=engine)
+        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"], engine=engine, tp=tp, pp=pp)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class ServeTask:
     points: tuple[ServePoint, ...]
     out_dir: str
     engine: str = DEFAULT_ENGINE
+    tp: int = 1
+    pp: int = 1
 
     @property
     def size(self) -> int:
@@ -140,35 +143,38 @@ def parse_section(source: str, value: Any) -> ServeSection:
 
 
 def point_key(model: ModelSpec, policy: str, hw: HardwareSpec, section: ServeSection, rate: float,
-              engine: str = DEFAULT_ENGINE) -> str:
+              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> str:
     ident = {"format": SERVE_FORMAT, "model": model.as_dict(), "policy": policy,
              "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
              "settings": section.settings, "rate": rate,
              "perf_model_version": model_version(section.settings["perf_model"])}
     if engine != DEFAULT_ENGINE:  # the default's keys stay those of specs before engines
         ident["engine"] = engine
+    if (tp, pp) != (1, 1):  # one device's keys stay those of specs before parallel plans
+        ident["parallel"] = [tp, pp]
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def tasks(spec: Any, done: set[str], out_dir: str) -> list[ServeTask]:
-    """One task per (model, policy, engine, hardware) of the spec with pending rates (grid order)."""
+    """One task per (model, policy, engine, plan, hardware) of the spec with pending rates (grid order)."""
     section: ServeSection = spec.serve
     out = []
-    for model, policy, engine in itertools.product(spec.models, spec.policies, spec.engines):
+    for model, policy, engine, (tp, pp) in itertools.product(spec.models, spec.policies, spec.engines,
+                                                             spec.plans):
         for name, hw in spec.hardware.items():
-            points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine), r)
+            points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine, tp, pp), r)
                            for r in section.rates)
             todo = tuple(p for p in points if p.key not in done)
             if todo:
-                out.append(ServeTask(model, policy, name, hw, section, todo, out_dir, engine))
+                out.append(ServeTask(model, policy, name, hw, section, todo, out_dir, engine, tp, pp))
     return out
 
 
 def keys(spec: Any) -> list[str]:
     section: ServeSection = spec.serve
-    return [point_key(m, p, hw, section, r, e) for m, p, e in itertools.product(
-                spec.models, spec.policies, spec.engines)
+    return [point_key(m, p, hw, section, r, e, tp, pp) for m, p, e, (tp, pp) in itertools.product(
+                spec.models, spec.policies, spec.engines, spec.plans)
             for hw in spec.hardware.values() for r in section.rates]
 
 
@@ -178,7 +184,8 @@ def run_serve_task(task: ServeTask) -> list[str]:
     from mpsim.serve.arrivals import build_requests
     from mpsim.serve.engine import make_pricer, run_serve
 
-    policy, s, cfg = parse_policy(task.policy), task.section.settings, task.section.config(task.engine)
+    policy, s = parse_policy(task.policy), task.section.settings
+    cfg = task.section.config(task.engine, task.tp, task.pp)
     pricer = make_pricer(task.model, policy, task.hw, cfg)
     store = PointStore(task.out_dir, POINTS)
     written = []
@@ -189,8 +196,9 @@ def run_serve_task(task: ServeTask) -> list[str]:
                               gen_len=s["gen_len"], seed=s["seed"])
         result = run_serve(task.model, policy, task.hw, reqs, cfg, pricer=pricer)
         store.write_point(point.key, row(point, task, result.summary))
-        store.log_computed(point.key, f"serve {task.model.name} {task.policy} {task.engine} {task.hw_name} "
-                                      f"{point.rate:g}/s", time.perf_counter() - t0)
+        plan = "" if (task.tp, task.pp) == (1, 1) else f" tp{task.tp} pp{task.pp}"
+        store.log_computed(point.key, f"serve {task.model.name} {task.policy} {task.engine}{plan} "
+                                      f"{task.hw_name} {point.rate:g}/s", time.perf_counter() - t0)
         written.append(point.key)
     return written
 
@@ -199,7 +207,7 @@ def row(point: ServePoint, task: ServeTask, s: dict[str, Any]) -> dict[str, Any]
     cap = s["kv_capacity"]
     settings = task.section.settings
     values = {**s, "key": point.key, "model": task.model.name, "policy": task.policy,
-              "engine": task.engine, "hw": task.hw_name,
+              "engine": task.engine, "tp": task.tp, "pp": task.pp, "hw": task.hw_name,
               "hw_kind": task.hw.kind, "rate": point.rate, "arrivals": str(settings["arrivals"]),
               "prompt_len": str(settings["prompt_len"]), "gen_len": str(settings["gen_len"]),
               "seed": settings["seed"], "kv_blocks": cap["num_blocks"],
@@ -221,18 +229,21 @@ def spec_copy(section: ServeSection) -> dict[str, Any]:
     return {"rates": list(section.rates), **{k: v for k, v in section.settings.items() if v is not None}}
 
 
-GROUP = ["model", "hw", "policy"]
+GROUP = ["model", "hw", "policy", "tp", "pp"]
 
 
 def max_rates(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, hardware, policy): the highest swept rate whose p99s meet every SLO given (NaN
+    """Per (model, hardware, policy, plan): the highest swept rate whose p99s meet every SLO given (NaN
     where none does), the throughput there, and the p99 TPOT/TTFT at the lowest rate (how far off)."""
     rows = []
-    for (model, hw, policy), g in table.groupby(GROUP, sort=False):
+    table = table.assign(tp=table["tp"].fillna(1).astype(int), pp=table["pp"].fillna(1).astype(int)) \
+        if "tp" in table else table.assign(tp=1, pp=1)  # tables from before parallel plans: one device
+    for (model, hw, policy, tp, pp), g in table.groupby(GROUP, sort=False):
         g = g.sort_values("rate")
         met = g[g["slo_met"].fillna(False).astype(bool)]
         best = met.iloc[-1] if len(met) else None
-        rows.append({"model": model, "hw": hw, "policy": policy,
+        label = policy if (tp, pp) == (1, 1) else f"{policy} tp{tp}" + (f"xpp{pp}" if pp > 1 else "")
+        rows.append({"model": model, "hw": hw, "policy": label, "tp": int(tp), "pp": int(pp),
                      "slo_ttft_s": g["slo_ttft_s"].iloc[0], "slo_tpot_s": g["slo_tpot_s"].iloc[0],
                      "max_rate_rps": float(best["rate"]) if best is not None else float("nan"),
                      "throughput_rps": float(best["throughput_rps"]) if best is not None else float("nan"),

@@ -9,7 +9,9 @@ Expansion yields `Group`s, one per (model, policy, engine, workload): the trace 
 per group (per hardware architecture for an engine other than mpsim: its kernels follow the GPU)
 and replayed on every (hardware, performance model) point of it. `engines` (optional, default
 [mpsim]) names engine files (`mpsim engines`); a policy an engine of the spec cannot run is the
-spec's error. Each point has a stable key, a hash
+spec's error. `tp` and `pp` (optional lists, default [1]) are the parallel plans' axes (their
+product; mpsim/parallel.py): a plan a model cannot take is the spec's error. Each point has a stable
+key, a hash
 of everything that decides its numbers, so a rerun recognises the points it already has.
 """
 
@@ -33,6 +35,7 @@ from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
 from mpsim.models import ModelSpec, get_model
+from mpsim.parallel import ParallelPlan, check_plan
 from mpsim.policy import parse_policy
 from mpsim.sim import check_model, model_version
 from mpsim.sim.memo import source_fingerprint
@@ -42,7 +45,7 @@ from mpsim.workload import Workload, check_context
 # Bump when a change to the point computation makes old point files stale.
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
-OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines")
+OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines", "tp", "pp")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
@@ -66,6 +69,8 @@ class Group:
     workload: Workload
     points: tuple[Point, ...]
     engine: str = DEFAULT_ENGINE
+    tp: int = 1
+    pp: int = 1
 
 
 @dataclass(frozen=True)
@@ -80,15 +85,17 @@ class SweepSpec:
     serve: ServeSection | None = None  # serving runs over request rates (analysis/sweep/serve.py)
     warnings: tuple[str, ...] = ()  # workloads past a model's context, run because the spec allows it
     engines: tuple[str, ...] = (DEFAULT_ENGINE,)
+    plans: tuple[tuple[int, int], ...] = ((1, 1),)  # (tp, pp) of the `tp` x `pp` axes
 
     def groups(self) -> list[Group]:
-        """Every group in grid order: model, workload, policy, engine; inside: hardware, perf model."""
+        """Every group in grid order: model, workload, policy, engine, plan; inside: hardware, perf
+        model."""
         out = []
-        for model, wl, pol, eng in itertools.product(self.models, self.workloads, self.policies,
-                                                     self.engines):
-            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng), name, pm)
+        for model, wl, pol, eng, (tp, pp) in itertools.product(self.models, self.workloads, self.policies,
+                                                               self.engines, self.plans):
+            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp), name, pm)
                            for name, hw in self.hardware.items() for pm in self.perf_models)
-            out.append(Group(model, pol, wl, points, eng))
+            out.append(Group(model, pol, wl, points, eng, tp, pp))
         return out
 
     def keys(self) -> list[str]:
@@ -96,11 +103,11 @@ class SweepSpec:
 
     def __len__(self) -> int:
         return (len(self.models) * len(self.policies) * len(self.hardware) * len(self.workloads)
-                * len(self.perf_models) * len(self.engines))
+                * len(self.perf_models) * len(self.engines) * len(self.plans))
 
 
 def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str,
-              engine: str = DEFAULT_ENGINE) -> str:
+              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> str:
     """A stable hash of everything that decides a point's numbers (not of names alone; the engine
     only when it is not the default, so the default's keys are those of specs before engines)."""
     spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
@@ -111,6 +118,8 @@ def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpe
              "code": source_fingerprint()}
     if engine != DEFAULT_ENGINE:
         ident["engine"] = engine
+    if (tp, pp) != (1, 1):  # one device's keys stay those of specs before parallel plans
+        ident["parallel"] = [tp, pp]
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -157,17 +166,18 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
                                         for i, m in enumerate(_names(source, data, "models"))])
     policies, hardware = _policies(source, data), _hardware(source, data)
     engines = _engines(source, data, policies)
+    plans = _plans(source, data, models)
     workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
     serve = parse_section(source, data["serve"]) if "serve" in data else None
-    grid = len(models) * len(policies) * len(hardware) * len(engines)
+    grid = len(models) * len(policies) * len(hardware) * len(engines) * len(plans)
     limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) + len(serve.rates if serve else ())),
                               f"{source}: the grid")
     return SweepSpec(
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
         perf_models=perf_models, source=source, serve=serve,
-        warnings=_context_warnings(source, models, workloads, beyond), engines=engines,
+        warnings=_context_warnings(source, models, workloads, beyond), engines=engines, plans=plans,
     )
 
 
@@ -240,6 +250,28 @@ def _engines(source: str, data: dict[str, Any], policies: tuple[str, ...]) -> tu
             except MpsimInputError as exc:
                 raise MpsimInputError(f"{source}: engines[{i}]: {exc}") from None
     return _unique(source, "engines", names)
+
+
+def _plans(source: str, data: dict[str, Any], models: tuple[ModelSpec, ...]) -> tuple[tuple[int, int], ...]:
+    """The `tp` x `pp` axes (each a list of whole numbers >= 1, default [1]): every plan of their
+    product must suit every model of the spec (mpsim/parallel.py check_plan)."""
+    axes = []
+    for key in ("tp", "pp"):
+        value = data.get(key, [1])
+        value = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(value, list) or not value or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+            raise MpsimInputError(f"{source}: {key}: expected a non-empty list of whole numbers >= 1, "
+                                  f"got {value!r}")
+        axes.append(_unique(source, key, value))
+    plans = tuple(itertools.product(*axes))
+    for model in models:
+        for tp, pp in plans:
+            try:
+                check_plan(model, ParallelPlan(tp, pp))
+            except MpsimInputError as exc:
+                raise MpsimInputError(f"{source}: tp/pp on {model.name}: {exc}") from None
+    return plans
 
 
 def _hardware(source: str, data: dict[str, Any]) -> dict[str, HardwareSpec]:

@@ -36,7 +36,7 @@ from mpsim.traces.errors import OutputError
 # The group a point's speedup is measured within: same model, engine, hardware, perf model and
 # workload (an engine's w4 over that engine's own fp16).
 BASELINE_POLICY = "fp16"
-SPEEDUP_KEYS = ["model", "engine", "hw", "perf_model", "prompt_len", "gen_len", "batch"]
+SPEEDUP_KEYS = ["model", "engine", "tp", "pp", "hw", "perf_model", "prompt_len", "gen_len", "batch"]
 SEAL = b"mpsim.point"  # Parquet metadata: {"key": the point's key, "sum": point_checksum}
 
 
@@ -169,8 +169,8 @@ def point_checksum(key: str, table: pa.Table) -> str:
 
 
 def with_speedups(table: pd.DataFrame) -> pd.DataFrame:
-    """Add speedup_vs_fp16: tokens/s over the fp16 point of the same model, engine, hw, perf model,
-    workload.
+    """Add speedup_vs_fp16: tokens/s over the fp16 point of the same model, engine, parallel plan, hw,
+    perf model, workload.
 
     NaN where the sweep has no fp16 point to compare with.
     """

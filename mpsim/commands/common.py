@@ -82,6 +82,16 @@ def add_engine_arg(p: argparse.ArgumentParser, what: str = "the launches") -> No
                         f"{DEFAULT_ENGINE}: mpsim's own, what capture runs)")
 
 
+def add_parallel_args(p: argparse.ArgumentParser) -> None:
+    """--tp and --pp: the parallel plan (mpsim/parallel.py, docs/parallelism.md)."""
+    p.add_argument("--tp", type=int, default=1, metavar="N",
+                   help="tensor-parallel degree: GPUs per group, Megatron-style (QKV, gate/up column-"
+                        "parallel; O, down row-parallel with an all-reduce after each; default 1)")
+    p.add_argument("--pp", type=int, default=1, metavar="N",
+                   help="pipeline stages: the layers split over N stages, activations sent between "
+                        "them (default 1)")
+
+
 def add_reprice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default=None, metavar="NAME",
                    help="the engine whose kernels to price (`mpsim engines`); without --reprice it "

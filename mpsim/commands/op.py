@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.commands.common import PERF_MODEL_NAMES, add_engine_arg, add_hw_arg, hardware
+from mpsim.commands.op_comm import register_collective
 from mpsim.launch_plan import attention_row, gemm_row
 from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
 from mpsim.traces.schema import DEFAULT_ENGINE
@@ -33,7 +34,7 @@ DIM_HELP = {"m": "activation rows (tokens)", "n": "weight rows (output features)
 
 def register(sub: Any) -> None:
     p = sub.add_parser("op", help="simulate one launch (gemm or attention) from its shapes")
-    ops = p.add_subparsers(dest="op_kind", required=True, metavar="{gemm,attention}")
+    ops = p.add_subparsers(dest="op_kind", required=True, metavar="{gemm,attention,collective}")
     g = ops.add_parser("gemm", help="y = x @ W.T with an M x K activation and an N x K weight")
     for dim in ("m", "n", "k"):
         g.add_argument(f"--{dim}", type=int, required=True, help=DIM_HELP[dim])
@@ -59,6 +60,7 @@ def register(sub: Any) -> None:
                         "RoPE and KV append inside), sglang (SGLang's FA3 backend)")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     _common(a, _attention)
+    register_collective(ops, _common, _report)
 
 
 def _common(p: argparse.ArgumentParser, func: Any) -> None:
@@ -182,6 +184,7 @@ PART_TEXT = {
     "memory": "moving data: HBM, L2 ports (NPU: DMA stream, SRAM)",
     "math": "matrix units: tensor cores (NPU: MAC array)",
     "issue": "CUDA-core pipes: dequantization, softmax, FMAs (NPU: decoder, vector unit)",
+    "comm": "collectives on the node's links (NVLink, PCIe): a parallel plan's all-reduce, send/recv",
     "latency": "exposed latency and stalls: round trips, fill and drain, idle SMs",
     "fixed": "kernel floor, per-CTA setup, per-launch fixed work (a combine, an op's scope)",
     "launch": "outside the kernel: the protocol's per-launch cost (NPU: dispatch wait)",

@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
              f"({trace.meta.policy or 'unknown policy'}, {trace.meta.engine}'s kernels)")
     print(format_summary(result.summary, title))
     print(describe_run(result))
+    plan = trace.meta.environment.get("parallel")
+    if plan:
+        print(describe_plan(plan, trace.rows, result))
     if args.out:
         write_results(trace.rows, result, args.out)
         print(f"wrote {args.out}")
@@ -92,6 +95,18 @@ def describe_run(result: SimResult) -> str:
     share = ", ".join(f"{b} {n / len(bound):.0%}" for b, n in bound.value_counts().items())
     return (f"  {s['launches']} launches, {s['simulated']} simulated, {s['memo_hits']} from the memo, "
             f"{s['wall_s']:.2f} s\n  bound: {share}")
+
+
+def describe_plan(plan: dict[str, Any], rows: pd.DataFrame, result: SimResult) -> str:
+    """The trace's parallel plan (docs/parallelism.md) and its collectives' share of the time."""
+    from mpsim.traces.schema import COLLECTIVE_OPS
+
+    comm = rows["op"].isin(COLLECTIVE_OPS).to_numpy(dtype=bool)
+    times = result.column("time_s").to_numpy()
+    share = times[comm].sum() / times.sum() if times.sum() > 0 else 0.0
+    return (f"  parallel plan: tp {plan.get('tp')} x pp {plan.get('pp')} ({plan.get('allreduce')} "
+            f"all-reduce); times are one rank's; collectives {times[comm].sum() * 1e3:.3f} ms "
+            f"({share:.1%}) in {int(comm.sum())} launches")
 
 
 def write_results(rows: pd.DataFrame, result: SimResult, path: str | Path) -> Path:

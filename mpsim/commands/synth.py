@@ -10,6 +10,7 @@ from mpsim.commands.common import (
     add_context_arg,
     add_engine_arg,
     add_generation_args,
+    add_parallel_args,
     check_outputs,
     check_trace_out,
     generation_from_args,
@@ -45,6 +46,7 @@ def register(sub: Any) -> None:
     p.add_argument("--cuda-graphs", action="store_true",
                    help="decode attention launched as under CUDA-graph replay (splits sized for the cache "
                         "capacity), as `mpsim capture --decode graphs` records it")
+    add_parallel_args(p)
     add_context_arg(p)
     p.set_defaults(func=run)
 
@@ -57,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
                        allow_beyond=args.allow_beyond_context))
     engine = _engine(args)
     if args.config == "best":
+        if args.tp != 1 or args.pp != 1:
+            raise MpsimInputError("synth --config best tunes the configs of one GPU's trace; drop "
+                                  "--tp/--pp or use --config heuristic")
         if args.engine != DEFAULT_ENGINE:
             raise MpsimInputError(f"synth --config best tunes mpsim's own GEMM configs; engine "
                                   f"{args.engine!r} launches its libraries' own")
@@ -73,11 +78,13 @@ def run(args: argparse.Namespace) -> int:
 
         columns, meta = synthesize_columns(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
                                            kv_block=args.kv_block, cuda_graphs=args.cuda_graphs,
-                                           engine=engine)
+                                           engine=engine, tp=args.tp, pp=args.pp)
         path = write_columns(columns, meta, args.out)
         totals = (len(columns["launch_id"].na), _total(columns["bytes_read"]), _total(columns["flops"]))
     launches, bytes_read, flops = totals
     kernels = "" if engine.arch is None else f", {engine.name}'s kernels on {engine.arch}"
+    if args.tp != 1 or args.pp != 1:
+        kernels += f", tp {args.tp} x pp {args.pp}: one rank's launches and the collectives"
     print(f"wrote {path}: {launches} launches ({spec.name}, {policy}{kernels}, prompt {workload.prompt_len}, "
           f"{workload.gen_len} new tokens, batch {workload.batch}); "
           f"{bytes_read / 1e9:.2f} GB read, {flops / 1e12:.2f} TFLOP")

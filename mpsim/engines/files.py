@@ -19,9 +19,10 @@ from mpsim.traces.schema import KV_BITS, W_FORMATS
 ARCHES = ("ampere", "ada", "hopper", "blackwell")
 # The ops of a forward pass (mpsim/launch_plan.py) an engine file must cover, and the formats an op
 # is keyed by: gemm by the weight format (trace w_format), decode attention and the KV write by the
-# KV cache (kv16, kv8, kv4); every other op by `any`.
+# KV cache (kv16, kv8, kv4); every other op by `any`. `allreduce`: the library of the all-reduce after
+# each row-parallel GEMM of a tensor-parallel plan (mpsim/library/collectives.py, mpsim/parallel.py).
 OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_attention",
-       "prefill_attention", "silu_mul", "gelu", "residual_add", "sample")
+       "prefill_attention", "silu_mul", "gelu", "residual_add", "sample", "allreduce")
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
 CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for")

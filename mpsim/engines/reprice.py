@@ -42,7 +42,9 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     from mpsim.traces.trace import Trace, rows_to_frame
 
     _check_no_fused_ops(trace, choice)
-    heads = model_heads(trace.meta.model)
+    hq, hk, d, rot = model_heads(trace.meta.model)
+    tp = int(trace.meta.environment.get("parallel", {}).get("tp", 1))  # one rank's heads
+    heads = (hq // tp, max(1, hk // tp), d, rot)
     policy = trace.meta.policy
     if not policy:
         raise MpsimInputError("--reprice: the trace names no policy (its metadata), so whether "

@@ -20,7 +20,9 @@ from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import cublas, fa3, machete, marlin, sglang, torch, trtllm, turbomind, vllm
 from mpsim.library import mpsim as own
+from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 Row = dict[str, Any]
 
@@ -42,14 +44,16 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),
     "sample": ("argmax_kernel",),
+    # collectives are priced by mpsim/sim/collectives.py, not by a room of the dispatch table
+    "allreduce": tuple(ALLREDUCE_KERNELS.values()),
 }
-for _kernels in KERNELS_BY_OP.values():  # every one a kernel of the dispatch table
-    for _kernel in _kernels:
+for _op, _kernels in KERNELS_BY_OP.items():  # every one a kernel of the dispatch table
+    for _kernel in _kernels if _op != "allreduce" else ():
         library.library_of(_kernel)
 # The op of a pass a row-wise kernel's row is (the norm and activation kernels of each kind).
 ROWWISE_OP = {k: op for op in ("rms_norm", "layer_norm", "rope", "silu_mul", "gelu", "residual_add",
                                "embed", "sample") for k in KERNELS_BY_OP[op]}
-IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module")
+IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module", "tp", "stage")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class Target:
     heads: tuple[int, int, int, int]
     sms: int = lc.GPU_SMS
     on_gpu: bool = True
+
+
+def allreduce_library(engine: Engine) -> str:
+    """The library (schema.COMM_LIBRARIES) of the engine's all-reduce: its file's `allreduce` op."""
+    return LIBRARY_OF_KERNEL[choose(engine, "allreduce", "any", 1, "hopper").kernel]
 
 
 def op_of(row: Row) -> tuple[str, str, int]:
@@ -100,6 +109,12 @@ def as_engine(row: Row, target: Target) -> Row | None:
     """`row` (a launch row, costed or not) rebuilt as the target engine's kernel: a new uncosted row
     (grid a list, config a dict) with the same identity (launch, phase, step, layer, module); None
     where the engine fuses the op into its attention kernel (no launch of its own)."""
+    if row["op"] in COLLECTIVE_OPS:  # a collective: the all-reduce by the engine's library
+        out = {**row, "grid": [1], "config": {}}  # uncosted, as collective_row builds it
+        if row["op"] == "allreduce":
+            comm = allreduce_library(target.engine)
+            out.update(kernel=ALLREDUCE_KERNELS[comm], comm_library=comm)
+        return out
     op, fmt, m = op_of(row)
     choice = choose(target.engine, op, fmt, m, target.arch)
     if choice.kernel == FUSED:

@@ -164,8 +164,14 @@ class ServeConfig:
     allow_beyond_context: bool = False
     pricing: str = "auto"        # components | iterations | auto (mpsim/serve/pricing.py)
     engine: str = DEFAULT_ENGINE  # whose kernels run the iterations (mpsim/engines, --engine)
+    tp: int = 1                  # tensor-parallel degree (mpsim/parallel.py, --tp)
+    pp: int = 1                  # pipeline stages (--pp)
 
     def __post_init__(self) -> None:
+        for key in ("tp", "pp"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise MpsimInputError(f"--{key} {value!r}: expected a whole number >= 1")
         for key in ("warmup_frac", "cooldown_frac"):
             value = getattr(self, key)
             if not 0 <= value < 1:

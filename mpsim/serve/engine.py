@@ -23,6 +23,7 @@ import simpy
 from mpsim.engines import EngineChoice, engine_target, model_heads
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
+from mpsim.parallel import ParallelPlan, rank_spec
 from mpsim.policy import Policy
 from mpsim.progress import progress_bar
 from mpsim.serve.arrivals import Requests
@@ -33,6 +34,7 @@ from mpsim.serve.outputs import IterationLog, request_table, summarize
 from mpsim.serve.precision import PrecisionPlan
 from mpsim.serve.pricing import IterationPricer
 from mpsim.serve.scheduler import Scheduler, Step
+from mpsim.synth import parallel_plan
 
 
 @dataclass
@@ -46,10 +48,16 @@ class ServeResult:
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
     choice = EngineChoice.on(cfg.engine, hw)
-    target = engine_target(choice.name, policy, model_heads(spec.as_dict()),
+    plan = serve_plan(spec, cfg)
+    target = engine_target(choice.name, policy, model_heads(rank_spec(spec, plan.tp).as_dict()),
                            arch=choice.arch, sms=choice.sms)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
-                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target)
+                           cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target, plan)
+
+
+def serve_plan(spec: ModelSpec, cfg: ServeConfig) -> ParallelPlan:
+    """The run's parallel plan (--tp, --pp): one clear error when the model cannot take it."""
+    return parallel_plan(spec, cfg.engine, cfg.tp, cfg.pp)
 
 
 def whole_iterations(pricing: str, hw: HardwareSpec) -> bool:
@@ -91,7 +99,7 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     """
     wall = time.perf_counter()
     budget = cfg.scheduler.budget(context_length(spec))
-    cap = kv_capacity(spec, policy, hw, cfg.scheduler, budget)
+    cap = kv_capacity(spec, policy, hw, cfg.scheduler, budget, serve_plan(spec, cfg))
     plan = PrecisionPlan(policy, reqs.switch_step, cfg.scheduler.mixed_precision)
     pricer = pricer or make_pricer(spec, policy, hw, cfg)
     sched = Scheduler(reqs, cfg.scheduler, cap, budget)
@@ -109,7 +117,8 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     requests = request_table(reqs, sched)
     iterations = log.table(cap.num_blocks)
     info = {"model": spec.name, "policy": policy.spelling, "hw": hw.name,
-            "perf_model": cfg.perf_model, "budget_tokens": budget, **(run_info or {})}
+            "perf_model": cfg.perf_model, "budget_tokens": budget, "tp": cfg.tp, "pp": cfg.pp,
+            **(run_info or {})}
     pricing = {**pricer.stats.as_dict(), "audit": audit.report()}
     summary = summarize(requests, iterations, cfg, reqs, cap, pricing, info, time.perf_counter() - wall)
     return ServeResult(requests, iterations, summary, cap)

@@ -114,6 +114,8 @@ def summarize(requests: pd.DataFrame, iterations: pd.DataFrame, cfg: ServeConfig
         "iterations": len(iterations), "busy_s": float(busy),
         "kv_capacity": cap.as_dict(), "config": cfg.as_dict(), "pricing": pricing, "wall_s": wall_s,
     })
+    out["devices"] = cfg.tp * cfg.pp  # a parallel plan's GPUs: throughput per GPU beside the total
+    out["output_tokens_per_s_per_device"] = out["output_tokens_per_s"] / out["devices"]
     return out
 
 
@@ -191,16 +193,19 @@ def format_summary(s: dict[str, Any]) -> str:
         return (f"  {name:<6}{unit:<4}      mean {vals[0]:9.2f}   p50 {vals[1]:9.2f}   "
                 f"p90 {vals[2]:9.2f}   p99 {vals[3]:9.2f}")
 
+    devices = int(s.get("devices", 1))
+    plan = f" x {devices} (tp {s.get('tp', 1)} x pp {s.get('pp', 1)})" if devices > 1 else ""
+    per_device = (f", {s['output_tokens_per_s_per_device']:.0f} per GPU" if devices > 1 else "")
     lines = [
-        f"mpsim serve: {s['model']} {s['policy']} on {s['hw']} ({s['perf_model']}), {s['requests']} "
+        f"mpsim serve: {s['model']} {s['policy']} on {s['hw']}{plan} ({s['perf_model']}), {s['requests']} "
         f"requests ({s['arrivals']})",
-        f"  throughput        {s['throughput_rps']:.3f} req/s, {s['output_tokens_per_s']:.0f} output tok/s "
-        f"over {s['duration_s']:.1f} s ({s['requests_counted']} requests counted)",
+        f"  throughput        {s['throughput_rps']:.3f} req/s, {s['output_tokens_per_s']:.0f} output tok/s"
+        f"{per_device} over {s['duration_s']:.1f} s ({s['requests_counted']} requests counted)",
         row("TTFT", "ttft", ms, "ms"), row("TPOT", "tpot", ms, "ms"), row("E2E", "e2e", 1.0, "s"),
         f"  KV cache          {cap['num_blocks']:,} blocks of {cap['block_size']} tokens "
         f"({cap['num_blocks'] * cap['block_size']:,} tokens, {cap['kv_bytes_per_token'] / 1024:g} KiB "
-        f"per token); peak {s['peak_kv_occupancy']:.0%} used, peak {s['peak_concurrent_sequences']} "
-        "sequences",
+        f"per token{' per device' if devices > 1 else ''}); peak {s['peak_kv_occupancy']:.0%} used, "
+        f"peak {s['peak_concurrent_sequences']} sequences",
         f"  preemptions       {s['preemptions']} ({s['preempted_requests']} requests)",
     ]
     if s.get("slo_met") is not None:

@@ -11,7 +11,12 @@ components per call, sharing one launch memo) and summed:
   predecessor, times the layers;
 - `decode` (sequences, longest KV, KV tokens) and `prefill` (count, chunk, cached before): one
   attention launch after its own KV write, times the layers;
-- `tail` (S, with a prefill or not): [last-token gather,] final norm, lm_head and sampling of S rows.
+- `tail` (S, with a prefill or not): [last-token gather,] final norm, lm_head and sampling of S rows;
+- `comm` (T), under a parallel plan (mpsim/parallel.py): the all-reduces of T x hidden (two per layer
+  and the embedding's) and the send/recv between pipeline stages, each priced once and times its
+  count (the logits' all-gather is in `tail`). Every other component is one rank's shapes. A batch
+  goes through the stages one after the other (no micro-batches), so an iteration's time is the
+  sum over every layer, as on one device.
 
 A uniform iteration (one decode batch of one precision, or one batch of equal prefill chunks) is
 exactly a synthesized pass, and every component sees exactly the residency it has there, so its
@@ -35,11 +40,13 @@ from mpsim.engines import Target
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
 from mpsim.models import ModelSpec
+from mpsim.parallel import SINGLE, ParallelPlan, rank_spec
 from mpsim.serve.config import Buckets, IterationProtocols
 from mpsim.serve.precision import PrecisionPlan
 from mpsim.serve.rows import (
     Shape,
     base_pass,
+    comm_rows,
     decode_attention_row,
     frame,
     iteration_rows,
@@ -100,8 +107,11 @@ class IterationPricer:
 
     def __init__(self, spec: ModelSpec, kv_bits: int, hw: HardwareSpec, perf_model: str,
                  buckets: Buckets, protocol: IterationProtocols, kv_block: int,
-                 whole_iterations: bool = False, target: Target | None = None) -> None:
-        self.spec, self.kv_bits, self.hw, self.perf_model = spec, kv_bits, hw, perf_model
+                 whole_iterations: bool = False, target: Target | None = None,
+                 plan: ParallelPlan = SINGLE) -> None:
+        # `spec`: one rank's shapes (the whole model on one device); `full`: the model
+        self.full, self.plan = spec, plan
+        self.spec, self.kv_bits, self.hw, self.perf_model = rank_spec(spec, plan.tp), kv_bits, hw, perf_model
         # Components are priced as kernel bodies (protocol `kernel`); an iteration is one measured
         # call and pays its protocol's cost once, for all its launches. As in `simulate`, no
         # protocol cost on a bound (the roofline) or on an NPU (its dispatch is simulated).
@@ -111,7 +121,7 @@ class IterationPricer:
         self.whole = whole_iterations  # price each (rounded) iteration as one launch list
         self.target = target  # an engine's kernels (mpsim/engines); None: mpsim's own
         self.layers = spec.num_layers
-        self.two = replace(spec, num_layers=min(2, spec.num_layers))
+        self.two = replace(self.spec, num_layers=min(2, spec.num_layers))
         self.memo = LaunchMemo(None)
         self.parts: dict[tuple[Any, ...], tuple[float, int]] = {}
         self.signatures: dict[Shape, tuple[float, int]] = {}
@@ -161,6 +171,8 @@ class IterationPricer:
                   for c, q, before in s.prefill]
         if s.decode is not None:
             terms.append(self._decode_corners(*s.decode))
+        if not self.plan.single:
+            terms.append(corners(("comm",), [seg(s.tokens)]))
         keys = [k for term in terms for k, _ in term]
         self._price_parts([k for k in dict.fromkeys(keys) if k not in self.parts])
         seconds = sum(w * self.parts[k][0] for term in terms for k, w in term)
@@ -194,7 +206,7 @@ class IterationPricer:
         return self._whole(s)[0]
 
     def _whole(self, s: Shape) -> tuple[float, int]:
-        rows = iteration_rows(self.spec, s, self.kv_bits, self.kv_block)
+        rows = iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan)
         start = time.perf_counter()
         result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
                           protocol="kernel")
@@ -280,8 +292,14 @@ class IterationPricer:
         elif kind == "tail":  # (has a prefill, S)
             last = list(layer_rows(self.spec, base_pass(args[1], self.kv_bits, self.kv_block), 0))[-1]
             part.add(stand_in(last), 0.0)
-            for row in tail_rows(self.spec, args[1], args[0], self.kv_bits, self.kv_block):
+            for row in tail_rows(self.full, args[1], args[0], self.kv_bits, self.kv_block, self.plan):
                 part.add(row, 1.0)
+        elif kind == "comm":  # (T): each collective of a pass once, times its count
+            plan, tokens = self.plan, args[0]
+            for row in comm_rows(self.full, plan, tokens, "o_allreduce", 0):
+                part.add(row, float(2 * self.layers + 1))  # after O and down, and the embedding
+            for row in comm_rows(self.full, plan, tokens, "stage_send", 0):
+                part.add(row, float(plan.pp - 1))
         else:
             a, b, c = (int(x) for x in args)
             build = decode_attention_row if kind == "decode" else prefill_attention_row

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mpsim.engines.rows import Target, as_engine
 from mpsim.launch_plan import (
+    ROW_PARALLEL,
     PassShape,
     Row,
     costed,
@@ -28,7 +29,9 @@ from mpsim.launch_plan import (
     pass_rows,
     rowwise_row,
 )
+from mpsim.library.collectives import NCCL_KERNELS, collective_row
 from mpsim.models import ModelSpec
+from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers
 from mpsim.policy import FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.schema import COLUMNS
@@ -84,10 +87,15 @@ def _attention_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int, laye
     return rows
 
 
-def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int) -> list[Row]:
-    """Every launch of the iteration, in order (the reference the components are measured against)."""
+def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int,
+                   plan: ParallelPlan = SINGLE) -> list[Row]:
+    """Every launch of the iteration, in order (the reference the components are measured against);
+    under a parallel plan one rank's launches and the plan's collectives (`comm_rows`)."""
+    full, spec = spec, rank_spec(spec, plan.tp)
     base = base_pass(s.tokens, kv_bits, kv_block, "prefill" if s.has_prefill else "decode")
     rows: list[Row] = [pass_rows(replace(spec, num_layers=1), base)[0]]  # the embedding of T tokens
+    rows += comm_rows(full, plan, s.tokens, "embed_allreduce", -1)
+    stages = stage_of_layers(spec.num_layers, plan.pp)
     for layer in range(spec.num_layers):
         for row in layer_rows(spec, base, layer):
             if row["op"] == "attention":
@@ -98,17 +106,35 @@ def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int) -> li
                          for w, m in s.groups]
             else:
                 rows.append(row)
-    rows += tail_rows(spec, s.seqs, s.has_prefill, kv_bits, kv_block)
+            if row["module"] in ROW_PARALLEL:
+                rows += comm_rows(full, plan, s.tokens, f"{row['module']}_allreduce", layer)
+        if layer + 1 < spec.num_layers and stages[layer + 1] != stages[layer]:
+            rows += comm_rows(full, plan, s.tokens, "stage_send", layer)
+    rows += tail_rows(full, s.seqs, s.has_prefill, kv_bits, kv_block, plan)
     for row in rows:  # one (phase, step): the iteration is one step of a step-level model
         row.update(phase=base.phase, step=base.step)
     return rows
 
 
-def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_block: int) -> list[Row]:
-    """The launches after the last layer: [last-token gather,] final norm, lm_head, sampling."""
-    p = base_pass(seqs, kv_bits, kv_block, "prefill" if has_prefill else "decode")
+def comm_rows(spec: ModelSpec, plan: ParallelPlan, tokens: int, module: str, layer: int) -> list[Row]:
+    """The collective after a row-parallel GEMM (or the embedding) on the TP group, or the send of
+    `module` "stage_send" to the next stage, over `tokens` x hidden; nothing on one device."""
+    if module == "stage_send":
+        return [collective_row("sendrecv", NCCL_KERNELS["sendrecv"], tokens, spec.hidden, plan.tp,
+                               module, layer, 0)] if plan.pp > 1 else []
+    if plan.tp == 1:
+        return []
+    return [collective_row("allreduce", plan.allreduce_kernel(), tokens, spec.hidden, plan.tp,
+                           module, layer, 0)]
+
+
+def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_block: int,
+              plan: ParallelPlan = SINGLE) -> list[Row]:
+    """The launches after the last layer: [last-token gather,] final norm, lm_head (a vocab shard and
+    the logits' all-gather under tensor parallelism), sampling."""
+    p = replace(base_pass(seqs, kv_bits, kv_block, "prefill" if has_prefill else "decode"), plan=plan)
     rows = pass_rows(replace(spec, num_layers=1), p)
-    return rows[1 + len(list(layer_rows(spec, p, 0))):]
+    return [r for r in rows if r["layer"] == -1 and r["module"] not in ("embed", "embed_allreduce")]
 
 
 def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
@@ -121,6 +147,8 @@ def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
         rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
+            "tp": [r.get("tp") or 1 for r in costed_rows],
+            "stage": [r.get("stage") or 0 for r in costed_rows],
             "phase": [r.get("phase") or "decode" for r in costed_rows],
             "step": [r.get("step") or 0 for r in costed_rows]}
     return pd.DataFrame({c: pd.array(list(fill[c]) if c in fill else [r.get(c) for r in costed_rows],

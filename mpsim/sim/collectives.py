@@ -44,8 +44,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-Op = Literal["all_reduce", "all_gather", "reduce_scatter"]
-OPS: tuple[Op, ...] = ("all_reduce", "all_gather", "reduce_scatter")
+Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send_recv"]
+OPS: tuple[Op, ...] = ("all_reduce", "all_gather", "reduce_scatter")  # what nccl_time prices
 BASE_LAT_US = {"ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
                "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4}, "nvls": {"Simple": 0.0}}
 HW_LAT_US = {"nvlink": {"ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
@@ -97,12 +97,15 @@ class Cost:
 
 
 def _steps(op: Op, n: int) -> int:
+    if op == "send_recv":
+        return 1
     return 2 * (n - 1) if op == "all_reduce" else n - 1
 
 
 def bus_factor(op: Op, n: int) -> float:
-    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter."""
-    return _steps(op, n) / n
+    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter,
+    1 for a send/recv (every byte crosses the link once)."""
+    return 1.0 if op == "send_recv" else _steps(op, n) / n
 
 
 def _bus_gbps(fit: NodeFit, n: int, efficiency: float, group_factor: bool = True) -> float:
@@ -146,8 +149,9 @@ def _nccl_one(op: Op, nbytes: float, n: int, fit: NodeFit, algo: str, proto: str
 
 def nccl_time(op: Op, nbytes: float, n: int, fit: NodeFit) -> Cost:
     """NCCL's choice and its time: the (algorithm, protocol) of least predicted time, as tuning.cc picks."""
-    if n < 2 or nbytes <= 0:
-        raise ValueError(f"collective of {nbytes} bytes on {n} GPUs: need n >= 2 and bytes > 0")
+    if n < 2 or nbytes <= 0 or op not in OPS:
+        raise ValueError(f"collective {op} of {nbytes} bytes on {n} GPUs: need n >= 2, bytes > 0 "
+                         f"and an op of {OPS}")
     return min((_nccl_one(op, nbytes, n, fit, a, p) for a, p in _candidates(op, n, fit)),
                key=lambda c: c.time_us)
 
@@ -204,3 +208,18 @@ def _symm_mem(nbytes: float, n: int, fit: NodeFit) -> Cost:
 def plain_bound(op: Op, nbytes: float, n: int, link_gbps: float, hop_latency_us: float) -> float:
     """Bytes over the link bandwidth plus a latency per hop: busbw = link peak, steps hops (µs)."""
     return _steps(op, n) * hop_latency_us + bus_factor(op, n) * nbytes / (link_gbps * 1e3)
+
+
+def sendrecv_time(nbytes: float, fit: NodeFit) -> Cost:
+    """NCCL send/recv of `nbytes` between two GPUs of the node (a pipeline stage's activations).
+    An assumption, not validated (no published send/recv measurement here: docs/parallelism.md):
+    one step of NCCL's ring Simple protocol, its base latency and one hop (NCCL's constants, the
+    node's fitted scales), the bytes at the node's two-GPU all-gather bus bandwidth (a ring
+    all-gather's steps are the same peer-to-peer copies)."""
+    if nbytes <= 0:
+        raise ValueError(f"send/recv of {nbytes} bytes: need bytes > 0")
+    hw = "nvlink" if fit.topology == "nvswitch" else "pcie"
+    latency = (fit.nccl_latency_scale * BASE_LAT_US["ring"]["Simple"]
+               + fit.nccl_hop_scale * HW_LAT_US[hw]["ring"]["Simple"])
+    time = latency + nbytes / (_bus_gbps(fit, 2, fit.nccl_efficiency) * 1e3)
+    return Cost(time, "p2p", "Simple", 1, nbytes, nbytes / (time * 1e3))

@@ -25,12 +25,16 @@ import pandas as pd
 from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.traces.accounting import launch_cost
 from mpsim.traces.cells import plain
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 KEY_COLUMNS = (
     "kernel", "op", "m", "n", "k", "w_format", "w_bits", "group_size", "a_dtype", "out_dtype",
     "bias", "batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim", "k_bits",
-    "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config",
+    "v_bits", "causal", "kv_block", "kv_tokens", "grid", "config", "tp", "msg_bytes", "comm_library",
 )
+# What only a collective row's price depends on (mpsim/sim/comm.py): factorized only in a trace that
+# has collective rows (elsewhere constant: tp 1 or one rank's group, no message), the key unchanged.
+COLLECTIVE_KEYS = ("tp", "msg_bytes", "comm_library")
 
 
 def bucketed_kv(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -83,7 +87,9 @@ def launch_keys(rows: pd.DataFrame, resident_cap: float) -> tuple[np.ndarray, pd
     kv, tokens = bucketed_kv(rows)
     resident = resident_bytes(rows, resident_cap)
     bucketed = {"kv_len": kv, "kv_tokens": tokens}
-    codes, first = distinct([bucketed.get(c, rows.get(c)) for c in KEY_COLUMNS] + [pd.Series(resident)])
+    comm = bool(rows["op"].isin(COLLECTIVE_OPS).any())
+    keyed = [c for c in KEY_COLUMNS if comm or c not in COLLECTIVE_KEYS]
+    codes, first = distinct([bucketed.get(c, rows.get(c)) for c in keyed] + [pd.Series(resident)])
     reps = rows.iloc[first].reindex(columns=list(KEY_COLUMNS)).reset_index(drop=True)
     reps["kv_len"] = kv.iloc[first].array
     reps["kv_tokens"] = tokens.iloc[first].array

@@ -26,11 +26,17 @@ from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.result import BODY_PARTS, LAUNCH_COLUMNS, UNITS, LaunchOutcome, latency_part
 from mpsim.sim.roofline import launch_roofline
 from mpsim.traces.accounting import launch_cost
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 
 def simulate_launch(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
                     resident: float = 0.0) -> LaunchOutcome:
-    """One launch (a trace-row mapping) on `hw`, with no memo."""
+    """One launch (a trace-row mapping) on `hw`, with no memo; a collective row by the cost model of
+    collectives on `hw`'s node (mpsim/sim/comm.py)."""
+    if row["op"] in COLLECTIVE_OPS:
+        from mpsim.sim.comm import collective_outcome
+
+        return collective_outcome(row, hw)
     if isinstance(hw, GpuSpec):
         # the SimPy GPU model (simpy, the CTA and work models: ~0.07 s of imports) loads when a launch
         # is first simulated: a replay whose launches all come from the memo never needs it

@@ -33,6 +33,7 @@ from mpsim.sim.replay import (
 )
 from mpsim.sim.result import SimResult
 from mpsim.sim.summary import summarize
+from mpsim.traces.schema import COLLECTIVE_OPS
 from mpsim.traces.trace import Trace
 
 DEFAULT_CACHE = "default"
@@ -83,12 +84,15 @@ def model_version(name: str) -> str:
 
 def protocol_overhead_s(rows: pd.DataFrame, protocol: Protocol) -> np.ndarray:
     """Each launch row as one measured call under `protocol`, for the GPU kernels the row stands
-    for (an FA3 row with its KV append is two); the cost itself is the protocol's (protocols.py)."""
+    for (an FA3 row with its KV append is two); the cost itself is the protocol's (protocols.py).
+    A collective row has none: its fitted time is a measured call's, gaps included (mpsim/sim/comm.py)."""
     from mpsim.sim.gpu.library import launch_kernels  # the GPU work models, only with a protocol
 
     kernels = np.array([launch_kernels(r) for r in rows[["kernel", "config"]].to_dict("records")],
                        dtype=float)
-    return np.asarray(protocol.cost_s(kernels), dtype=float)
+    cost = np.asarray(protocol.cost_s(kernels), dtype=float)
+    comm = rows["op"].isin(COLLECTIVE_OPS).to_numpy(dtype=bool, na_value=False)
+    return np.where(comm, 0.0, cost) if comm.any() else cost
 
 
 def device_protocol(name: str, hw: HardwareSpec) -> Protocol:

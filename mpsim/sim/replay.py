@@ -43,6 +43,7 @@ from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import BODY_PARTS, LAUNCH_COLUMNS, UNITS, LaunchOutcome, latency_part
 from mpsim.sim.roofline import roofline, roofline_terms
+from mpsim.traces.schema import COLLECTIVE_OPS
 from mpsim.traces.trace import Trace
 
 
@@ -57,6 +58,9 @@ class Broadcast:
 
 def replay_sim(rows: pd.DataFrame, hw: Any, params: SimParams, memo: LaunchMemo) -> Broadcast:
     if isinstance(hw, NpuSpec):  # whole steps: one row per launch, with its end and busy interval
+        if rows["op"].isin(COLLECTIVE_OPS).any():
+            raise MpsimInputError(f"{hw.name}: the trace has collective rows (a parallel plan); "
+                                  "parallel plans run on GPUs of a node (hw_models/nodes)")
         from mpsim.sim.npu.replay import replay_npu  # the NPU step model, only for an NPU
 
         return Broadcast(replay_npu(rows, hw, params, memo), None)

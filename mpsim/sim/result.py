@@ -26,8 +26,9 @@ if TYPE_CHECKING:  # annotations only: the SimPy models import this module witho
 UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sram")
 # The named parts of a launch's time (they add up to `time_s`): what a model's outcome carries
 # (BODY_PARTS, in seconds), then `latency` (the rest of the kernel) and `launch` (`overhead_s`).
-PARTS = ("memory", "math", "issue", "latency", "fixed", "launch")
-BODY_PARTS = ("memory", "math", "issue", "fixed")
+# `comm`: a collective's time on the links (mpsim/sim/comm.py), the whole time of a collective row.
+PARTS = ("memory", "math", "issue", "comm", "latency", "fixed", "launch")
+BODY_PARTS = ("memory", "math", "issue", "comm", "fixed")
 PART_COLUMNS = tuple(f"part_{p}_s" for p in PARTS)
 LAUNCH_COLUMNS = (
     "launch_id", "start_s", "end_s", "time_s", "kernel_s", "overhead_s", "cycles",

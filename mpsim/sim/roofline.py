@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.traces.accounting import FP16
+from mpsim.traces.schema import COLLECTIVE_OPS
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
 MATRIX_OPS = ("gemm", "attention")
-BOUNDS = ("math", "memory")
+BOUNDS = ("math", "memory", "comm")  # comm: a collective row's link time (mpsim/sim/comm.py)
 WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
                 "trtllm_mmha_decode")
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
@@ -47,13 +48,16 @@ def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
     import pandas as pd
 
     flops, nbytes, t_math, t_mem, t_lower = roofline_terms(rows, hw, matrix_dtype, resident)
+    codes = (t_math < t_mem).astype(np.int8)
+    if rows["op"].isin(COLLECTIVE_OPS).any():  # a collective bound by its link
+        codes[(t_lower > np.maximum(t_math, t_mem))] = 2
     return pd.DataFrame({
         "launch_id": rows["launch_id"].to_numpy(),
         "t_math_s": t_math,
         "t_mem_s": t_mem,
         "t_lower_s": t_lower,
         # two names over ~10^6 launches: a categorical, not a million strings
-        "bound": pd.Categorical.from_codes((t_math < t_mem).astype(np.int8), categories=BOUNDS),
+        "bound": pd.Categorical.from_codes(codes, categories=BOUNDS),
         "arithmetic_intensity": np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0),
     })
 
@@ -78,7 +82,12 @@ def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp
         peak = np.where(fp8, hw.matrix_peak_flops("fp8"), peak)
     t_math = flops / peak
     t_mem = nbytes / hw.dram_bandwidth_Bps()
-    return flops, nbytes, t_math, t_mem, np.maximum(t_math, t_mem)
+    t_lower = np.maximum(t_math, t_mem)
+    if rows["op"].isin(COLLECTIVE_OPS).any():  # collectives: their link time (plain bound or, as the
+        from mpsim.sim.comm import link_seconds  # simulators' bound, the link time alone)
+
+        t_lower = np.maximum(t_lower, link_seconds(rows, hw, plain=not resident))
+    return flops, nbytes, t_math, t_mem, t_lower
 
 
 def input_bytes(rows: pd.DataFrame) -> np.ndarray:
@@ -166,5 +175,11 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
         peak = hw.matrix_peak_flops("fp8")
     t_math, t_mem = flops / peak, nbytes / hw.dram_bandwidth_Bps()
+    if row["op"] in COLLECTIVE_OPS:
+        from mpsim.sim.comm import link_seconds_row
+
+        t_link = link_seconds_row(row, hw, plain=not resident)
+        if t_link > max(t_math, t_mem):
+            return {"t_math_s": t_math, "t_mem_s": t_mem, "t_lower_s": t_link, "bound": "comm"}
     return {"t_math_s": t_math, "t_mem_s": t_mem, "t_lower_s": max(t_math, t_mem),
             "bound": "math" if t_math >= t_mem else "memory"}

@@ -52,12 +52,17 @@ def test_the_shipped_engines_load_and_cover_every_op() -> None:
 
 def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
     """A kernel an engine file names is one a library room builds rows for (mpsim/library) and the
-    GPU model prices (mpsim/sim/gpu/library: work_for fails loudly on an unknown kernel)."""
+    GPU model prices (mpsim/sim/gpu/library: work_for fails loudly on an unknown kernel); the
+    all-reduce kernels are collectives, priced by mpsim/sim/collectives.py instead."""
     from mpsim.library import LIBRARIES, library_of
+    from mpsim.library.collectives import LIBRARY_OF_KERNEL
 
     named = {c.kernel for n in SHIPPED for _, fs in get_engine(n).ops for _, cs in fs for c in cs} - {FUSED}
     assert named <= {k for ks in KERNELS_BY_OP.values() for k in ks}
-    for kernel in named:
+    collectives = {c.kernel for n in SHIPPED for c in get_engine(n).choices("allreduce", "any")}
+    assert collectives == {"nccl_allreduce", "vllm_custom_allreduce", "trtllm_custom_allreduce"}
+    assert collectives <= set(LIBRARY_OF_KERNEL)
+    for kernel in named - collectives:
         assert library_of(kernel).name in LIBRARIES
         assert callable(work_for(kernel))
 

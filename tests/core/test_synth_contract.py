@@ -18,7 +18,8 @@ from mpsim.traces.schema import SCHEMA_VERSION
 
 EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
 NEW_MODEL_KEYS = ("max_context_len", "context_source")
-NEW_COLUMNS = ("kv_tokens",)  # schema 2, after the fixture: checked against its definition below
+NEW_COLUMNS = ("kv_tokens",  # schema 2, after the fixture: checked against its definition below
+               "tp", "stage", "msg_bytes", "comm_library")  # schema 5: one GPU, one stage, no collectives
 
 
 @pytest.mark.parametrize("case", cases(), ids=case_id)
@@ -30,6 +31,8 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
     tokens = rows["kv_tokens"]  # a uniform batch: batch x kv_len on decode attention, NA elsewhere
     assert tokens[~decode].isna().all()
     assert (tokens[decode] == (rows["batch"] * rows["kv_len"])[decode]).all()
+    assert (rows["tp"] == 1).all() and (rows["stage"] == 0).all()
+    assert rows["msg_bytes"].isna().all() and rows["comm_library"].isna().all()
     got = digest(rows.drop(columns=list(NEW_COLUMNS)))
     assert got["rows"] == want["rows"]
     assert got["columns"] == want["columns"]

@@ -5,7 +5,7 @@ An import under `if TYPE_CHECKING:` is a type edge: it must run down the floors 
 never runs, so the cycle check leaves it out (mpsim/sim/params.py composes the library rooms' params,
 and the rooms name SimParams in annotations only).
 Floors, lowest first: traces, hw_models and mpsim.opspec -> reference -> kernels -> the core
-(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, the engines
+(errors, limits, models, policy, workload, launch_plan, synth, memory, progress, parallel, the engines
 mpsim.engines.* and the kernel library rooms mpsim.library.*) -> sim, engine -> tiny -> quality ->
 schedulers -> serve -> analysis -> commands -> cli. A module may import its own group or a lower
 floor, never a sibling group on its floor (sim and engine stay apart) nor anything above it.
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = {"mpsim": "mpsim", "mpsim.traces": "traces", "mpsim.hw_models": "hw_models",
                 "mpsim.kernels": "kernels", "mpsim.reference": "reference", "mpsim.analysis": "analysis"}
 CORE = ("mpsim.errors", "mpsim.limits", "mpsim.models", "mpsim.policy", "mpsim.workload",
-        "mpsim.launch_plan", "mpsim.synth", "mpsim.memory", "mpsim.progress")
+        "mpsim.launch_plan", "mpsim.synth", "mpsim.memory", "mpsim.progress", "mpsim.parallel")
 FLOORS: list[tuple[str, ...]] = [
     ("traces", "hw_models", "opspec"),
     ("reference",),

@@ -106,6 +106,7 @@ def _lay_out(outcomes: list[StepOutcome], step_sig: np.ndarray, lengths: np.ndar
     frame["cycles"] = kernel * r.clock_hz
     frame["bound"] = pd.Categorical.from_codes(bounds, categories=names)
     frame["part_fixed_s"] = 0.0
+    frame["part_comm_s"] = 0.0  # an NPU runs no parallel plan (collectives: GPUs of a node)
     for c in ("bytes_l2", "ctas_per_sm", "waves", *(f"util_{u}" for u in UNITS if u not in STEP_UTILS)):
         frame[c] = np.nan
     return frame
