@@ -1,0 +1,30 @@
+"""DeepGEMM's fp8 block-scaled GEMM as CTA work (names, configs and row builders: mpsim/library/deepgemm.py); the work model
+is mpsim/sim/gpu/library/scaled_gemm.py's. Constants: DeepgemmParams, SimParams.deepgemm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.deepgemm import KERNELS
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class DeepgemmParams(ScaledGemmParams):
+    """SimParams.deepgemm (`--fit-params deepgemm.NAME`)."""
+
+
+def deepgemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+              p: SimParams, resident: float) -> LaunchWork:
+    return scaled_gemm_work(row, cfg, r, p.deepgemm, resident)
+
+
+WORK = dict.fromkeys(KERNELS, deepgemm_work)
