@@ -2,7 +2,8 @@
 
 `issue11`: the selections the fidelity bars are stated on (docs/validation.md), all rows:
 - GEMM (any aiconfigurator gemm_perf file): bf16, n and k on the grid between 2048 and 16384,
-  m <= 8192; weight-only int4_wo / int8_wo rows with m <= 4;
+  m <= 8192; weight-only int4_wo / int8_wo rows with m <= 4; fp8, fp8_block and nvfp4 rows as
+  bf16 (issue 26's selection);
 - decode attention (generation file): head_dim 128, full attention (window 0), 32 query / 8 KV
   heads, step >= 255 (at least 256 keys), both KV dtypes;
 - prefill (context file): head_dim 128, window 0, bf16 attention and KV, isl >= 128;
@@ -10,8 +11,8 @@
 - a generic CSV: every row.
 
 `stacks`: every row of a table the classes of the every-stack report cover (stacks.py), each
-stack's whole grid: GEMM bf16 (and fp16) of every shape and weight-only int4_wo / int8_wo of every
-M; decode and prefill attention of every head configuration and both KV-cache dtypes with 16-bit
+stack's whole grid: GEMM bf16 (and fp16), fp8, fp8_block and nvfp4 of every shape and weight-only
+int4_wo / int8_wo of every M; decode and prefill attention of every head configuration and both KV-cache dtypes with 16-bit
 attention compute (FP8 compute, fp8 / block-fp8 / SmoothQuant GEMMs: other issues' classes); a
 Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
 
@@ -29,6 +30,7 @@ import pandas as pd
 from mpsim.analysis.validation.measured import Measurements
 from mpsim.errors import MpsimInputError
 
+FLOAT_DTYPES = ("fp8", "fp8_block", "nvfp4")  # issue 26: fp8 / block-fp8 / nvfp4 GEMMs
 NK_GRID = (2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 16384)
 
 
@@ -39,7 +41,9 @@ def _issue11(m: Measurements) -> np.ndarray:
         bf16 = ((d["gemm_dtype"] == "bfloat16") & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
                 & (d["m"] <= 8192))
         wo = d["gemm_dtype"].isin(["int4_wo", "int8_wo"]) & (d["m"] <= 4)
-        return (bf16 | wo).to_numpy()
+        low = (d["gemm_dtype"].isin(list(FLOAT_DTYPES)) & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
+               & (d["m"] <= 8192))
+        return (bf16 | wo | low).to_numpy()
     if "op_name" in cols:
         window = d["window_size"].fillna(0) == 0 if "window_size" in cols else True
         common = (d["head_dim"] == 128) & window
@@ -56,7 +60,7 @@ def _issue11(m: Measurements) -> np.ndarray:
 def _stacks(m: Measurements) -> np.ndarray:
     d = m.input
     if "gemm_dtype" in d.columns:
-        return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo"]).to_numpy()
+        return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo", *FLOAT_DTYPES]).to_numpy()
     if "op_name" in d.columns:
         return (d["attn_dtype"].astype(str) == "bfloat16").to_numpy()
     return np.ones(len(d), dtype=bool)

@@ -10,7 +10,8 @@ A and B (the weights on the wgmma M side) with a 64 x 16 x 256 tile (weights x t
 (16, 64] swaps with 64 x 16 x 256 for N <= 1280, else 64 x 64 x 256 (these three use the
 non-persistent warp-specialized kernel: one CTA per tile); M in (64, 128] a 64 x 128 x 128 tile
 (tokens x weights), M >= 8192 with K >= 6144 256 x 128 x 128 (cooperative), else 128 x 128 x 128
-(ping-pong), all persistent. SGLang's sm90 fp8_scaled_mm dispatch is taken to be the same
+(ping-pong), all persistent in clusters of 2 x 1 (two token tiles sharing each weight tile by TMA
+multicast: `pair`). SGLang's sm90 fp8_scaled_mm dispatch is taken to be the same
 (ASSUMPTION: its file was not read). The block-scaled kernel (scaled_mm_blockwise_sm90_fp8_dispatch
 .cuh) runs a 128 x 128 x 128 persistent tile, promoting each 128-deep block's partial sums with
 its scales on the CUDA cores as DeepGEMM does.
@@ -36,10 +37,10 @@ def cutlass_fp8_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchC
         tt = 16 if n <= SMALL_N else 64
         return scaled_config(CUTLASS_FP8_GEMM, m, n, tt, 64, 256, SCHED_DP, sms, swap_ab=True)
     if m <= 128:
-        return scaled_config(CUTLASS_FP8_GEMM, m, n, 64, 128, 128, SCHED_PERSISTENT, sms)
+        return scaled_config(CUTLASS_FP8_GEMM, m, n, 64, 128, 128, SCHED_PERSISTENT, sms, pair=True)
     if m >= 8192 and k >= 6144:
-        return scaled_config(CUTLASS_FP8_GEMM, m, n, 256, 128, 128, SCHED_PERSISTENT, sms)
-    return scaled_config(CUTLASS_FP8_GEMM, m, n, 128, 128, 128, SCHED_PERSISTENT, sms)
+        return scaled_config(CUTLASS_FP8_GEMM, m, n, 256, 128, 128, SCHED_PERSISTENT, sms, pair=True)
+    return scaled_config(CUTLASS_FP8_GEMM, m, n, 128, 128, 128, SCHED_PERSISTENT, sms, pair=True)
 
 
 def cutlass_fp8_block_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:

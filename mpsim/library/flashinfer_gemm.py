@@ -9,22 +9,26 @@ mpsim/sim/gpu/library/flashinfer_gemm.py.
 Tiles: the fp8 block kernel with swapped operands puts 128 weight rows (one scale block) on the
 wgmma M side and the tokens, rounded up to 8, on its N side (at most 32 here), K steps of 128,
 promoted on the CUDA cores per block (Hopper). The nvfp4 kernel's candidates are tcgen05 tiles of
-128 token rows x {64, 128, 256} weight columns and a 2-CTA 256 x 128, K steps of 256 values (128
-bytes of e2m1), persistent; the simulator picks among them (ASSUMPTION: the CuTe-DSL kernel's own
-tile table was not read).
+128 token rows x {64, 128, 256} weight columns and 2-SM tiles of 256 x {128, 256} (a CTA pair, each
+128 token rows, sharing the weight tile), K steps of 256 values (128
+bytes of e2m1), persistent or stream-K; the simulator picks among them (ASSUMPTION: the CuTe-DSL
+kernel's own tile table was not read).
 """
 
 from __future__ import annotations
 
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_PERSISTENT, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import SCHED_PERSISTENT, SCHED_STREAM_K, scaled_config, scaled_row
 
 FLASHINFER_FP8_BLOCK_GEMM = "flashinfer_fp8_block_gemm"
 FLASHINFER_NVFP4_GEMM = "flashinfer_nvfp4_gemm"
 KERNELS = (FLASHINFER_FP8_BLOCK_GEMM, FLASHINFER_NVFP4_GEMM)
 SWAP_MAX_M = 32      # vLLM: FlashInfer below this M, DeepGEMM from it
-NVFP4_TILES = ((128, 64), (128, 128), (128, 256), (256, 128))  # (tokens, weights)
+# (tokens, weights, CTA pair): 1-SM tcgen05 tiles, and 2-SM tiles (two CTAs of 128 token rows
+# sharing the weight tile)
+NVFP4_TILES = ((128, 64, False), (128, 128, False), (128, 256, False), (128, 128, True),
+               (128, 256, True))
 NVFP4_BLOCK_K = 256
 
 
@@ -35,9 +39,11 @@ def fp8_block_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig
                          swap_ab=True, promote=True)
 
 
-def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
-    return [scaled_config(FLASHINFER_NVFP4_GEMM, m, n, tt, wt, NVFP4_BLOCK_K, SCHED_PERSISTENT, sms,
-                          warps=8) for tt, wt in NVFP4_TILES]
+def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS,
+                     kernel: str = FLASHINFER_NVFP4_GEMM) -> list[LaunchConfig]:
+    """The tcgen05 tiles, persistent or stream-K (CUTLASS sm100's tile schedulers)."""
+    return [scaled_config(kernel, m, n, tt, wt, NVFP4_BLOCK_K, sched, sms, warps=8, umma=True, pair=pair)
+            for tt, wt, pair in NVFP4_TILES for sched in (SCHED_PERSISTENT, SCHED_STREAM_K)]
 
 
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
@@ -52,5 +58,5 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
     if kernel == FLASHINFER_FP8_BLOCK_GEMM:
         cfg = config or fp8_block_config(m, n, k, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))
-    cfg = config or nvfp4_candidates(m, n, k, sms)[1]
+    cfg = config or nvfp4_candidates(m, n, k, sms)[2]
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

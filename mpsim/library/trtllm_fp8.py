@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
 from mpsim.library.cublas import CUBLAS_MAX_ACC, CUBLAS_TOKEN_TILES, CUBLAS_WEIGHT_TILES
-from mpsim.library.flashinfer_gemm import NVFP4_BLOCK_K, NVFP4_TILES
+from mpsim.library.flashinfer_gemm import nvfp4_candidates
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import SCHED_DP, SCHED_STREAM_K, scaled_config, scaled_row
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
@@ -42,13 +42,10 @@ def fp8_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchCon
     return out
 
 
-def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
-    return [scaled_config(TRTLLM_NVFP4_GEMM, m, n, tt, wt, NVFP4_BLOCK_K, SCHED_PERSISTENT, sms,
-                          warps=8) for tt, wt in NVFP4_TILES]
-
-
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
-    return fp8_candidates(m, n, k, sms) if kernel == TRTLLM_FP8_GEMM else nvfp4_candidates(m, n, k, sms)
+    if kernel == TRTLLM_FP8_GEMM:
+        return fp8_candidates(m, n, k, sms)
+    return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM)
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
@@ -58,5 +55,5 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
         cfg = config or scaled_config(kernel, m, n, 128, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms,
                                       swap_ab=True)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
-    cfg = config or nvfp4_candidates(m, n, k, sms)[1]
+    cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM)[2]
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

@@ -33,6 +33,7 @@ from mpsim.sim.gpu.library.flashinfer_gemm import FlashinferGemmParams
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
+from mpsim.sim.gpu.library.scaled_gemm import ActQuantParams
 from mpsim.sim.gpu.library.sglang import SglangParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.trtllm import TrtllmParams
@@ -41,7 +42,8 @@ from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
-                  "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8")
+                  "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8",
+                  "fp8_act")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class SimParams:
     deepgemm: DeepgemmParams = field(default_factory=DeepgemmParams)
     flashinfer_gemm: FlashinferGemmParams = field(default_factory=FlashinferGemmParams)
     trtllm_fp8: TrtllmFp8Params = field(default_factory=TrtllmFp8Params)
+    fp8_act: ActQuantParams = field(default_factory=ActQuantParams)  # the calls' activation quant
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

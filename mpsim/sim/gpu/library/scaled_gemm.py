@@ -3,7 +3,7 @@ FP8/FP4 rooms share (cutlass_fp8.py, deepgemm.py, flashinfer_gemm.py, trtllm_fp8
 row builders: mpsim/library/scaled_gemm.py and the rooms of the same names there).
 
 GEMM part. A CTA owns a TT x WT output tile (TT tokens, WT weight rows) and walks K in trips of BK.
-Per trip it loads TT x BK activations and WT x BK weights at their element width (fp8 1 byte, fp4
+Per trip it loads TT x BK activations and WT x BK weights (half with `pair`) at their element width (fp8 1 byte, fp4
 half a byte) plus the trip's scales (fp8-block: TT fp32 activation scales and one per 128 weight
 rows; nvfp4: one e4m3 byte per 16 values of both operands) through its L2 port, and runs
 2 max(TT, mma_m) WT BK FLOPs at the device's fp8 or fp4 tensor rate (`mma_m`: the MMA's smallest
@@ -20,25 +20,30 @@ through L2); with `l2_weights` the weight stays in L2 between calls (a benchmark
 weight copies than L2 holds) and only the activations come from DRAM.
 
 Activation-quantization part (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
-lists the modes): one kernel reads the 16-bit activations and writes them quantized with their
-scales, as vLLM's row-wise kernels run (one CTA per token row, latency-bound rounds of `quant_row_ns`
-per row iteration over the SMs' resident rows, or the bytes at the HBM rate); QUANT_TENSOR adds the
-max reduction (the same read, plus `atomic_ns` per token row: every row's CTA does one atomic max on
-the one scale, and atomics to one address serialize in L2) and the scale's fill kernel.
+lists the modes, their kernel counts and how many token rows an SM quantizes at a time): each kernel
+reads the 16-bit activations once; the quantize kernel writes them quantized with their scales.
+Such kernels are latency-bound (one CTA or warp per token row, a reduction for the scale, then
+the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per
+row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
+its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
+    QUANT_KERNELS,
     QUANT_NONE,
-    QUANT_TENSOR,
+    QUANT_ROWS_PER_SM,
+    QUANT_TENSOR_TRT,
+    QUANT_TOKEN_SGL,
+    QUANT_TOKEN_VLLM,
     SCHED_DP,
     SCHED_PERSISTENT,
     SCHED_STREAM_K,
@@ -52,7 +57,6 @@ from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Tri
 from mpsim.traces.accounting import FP16, activation_bytes, weight_bytes
 
 FP32 = 4
-QUANT_ROWS_PER_SM = 8   # rows of a one-CTA-per-token kernel an SM holds (vLLM's 256-1024 threads)
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,29 @@ class ScaledGemmParams:
     mma_eta: float = 1.0          # share of the dense fp8/fp4 rate the main loop's MMAs reach
     promote_ops: float = 1.0      # fp32 lane-ops per accumulator element per 128-deep block
     fixed_ns: float = 0.0         # per launch beyond the kernel floor
-    quant_row_ns: float = 500.0   # activation quantization: one row iteration of a CTA
-    atomic_ns: float = 0.0        # QUANT_TENSOR: one serialized atomic max per token row
+
+
+@dataclass(frozen=True)
+class ActQuantParams:
+    """The activation quantization a measured fp8/fp4 call runs before its GEMM (SimParams.fp8_act,
+    `--fit-params fp8_act.NAME`): one round of its latency-bound kernel per framework, and a fixed
+    cost per call. Fitted on H200 rows (the small shapes, n = k in 128..512, where the GEMM is
+    negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
+
+    vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
+    sgl_round_ns: float = 1690.0      # H200 SGLang 0.5.14 fp8: 0.40 ns per row x 132 x 32
+    trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's (TRT-LLM's rows grow too little to say)
+    trt_fixed_ns: float = 5600.0      # H200 TRT-LLM 1.3.0rc20 fp8, n = k = 128: +9.4 us at M = 1 over
+    #                                   bf16, less its two launches (2 x 1.9 us)
+    group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's per-token round
+    fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token round
+
+
+def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:
+    """(round ns, fixed ns per call) of an activation-quantization mode."""
+    return {QUANT_TOKEN_VLLM: (q.vllm_round_ns, 0.0), QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
+            QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
+            QUANT_FP4: (q.fp4_round_ns, 0.0)}[quant]
 
 
 def elem_bytes(dtype: str) -> float:
@@ -87,6 +112,14 @@ def _trip_scale_bytes(fmt: str, tt: int, wt: int, bk: int) -> float:
     return 0.0
 
 
+def _smem_bytes(cfg: Mapping[str, int], rows: int, wt: int, bk: int, el: float) -> float:
+    """Shared-memory operand reads of one trip's MMAs: wgmma reads the token tile once per 64 weight
+    rows (each warpgroup's MMA reads its A and all of B); tcgen05 (`umma`) reads each operand once."""
+    if int(cfg.get("umma", 0)):
+        return (rows + wt) * bk * el
+    return (wt / 64) * (64 + rows) * bk * el
+
+
 def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: ScaledGemmParams,
               resident: float, name: str) -> KernelPart:
     """The GEMM kernel of a scaled-GEMM row (module docstring)."""
@@ -102,10 +135,11 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
     rows_mma = max(tt, mma_m)
     promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
     pipes = {"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {}
-    trip = Trip(load_bytes=(tt * a_el + wt * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
+    w_load = wt / 2 if int(cfg.get("pair", 0)) else wt  # a CTA pair shares the weight tile
+    trip = Trip(load_bytes=(tt * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta,
-                smem_bytes=(wt / 64) * (64 + rows_mma) * bk * min(a_el, w_el))
+                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)))
     w_bytes = weight_bytes(n, k, fmt, w_bits, group)
     a_bytes = activation_bytes(m, k, a_dtype, fmt)
     reads = a_bytes - residency_credit(resident, a_bytes)
@@ -130,12 +164,12 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
-def _rowwise(m: int, read: float, write: float, iters: int, gp: ScaledGemmParams, r: GpuRates,
+def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_sm: int, r: GpuRates,
              fixed_ns: float, name: str) -> KernelPart:
-    """A one-CTA-per-token-row kernel: `iters` dependent row iterations per round of resident rows."""
+    """A latency-bound row-wise kernel: rounds of `round_ns`, each over SMs x rows_per_sm rows."""
     count = max(1, min(m, r.sms))
-    rounds = max(1.0, m / (r.sms * QUANT_ROWS_PER_SM))
-    trip = Trip(read / count, 0.0, latency_ns=rounds * iters * gp.quant_row_ns, overlap_latency=True)
+    rounds = max(1.0, m / (r.sms * rows_per_sm))
+    trip = Trip(read / count, 0.0, latency_ns=rounds * round_ns, overlap_latency=True)
     res = CtaResources(8, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res, read,
                       dram_write_bytes=write, fixed_ns=fixed_ns, name=name)
@@ -143,25 +177,26 @@ def _rowwise(m: int, read: float, write: float, iters: int, gp: ScaledGemmParams
 
 
 def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-                gp: ScaledGemmParams) -> LaunchWork:
+                q: ActQuantParams) -> LaunchWork:
     """The activation quantization the measured call ran before the GEMM (none for QUANT_NONE)."""
     quant = int(cfg.get("quant", QUANT_NONE))
     if quant == QUANT_NONE:
         return []
     m, k = int(row["m"]), int(row["k"])
-    src = m * k * FP16
-    out = activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
-                           "fp8-block" if quant == QUANT_GROUP else str(row["w_format"]))
-    iters = cdiv(k, 1024 * 8)  # 16-byte vector loads of 8 values by up to 1024 threads
-    parts = [_rowwise(m, src, float(out), iters, gp, r, 0.0, "act quant")]
-    if quant == QUANT_TENSOR:
-        fill = _rowwise(1, 0.0, float(FP32), 1, gp, r, 0.0, "scale fill")
-        reduce = _rowwise(m, src, 0.0, iters, gp, r, m * gp.atomic_ns, "act amax")
-        parts = [fill, reduce, *parts]
+    src = float(m * k * FP16)
+    out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
+                                 "fp8-block" if quant == QUANT_GROUP else str(row["w_format"])))
+    round_ns, fixed_ns = quant_cost(quant, q)
+    round_ns *= cdiv(k, 8192)
+    rows = QUANT_ROWS_PER_SM[quant]
+    parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant")]
+    if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
+        parts.insert(0, _rowwise(m, src, 0.0, round_ns, rows, r, 0.0, "act amax"))
+    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=fixed_ns), parts[0].occupancy)
     return parts
 
 
 def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-                     gp: ScaledGemmParams, resident: float) -> LaunchWork:
+                     gp: ScaledGemmParams, q: ActQuantParams, resident: float) -> LaunchWork:
     """The launch of a scaled-GEMM row: the call's activation quantization (if any), the GEMM."""
-    return [*quant_parts(row, cfg, r, gp), gemm_part(row, cfg, r, gp, resident, str(row["kernel"]))]
+    return [*quant_parts(row, cfg, r, q), gemm_part(row, cfg, r, gp, resident, str(row["kernel"]))]

@@ -24,7 +24,7 @@ class TrtllmFp8Params(ScaledGemmParams):
 
 def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p.trtllm_fp8, resident)
+    return scaled_gemm_work(row, cfg, r, p.trtllm_fp8, p.fp8_act, resident)
 
 
 WORK = dict.fromkeys(KERNELS, trtllm_fp8_work)
