@@ -39,11 +39,11 @@ def fp8_block_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig
                          swap_ab=True, promote=True)
 
 
-def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS,
-                     kernel: str = FLASHINFER_NVFP4_GEMM) -> list[LaunchConfig]:
-    """The tcgen05 tiles, persistent or stream-K (CUTLASS sm100's tile schedulers)."""
+def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS, kernel: str = FLASHINFER_NVFP4_GEMM,
+                     scheds: tuple[int, ...] = (SCHED_PERSISTENT, SCHED_STREAM_K)) -> list[LaunchConfig]:
+    """The tcgen05 tiles under `scheds` (persistent, stream-K: CUTLASS sm100's tile schedulers)."""
     return [scaled_config(kernel, m, n, tt, wt, NVFP4_BLOCK_K, sched, sms, warps=8, umma=True, pair=pair)
-            for tt, wt, pair in NVFP4_TILES for sched in (SCHED_PERSISTENT, SCHED_STREAM_K)]
+            for tt, wt, pair in NVFP4_TILES for sched in scheds]
 
 
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:

@@ -12,8 +12,9 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   DeepGEMM's design): priced as `deepgemm_fp8_block_gemm`; on Blackwell the collector labels the
   rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path): the same kernel name.
 - nvfp4 (NVFP4LinearMethod): fp4_quantize of the activations, then nvfp4_gemm (CUTLASS sm100
-  block-scaled tiles; the autotuner's tactics): `trtllm_nvfp4_gemm`, candidates as FlashInfer's
-  tcgen05 tiles (ASSUMPTION: the tactic list was not read).
+  block-scaled tiles; the autotuner's tactics): `trtllm_nvfp4_gemm`, candidates FlashInfer's
+  tcgen05 tiles, persistent only (ASSUMPTION: the tactic list was not read; the published rows'
+  time grows with K at small M as a kernel that does not split K).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
 from mpsim.library.cublas import CUBLAS_MAX_ACC, CUBLAS_TOKEN_TILES, CUBLAS_WEIGHT_TILES
 from mpsim.library.flashinfer_gemm import nvfp4_candidates
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_DP, SCHED_STREAM_K, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K, scaled_config, scaled_row
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
@@ -45,7 +46,7 @@ def fp8_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchCon
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
     if kernel == TRTLLM_FP8_GEMM:
         return fp8_candidates(m, n, k, sms)
-    return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM)
+    return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
@@ -55,5 +56,5 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
         cfg = config or scaled_config(kernel, m, n, 128, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms,
                                       swap_ab=True)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
-    cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM)[2]
+    cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))[1]
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

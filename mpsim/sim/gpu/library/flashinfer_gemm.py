@@ -19,7 +19,9 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 
 @dataclass(frozen=True)
 class FlashinferGemmParams(ScaledGemmParams):
-    """SimParams.flashinfer_gemm (`--fit-params flashinfer_gemm.NAME`)."""
+    """SimParams.flashinfer_gemm (`--fit-params flashinfer_gemm.NAME`): none fitted (the defaults of
+    ScaledGemmParams: the full dense rate, cuBLAS's per-tile epilogue, one promotion FFMA per
+    accumulator element per block)."""
 
 
 def flashinfer_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,

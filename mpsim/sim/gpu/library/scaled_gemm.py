@@ -64,9 +64,10 @@ class ScaledGemmParams:
     """One scaled-GEMM library's constants (each room subclasses it with its own defaults, sources
     in the room's docstring)."""
 
-    tile_ns: float = 763.4        # per output tile: scale epilogue, convert, store not overlapped
+    tile_ns: float = 763.4        # per output tile: scale epilogue, convert, store (cuBLAS's, CublasParams)
     mma_eta: float = 1.0          # share of the dense fp8/fp4 rate the main loop's MMAs reach
-    promote_ops: float = 1.0      # fp32 lane-ops per accumulator element per 128-deep block
+    promote_ops: float = 1.0      # fp32 lane-ops per accumulator element per 128-deep block (one
+    #                               FFMA: acc += partial x scale_a x scale_b, DeepGEMM's promotion)
     fixed_ns: float = 0.0         # per launch beyond the kernel floor
 
 
@@ -78,12 +79,17 @@ class ActQuantParams:
     negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
 
     vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
-    sgl_round_ns: float = 1690.0      # H200 SGLang 0.5.14 fp8: 0.40 ns per row x 132 x 32
-    trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's (TRT-LLM's rows grow too little to say)
-    trt_fixed_ns: float = 5600.0      # H200 TRT-LLM 1.3.0rc20 fp8, n = k = 128: +9.4 us at M = 1 over
-    #                                   bf16, less its two launches (2 x 1.9 us)
-    group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's per-token round
-    fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token round
+    # fitted on H200 SGLang 0.5.14 fp8 rows (issue11 selection, 200 sampled) with cutlass_fp8's
+    # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
+    sgl_round_ns: float = 800.0
+    trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's small-shape round (TRT-LLM's rows grow too
+    #                                   little with M to say)
+    # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (issue11 selection, 200 sampled); the small shapes
+    # (n = k = 128: +9.4 us at M = 1 over bf16, less two launches) gave 5600
+    trt_fixed_ns: float = 3000.0
+    group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's small-shape per-token round (the fit on
+    #                                   H200 fp8_block rows did not move it)
+    fp4_round_ns: float = 1690.0      # ASSUMPTION: as group_round_ns
 
 
 def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:
