@@ -16,6 +16,9 @@ int4_wo / int8_wo of every M; decode and prefill attention of every head configu
 attention compute (FP8 compute, fp8 / block-fp8 / SmoothQuant GEMMs: other issues' classes); a
 Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
 
+`fp8`: issue 26's GEMM rows alone: fp8, fp8_block and nvfp4 on issue 11's grid (n and k between
+2048 and 16384, m <= 8192); any other table: no rows.
+
 Rows outside the selection keep their place in the rows file with status `skipped: outside
 selection NAME` and blank predictions.
 """
@@ -66,7 +69,16 @@ def _stacks(m: Measurements) -> np.ndarray:
     return np.ones(len(d), dtype=bool)
 
 
-SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11, "stacks": _stacks}
+def _fp8(m: Measurements) -> np.ndarray:
+    d = m.input
+    if "gemm_dtype" not in d.columns:
+        return np.zeros(len(d), dtype=bool)
+    return (d["gemm_dtype"].isin(list(FLOAT_DTYPES)) & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
+            & (d["m"] <= 8192)).to_numpy()
+
+
+SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11, "stacks": _stacks,
+                                                                "fp8": _fp8}
 
 
 def apply_selection(m: Measurements, name: str | None) -> Measurements:
