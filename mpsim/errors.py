@@ -22,7 +22,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     MpsimInputError,
     TraceError,
     HardwareFileError,
-    UnsupportedDtypeError,  # a rate the device's hardware file does not list (fp8 on Ampere, fp4 before Blackwell)
+    UnsupportedDtypeError,  # a rate the hardware file lacks (fp8 on Ampere, fp4 before Blackwell)
     FileNotFoundError,
     IsADirectoryError,
     PermissionError,

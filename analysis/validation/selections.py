@@ -12,8 +12,8 @@
 
 `stacks`: every row of a table the classes of the every-stack report cover (stacks.py), each
 stack's whole grid: GEMM bf16 (and fp16), fp8, fp8_block and nvfp4 of every shape and weight-only
-int4_wo / int8_wo of every M; decode and prefill attention of every head configuration and both KV-cache dtypes with 16-bit
-attention compute (FP8 compute, fp8 / block-fp8 / SmoothQuant GEMMs: other issues' classes); a
+int4_wo / int8_wo of every M; decode and prefill attention of every head configuration and both
+KV-cache dtypes with 16-bit attention compute (FP8 compute, SmoothQuant GEMMs: other classes); a
 Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
 
 `fp8`: issue 26's GEMM rows alone: fp8, fp8_block and nvfp4 on issue 11's grid (n and k between

@@ -84,9 +84,8 @@ def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp
     if fp8.any():
         peak = np.where(fp8, hw.matrix_peak_flops("fp8"), peak)
     if "a_dtype" in rows:
-        a_dtype = rows["a_dtype"].astype(object).to_numpy()
         for name, dtype in A_DTYPE_PEAK.items():
-            at = (a_dtype == name) & is_matrix
+            at = rows["a_dtype"].eq(name).to_numpy(dtype=bool, na_value=False) & is_matrix
             if at.any():  # a device without that tensor rate: UnsupportedDtypeError
                 peak = np.where(at, hw.matrix_peak_flops(dtype), peak)
     t_math = flops / peak

@@ -1,5 +1,6 @@
-"""CUTLASS fp8 GEMMs (vLLM's and SGLang's scaled_mm, vLLM's blockwise kernel) as CTA work (names, configs and row builders: mpsim/library/cutlass_fp8.py); the work model
-is mpsim/sim/gpu/library/scaled_gemm.py's. Constants: CutlassFp8Params, SimParams.cutlass_fp8.
+"""CUTLASS fp8 GEMMs (vLLM's and SGLang's scaled_mm, vLLM's blockwise kernel) as CTA work (names,
+configs and row builders: mpsim/library/cutlass_fp8.py); the work model is
+mpsim/sim/gpu/library/scaled_gemm.py's. Constants: CutlassFp8Params, SimParams.cutlass_fp8.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""DeepGEMM's fp8 block-scaled GEMM as CTA work (names, configs and row builders: mpsim/library/deepgemm.py); the work model
-is mpsim/sim/gpu/library/scaled_gemm.py's. Constants: DeepgemmParams, SimParams.deepgemm.
+"""DeepGEMM's fp8 block-scaled GEMM as CTA work (names, configs and row builders:
+mpsim/library/deepgemm.py); the work model is mpsim/sim/gpu/library/scaled_gemm.py's. Constants:
+DeepgemmParams, SimParams.deepgemm.
 """
 
 from __future__ import annotations

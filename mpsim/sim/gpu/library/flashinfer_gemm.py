@@ -1,5 +1,6 @@
-"""FlashInfer's fp8 block-scaled (swap-AB) and CuTe-DSL nvfp4 GEMMs as CTA work (names, configs and row builders: mpsim/library/flashinfer_gemm.py); the work model
-is mpsim/sim/gpu/library/scaled_gemm.py's. Constants: FlashinferGemmParams, SimParams.flashinfer_gemm.
+"""FlashInfer's fp8 block-scaled (swap-AB) and CuTe-DSL nvfp4 GEMMs as CTA work (names, configs and row
+builders: mpsim/library/flashinfer_gemm.py); the work model is
+mpsim/sim/gpu/library/scaled_gemm.py's. Constants: FlashinferGemmParams, SimParams.flashinfer_gemm.
 """
 
 from __future__ import annotations

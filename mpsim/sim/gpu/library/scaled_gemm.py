@@ -3,17 +3,17 @@ FP8/FP4 rooms share (cutlass_fp8.py, deepgemm.py, flashinfer_gemm.py, trtllm_fp8
 row builders: mpsim/library/scaled_gemm.py and the rooms of the same names there).
 
 GEMM part. A CTA owns a TT x WT output tile (TT tokens, WT weight rows) and walks K in trips of BK.
-Per trip it loads TT x BK activations and WT x BK weights (half with `pair`) at their element width (fp8 1 byte, fp4
-half a byte) plus the trip's scales (fp8-block: TT fp32 activation scales and one per 128 weight
-rows; nvfp4: one e4m3 byte per 16 values of both operands) through its L2 port, and runs
-2 max(TT, mma_m) WT BK FLOPs at the device's fp8 or fp4 tensor rate (`mma_m`: the MMA's smallest
-token-side row count, 64 when the tokens are on wgmma's M side, 8 with swapped operands). With
-`promote` (DeepGEMM's design on Hopper) every 128-deep block's fp32 partial sums are scaled and
+Per trip it loads TT x BK activations and WT x BK weights (half with `pair`) at their element width
+(fp8 1 byte, fp4 half a byte) plus the trip's scales (fp8-block: TT fp32 activation scales and one
+per 128 weight rows; nvfp4: one e4m3 byte per 16 values of both operands) through its L2 port, and
+runs 2 max(TT, mma_m) WT BK FLOPs at the device's fp8 or fp4 tensor rate (`mma_m`: the MMA's
+smallest token-side row count, 64 when the tokens are on wgmma's M side, 8 with swapped operands).
+With `promote` (DeepGEMM's design on Hopper) every 128-deep block's fp32 partial sums are scaled and
 added into the accumulator by the CUDA cores: `promote_ops` fp32 lane-ops per accumulator element
-per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes).
-Per-tensor / per-channel scales are applied once in the epilogue (`tile_ns`, each room's).
-Schedules: a data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles, or
-CUTLASS's stream-K heuristic (wo_tiled.py `_stream_k`).
+per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes). Per-
+tensor / per-channel scales are applied once in the epilogue (`tile_ns`, each room's). Schedules: a
+data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles, or CUTLASS's
+stream-K heuristic (wo_tiled.py `_stream_k`).
 
 DRAM reads: the weight with its scales and the activation with its scales, once (tiles re-read
 through L2); with `l2_weights` the weight stays in L2 between calls (a benchmark that cycles fewer

@@ -1,5 +1,6 @@
-"""TensorRT-LLM's fp8 (cuBLASLt) and nvfp4 GEMMs as CTA work (names, configs and row builders: mpsim/library/trtllm_fp8.py); the work model
-is mpsim/sim/gpu/library/scaled_gemm.py's. Constants: TrtllmFp8Params, SimParams.trtllm_fp8.
+"""TensorRT-LLM's fp8 (cuBLASLt) and nvfp4 GEMMs as CTA work (names, configs and row builders:
+mpsim/library/trtllm_fp8.py); the work model is mpsim/sim/gpu/library/scaled_gemm.py's. Constants:
+TrtllmFp8Params, SimParams.trtllm_fp8.
 """
 
 from __future__ import annotations
