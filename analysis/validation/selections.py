@@ -2,8 +2,7 @@
 
 `issue11`: the selections the fidelity bars are stated on (docs/validation.md), all rows:
 - GEMM (any aiconfigurator gemm_perf file): bf16, n and k on the grid between 2048 and 16384,
-  m <= 8192; weight-only int4_wo / int8_wo rows with m <= 4; fp8, fp8_block and nvfp4 rows as
-  bf16 (issue 26's selection);
+  m <= 8192; weight-only int4_wo / int8_wo rows with m <= 4;
 - decode attention (generation file): head_dim 128, full attention (window 0), 32 query / 8 KV
   heads, step >= 255 (at least 256 keys), both KV dtypes;
 - prefill (context file): head_dim 128, window 0, bf16 attention and KV, isl >= 128;
@@ -44,9 +43,7 @@ def _issue11(m: Measurements) -> np.ndarray:
         bf16 = ((d["gemm_dtype"] == "bfloat16") & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
                 & (d["m"] <= 8192))
         wo = d["gemm_dtype"].isin(["int4_wo", "int8_wo"]) & (d["m"] <= 4)
-        low = (d["gemm_dtype"].isin(list(FLOAT_DTYPES)) & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
-               & (d["m"] <= 8192))
-        return (bf16 | wo | low).to_numpy()
+        return (bf16 | wo).to_numpy()
     if "op_name" in cols:
         window = d["window_size"].fillna(0) == 0 if "window_size" in cols else True
         common = (d["head_dim"] == 128) & window
