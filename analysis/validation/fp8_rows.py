@@ -9,7 +9,8 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
   CutlassFp8BlockScaledMMKernel (shapes DeepGEMM refuses) -> `cutlass_fp8_block_gemm`, each after the
   per-token-group 1x128 quantization (QUANT_GROUP); FlashInferCuteDslNvFp4LinearKernel ->
   `flashinfer_nvfp4_gemm` after the fp4 quantization (QUANT_FP4). TritonFp8BlockScaledMMKernel (L40S)
-  is not modelled.
+  is not modelled, nor any fp8 kernel on Ada (sm_89: vLLM's c2x mma.sync dispatch); Blackwell runs
+  the Hopper designs' fp8 tiles (an assumption, as mpsim.sim.gpu.arch states for every kernel).
 - SGLang 0.5.14: sglang_sgl_kernel_fp8_scaled_mm -> `cutlass_fp8_gemm` after sgl_per_token_quant_fp8
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
 - TensorRT-LLM 1.3.0rc20 `torch_flow` (mpsim/library/trtllm_fp8.py's rule): fp8 -> `trtllm_fp8_gemm`
@@ -42,6 +43,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_TOKEN_VLLM,
 )
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
+from mpsim.sim.gpu.arch import generation
 from mpsim.sim.params import SimParams
 from mpsim.traces.accounting import FP16, weight_bytes
 
@@ -82,6 +84,9 @@ def scaled_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> tuple[str, int]:
     need = "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
     if not isinstance(hw, GpuSpec) or need not in hw.tensor_core.flops_per_clock_per_SM:
         raise NotModelledError(f"{hw.name} has no {need} tensor cores (its hardware file lists none)")
+    if generation(hw) == "ampere":  # Ada (sm_89) runs mma.sync kernels: vLLM's c2x sm89 dispatch
+        raise NotModelledError(f"{source} on {hw.name} not modelled (the fp8 kernels are modelled for "
+                               "Hopper's wgmma and Blackwell, not sm_89's mma.sync dispatch)")
     return found
 
 

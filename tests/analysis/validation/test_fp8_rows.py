@@ -63,6 +63,9 @@ def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
     triton = read_aic_gemm(_frame("VLLM", ["TritonFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
     with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):
         launch_rows(triton.iloc[0].to_dict(), L40S)
+    cutlass = read_aic_gemm(_frame("VLLM", ["CutlassFP8ScaledMMLinearKernel"], ["fp8"], [64])).rows
+    with pytest.raises(UnrepresentableError, match="sm_89"):
+        launch_rows(cutlass.iloc[0].to_dict(), L40S)
     nvfp4 = read_aic_gemm(_frame("VLLM", ["FlashInferCuteDslNvFp4LinearKernel"], ["nvfp4"], [8])).rows
     with pytest.raises(UnrepresentableError, match="h200-sxm has no fp4 tensor cores"):
         launch_rows(nvfp4.iloc[0].to_dict(), H200)
