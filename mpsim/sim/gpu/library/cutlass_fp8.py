@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 @dataclass(frozen=True)
 class CutlassFp8Params(ScaledGemmParams):
     """SimParams.cutlass_fp8 (`--fit-params cutlass_fp8.NAME`): mma_eta and tile_ns fitted on H200
-    vLLM 0.24.0 and SGLang 0.5.14 fp8 rows (issue11 selection, 200 sampled per file); promote_ops
+    vLLM 0.24.0 and SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled per file); promote_ops
     (the blockwise kernel's CUDA-core promotion, one FFMA per accumulator element per 128-deep block)
     from DeepGEMM's design."""
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 @dataclass(frozen=True)
 class DeepgemmParams(ScaledGemmParams):
     """SimParams.deepgemm (`--fit-params deepgemm.NAME`): mma_eta fitted on H200 fp8_block rows of
-    vLLM 0.24.0, SGLang 0.5.14 and TRT-LLM 1.3.0rc20 (issue11 selection, 200 sampled per file);
+    vLLM 0.24.0, SGLang 0.5.14 and TRT-LLM 1.3.0rc20 (`--select fp8`, 200 sampled per file);
     promote_ops one FFMA per accumulator element per 128-deep block (DeepGEMM's README: the fp8
     partial sums promoted on the CUDA cores; the fit kept 1.0 over 0.5 and 2.0); tile_ns cuBLAS's
     (the fit kept it)."""

@@ -79,12 +79,12 @@ class ActQuantParams:
     negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
 
     vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
-    # fitted on H200 SGLang 0.5.14 fp8 rows (issue11 selection, 200 sampled) with cutlass_fp8's
+    # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
     # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
     sgl_round_ns: float = 800.0
     trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's small-shape round (TRT-LLM's rows grow too
     #                                   little with M to say)
-    # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (issue11 selection, 200 sampled); the small shapes
+    # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); the small shapes
     # (n = k = 128: +9.4 us at M = 1 over bf16, less two launches) gave 5600
     trt_fixed_ns: float = 3000.0
     group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's small-shape per-token round (the fit on

@@ -21,9 +21,9 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 @dataclass(frozen=True)
 class TrtllmFp8Params(ScaledGemmParams):
     """SimParams.trtllm_fp8 (`--fit-params trtllm_fp8.NAME`): mma_eta fitted on H200 TRT-LLM
-    1.3.0rc20 fp8 rows (issue11 selection, 200 sampled); tile_ns cuBLAS's (the fit kept it); nvfp4
+    1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); tile_ns cuBLAS's (the fit kept it); nvfp4
     GEMM: nvfp4_eta and nvfp4_fixed_ns instead of mma_eta and fixed_ns, fitted on B200 TRT-LLM
-    1.3.0rc20 nvfp4 rows (issue11 selection, 200 sampled; no other stack runs this kernel, so
+    1.3.0rc20 nvfp4 rows (`--select fp8`, 200 sampled; no other stack runs this kernel, so
     nothing checks them)."""
 
     mma_eta: float = 0.9
