@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-MATRIX_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8", "int4", "tf32"})
+MATRIX_DTYPES = frozenset({"fp16", "bf16", "fp8", "fp4", "int8", "int4", "tf32"})
 DECODER_BITS = frozenset(range(1, 17))
 SourceKind = Literal[
     "datasheet", "whitepaper", "paper", "measurement", "calibration", "assumption", "article",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from mpsim.hw_models.base import UnsupportedDtypeError
 from mpsim.hw_models.errors import HardwareFileError
 from mpsim.traces.errors import OutputError, TraceError
 
@@ -21,6 +22,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     MpsimInputError,
     TraceError,
     HardwareFileError,
+    UnsupportedDtypeError,  # a rate the hardware file lacks (fp8 on Ampere, fp4 before Blackwell)
     FileNotFoundError,
     IsADirectoryError,
     PermissionError,

@@ -39,7 +39,55 @@ def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | N
         k_padded = padded_k(k, group_size)
         groups = 1 if group_size is None or _whole_row(k, group_size) else k_padded // group_size
         return k_padded * n * w_bits // 8 + n * groups * 2 * FP16
+    if w_format in LOW_FLOAT_FORMATS:
+        return math.ceil(n * k * w_bits / 8) + weight_scale_bytes(n, k, w_format, group_size)
     raise TraceError(f"unknown w_format {w_format!r}")
+
+
+# Low-precision float weights (docs/formats.md, the FP8/FP4 contract): fp8 e4m3 with one fp32 scale
+# per tensor (group_size <NA>) or per output row (group_size 0); fp8-block with one fp32 scale per
+# 128 x 128 block (DeepSeek-V3); nvfp4 e2m1 with one e4m3 scale per 16 values plus one fp32 tensor
+# scale; mxfp4 e2m1 with one e8m0 scale per 32 values.
+LOW_FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
+FP32 = 4
+FP8_BLOCK = 128
+NVFP4_BLOCK = 16
+MXFP4_BLOCK = 32
+
+
+def weight_scale_bytes(n: int, k: int, w_format: str, group_size: int | None) -> int:
+    """The scale bytes of an N x K low-precision float weight (see LOW_FLOAT_FORMATS)."""
+    if w_format == "fp8":
+        return n * FP32 if group_size == 0 else FP32
+    if w_format == "fp8-block":
+        return _cdiv(n, FP8_BLOCK) * _cdiv(k, FP8_BLOCK) * FP32
+    if w_format == "nvfp4":
+        return n * _cdiv(k, NVFP4_BLOCK) + FP32
+    if w_format == "mxfp4":
+        return n * _cdiv(k, MXFP4_BLOCK)
+    raise TraceError(f"not a low-precision float weight format: {w_format!r}")
+
+
+# GEMM activations (a_dtype): 16-bit, or quantized by the call with their scales: fp8 e4m3 per
+# token (one fp32 per row; per 1 x 128 group under fp8-block weights), fp4 e2m1 with nvfp4's
+# e4m3 scale per 16 values and an fp32 tensor scale.
+A_DTYPES = ("fp16", "bf16", "fp8-e4m3", "fp4-e2m1")
+
+
+def activation_bytes(m: int, k: int, a_dtype: str, w_format: str) -> int:
+    """Bytes of the M x K activation a GEMM reads, in `a_dtype` with its scales."""
+    if a_dtype in ("fp16", "bf16"):
+        return m * k * FP16
+    if a_dtype == "fp8-e4m3":
+        groups = _cdiv(k, FP8_BLOCK) if w_format == "fp8-block" else 1
+        return m * k + m * groups * FP32
+    if a_dtype == "fp4-e2m1":
+        return math.ceil(m * k / 2) + m * _cdiv(k, NVFP4_BLOCK) + FP32
+    raise TraceError(f"unknown a_dtype {a_dtype!r}; expected one of {A_DTYPES}")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def padded_k(k: int, group_size: int | None) -> int:
@@ -73,7 +121,9 @@ def _round_up(x: int, m: int) -> int:
 def _gemm(r: Mapping[str, Any]) -> Cost:
     m, n, k = r["m"], r["n"], r["k"]
     bias = bool(r.get("bias") or False)
-    read = m * k * FP16 + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
+    a_dtype = str(r["a_dtype"]) if _given(r.get("a_dtype")) else "fp16"
+    read = activation_bytes(m, k, a_dtype, str(r["w_format"])) \
+        + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
     read += n * FP16 if bias else 0
     return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
 

@@ -39,14 +39,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, l2_weights, scaled_kernel
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
 from mpsim.library import cublas, torch, trtllm, vllm
-from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
+from mpsim.library.scaled_gemm import with_call
+from mpsim.sim.best_config import best_config, best_gemm_row, gemm_candidate_configs
 from mpsim.sim.gpu.arch import generation
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import scope_launches
@@ -115,6 +118,8 @@ def gemm_kernel(m: int, k: int, fmt: str, group: int | None, source: str = "") -
 
 def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimParams,
           configs: ConfigCache | None) -> Row:
+    if str(row["w_format"]) in FLOAT_FORMATS:
+        return _scaled_gemm(row, hw, params, configs)
     m, n, k = _int(row, "m"), _int(row, "n"), _int(row, "k")
     fmt, bits = str(row["w_format"]), _int(row, "w_bits")
     group = row.get("group_size")
@@ -142,6 +147,35 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=found[0],
                         sms=hw.compute_units)
     return best_gemm_row(m, n, k, fmt, bits, group, hw=hw, kernel=kernel, params=params).row
+
+
+def _scaled_gemm(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams,
+                 configs: ConfigCache | None) -> Row:
+    """An fp8 / fp8_block / nvfp4 row: the kernel its kernel_source names (fp8_rows.py), its
+    library's config (a fixed heuristic, or the model's pick among the library's tiles), with the
+    call's activation quantization and the weight's L2 residency between calls set."""
+    try:
+        kernel, quant = scaled_kernel(row, hw)
+    except NotModelledError as exc:
+        raise UnrepresentableError(str(exc)) from None
+    m, n, k = _int(row, "m"), _int(row, "n"), _int(row, "k")
+    fmt, bits = str(row["w_format"]), _int(row, "w_bits")
+    group = None if str(row.get("group_size")) in ("None", "nan", "<NA>") else int(row["group_size"])
+    warm = l2_weights(row, hw, params)
+    cands = [with_call(c, quant, warm)
+             for c in gemm_candidate_configs(m, n, k, fmt, bits, group, hw, kernel)]
+    build = partial(gemm_row, m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+    if len(cands) == 1:
+        return build(config=cands[0])
+    key = json.dumps([m, n, k, fmt, bits, group, kernel, quant, warm])
+    name = configs.get(key) if configs is not None else None
+    found = [c for c in cands if c.name() == name]
+    if found:
+        return build(config=found[0])
+    best = best_config(lambda c: build(config=c), cands, hw, params)
+    if configs is not None:
+        configs[key] = best.config.name()
+    return best.row
 
 
 MAX_PROFILE_M = 8192  # TRT-LLM gemmPluginProfiler: tactics profiled at powers of two up to this

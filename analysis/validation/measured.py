@@ -30,7 +30,7 @@ import pandas as pd
 
 from mpsim import limits
 from mpsim.errors import MpsimInputError
-from mpsim.traces.schema import KV_BITS, PROTOCOLS
+from mpsim.traces.schema import FORMAT_BITS, KV_BITS, PROTOCOLS
 
 OPS = ("gemm", "attention", "rmsnorm", "rope", "silu_mul", "add")
 SCOPES = ("", "kv_append", "rope+kv_append")
@@ -50,6 +50,8 @@ SIXTEEN_BIT = ("fp16", "bf16", "bfloat16", "float16")
 GROUP_BITS = (8, 4, 3, 2)
 ANYPREC_BITS = range(2, 9)
 DEFAULT_GROUP = 128
+# low-precision float weights (the FP8/FP4 contract) -> their group_size (fp8: per tensor or row)
+FLOAT_GROUP = {"fp8": 0, "fp8-block": 128, "nvfp4": 16, "mxfp4": 32}
 BANDS = ((16, "1-16"), (256, "17-256"), (8192, "257-8192"))
 # Extra columns of the normalized frame (not written to the rows file). `in_forward`: measured inside
 # a model's forward pass (Vidur), so a residual add's second input is the previous kernel's output.
@@ -96,6 +98,8 @@ def activation_rows(rows: pd.DataFrame) -> np.ndarray:
 def gemm_class(w_format: str, bits: int, group: int | None, k: int) -> str:
     if w_format == "fp16":
         return "gemm fp16"
+    if w_format in FLOAT_GROUP:  # named as aiconfigurator's gemm_dtype (fp8, fp8_block, nvfp4)
+        return "gemm " + w_format.replace("-", "_")
     if w_format == "anyprec":
         return f"gemm anyprec{bits}"
     return f"gemm int{bits} per-channel" if group in (None, k) else f"gemm int{bits} g{group}"
@@ -239,13 +243,23 @@ def _gemm_format(rows: pd.DataFrame, i: int, where: str) -> None:
             return _status(rows, i, f"unrepresentable: group formats have {GROUP_BITS} bits, not {fbits}")
         g = DEFAULT_GROUP if group is pd.NA else (k if int(group) in (0, k) else int(group))
         rows.loc[i, ["w_format", "w_bits", "group_size"]] = [fmt, fbits, g]
+    elif fmt in FLOAT_GROUP:
+        fbits = FORMAT_BITS[fmt][0]
+        if bits is not pd.NA and bits != fbits:
+            raise row_error(where, i, "w_bits", f"{bits} disagrees with w_format {fmt!r} ({fbits})")
+        g = FLOAT_GROUP[fmt]
+        if fmt == "fp8":  # per tensor (<NA>) or per output row (0, or k)
+            g = pd.NA if group is pd.NA else 0
+        elif group is not pd.NA and int(group) != g:
+            raise row_error(where, i, "group_size", f"{fmt} has group_size {g}, got {group}")
+        rows.loc[i, ["w_format", "w_bits", "group_size"]] = [fmt, fbits, g]
     elif fmt == "anyprec":
         if bits is pd.NA or int(bits) not in ANYPREC_BITS:
             raise row_error(where, i, "w_bits", f"anyprec needs w_bits in 2..8, got {bits}")
         rows.loc[i, ["w_format", "group_size"]] = ["anyprec", pd.NA]
     else:
         return _status(rows, i, f"unrepresentable: w_format {fmt!r} is not a trace weight format "
-                       "(fp16, int{8,4,3,2}-group, anyprec)", "gemm " + fmt)
+                       "(fp16, int{8,4,3,2}-group, anyprec, fp8, fp8-block, nvfp4, mxfp4)", "gemm " + fmt)
     rows.at[i, "cls"] = gemm_class(rows.at[i, "w_format"], int(rows.at[i, "w_bits"]),
                                    None if rows.at[i, "group_size"] is pd.NA
                                    else int(rows.at[i, "group_size"]), k)

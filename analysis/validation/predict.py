@@ -35,6 +35,7 @@ from mpsim.analysis.validation.adapter import (
     UnrepresentableError,
     launch_rows,
 )
+from mpsim.analysis.validation.eager_host import host_floor_us
 from mpsim.errors import MpsimInputError, warn
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.launch_plan import costed
@@ -231,6 +232,12 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
     ok = status == "ok"
     pred = np.where(ok, sums["kernel_s"] + cost, np.nan)
     roof = np.where(ok, sums["t_lower_s"] + cost, np.nan)
+    host = host_floor_us(rows)  # eager calls of a known host path: the longer of host and GPU
+    if np.isfinite(host).any():
+        gaps = call_costs_us(pd.Series(["graph"] * n), count, table)
+        at = ok & np.isfinite(host)
+        pred[at] = np.maximum(host[at], sums["kernel_s"][at] + gaps[at])
+        roof[at] = np.maximum(host[at], sums["t_lower_s"][at] + gaps[at])
     stats = {"wall_s": time.perf_counter() - start, "launches": len(frame),
              "simulated": memo.misses - misses, "memo_hits": memo.hits - hits}
     return Prediction(pred, roof, np.where(ok, sums["kernel_s"], np.nan),

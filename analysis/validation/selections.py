@@ -10,10 +10,13 @@
 - a generic CSV: every row.
 
 `stacks`: every row of a table the classes of the every-stack report cover (stacks.py), each
-stack's whole grid: GEMM bf16 (and fp16) of every shape and weight-only int4_wo / int8_wo of every
-M; decode and prefill attention of every head configuration and both KV-cache dtypes with 16-bit
-attention compute (FP8 compute, fp8 / block-fp8 / SmoothQuant GEMMs: other issues' classes); a
+stack's whole grid: GEMM bf16 (and fp16), fp8, fp8_block and nvfp4 of every shape and weight-only
+int4_wo / int8_wo of every M; decode and prefill attention of every head configuration and both
+KV-cache dtypes with 16-bit attention compute (FP8 compute, SmoothQuant GEMMs: other classes); a
 Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
+
+`fp8`: issue 26's GEMM rows alone: fp8, fp8_block and nvfp4 on issue 11's grid (n and k between
+2048 and 16384, m <= 8192); any other table: no rows.
 
 Rows outside the selection keep their place in the rows file with status `skipped: outside
 selection NAME` and blank predictions.
@@ -29,6 +32,7 @@ import pandas as pd
 from mpsim.analysis.validation.measured import Measurements
 from mpsim.errors import MpsimInputError
 
+FLOAT_DTYPES = ("fp8", "fp8_block", "nvfp4")  # issue 26: fp8 / block-fp8 / nvfp4 GEMMs
 NK_GRID = (2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 16384)
 
 
@@ -56,13 +60,22 @@ def _issue11(m: Measurements) -> np.ndarray:
 def _stacks(m: Measurements) -> np.ndarray:
     d = m.input
     if "gemm_dtype" in d.columns:
-        return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo"]).to_numpy()
+        return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo", *FLOAT_DTYPES]).to_numpy()
     if "op_name" in d.columns:
         return (d["attn_dtype"].astype(str) == "bfloat16").to_numpy()
     return np.ones(len(d), dtype=bool)
 
 
-SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11, "stacks": _stacks}
+def _fp8(m: Measurements) -> np.ndarray:
+    d = m.input
+    if "gemm_dtype" not in d.columns:
+        return np.zeros(len(d), dtype=bool)
+    return (d["gemm_dtype"].isin(list(FLOAT_DTYPES)) & d["n"].isin(NK_GRID) & d["k"].isin(NK_GRID)
+            & (d["m"] <= 8192)).to_numpy()
+
+
+SELECTIONS: dict[str, Callable[[Measurements], np.ndarray]] = {"issue11": _issue11, "stacks": _stacks,
+                                                                "fp8": _fp8}
 
 
 def apply_selection(m: Measurements, name: str | None) -> Measurements:

@@ -4,9 +4,13 @@ Sources (docs/validation.md#the-data says where to get them):
 
 - aiconfigurator `gemm_perf.parquet`: `gemm_dtype` bfloat16 -> 16-bit fp16 (mpsim reads bf16 and
   fp16 alike); int4_wo / int8_wo -> int{4,8}-group per-channel (group_size = k, fp16 activations);
-  fp8, fp8_block, sq (W8A8) and anything else -> unrepresentable. Protocol: rows whose
-  kernel_source is a TensorRT layer (`trt_flow_...`) were timed by TensorRT's per-layer profiler
-  (`trt-profiler`), all others in a CUDA graph (`graph`). `latency` is in ms.
+  fp8 -> fp8 (per-tensor W8A8), fp8_block -> fp8-block (group 128), nvfp4 -> nvfp4 (group 16)
+  (the adapter prices each with the kernel its kernel_source names, the call's activation
+  quantization included); sq (SmoothQuant W8A8) and anything else -> unrepresentable. Protocol:
+  rows whose kernel_source is a TensorRT layer (`trt_flow_...`) were timed by TensorRT's
+  per-layer profiler (`trt-profiler`); vLLM's fp8_block rows without a CUDA graph (`eager`:
+  aiconfigurator collector/vllm/collect_gemm.py, use_cuda_graph=gemm_type != "fp8_block"); all
+  others in a CUDA graph (`graph`). `latency` is in ms.
 - aiconfigurator `generation_attention_perf.parquet` (decode: q_len 1, kv_len = step + 1) and
   `context_attention_perf.parquet` (causal prefill: q_len = kv_len = isl), protocol `graph`. Op
   scope by framework: vLLM and SGLang time KV append + attention (`kv_append`), TRT-LLM RoPE + KV
@@ -46,6 +50,8 @@ GEMM_COLUMNS = {"gemm_dtype", "m", "n", "k", "latency"}
 ATTENTION_COLUMNS = {"op_name", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
                      "kv_cache_dtype", "attn_dtype", "step", "latency"}
 WO_BITS = {"int4_wo": 4, "int8_wo": 8}
+# gemm_dtype -> (w_format, w_bits, group_size) of the FP8/FP4 contract (fp8: one scale per tensor)
+FLOAT_FORMATS = {"fp8": ("fp8", 8, pd.NA), "fp8_block": ("fp8-block", 8, 128), "nvfp4": ("nvfp4", 4, 16)}
 SCOPE_BY_FRAMEWORK = {"vllm": "kv_append", "sglang": "kv_append", "trtllm": "rope+kv_append"}
 VIDUR_OPS = ("emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
              "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
@@ -135,13 +141,22 @@ def read_aic_gemm(frame: pd.DataFrame) -> Measurements:
     rows.loc[wo, "w_format"] = "int" + bits[wo].astype(int).astype(str) + "-group"
     rows.loc[wo, "group_size"] = rows.loc[wo, "k"]  # per-channel: one group per row
     rows["cls"] = "gemm " + dtype.replace({"bfloat16": "bf16", "float16": "fp16"})
-    other = ~(bf16 | wo)  # the message names the dtype and the kernel that ran the row
+    low = dtype.isin(list(FLOAT_FORMATS)).to_numpy()
+    for name, (fmt, bits, group) in FLOAT_FORMATS.items():
+        at = (dtype == name).to_numpy()
+        rows.loc[at, "w_format"], rows.loc[at, "w_bits"], rows.loc[at, "group_size"] = fmt, bits, group
+    eager = (rows["framework"] == "vllm").to_numpy() & (dtype == "fp8_block").to_numpy()
+    rows.loc[eager, "protocol"] = "eager"  # vLLM's collector times fp8_block without a CUDA graph
+    other = ~(bf16 | wo | low)  # the message names the dtype and the kernel that ran the row
     kernel = rows["kernel_source"].replace("", "unnamed")
     why = ("unrepresentable: gemm_dtype " + dtype + " (kernel " + kernel + ") has no mpsim weight "
-           "format (fp8 / block-fp8 / nvfp4 / SmoothQuant W8A8)")
+           "format (SmoothQuant W8A8)")
     rows.loc[other, "status"] = why[other]
     notes = ["bfloat16 GEMMs are priced as fp16 (equal tensor-core rates on Hopper and Ampere)",
-             "int4_wo/int8_wo are per-channel (group_size = k) weight-only GEMMs"]
+             "int4_wo/int8_wo are per-channel (group_size = k) weight-only GEMMs",
+             "fp8 is per-tensor W8A8 e4m3, fp8_block 128x128 block-scaled, nvfp4 e2m1 with e4m3 scales "
+             "per 16; each call includes its dynamic activation quantization; vLLM's fp8_block rows "
+             "are eager (protocol eager: no CUDA graph)"]
     return Measurements("aiconfigurator gemm_perf", frame, _finish(rows), notes)
 
 

@@ -13,7 +13,22 @@ from typing import Any
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
-from mpsim.library import cublas, fa3, machete, marlin, mpsim, sglang, torch, trtllm, turbomind, vllm
+from mpsim.library import (
+    cublas,
+    cutlass_fp8,
+    deepgemm,
+    fa3,
+    flashinfer_gemm,
+    machete,
+    marlin,
+    mpsim,
+    sglang,
+    torch,
+    trtllm,
+    trtllm_fp8,
+    turbomind,
+    vllm,
+)
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
 
 GemmBuilder = Callable[..., dict[str, Any]]
@@ -52,6 +67,19 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "vllm csrc/quantization/machete", gemm=machete.gemm_row),
     Library("turbomind", turbomind.KERNELS, "LMDeploy TurboMind's W4A16 GEMM (tiles an assumption)",
             "InternLM/lmdeploy src/turbomind/kernels/gemm", gemm=turbomind.gemm_row),
+    Library("cutlass_fp8", cutlass_fp8.KERNELS, "CUTLASS fp8 W8A8 GEMMs (per-tensor/per-channel scaled "
+            "and 128x128 block-scaled) as vLLM and SGLang run them",
+            "vllm csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh",
+            gemm=cutlass_fp8.gemm_row),
+    Library("deepgemm", deepgemm.KERNELS, "DeepGEMM's fp8 1x128/128x128 block-scaled GEMM (vLLM, "
+            "SGLang, TensorRT-LLM)", "deepseek-ai/DeepGEMM csrc/jit_kernels/heuristics/sm90.hpp",
+            gemm=deepgemm.gemm_row),
+    Library("flashinfer_gemm", flashinfer_gemm.KERNELS, "FlashInfer's fp8 block-scaled GEMM (vLLM, "
+            "M < 32) and CuTe-DSL nvfp4 GEMM (vLLM on Blackwell)",
+            "vllm model_executor/kernels/linear/scaled_mm/flashinfer.py", gemm=flashinfer_gemm.gemm_row),
+    Library("trtllm_fp8", trtllm_fp8.KERNELS, "TensorRT-LLM's fp8 per-tensor GEMM (cuBLASLt "
+            "cublas_scaled_mm) and nvfp4 GEMM as its PyTorch flow runs them",
+            "tensorrt_llm/_torch/modules/linear.py", gemm=trtllm_fp8.gemm_row),
     Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
             "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
@@ -83,6 +111,11 @@ WO_CANDIDATES = {TRTLLM_FPAINTB: lambda m, n, k, bits, group, sms, arch: fpaintb
     m, n, k, bits, sms, arch), marlin.MARLIN_GEMM: marlin.candidates,
     machete.MACHETE_GEMM: machete.candidates, turbomind.TURBOMIND_GEMM: turbomind.candidates}
 WO_GEMM_KERNELS = tuple(WO_CANDIDATES)
+# fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms): the library's fixed
+# heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles a search tries
+SCALED_CANDIDATES = {kernel: room.candidates for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8)
+                     for kernel in room.KERNELS}
+SCALED_GEMM_KERNELS = tuple(SCALED_CANDIDATES)
 
 
 def wo_candidates(kernel: str, m: int, n: int, k: int, bits: int, group: int, sms: int = GPU_SMS,

@@ -33,7 +33,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
-from mpsim.library import WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
+from mpsim.library import SCALED_CANDIDATES, WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
 from mpsim.sim.gpu.arch import candidate_family
 from mpsim.sim.gpu.model import (
     launch_work,
@@ -115,6 +115,8 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
         return cublas.cublas_candidates(m, n, k, sms)
     if kernel == trtllm.TRTLLM_WO_GEMV:
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
+    if kernel in SCALED_CANDIDATES:
+        return SCALED_CANDIDATES[kernel](kernel, m, n, k, sms)
     # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)
     arch = candidate_family(hw) if isinstance(hw, GpuSpec) else "hopper"
     if kernel in WO_GEMM_KERNELS:

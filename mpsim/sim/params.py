@@ -26,18 +26,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mpsim.sim.gpu.library.cublas import CublasParams
+from mpsim.sim.gpu.library.cutlass_fp8 import CutlassFp8Params
+from mpsim.sim.gpu.library.deepgemm import DeepgemmParams
 from mpsim.sim.gpu.library.fa3 import Fa3Params
+from mpsim.sim.gpu.library.flashinfer_gemm import FlashinferGemmParams
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
+from mpsim.sim.gpu.library.scaled_gemm import ActQuantParams
 from mpsim.sim.gpu.library.sglang import SglangParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.trtllm import TrtllmParams
+from mpsim.sim.gpu.library.trtllm_fp8 import TrtllmFp8Params
 from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
-                  "turbomind", "sglang")
+                  "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8",
+                  "fp8_act")
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,12 @@ class SimParams:
     machete: MacheteParams = field(default_factory=MacheteParams)
     turbomind: TurbomindParams = field(default_factory=TurbomindParams)
     sglang: SglangParams = field(default_factory=SglangParams)
+    # fp8 / fp4 scaled GEMMs (issue 26; each room's docstring names the rows its constants came from)
+    cutlass_fp8: CutlassFp8Params = field(default_factory=CutlassFp8Params)
+    deepgemm: DeepgemmParams = field(default_factory=DeepgemmParams)
+    flashinfer_gemm: FlashinferGemmParams = field(default_factory=FlashinferGemmParams)
+    trtllm_fp8: TrtllmFp8Params = field(default_factory=TrtllmFp8Params)
+    fp8_act: ActQuantParams = field(default_factory=ActQuantParams)  # the calls' activation quant
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

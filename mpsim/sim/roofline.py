@@ -37,6 +37,13 @@ WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_deco
                 "trtllm_mmha_decode")
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha",)
+# fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
+# calls of a benchmark (`l2_weights`: 1), a warm launch as the kernels above
+SCALED_GEMM_KERNELS = ("cutlass_fp8_gemm", "cutlass_fp8_block_gemm", "deepgemm_fp8_block_gemm",
+                       "flashinfer_fp8_block_gemm", "flashinfer_nvfp4_gemm", "trtllm_fp8_gemm",
+                       "trtllm_nvfp4_gemm")
+# a GEMM's quantized activations (a_dtype) name the tensor rate it runs at
+A_DTYPE_PEAK = {"fp8-e4m3": "fp8", "fp4-e2m1": "fp4"}
 
 
 def roofline(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -80,6 +87,11 @@ def roofline_terms(rows: pd.DataFrame, hw: HardwareSpec, matrix_dtype: str = "fp
     fp8 = _config_flag(rows, FP8_MATRIX_KERNELS, "fp8") & is_matrix
     if fp8.any():
         peak = np.where(fp8, hw.matrix_peak_flops("fp8"), peak)
+    if "a_dtype" in rows:
+        for name, dtype in A_DTYPE_PEAK.items():
+            at = rows["a_dtype"].eq(name).to_numpy(dtype=bool, na_value=False) & is_matrix
+            if at.any():  # a device without that tensor rate: UnsupportedDtypeError
+                peak = np.where(at, hw.matrix_peak_flops(dtype), peak)
     t_math = flops / peak
     t_mem = nbytes / hw.dram_bandwidth_Bps()
     t_lower = np.maximum(t_math, t_mem)
@@ -116,7 +128,7 @@ def input_bytes(rows: pd.DataFrame) -> np.ndarray:
 
 def warm_rows(rows: pd.DataFrame) -> np.ndarray:
     """Rows whose config says they replay back to back (`l2_warm`: 1)."""
-    return _config_flag(rows, WARM_KERNELS, "l2_warm")
+    return _config_flag(rows, WARM_KERNELS, "l2_warm") | _config_flag(rows, SCALED_GEMM_KERNELS, "l2_weights")
 
 
 def _config_flag(rows: pd.DataFrame, kernels: tuple[str, ...], key: str) -> np.ndarray:
@@ -169,11 +181,15 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     flops = float(row["flops"])
     read = float(row["bytes_read"])
     nbytes = read + float(row["bytes_written"])
-    if resident and isinstance(hw, GpuSpec) and row["kernel"] in WARM_KERNELS and is_warm(str(row["config"])):
+    warm = (row["kernel"] in WARM_KERNELS and is_warm(str(row["config"]))) or \
+        (row["kernel"] in SCALED_GEMM_KERNELS and _flag(str(row["config"]), "l2_weights"))
+    if resident and isinstance(hw, GpuSpec) and warm:
         nbytes -= min(read, hw.l2.size_MiB * 2**20)  # up to an L2 of its reads (resident_credit)
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
         peak = hw.matrix_peak_flops("fp8")
+    if row["op"] in MATRIX_OPS and str(row.get("a_dtype")) in A_DTYPE_PEAK:
+        peak = hw.matrix_peak_flops(A_DTYPE_PEAK[str(row.get("a_dtype"))])
     t_math, t_mem = flops / peak, nbytes / hw.dram_bandwidth_Bps()
     if row["op"] in COLLECTIVE_OPS:
         from mpsim.sim.comm import link_seconds_row

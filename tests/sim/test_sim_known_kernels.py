@@ -47,11 +47,19 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
-    assert {r["kernel"] for r in rows} == set(library.EXTERNAL_KERNELS)
-    res = simulate(rows_to_frame(rows), H200, cache_dir=None).launches
-    assert (res["time_s"] > 0).all() and (res["time_s"] >= res["t_lower_s"]).all()
-    assert [launch_kernels(r) for r in rows] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
-                                                 + [1] * len(library.WO_GEMM_KERNELS))
+    # issue 26's fp8 GEMMs on Hopper; the fp4 ones on Blackwell (no fp4 tensor cores on H200)
+    fp8 = [gemm_row(64, 4096, 4096, "fp8-block" if "block" in k else "fp8", 8, kernel=k)
+           for k in library.SCALED_GEMM_KERNELS if "nvfp4" not in k]
+    fp4 = [gemm_row(64, 4096, 4096, "nvfp4", 4, kernel=k)
+           for k in library.SCALED_GEMM_KERNELS if "nvfp4" in k]
+    assert {r["kernel"] for r in rows + fp8 + fp4} == set(library.EXTERNAL_KERNELS)
+    res = simulate(rows_to_frame(rows + fp8), H200, cache_dir=None).launches
+    blackwell = simulate(rows_to_frame(fp4), load_hardware("b200-sxm"), cache_dir=None).launches
+    for out in (res, blackwell):
+        assert (out["time_s"] > 0).all() and (out["time_s"] >= out["t_lower_s"]).all()
+    assert [launch_kernels(r) for r in rows + fp8 + fp4] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
+                                                             + [1] * len(library.WO_GEMM_KERNELS)
+                                                             + [1] * (len(fp8) + len(fp4)))
     assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)
 
 

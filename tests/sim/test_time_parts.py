@@ -48,7 +48,16 @@ EXTERNAL_ROWS = [
     attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm"),        # the context FMHA
     attention_row(4, 1, 2048, 32, 8, 128, kernel="sglang"),
     attention_row(2, 512, 512, 32, 8, 128, kernel="sglang"),
+    gemm_row(16, 4096, 4096, "fp8", 8, kernel="cutlass_fp8_gemm"),
+    gemm_row(256, 4096, 4096, "fp8-block", 8, kernel="cutlass_fp8_block_gemm"),
+    gemm_row(64, 4096, 4096, "fp8-block", 8, kernel="deepgemm_fp8_block_gemm"),
+    gemm_row(8, 4096, 4096, "fp8-block", 8, kernel="flashinfer_fp8_block_gemm"),
+    gemm_row(512, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm"),
 ]
+# FP4 GEMMs run on Blackwell only (no fp4 tensor cores on the H100/H200 and the NPUs of the tests
+# above): their parts are checked on b200-sxm below
+FP4_ROWS = [gemm_row(16, 4096, 4096, "nvfp4", 4, kernel="flashinfer_nvfp4_gemm"),
+            gemm_row(1024, 4096, 4096, "nvfp4", 4, kernel="trtllm_nvfp4_gemm")]
 TOL = 1e-12
 
 
@@ -74,7 +83,8 @@ def test_parts_add_up_to_the_time_for_every_kernel_family(hw_name: str, model: s
         assert list(res.columns[-len(PARTS):]) == list(PART_COLUMNS)
         _check_sum(res[list(PART_COLUMNS)], res["time_s"])
         kernels |= set(rows["kernel"])
-    assert set(library.EXTERNAL_KERNELS) <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
+    fp4 = {str(r["kernel"]) for r in FP4_ROWS}
+    assert set(library.EXTERNAL_KERNELS) - fp4 <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
                                                     "gemm_anyprec_kernel", "rms_norm_kernel"} <= kernels
 
 
@@ -85,6 +95,13 @@ def test_one_launch_priced_alone_has_parts_that_add_up(row: dict[str, Any]) -> N
     assert min(out[c] for c in PART_COLUMNS) >= 0
     assert abs(total - out["time_s"]) <= TOL * out["time_s"]
     assert out["part_launch_s"] == out["overhead_s"] > 0
+
+
+@pytest.mark.parametrize("row", FP4_ROWS, ids=lambda r: str(r["kernel"]))
+def test_an_fp4_launch_on_blackwell_has_parts_that_add_up(row: dict[str, Any]) -> None:
+    out = price_launch(row, load_hardware("b200-sxm"))
+    assert min(out[c] for c in PART_COLUMNS) >= 0
+    assert abs(sum(out[c] for c in PART_COLUMNS) - out["time_s"]) <= TOL * out["time_s"]
 
 
 def _shares(row: dict[str, Any], hw_name: str = "h200-sxm") -> dict[str, float]:
@@ -151,6 +168,21 @@ def test_simulate_out_has_the_part_columns(tmp_path: Path) -> None:
     table = pd.read_parquet(out)
     assert list(table.columns[-len(PARTS):]) == list(PART_COLUMNS)
     _check_sum(table[list(PART_COLUMNS)], table["time_s"])
+
+
+@pytest.mark.parametrize(("fmt", "bits", "kernel", "hw"), [
+    ("fp8", "8", "cutlass_fp8_gemm", "h200-sxm"), ("fp8-block", "8", "deepgemm_fp8_block_gemm", "h100-sxm"),
+    ("nvfp4", "4", "flashinfer_nvfp4_gemm", "b200-sxm")])
+def test_op_prints_an_fp8_or_fp4_gemm_and_its_parts(fmt: str, bits: str, kernel: str, hw: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["op", "gemm", "--m", "64", "--n", "4096", "--k", "4096", "--w-format", fmt,
+                 "--bits", bits, "--kernel", kernel, "--hw", hw]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"{kernel} on {hw}")
+    total = float(re.search(r"time\s+([\d.]+) us", text).group(1))  # type: ignore[union-attr]
+    lines = re.findall(r"^    (\w+)\s+([\d.]+) us\s+([\d.]+)%", text, re.MULTILINE)
+    assert [name for name, _, _ in lines] == list(PARTS)
+    assert sum(float(us) for _, us, _ in lines) == pytest.approx(total, abs=0.01)
 
 
 def test_op_prints_one_line_per_part(capsys: pytest.CaptureFixture[str]) -> None:

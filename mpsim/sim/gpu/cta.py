@@ -28,7 +28,7 @@ import math
 
 import simpy
 
-from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.rates import GpuRates, tensor_rate
 from mpsim.sim.gpu.work import CUDA_PIPES, Bundle, KernelWork, Trip
 from mpsim.sim.units import Memory, Proc, TokenPool
 
@@ -46,7 +46,7 @@ def tensor_cycles(trip: Trip, r: GpuRates) -> float:
     """Cycles one CTA's trip keeps the SM's tensor pipe busy (MMA rate, or the operands' smem)."""
     if trip.mma_flops <= 0:
         return 0.0
-    mma = trip.mma_flops / (r.tensor_fpc[trip.mma_dtype] * trip.mma_eta)
+    mma = trip.mma_flops / (tensor_rate(r, trip.mma_dtype) * trip.mma_eta)
     return max(mma, trip.smem_bytes / r.smem_Bpc)
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpsim.hw_models.schema import GpuSpec
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.schema import GpuSpec, UnsupportedDtypeError
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
@@ -70,6 +71,20 @@ class GpuRates:
 
     def cycles(self, seconds: float) -> float:
         return seconds * self.clock_hz
+
+
+class NoTensorRateError(UnsupportedDtypeError, MpsimInputError):
+    """A launch asks for tensor cores of a dtype its device does not have (bad input, one line)."""
+
+
+def tensor_rate(r: GpuRates, dtype: str) -> float:
+    """Dense tensor FLOP per cycle per SM for `dtype` (fp16, bf16, fp8, fp4, ...); a device whose
+    hardware file lists no tensor-core rate for it (fp8 before Ada/Hopper, fp4 before Blackwell) is
+    an UnsupportedDtypeError naming the device's rates, never a fallback to another dtype's."""
+    if dtype not in r.tensor_fpc:
+        raise NoTensorRateError(f"no {dtype} tensor cores on this device (tensor rates for "
+                                    f"{', '.join(sorted(r.tensor_fpc))})")
+    return r.tensor_fpc[dtype]
 
 
 def bw_fraction(hw: GpuSpec, p: SimParams) -> float:

@@ -38,10 +38,9 @@ def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:
     assert list(rows["framework"]) == ["trtllm"] * 3 and list(rows["fw_version"]) == ["1.2.0rc5"] * 3
     assert list(rows["kernel_source"]) == [PLUGIN, PLUGIN, "torch_flow"]
     assert list(rows["protocol"]) == ["trt-profiler", "trt-profiler", "graph"]
-    assert rows["status"].iloc[2] == ("unrepresentable: gemm_dtype fp8 (kernel torch_flow) has no mpsim "
-                                      "weight format (fp8 / block-fp8 / nvfp4 / SmoothQuant W8A8)")
-    kernels = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0]["kernel"] for i in (0, 1)]
-    assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm"]
+    assert rows["status"].iloc[2] == "ok" and rows["w_format"].iloc[2] == "fp8"
+    kernels = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0]["kernel"] for i in (0, 1, 2)]
+    assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm", "trtllm_fp8_gemm"]
 
 
 def test_wo_band_table_and_shape_halves() -> None:

@@ -66,8 +66,8 @@ def test_sample_is_capped_stratified_and_deterministic() -> None:
 
 
 def test_sample_draws_only_from_the_selection() -> None:
-    d = _gemm_table([("bfloat16", TORCH_LINEAR, 1, 50), ("fp8", "cutlass", 1, 50)])
-    m = apply_selection(read_aic_gemm(d), "stacks")  # fp8 is not a class of this issue
+    d = _gemm_table([("bfloat16", TORCH_LINEAR, 1, 50), ("sq", "cutlass", 1, 50)])
+    m = apply_selection(read_aic_gemm(d), "stacks")  # SmoothQuant W8A8 is not a class of the report
     s = stratified_sample(m, 10)
     assert (s.rows["status"].iloc[50:] == "skipped: outside selection stacks").all()
     assert (~s.rows["status"].iloc[:50].str.startswith("skipped")).sum() == 10

@@ -37,7 +37,10 @@ def test_gemm_dtypes_protocols_and_units() -> None:
     assert (bf16["w_format"] == "fp16").all() and (bf16["protocol"] == "graph").all()
     assert (wo4["w_format"] == "int4-group").all() and (wo4["group_size"] == wo4["k"]).all()
     assert (wo4["protocol"] == "trt-profiler").all() and (r.iloc[10:15]["w_bits"] == 8).all()
-    assert r.iloc[15:]["status"].str.startswith("unrepresentable: gemm_dtype").all()
+    fp8 = r.iloc[15:20]  # issue 26: per-tensor W8A8, priced by the kernel the row names
+    assert (fp8["w_format"] == "fp8").all() and (fp8["status"] == "ok").all()
+    assert fp8["group_size"].isna().all()
+    assert r.iloc[20:]["status"].str.startswith("unrepresentable: gemm_dtype sq").all()
     assert set(r["cls"]) == {"gemm bf16", "gemm int4_wo", "gemm int8_wo", "gemm fp8", "gemm sq"}
 
 

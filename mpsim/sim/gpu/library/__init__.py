@@ -18,18 +18,24 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mpsim.library import SCALED_GEMM_KERNELS
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
+from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.sim.gpu.library import (
     cublas,
+    cutlass_fp8,
+    deepgemm,
     fa3,
+    flashinfer_gemm,
     machete,
     marlin,
     mpsim,
     sglang,
     torch,
     trtllm,
+    trtllm_fp8,
     turbomind,
     vllm,
 )
@@ -45,7 +51,8 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
     "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
-    "turbomind": turbomind.WORK, "sglang": sglang.WORK}
+    "turbomind": turbomind.WORK, "sglang": sglang.WORK, "cutlass_fp8": cutlass_fp8.WORK,
+    "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -81,4 +88,6 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
     if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
         return 2
+    if kernel in SCALED_GEMM_KERNELS:  # the measured call's activation quantization kernels first
+        return 1 + QUANT_KERNELS[int(json.loads(str(row["config"])).get("quant", 0))]
     return 1

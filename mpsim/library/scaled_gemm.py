@@ -1,0 +1,94 @@
+"""What the FP8/FP4 GEMM rooms share on the synthesis floor (cutlass_fp8.py, deepgemm.py,
+flashinfer_gemm.py, trtllm_fp8.py): the config keys of a scaled low-precision tensor-core GEMM, the
+activation-quantization modes a measured call may include, and the row builder.
+
+A config: block_m = the token tile (tokens of y = x W^T), block_n = the weight tile (output
+features), block_k = the K step of one pipeline stage; extras `sched` (0 data-parallel grid of
+tiles, 1 persistent: min(tiles, SMs) CTAs walking the tiles, 2 stream-K: CUTLASS's heuristic,
+mpsim/sim/gpu/library/wo_tiled.py `_stream_k`), `swap_ab` (1: the weights on the MMA's M side, the
+tokens on its N side, as CUTLASS/FlashInfer run small M), `mma_m` (the MMA's smallest row count on
+the token side: 64 for Hopper wgmma with tokens on M, 8 with swap_ab), `promote` (1: DeepGEMM's
+promotion of each 128-deep fp8 partial sum into fp32 registers on the CUDA cores, Hopper), `quant`
+(the activation quantization the call runs before the GEMM, below) and `l2_weights` (1: the
+weight stays in L2 between calls: a benchmark that cycles fewer weight copies than L2 holds).
+
+Activation quantization (`quant`): a trace's GEMM row takes quantized activations from the
+policy's own quantization launch (fp8pol's `fp8_act_quant` / `fp8_block_act_quant` /
+`nvfp4_act_quant`), so synthesis builds rows with QUANT_NONE. A published measurement of a
+framework's linear layer includes its quantization; the validation adapter sets the mode that
+framework runs and the GEMM row then stands for those kernels too (QUANT_KERNELS, what the
+protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quantizes at a time):
+- QUANT_TOKEN_VLLM: vLLM's dynamic activation quantization of its CUTLASS fp8 path, one kernel
+  launching one 1024-thread CTA per token row (2 rows per SM). The published rows show one kernel:
+  N = K = 128, M = 1 costs 1.9 us (one launch gap and kernel floor) more than bf16, and time grows
+  by 7.1 ns per token row (H200 vLLM 0.24.0 fp8 rows) as such a latency-bound kernel does.
+- QUANT_TOKEN_SGL: SGLang's sgl_per_token_quant_fp8, one kernel, one warp per token (32 rows per
+  SM: ASSUMPTION from its 0.4 ns per row on the same rows of the SGLang file).
+- QUANT_TENSOR_TRT: TensorRT-LLM's quantize_e4m3_per_tensor (an amax reduction, the quantize): 2
+  kernels, 32 rows per SM (ASSUMPTION).
+- QUANT_GROUP: per-token-group 1x128 e4m3 (vLLM per_token_group_quant_fp8, SGLang
+  sglang_per_token_group_quant_fp8, TensorRT-LLM fp8_quantize_1x128): 1 kernel, 32 rows per SM
+  (ASSUMPTION).
+- QUANT_FP4: e2m1 with e4m3 scales per 16 values (vLLM scaled_fp4_quant, TensorRT-LLM
+  fp4_quantize): 1 kernel, 32 rows per SM (ASSUMPTION).
+"""
+
+from __future__ import annotations
+
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
+
+SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K = 0, 1, 2
+QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QUANT_FP4 = 0, 1, 2, 3, 4, 5
+QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
+                 QUANT_GROUP: 1, QUANT_FP4: 1}
+QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_TENSOR_TRT: 32, QUANT_GROUP: 32,
+                     QUANT_FP4: 32}
+# the activation dtype a format's GEMM reads (the FP8/FP4 contract's a_dtype values)
+A_DTYPE = {"fp8": "fp8-e4m3", "fp8-block": "fp8-e4m3", "nvfp4": "fp4-e2m1", "mxfp4": "fp4-e2m1"}
+DEFAULT_GROUP = {"fp8": None, "fp8-block": 128, "nvfp4": 16, "mxfp4": 32}
+
+
+def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
+                  sched: int, sms: int, *, swap_ab: bool = False, promote: bool = False,
+                  warps: int = 12, stages: int = 4, umma: bool = False, pair: bool = False
+                  ) -> LaunchConfig:
+    """One config of a scaled GEMM kernel; grid = the tiles (data-parallel) or the persistent CTAs.
+    `umma`: Blackwell's tcgen05 MMA (operands read from shared memory once per MMA, the accumulator
+    in tensor memory) instead of Hopper's wgmma; `pair`: CTAs run in clusters of two along the tokens
+    that share each weight tile (TMA multicast on Hopper, the 2-SM MMA on Blackwell): each loads
+    half of it."""
+    tiles = cdiv(m, token_tile) * cdiv(n, weight_tile)
+    grid = tiles if sched == SCHED_DP else min(tiles, sms)
+    mma_m = 8 if swap_ab else 64
+    return LaunchConfig(kernel, (grid,), token_tile, weight_tile, block_k, warps, stages,
+                        extra=(("sched", sched), ("swap_ab", int(swap_ab)), ("mma_m", mma_m),
+                               ("promote", int(promote)), ("umma", int(umma)), ("pair", int(pair)),
+                               ("quant", QUANT_NONE),
+                               ("l2_weights", 0)))
+
+
+def with_call(cfg: LaunchConfig, quant: int, l2_weights: bool) -> LaunchConfig:
+    """The config with the measured call's activation quantization and weight residency set."""
+    if quant not in QUANT_KERNELS:
+        raise ValueError(f"activation quantization mode {quant}: expected one of {sorted(QUANT_KERNELS)}")
+    extra = dict(cfg.extra)
+    extra.update(quant=quant, l2_weights=int(l2_weights))
+    return LaunchConfig(cfg.kernel, cfg.grid, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps,
+                        cfg.num_stages, cfg.split_k, cfg.group_m, tuple(extra.items()))
+
+
+def scaled_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
+               bias: bool, cfg: LaunchConfig, formats: tuple[str, ...]) -> Row:
+    """A GEMM row of a scaled kernel that takes `formats`: w_format, group_size, a_dtype set."""
+    if fmt not in formats:
+        raise ValueError(f"{kernel} runs {' / '.join(formats)} weights, got {fmt}")
+    if fmt == "fp8" and group_size not in (None, 0):
+        raise ValueError(f"{kernel}: fp8 weights have one scale per tensor (group_size <NA>) or per "
+                         f"output row (0), got group_size {group_size}")
+    if fmt != "fp8" and group_size not in (None, DEFAULT_GROUP[fmt]):
+        raise ValueError(f"{kernel}: {fmt} weights have group_size {DEFAULT_GROUP[fmt]}, got {group_size}")
+    check_kernel(cfg, kernel)
+    row = gemm_shape(m, n, k, fmt, bits, group_size if fmt == "fp8" else DEFAULT_GROUP[fmt], bias)
+    row["a_dtype"] = A_DTYPE[fmt]
+    return apply_config(row, cfg)

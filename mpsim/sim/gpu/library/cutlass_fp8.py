@@ -1,0 +1,37 @@
+"""CUTLASS fp8 GEMMs (vLLM's and SGLang's scaled_mm, vLLM's blockwise kernel) as CTA work (names,
+configs and row builders: mpsim/library/cutlass_fp8.py); the work model is
+mpsim/sim/gpu/library/scaled_gemm.py's. Constants: CutlassFp8Params, SimParams.cutlass_fp8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.cutlass_fp8 import KERNELS
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class CutlassFp8Params(ScaledGemmParams):
+    """SimParams.cutlass_fp8 (`--fit-params cutlass_fp8.NAME`): mma_eta and tile_ns fitted on H200
+    vLLM 0.24.0 and SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled per file); promote_ops
+    (the blockwise kernel's CUDA-core promotion, one FFMA per accumulator element per 128-deep block)
+    from DeepGEMM's design."""
+
+    mma_eta: float = 0.8
+    tile_ns: float = 300.0
+
+
+def cutlass_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+              p: SimParams, resident: float) -> LaunchWork:
+    return scaled_gemm_work(row, cfg, r, p.cutlass_fp8, p.fp8_act, resident)
+
+
+WORK = dict.fromkeys(KERNELS, cutlass_fp8_work)

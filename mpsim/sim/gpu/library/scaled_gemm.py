@@ -1,0 +1,208 @@
+"""A scaled low-precision tensor-core GEMM (fp8 e4m3 or nvfp4 e2m1 operands) as CTA work: what the
+FP8/FP4 rooms share (cutlass_fp8.py, deepgemm.py, flashinfer_gemm.py, trtllm_fp8.py; configs and
+row builders: mpsim/library/scaled_gemm.py and the rooms of the same names there).
+
+GEMM part. A CTA owns a TT x WT output tile (TT tokens, WT weight rows) and walks K in trips of BK.
+Per trip it loads TT x BK activations and WT x BK weights (half with `pair`) at their element width
+(fp8 1 byte, fp4 half a byte) plus the trip's scales (fp8-block: TT fp32 activation scales and one
+per 128 weight rows; nvfp4: one e4m3 byte per 16 values of both operands) through its L2 port, and
+runs 2 max(TT, mma_m) WT BK FLOPs at the device's fp8 or fp4 tensor rate (`mma_m`: the MMA's
+smallest token-side row count, 64 when the tokens are on wgmma's M side, 8 with swapped operands).
+With `promote` (DeepGEMM's design on Hopper) every 128-deep block's fp32 partial sums are scaled and
+added into the accumulator by the CUDA cores: `promote_ops` fp32 lane-ops per accumulator element
+per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes). Per-
+tensor / per-channel scales are applied once in the epilogue (`tile_ns`, each room's). Schedules: a
+data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles, or CUTLASS's
+stream-K heuristic (wo_tiled.py `_stream_k`).
+
+DRAM reads: the weight with its scales and the activation with its scales, once (tiles re-read
+through L2); with `l2_weights` the weight stays in L2 between calls (a benchmark that cycles fewer
+weight copies than L2 holds) and only the activations come from DRAM.
+
+Activation-quantization part (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
+lists the modes, their kernel counts and how many token rows an SM quantizes at a time): each kernel
+reads the 16-bit activations once; the quantize kernel writes them quantized with their scales.
+Such kernels are latency-bound (one CTA or warp per token row, a reduction for the scale, then
+the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per
+row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
+its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mpsim.kernels.launch_config import cdiv
+from mpsim.library.scaled_gemm import (
+    QUANT_FP4,
+    QUANT_GROUP,
+    QUANT_KERNELS,
+    QUANT_NONE,
+    QUANT_ROWS_PER_SM,
+    QUANT_TENSOR_TRT,
+    QUANT_TOKEN_SGL,
+    QUANT_TOKEN_VLLM,
+    SCHED_DP,
+    SCHED_PERSISTENT,
+    SCHED_STREAM_K,
+)
+from mpsim.sim.gpu.library.framework import one_part
+from mpsim.sim.gpu.library.wo_tiled import _stream_k
+from mpsim.sim.gpu.memory import residency_credit
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.traces.accounting import FP16, activation_bytes, weight_bytes
+
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class ScaledGemmParams:
+    """One scaled-GEMM library's constants (each room subclasses it with its own defaults, sources
+    in the room's docstring)."""
+
+    tile_ns: float = 763.4        # per output tile: scale epilogue, convert, store (cuBLAS's, CublasParams)
+    mma_eta: float = 1.0          # share of the dense fp8/fp4 rate the main loop's MMAs reach
+    promote_ops: float = 1.0      # fp32 lane-ops per accumulator element per 128-deep block (one
+    #                               FFMA: acc += partial x scale_a x scale_b, DeepGEMM's promotion)
+    fixed_ns: float = 0.0         # per launch beyond the kernel floor
+
+
+@dataclass(frozen=True)
+class ActQuantParams:
+    """The activation quantization a measured fp8/fp4 call runs before its GEMM (SimParams.fp8_act,
+    `--fit-params fp8_act.NAME`): one round of its latency-bound kernel per framework, and a fixed
+    cost per call. Fitted on H200 rows (the small shapes, n = k in 128..512, where the GEMM is
+    negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
+
+    vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
+    # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
+    # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
+    sgl_round_ns: float = 800.0
+    trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's small-shape round (TRT-LLM's rows grow too
+    #                                   little with M to say)
+    # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); the small shapes
+    # (n = k = 128: +9.4 us at M = 1 over bf16, less two launches) gave 5600
+    trt_fixed_ns: float = 3000.0
+    group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's small-shape per-token round (the fit on
+    #                                   H200 fp8_block rows did not move it)
+    fp4_round_ns: float = 1690.0      # ASSUMPTION: as group_round_ns
+
+
+def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:
+    """(round ns, fixed ns per call) of an activation-quantization mode."""
+    return {QUANT_TOKEN_VLLM: (q.vllm_round_ns, 0.0), QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
+            QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
+            QUANT_FP4: (q.fp4_round_ns, 0.0)}[quant]
+
+
+def elem_bytes(dtype: str) -> float:
+    """Bytes per element of a GEMM operand dtype (a_dtype values, or the weight's w_bits / 8)."""
+    return {"fp8-e4m3": 1.0, "fp4-e2m1": 0.5, "fp16": 2.0, "bf16": 2.0}[dtype]
+
+
+def mma_dtype(fmt: str) -> str:
+    return "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
+
+
+def _trip_scale_bytes(fmt: str, tt: int, wt: int, bk: int) -> float:
+    if fmt == "fp8-block":
+        return tt * FP32 + cdiv(wt, 128) * FP32
+    if fmt == "nvfp4":
+        return (tt + wt) * bk / 16
+    if fmt == "mxfp4":
+        return (tt + wt) * bk / 32
+    return 0.0
+
+
+def _smem_bytes(cfg: Mapping[str, int], rows: int, wt: int, bk: int, el: float) -> float:
+    """Shared-memory operand reads of one trip's MMAs: wgmma reads the token tile once per 64 weight
+    rows (each warpgroup's MMA reads its A and all of B); tcgen05 (`umma`) reads each operand once."""
+    if int(cfg.get("umma", 0)):
+        return (rows + wt) * bk * el
+    return (wt / 64) * (64 + rows) * bk * el
+
+
+def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: ScaledGemmParams,
+              resident: float, name: str) -> KernelPart:
+    """The GEMM kernel of a scaled-GEMM row (module docstring)."""
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    fmt, a_dtype, w_bits = str(row["w_format"]), str(row["a_dtype"]), int(row["w_bits"])
+    group = row.get("group_size")
+    group = None if group is None or group != group else int(group)
+    tt, wt, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
+    sched, stages, mma_m = int(cfg["sched"]), int(cfg["num_stages"]), int(cfg.get("mma_m", 64))
+    a_el, w_el = elem_bytes(a_dtype), w_bits / 8
+    tiles = cdiv(m, tt) * cdiv(n, wt)
+    trips = cdiv(k, bk)
+    rows_mma = max(tt, mma_m)
+    promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
+    pipes = {"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {}
+    w_load = wt / 2 if int(cfg.get("pair", 0)) else wt  # a CTA pair shares the weight tile
+    trip = Trip(load_bytes=(tt * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
+                mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
+                mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta,
+                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)))
+    w_bytes = weight_bytes(n, k, fmt, w_bits, group)
+    a_bytes = activation_bytes(m, k, a_dtype, fmt)
+    reads = a_bytes - residency_credit(resident, a_bytes)
+    if not int(cfg.get("l2_weights", 0)):
+        reads += w_bytes
+    tile_out = tt * wt * FP16
+    res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)
+    if sched == SCHED_DP:
+        ctas, per, tiles_per, split = tiles, trips, 1, False
+    elif sched == SCHED_PERSISTENT:
+        ctas = min(tiles, r.sms)
+        per, tiles_per, split = cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
+    elif sched == SCHED_STREAM_K:
+        ctas, per, tiles_per, split = _stream_k(tiles, trips, r.sms)
+    else:
+        raise ValueError(f"{name}: unknown schedule {sched}")
+    parts = max(2, cdiv(ctas, tiles)) if split else 0
+    epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
+                   latency_ns=tiles_per * gp.tile_ns)
+    work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
+                      dram_write_bytes=float(m * n * FP16), fixed_ns=gp.fixed_ns, name=name)
+    return KernelPart(work, Occupancy(1, stages, False, "kernel"))
+
+
+def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_sm: int, r: GpuRates,
+             fixed_ns: float, name: str) -> KernelPart:
+    """A latency-bound row-wise kernel: rounds of `round_ns`, each over SMs x rows_per_sm rows."""
+    count = max(1, min(m, r.sms))
+    rounds = max(1.0, m / (r.sms * rows_per_sm))
+    trip = Trip(read / count, 0.0, latency_ns=rounds * round_ns, overlap_latency=True)
+    res = CtaResources(8, 0.0, 0.0, 1, 32)
+    work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res, read,
+                      dram_write_bytes=write, fixed_ns=fixed_ns, name=name)
+    return one_part(work)[0]
+
+
+def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
+                q: ActQuantParams) -> LaunchWork:
+    """The activation quantization the measured call ran before the GEMM (none for QUANT_NONE)."""
+    quant = int(cfg.get("quant", QUANT_NONE))
+    if quant == QUANT_NONE:
+        return []
+    m, k = int(row["m"]), int(row["k"])
+    src = float(m * k * FP16)
+    out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
+                                 "fp8-block" if quant == QUANT_GROUP else str(row["w_format"])))
+    round_ns, fixed_ns = quant_cost(quant, q)
+    round_ns *= cdiv(k, 8192)
+    rows = QUANT_ROWS_PER_SM[quant]
+    parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant")]
+    if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
+        parts.insert(0, _rowwise(m, src, 0.0, round_ns, rows, r, 0.0, "act amax"))
+    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=fixed_ns), parts[0].occupancy)
+    return parts
+
+
+def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
+                     gp: ScaledGemmParams, q: ActQuantParams, resident: float) -> LaunchWork:
+    """The launch of a scaled-GEMM row: the call's activation quantization (if any), the GEMM."""
+    return [*quant_parts(row, cfg, r, q), gemm_part(row, cfg, r, gp, resident, str(row["kernel"]))]

@@ -1,0 +1,42 @@
+"""TensorRT-LLM's fp8 (cuBLASLt) and nvfp4 GEMMs as CTA work (names, configs and row builders:
+mpsim/library/trtllm_fp8.py); the work model is mpsim/sim/gpu/library/scaled_gemm.py's. Constants:
+TrtllmFp8Params, SimParams.trtllm_fp8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.trtllm_fp8 import KERNELS, TRTLLM_NVFP4_GEMM
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+@dataclass(frozen=True)
+class TrtllmFp8Params(ScaledGemmParams):
+    """SimParams.trtllm_fp8 (`--fit-params trtllm_fp8.NAME`): mma_eta fitted on H200 TRT-LLM
+    1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); tile_ns cuBLAS's (the fit kept it); nvfp4
+    GEMM: nvfp4_eta and nvfp4_fixed_ns instead of mma_eta and fixed_ns, fitted on B200 TRT-LLM
+    1.3.0rc20 nvfp4 rows (`--select fp8`, 200 sampled; no other stack runs this kernel, so
+    nothing checks them)."""
+
+    mma_eta: float = 0.9
+    nvfp4_eta: float = 0.6
+    nvfp4_fixed_ns: float = 1500.0
+
+
+def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+              p: SimParams, resident: float) -> LaunchWork:
+    gp = p.trtllm_fp8
+    if row["kernel"] == TRTLLM_NVFP4_GEMM:
+        gp = replace(gp, mma_eta=gp.nvfp4_eta, fixed_ns=gp.nvfp4_fixed_ns)
+    return scaled_gemm_work(row, cfg, r, gp, p.fp8_act, resident)
+
+
+WORK = dict.fromkeys(KERNELS, trtllm_fp8_work)

@@ -1,0 +1,112 @@
+"""fp8 / fp8_block / nvfp4 GEMM rows in `validate --against` (analysis/validation/fp8_rows.py): the
+reader's formats and protocols, the kernel each (framework, kernel_source) routes to with the call's
+activation quantization, the collectors' weight copies, vLLM's eager host path, and (with
+../shared) the published H200 rows within the issue's bar."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
+from mpsim.analysis.validation.eager_host import HOST_US, host_floor_us
+from mpsim.analysis.validation.fp8_rows import SCALED_KERNELS, l2_weights, weight_copies
+from mpsim.analysis.validation.sources import read_aic_gemm
+from mpsim.hw_models.loader import load_hardware
+from mpsim.sim.params import DEFAULT_PARAMS
+
+H200, B200, L40S = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "l40s"))
+
+
+def _frame(framework: str, sources: list[str], dtypes: list[str], ms: list[int], n: int = 4096,
+           k: int = 4096) -> pd.DataFrame:
+    count = len(sources)
+    return pd.DataFrame({"framework": [framework] * count, "version": ["x"] * count,
+                         "device": ["NVIDIA"] * count, "op_name": ["gemm"] * count,
+                         "kernel_source": sources, "gemm_dtype": dtypes, "m": ms, "n": [n] * count,
+                         "k": [k] * count, "latency": [0.05] * count})
+
+
+def test_reader_maps_the_dtypes_and_vllms_eager_block_rows() -> None:
+    rows = read_aic_gemm(_frame("VLLM", ["CutlassFP8ScaledMMLinearKernel", "DeepGemmFp8BlockScaledMMKernel",
+                                         "FlashInferCuteDslNvFp4LinearKernel", "x"],
+                                ["fp8", "fp8_block", "nvfp4", "sq"], [8, 64, 8, 8])).rows
+    assert list(rows["w_format"][:3]) == ["fp8", "fp8-block", "nvfp4"]
+    assert list(rows["w_bits"][:3]) == [8, 8, 4]
+    assert rows["group_size"].iloc[0] is pd.NA and list(rows["group_size"][1:3]) == [128, 16]
+    assert list(rows["cls"]) == ["gemm fp8", "gemm fp8_block", "gemm nvfp4", "gemm sq"]
+    assert list(rows["protocol"]) == ["graph", "eager", "graph", "graph"]
+    assert list(rows["status"][:3]) == ["ok"] * 3 and rows["status"].iloc[3].startswith("unrepresentable")
+    trt = read_aic_gemm(_frame("TRTLLM", ["torch_flow"], ["fp8_block"], [64])).rows
+    assert list(trt["protocol"]) == ["graph"]  # TRT-LLM's collector times fp8_block in a graph
+
+
+@pytest.mark.parametrize(("key", "target"), list(SCALED_KERNELS.items()), ids=lambda v: "-".join(map(str, v)))
+def test_each_kernel_source_routes_to_its_kernel_and_quantization(key: tuple[str, str, str],
+                                                                  target: tuple[str, int]) -> None:
+    framework, source, fmt = key
+    dtype = {"fp8": "fp8", "fp8-block": "fp8_block", "nvfp4": "nvfp4"}[fmt]
+    m = 8 if source.startswith("FlashInferFp8") else 64
+    hw = B200 if fmt == "nvfp4" else H200
+    row = read_aic_gemm(_frame(framework.upper(), [source], [dtype], [m])).rows.iloc[0].to_dict()
+    launch = launch_rows(row, hw, "best").launches[0]
+    config = launch["config"] if isinstance(launch["config"], dict) else json.loads(launch["config"])
+    assert (launch["kernel"], config["quant"]) == target
+    assert launch["w_format"] == fmt
+
+
+def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
+    triton = read_aic_gemm(_frame("VLLM", ["TritonFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
+    with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):
+        launch_rows(triton.iloc[0].to_dict(), L40S)
+    cutlass = read_aic_gemm(_frame("VLLM", ["CutlassFP8ScaledMMLinearKernel"], ["fp8"], [64])).rows
+    with pytest.raises(UnrepresentableError, match="sm_89"):
+        launch_rows(cutlass.iloc[0].to_dict(), L40S)
+    nvfp4 = read_aic_gemm(_frame("VLLM", ["FlashInferCuteDslNvFp4LinearKernel"], ["nvfp4"], [8])).rows
+    with pytest.raises(UnrepresentableError, match="h200-sxm has no fp4 tensor cores"):
+        launch_rows(nvfp4.iloc[0].to_dict(), H200)
+
+
+def test_weight_copies_and_l2_residency_follow_the_collectors() -> None:
+    def row(framework: str, fmt: str, n: int, k: int, m: int = 1) -> dict[str, object]:
+        group = {"fp8": pd.NA, "fp8-block": 128, "nvfp4": 16}[fmt]
+        return {"framework": framework, "w_format": fmt, "w_bits": 4 if fmt == "nvfp4" else 8,
+                "group_size": group, "m": m, "n": n, "k": k}
+
+    l2 = H200.l2.size_MiB * 2**20
+    assert weight_copies(row("vllm", "fp8", 4096, 4096), H200) == 6
+    assert weight_copies(row("vllm", "fp8-block", 4096, 4096), H200) == 1
+    assert weight_copies(row("trtllm", "fp8", 4096, 4096), H200) == int(np.ceil(l2 / 4096**2))
+    assert weight_copies(row("trtllm", "fp8", 16384, 16384), H200) == 1
+    assert weight_copies(row("trtllm", "fp8", 512, 512), H200) == 5
+    assert l2_weights(row("vllm", "fp8-block", 4096, 4096), H200, DEFAULT_PARAMS)       # 16.8 MB, 1 copy
+    assert not l2_weights(row("vllm", "fp8", 4096, 4096), H200, DEFAULT_PARAMS)         # 6 copies
+    assert not l2_weights(row("vllm", "fp8-block", 16384, 16384), H200, DEFAULT_PARAMS)  # 268 MB
+
+
+def test_eager_rows_take_the_longer_of_host_and_gpu() -> None:
+    rows = read_aic_gemm(_frame("VLLM", ["DeepGemmFp8BlockScaledMMKernel", "CutlassFP8ScaledMMLinearKernel"],
+                                ["fp8_block", "fp8"], [64, 64])).rows
+    host = host_floor_us(rows)
+    assert host[0] == HOST_US[("vllm", "DeepGemmFp8BlockScaledMMKernel")] and np.isnan(host[1])
+
+
+GROUNDTRUTH = Path(__file__).resolve().parents[3] / ".." / "shared" / "groundtruth" / "aiconfigurator"
+
+
+@pytest.mark.skipif(not GROUNDTRUTH.is_dir(), reason="../shared/groundtruth is not here")
+def test_h200_trtllm_fp8_rows_within_the_bar_and_beating_the_roofline() -> None:
+    from mpsim.analysis.validation.against import validate_against
+    from mpsim.analysis.validation.sources import read_measurements
+
+    m = read_measurements(GROUNDTRUTH / "h200_sxm" / "gemm" / "trtllm" / "1.3.0rc20" / "gemm_perf.parquet")
+    r = validate_against(m, H200, selection="fp8", sample=60, cache_dir=None)
+    f = r.frame[(r.frame["status"] == "ok") & (r.frame["cls"] == "gemm fp8")]
+    assert len(f) >= 20
+    sim = float((f["predicted_us"] / f["measured_us"] - 1).abs().mean())
+    roof = float((f["roofline_us"] / f["measured_us"] - 1).abs().mean())
+    assert sim <= 0.10 and sim < roof, (sim, roof)

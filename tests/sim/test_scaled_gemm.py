@@ -1,0 +1,163 @@
+"""The fp8 / fp4 GEMM kernels (issue 26): bytes by format with their scales, the tensor rates a device
+has (none refused silently), the libraries' own dispatch rules, and the work model's time growing
+with every dimension of the GEMM and with the call's activation quantization."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import UnsupportedDtypeError
+from mpsim.launch_plan import gemm_row
+from mpsim.library.cutlass_fp8 import CUTLASS_FP8_GEMM, cutlass_fp8_heuristic
+from mpsim.library.deepgemm import BLOCK_K, BLOCK_N_END, deepgemm_config, layouts
+from mpsim.library.scaled_gemm import (
+    QUANT_GROUP,
+    QUANT_KERNELS,
+    QUANT_NONE,
+    QUANT_TENSOR_TRT,
+    SCHED_PERSISTENT,
+    scaled_config,
+    with_call,
+)
+from mpsim.sim.gpu.library import launch_kernels
+from mpsim.sim.gpu.rates import NoTensorRateError, gpu_rates, tensor_rate
+from mpsim.sim.launch import price_launch
+from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.traces.accounting import activation_bytes, launch_cost, weight_bytes
+
+H200, B200, A100 = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "a100-sxm-80gb"))
+
+
+def test_weight_bytes_carry_each_formats_scales() -> None:
+    n, k = 4096, 1000
+    assert weight_bytes(n, k, "fp8", 8, None) == n * k + 4                # one fp32 per tensor
+    assert weight_bytes(n, k, "fp8", 8, 0) == n * k + 4 * n               # one per output row
+    assert weight_bytes(n, k, "fp8-block", 8, 128) == n * k + 32 * 8 * 4  # 128x128 blocks
+    assert weight_bytes(n, k, "nvfp4", 4, 16) == n * k // 2 + n * 63 + 4  # e4m3 per 16, fp32 tensor
+    assert weight_bytes(n, k, "mxfp4", 4, 32) == n * k // 2 + n * 32      # e8m0 per 32
+
+
+def test_activation_bytes_follow_a_dtype() -> None:
+    assert activation_bytes(8, 1024, "bf16", "fp8") == 8 * 1024 * 2
+    assert activation_bytes(8, 1024, "fp8-e4m3", "fp8") == 8 * 1024 + 8 * 4
+    assert activation_bytes(8, 1024, "fp8-e4m3", "fp8-block") == 8 * 1024 + 8 * 8 * 4
+    assert activation_bytes(8, 1024, "fp4-e2m1", "nvfp4") == 8 * 512 + 8 * 64 + 4
+    row = gemm_row(8, 4096, 1024, "fp8-block", 8, kernel="deepgemm_fp8_block_gemm")
+    assert row["a_dtype"] == "fp8-e4m3" and row["group_size"] == 128
+    cost = launch_cost(row)
+    assert cost.bytes_read == 8 * 1024 + 8 * 8 * 4 + 4096 * 1024 + 32 * 8 * 4
+    assert cost.bytes_written == 8 * 4096 * 2 and cost.flops == 2 * 8 * 4096 * 1024
+
+
+def test_rates_refuse_devices_without_fp8_or_fp4_tensor_cores() -> None:
+    assert tensor_rate(gpu_rates(H200, DEFAULT_PARAMS), "fp8") == 8192 * DEFAULT_PARAMS.eta_mma
+    assert tensor_rate(gpu_rates(B200, DEFAULT_PARAMS), "fp4") == 32768 * DEFAULT_PARAMS.eta_mma
+    assert B200.matrix_peak_flops("fp4") == 9000e12
+    with pytest.raises(NoTensorRateError, match="no fp8 tensor cores"):
+        tensor_rate(gpu_rates(A100, DEFAULT_PARAMS), "fp8")
+    with pytest.raises(NoTensorRateError, match="no fp4 tensor cores"):
+        tensor_rate(gpu_rates(H200, DEFAULT_PARAMS), "fp4")
+    with pytest.raises((MpsimInputError, UnsupportedDtypeError), match="fp8"):
+        price_launch(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM), A100)
+    with pytest.raises((MpsimInputError, UnsupportedDtypeError), match="fp4"):
+        price_launch(gemm_row(16, 4096, 4096, "nvfp4", 4, kernel="flashinfer_nvfp4_gemm"), H200)
+
+
+def test_rows_refuse_a_format_their_kernel_does_not_run() -> None:
+    with pytest.raises(MpsimInputError, match="runs fp8-block weights, got fp8"):
+        gemm_row(16, 4096, 4096, "fp8", 8, kernel="deepgemm_fp8_block_gemm")
+    with pytest.raises(MpsimInputError, match="group_size 128, got 64"):
+        gemm_row(16, 4096, 4096, "fp8-block", 8, 64, kernel="deepgemm_fp8_block_gemm")
+
+
+def test_cutlass_fp8_follows_vllms_sm90_dispatch() -> None:
+    def tile(m: int, n: int, k: int = 4096) -> tuple[int | None, int | None, int | None, int]:
+        c = cutlass_fp8_heuristic(m, n, k)
+        return c.block_m, c.block_n, c.block_k, dict(c.extra)["swap_ab"]
+
+    assert tile(16, 4096) == (16, 64, 256, 1)
+    assert tile(17, 1024) == (16, 64, 256, 1) and tile(17, 4096) == (64, 64, 256, 1)
+    assert tile(100, 4096) == (64, 128, 128, 0)
+    assert tile(8192, 4096, 6144) == (256, 128, 128, 0) and tile(8192, 4096, 4096) == (128, 128, 128, 0)
+
+
+def test_deepgemm_layouts_follow_its_sm90_rules() -> None:
+    for m_blk, n_blk, stages in layouts(1, 7168):
+        assert n_blk <= BLOCK_N_END and not (m_blk > 128 and n_blk > 128) and stages >= 3
+        if n_blk > BLOCK_K:
+            assert n_blk % (n_blk - BLOCK_K) == 0 or BLOCK_K % (n_blk - BLOCK_K) == 0
+    assert {b for b, _, _ in layouts(1, 4096)} == {16, 32, 64, 128, 256}
+    assert {b for b, _, _ in layouts(33, 4096)} == {64, 128, 256}
+    cfg = deepgemm_config(4096, 4096, 4096, 132)
+    assert (cfg.block_m, cfg.block_n, cfg.grid) == (256, 128, (132,))
+
+
+KERNELS = [("cutlass_fp8_gemm", "fp8", 8, H200, False),
+           ("cutlass_fp8_block_gemm", "fp8-block", 8, H200, True),
+           ("deepgemm_fp8_block_gemm", "fp8-block", 8, H200, True),
+           ("flashinfer_fp8_block_gemm", "fp8-block", 8, H200, True),
+           ("trtllm_fp8_gemm", "fp8", 8, H200, False),
+           ("flashinfer_nvfp4_gemm", "nvfp4", 4, B200, False),
+           ("trtllm_nvfp4_gemm", "nvfp4", 4, B200, False)]
+
+
+@pytest.mark.parametrize(("kernel", "fmt", "bits", "hw", "promote"), KERNELS, ids=lambda v: str(v)[:24])
+def test_time_grows_with_m_n_and_k_under_one_config(kernel: str, fmt: str, bits: int, hw: object,
+                                                    promote: bool) -> None:
+    def time(m: int, n: int, k: int) -> float:
+        cfg = scaled_config(kernel, m, n, 64, 128, 128, SCHED_PERSISTENT, 132, promote=promote,
+                            umma=fmt == "nvfp4")
+        return float(price_launch(gemm_row(m, n, k, fmt, bits, kernel=kernel, config=cfg), hw)["time_s"])
+
+    # within one token tile (same grid), and once every SM holds a tile: more M never costs less
+    # (fewer tiles than SMs use fewer SMs' L2 ports, so a grid that grows may be faster)
+    series = [[time(m, 4096, 4096) for m in (1, 16, 33, 64)],
+              [time(m, 4096, 4096) for m in (2048, 4096, 8192)],
+              [time(2048, n, 4096) for n in (4096, 8192, 16384)],
+              [time(64, 4096, k) for k in (256, 1024, 4096, 16384)]]
+    for times in series:
+        assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(times)), times
+        assert times[-1] > times[0]
+
+
+def test_the_calls_activation_quantization_adds_its_kernels_and_time() -> None:
+    base = cutlass_fp8_heuristic(512, 4096, 4096)
+    plain = gemm_row(512, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=base)
+    assert launch_kernels(plain) == 1 and json.loads(plain["config"])["quant"] == QUANT_NONE
+    t0 = price_launch(plain, H200)["time_s"]
+    for quant in (QUANT_GROUP, QUANT_TENSOR_TRT):
+        cfg = with_call(base, quant, False)
+        row = gemm_row(512, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=cfg)
+        assert launch_kernels(row) == 1 + QUANT_KERNELS[quant]
+        assert price_launch(row, H200)["time_s"] > t0
+    with pytest.raises(ValueError, match="activation quantization mode 9"):
+        with_call(base, 9, False)
+
+
+def test_weights_kept_in_l2_skip_dram() -> None:
+    base = cutlass_fp8_heuristic(16, 4096, 4096)
+    cold = price_launch(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=base), H200)
+    warm = price_launch(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM,
+                                 config=with_call(base, QUANT_NONE, True)), H200)
+    assert warm["bytes_dram"] < cold["bytes_dram"] - 4096 * 4096 * 0.99
+    assert warm["time_s"] < cold["time_s"]
+
+
+def test_the_roofline_prices_fp8_and_fp4_gemms_at_their_tensor_rate() -> None:
+    from mpsim.launch_plan import framework_op_row
+    from mpsim.library.vllm import VLLM_RMS_NORM
+    from mpsim.sim.roofline import launch_roofline, roofline
+    from mpsim.traces.trace import rows_to_frame
+
+    fp8 = gemm_row(8192, 8192, 8192, "fp8", 8, kernel=CUTLASS_FP8_GEMM)
+    fp4 = gemm_row(8192, 8192, 8192, "nvfp4", 4, kernel="flashinfer_nvfp4_gemm")
+    assert launch_roofline(fp8, H200)["t_math_s"] == fp8["flops"] / H200.matrix_peak_flops("fp8")
+    assert launch_roofline(fp4, B200)["t_math_s"] == fp4["flops"] / B200.matrix_peak_flops("fp4")
+    frame = rows_to_frame([fp8, framework_op_row(VLLM_RMS_NORM, 16, 4096)])  # a_dtype <NA> on the norm
+    assert frame["a_dtype"].isna().iloc[1]
+    assert roofline(frame, H200)["t_math_s"].iloc[0] == launch_roofline(fp8, H200)["t_math_s"]
