@@ -5,6 +5,14 @@ Bytes are analytic DRAM traffic assuming each operand is read once and each outp
 follow docs/formats.md: uniform group formats carry an fp16 scale and zero per group; any-precision at
 b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
+
+Floating-point formats (issue 26; docs/design.md#fp8-and-fp4-policies): fp8 weights 1 B a value plus
+fp32 scales (one per tensor, group_size <NA>; one per output row, group_size 0; one per 128x128 block
+for fp8-block); nvfp4 0.5 B a value plus an e4m3 scale (1 B) per 16 values of a row and one fp32 per
+tensor; mxfp4 0.5 B a value plus an e8m0 scale (1 B) per 32. A W8A8 GEMM (a_dtype fp8-e4m3) reads
+1 B activations plus fp32 scales (one per token; fp8-block: one per 1x128 group); an A4 GEMM
+(fp4-e2m1) 0.5 B plus an e4m3 scale per 16 and an fp32 per tensor. An fp8 e4m3 KV cache (kv_format
+fp8-e4m3) stores 1 B a value; its per-tensor scale (4 B a layer) is not a per-token cost.
 """
 
 from __future__ import annotations
@@ -17,6 +25,10 @@ from typing import Any
 from mpsim.traces.errors import TraceError
 
 FP16 = 2
+FP32 = 4
+FP8 = 1  # e4m3 / e5m2 values, e4m3 and e8m0 scales
+FP8_BLOCK = 128  # fp8-block: 128x128 weight blocks, 1x128 activation groups (DeepSeek-V3)
+FP4_SCALE_GROUP = {"nvfp4": 16, "mxfp4": 32}
 INDEX_BYTES = 8  # token ids and argmax results are int64
 PAGED_BLOCK_ENTRY = 4  # int32 block-table entry per KV block
 
@@ -34,6 +46,16 @@ def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | N
         return n * k * FP16
     if w_format == "anyprec":
         return math.ceil(n * k * w_bits / 8) + n * (2**w_bits) * FP16
+    if w_format == "fp8":
+        scales = 1 if group_size is None else (n if _whole_row(k, group_size) else None)
+        if scales is None:
+            raise TraceError(f"fp8 weights: group_size {group_size} (expected <NA> per tensor or 0 per row)")
+        return n * k * FP8 + scales * FP32
+    if w_format == "fp8-block":
+        return n * k * FP8 + math.ceil(n / FP8_BLOCK) * math.ceil(k / FP8_BLOCK) * FP32
+    if w_format in FP4_SCALE_GROUP:
+        per_tensor = FP32 if w_format == "nvfp4" else 0
+        return math.ceil(n * k / 2) + n * math.ceil(k / FP4_SCALE_GROUP[w_format]) * FP8 + per_tensor
     if w_format.endswith("-group"):
         k_padded = padded_k(k, group_size)
         groups = 1 if group_size is None or _whole_row(k, group_size) else k_padded // group_size
@@ -58,10 +80,25 @@ def _whole_row(k: int, group_size: int) -> bool:
     return group_size <= 0 or group_size == k
 
 
-def kv_bytes_per_token_head(head_dim: int, bits: int) -> int:
-    """Bytes of one cached token of one KV head, for K or for V (codes + fp16 scale/zero)."""
+def activation_bytes(m: int, k: int, a_dtype: str, w_format: str) -> int:
+    """Bytes of a GEMM's M x K activations as it reads them (`a_dtype`: fp16/bf16, fp8-e4m3, fp4-e2m1)."""
+    if a_dtype in ("fp16", "bf16"):
+        return m * k * FP16
+    if a_dtype == "fp8-e4m3":  # per-token fp32 scales (fp8-block: per 1x128 group)
+        groups = math.ceil(k / FP8_BLOCK) if w_format == "fp8-block" else 1
+        return m * k * FP8 + m * groups * FP32
+    if a_dtype == "fp4-e2m1":  # nvfp4 activations: e4m3 per 16, fp32 per tensor
+        return math.ceil(m * k / 2) + m * math.ceil(k / 16) * FP8 + FP32
+    raise TraceError(f"unknown a_dtype {a_dtype!r}; expected fp16, bf16, fp8-e4m3 or fp4-e2m1")
+
+
+def kv_bytes_per_token_head(head_dim: int, bits: int, kv_format: str | None = None) -> int:
+    """Bytes of one cached token of one KV head, for K or for V: 16-bit values; int codes plus an fp16
+    scale and zero; fp8 e4m3 values alone (per-tensor scale). `kv_format` None: by bits (int)."""
     if bits == 16:
         return head_dim * FP16
+    if kv_format == "fp8-e4m3":
+        return head_dim * FP8
     return math.ceil(head_dim * bits / 8) + 2 * FP16
 
 
@@ -72,7 +109,9 @@ def _round_up(x: int, m: int) -> int:
 def _gemm(r: Mapping[str, Any]) -> Cost:
     m, n, k = r["m"], r["n"], r["k"]
     bias = bool(r.get("bias") or False)
-    read = m * k * FP16 + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
+    a_dtype = r.get("a_dtype")
+    read = activation_bytes(m, k, str(a_dtype) if _given(a_dtype) else "fp16", r["w_format"])
+    read += weight_bytes(n, k, r["w_format"], r["w_bits"], _int_or_none(r.get("group_size")))
     read += n * FP16 if bias else 0
     return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
 
@@ -91,6 +130,15 @@ def decode_kv_tokens(r: Mapping[str, Any]) -> int | None:
     return int(tokens) if _given(tokens) else int(r["batch"] * r["kv_len"])
 
 
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if _given(value) else None
+
+
+def _kv_format(r: Mapping[str, Any]) -> str | None:
+    value = r.get("kv_format")
+    return str(value) if _given(value) else None
+
+
 def _given(value: Any) -> bool:
     """A value that is not None, NaN or pandas' NA."""
     try:
@@ -107,8 +155,9 @@ def _attention(r: Mapping[str, Any]) -> Cost:
     pairs = decode_tokens if decode_tokens is not None else \
         b * (causal_pairs(q, kv) if r["causal"] else q * kv)
     tokens = decode_tokens if decode_tokens is not None else b * kv
-    kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"])
-                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    fmt = _kv_format(r)
+    kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"], fmt)
+                              + kv_bytes_per_token_head(d, r["v_bits"], fmt))
     block = r.get("kv_block")
     table = b * math.ceil(tokens / b / block) * PAGED_BLOCK_ENTRY if block else 0
     q_read = b * q * hq * d * FP16
@@ -120,8 +169,9 @@ def _attention(r: Mapping[str, Any]) -> Cost:
 def _kv_quant(r: Mapping[str, Any]) -> Cost:
     tokens_heads = r["batch"] * r["q_len"] * r["num_kv_heads"]
     d = r["head_dim"]
-    written = tokens_heads * (kv_bytes_per_token_head(d, r["k_bits"])
-                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    fmt = _kv_format(r)
+    written = tokens_heads * (kv_bytes_per_token_head(d, r["k_bits"], fmt)
+                              + kv_bytes_per_token_head(d, r["v_bits"], fmt))
     quantized = (r["k_bits"] < 16) + (r["v_bits"] < 16)
     return Cost(tokens_heads * d * 4 * quantized, tokens_heads * d * 2 * FP16, written)
 
@@ -153,6 +203,22 @@ def _sample(r: Mapping[str, Any]) -> Cost:
     return Cost(m * n, m * n * FP16, m * INDEX_BYTES)
 
 
+def _act_quant(group: int | None, fp4: bool) -> Callable[[Mapping[str, Any]], Cost]:
+    """A GEMM's activations quantized row-wise (m tokens x n = K): reads fp16, writes fp8 values and
+    fp32 scales (one per token, or per `group`), or fp4 values, e4m3 scales per 16 and an fp32 per
+    tensor; ~3 FLOPs a value (abs-max, scale, convert)."""
+
+    def cost(r: Mapping[str, Any]) -> Cost:
+        m, n = r["m"], r["n"]
+        if fp4:
+            written = math.ceil(m * n / 2) + m * math.ceil(n / 16) * FP8
+            return Cost(3 * m * n, m * n * FP16 + FP32, written)
+        groups = 1 if group is None else math.ceil(n / group)
+        return Cost(3 * m * n, m * n * FP16, m * n * FP8 + m * groups * FP32)
+
+    return cost
+
+
 # Small ops are told apart by kernel name (kernels/launch_config.py names them); the norm parameter
 # count differs between RMSNorm (weight) and LayerNorm (weight, bias).
 _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
@@ -170,6 +236,10 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "vllm_silu_and_mul": _rowwise(1, 1, 0, 3),
     "vllm_rotary_embedding": _rope,
     "torch_add": _rowwise(2, 1, 0, 1),
+    # activation quantization before a W8A8 / A4 GEMM (mpsim/library/act_quant.py)
+    "fp8_act_quant": _act_quant(None, fp4=False),
+    "fp8_block_act_quant": _act_quant(FP8_BLOCK, fp4=False),
+    "nvfp4_act_quant": _act_quant(None, fp4=True),
 }
 SMALL_OP_KERNELS = tuple(_SMALL_OPS)
 

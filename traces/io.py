@@ -1,9 +1,11 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (4), by traces/write.py (from columns, without pandas); every
+Files are written at SCHEMA_VERSION (5), by traces/write.py (from columns, without pandas); every
 version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
 read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
-that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran).
+that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran),
+versions 1 to 4 no `kv_format` column (filled from k_bits: fp16, int8, int4, on attention and KV-write
+rows; <NA> elsewhere).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -27,12 +29,19 @@ from mpsim.traces.checks import check_values
 from mpsim.traces.columns import TraceColumns, from_arrow, from_frame, to_frame
 from mpsim.traces.errors import TraceError
 from mpsim.traces.meta import known_engines
-from mpsim.traces.schema import COLUMNS, DEFAULT_ENGINE, PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
+from mpsim.traces.schema import (
+    COLUMNS,
+    DEFAULT_ENGINE,
+    KV_FORMAT_OF_BITS,
+    PROTOCOLS,
+    READABLE_VERSIONS,
+    SCHEMA_VERSION,
+)
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import typed_frame, validate_frame
 from mpsim.traces.write import META_KEY, write_columns
 
-__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "write_trace"]
+__all__ = ["META_KEY", "read_trace", "with_kv_format", "with_kv_tokens", "write_trace"]
 
 
 def write_trace(trace: Trace, path: str | Path) -> Path:
@@ -61,6 +70,8 @@ def read_trace(path: str | Path) -> Trace:
     assert frame is not None
     if version == 1:  # before kv_tokens: every batch was uniform
         frame = with_kv_tokens(frame)
+    if version < 5:  # before kv_format: the cache format follows from k_bits (int caches)
+        frame = with_kv_format(frame)
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -73,6 +84,19 @@ def with_kv_tokens(frame: pd.DataFrame) -> pd.DataFrame:
     tokens = pd.array([pd.NA] * len(frame), dtype="Int64")
     tokens[decode] = (frame["batch"].astype("Int64") * frame["kv_len"].astype("Int64")).to_numpy()[decode]
     return frame.assign(kv_tokens=tokens)
+
+
+def with_kv_format(frame: pd.DataFrame) -> pd.DataFrame:
+    """A launch table before version 5 with the `kv_format` column: KV_FORMAT_OF_BITS of k_bits on
+    attention and KV-write rows, <NA> elsewhere."""
+    if "kv_format" in frame.columns:
+        return frame
+    kv_rows = frame["op"].isin(["attention", "kv_quant"]).fillna(False).to_numpy(dtype=bool)
+    bits = frame["k_bits"].astype("Int64")
+    names = pd.array([pd.NA] * len(frame), dtype="string")
+    for b, name in KV_FORMAT_OF_BITS.items():
+        names[kv_rows & (bits == b).fillna(False).to_numpy(dtype=bool)] = name
+    return frame.assign(kv_format=names)
 
 
 def _stored_columns(file: pq.ParquetFile) -> TraceColumns | None:

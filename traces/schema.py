@@ -21,8 +21,11 @@ from __future__ import annotations
 # shipped engine files, mpsim/data/engines); files before 4 read as "mpsim", whose kernels every
 # earlier trace ran. Version 4 is that field only: later changes of issue 23's siblings (parallelism,
 # FP8/FP4) take version 5 and up.
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# 5 adds the `kv_format` column (issue 26: the KV cache's element format, since k_bits = 8 cannot
+# tell int8 from fp8 e4m3); files before 5 read it from k_bits (16 fp16, 8 int8, 4 int4) on
+# attention and KV-write rows, <NA> elsewhere (traces/io.py).
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files before version 4 ran
 
 # How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
@@ -33,13 +36,19 @@ PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")
-W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec")
+W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec", "fp8",
+             "fp8-block", "nvfp4", "mxfp4")
 # The w_bits each w_format stores (any-precision: the widths a 2..8-bit parent serves).
 FORMAT_BITS: dict[str, tuple[int, ...]] = {
     "fp16": (16,), "int8-group": (8,), "int4-group": (4,), "int3-group": (3,), "int2-group": (2,),
     "anyprec": tuple(range(2, 9)),
+    "fp8": (8,), "fp8-block": (8,), "nvfp4": (4,), "mxfp4": (4,),
 }
 KV_BITS = (16, 8, 4)
+# The KV cache's element format (column `kv_format`, version 5) and the bits each stores; files
+# before version 5 read as the integer format of their k_bits (KV_FORMAT_OF_BITS).
+KV_FORMATS: dict[str, int] = {"fp16": 16, "int8": 8, "int4": 4, "fp8-e4m3": 8}
+KV_FORMAT_OF_BITS: dict[int, str] = {16: "fp16", 8: "int8", 4: "int4"}
 
 # Column name -> pandas dtype (nullable extension types, so "not applicable" is <NA>, not NaN or -1).
 COLUMNS: dict[str, str] = {
@@ -52,7 +61,7 @@ COLUMNS: dict[str, str] = {
     # attention and KV writes
     "batch": "Int64", "q_len": "Int64", "kv_len": "Int64", "num_q_heads": "Int64",
     "num_kv_heads": "Int64", "head_dim": "Int64", "k_bits": "Int64", "v_bits": "Int64",
-    "causal": "boolean", "kv_block": "Int64",
+    "causal": "boolean", "kv_block": "Int64", "kv_format": "string",
     # decode attention: KV tokens read over the whole batch (the sum of the sequences' lengths;
     # kv_len is the longest, which sets the grid); batch x kv_len for a uniform batch, <NA> elsewhere
     "kv_tokens": "Int64",
@@ -76,8 +85,8 @@ REQUIRED = ("launch_id", "stream", "kernel", "op", "phase", "step", "layer", "mo
 REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "w_format", "w_bits"),
     "attention": ("batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",
-                  "k_bits", "v_bits", "causal"),
-    "kv_quant": ("batch", "q_len", "num_kv_heads", "head_dim", "k_bits", "v_bits"),
+                  "k_bits", "v_bits", "causal", "kv_format"),
+    "kv_quant": ("batch", "q_len", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_format"),
     "norm": ("m", "n"), "rope": ("m", "n", "k"), "act": ("m", "n", "k"),
     "embed": ("m", "n"), "sample": ("m", "n"), "other": ("m", "n"),
 }

@@ -50,9 +50,11 @@ class KvCapacity:
         return asdict(self)
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_bits: int) -> int:
-    """K and V of one token over every layer and KV head (what memory.kv_cache_bytes counts)."""
-    return spec.num_layers * spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits)
+def kv_bytes_per_token(spec: ModelSpec, kv_bits: int, kv_format: str | None = None) -> int:
+    """K and V of one token over every layer and KV head (what memory.kv_cache_bytes counts);
+    `kv_format` fp8-e4m3: 1 B values without per-token scales (None: by bits)."""
+    return spec.num_layers * spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits,
+                                                                             kv_format)
 
 
 def device_bytes(hw: HardwareSpec) -> int:
@@ -68,7 +70,7 @@ def kv_capacity(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: Schedule
     weights = weights_bytes(spec, policy)
     workspace = (peak_activation_bytes(spec, Workload(budget, 1, 1))
                  + (cfg.max_num_seqs - 1) * spec.vocab * FP16)
-    per_token = kv_bytes_per_token(spec, policy.kv_bits)
+    per_token = kv_bytes_per_token(spec, policy.kv_bits, policy.kv_format)
     free = usable - weights - workspace
     if cfg.num_kv_blocks is not None:
         blocks = cfg.num_kv_blocks

@@ -166,7 +166,7 @@ def test_protocol_round_trips_and_old_files_stay_readable(small_trace: Trace, tm
                            {"schema_version": version, "source": "capture",
                             "environment": {"protocol": "kernel"}})
         back = read_trace(old)
-        assert back.meta.schema_version == SCHEMA_VERSION == 4 and back.meta.protocol == "kernel"
+        assert back.meta.schema_version == SCHEMA_VERSION == 5 and back.meta.protocol == "kernel"
         assert read_trace(write_trace(back, tmp_path / "v4.parquet")).meta.protocol == "kernel"
     plain = _write_frame(small_trace.rows, tmp_path / "p.parquet", {"schema_version": 2, "source": "synth"})
     assert read_trace(plain).meta.protocol is None
@@ -185,7 +185,7 @@ def test_engine_round_trips_and_files_before_version_4_read_as_mpsim(small_trace
     old = _write_frame(small_trace.rows, tmp_path / "v3.parquet",
                        {"schema_version": 3, "source": "capture", "protocol": "kernel"})
     back = read_trace(old)
-    assert (back.meta.schema_version, back.meta.engine, back.meta.protocol) == (4, "mpsim", "kernel")
+    assert (back.meta.schema_version, back.meta.engine, back.meta.protocol) == (SCHEMA_VERSION, "mpsim", "kernel")
 
 
 @pytest.mark.parametrize(("meta", "match"), [
