@@ -22,15 +22,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim import library
-from mpsim.engines.rows import Target, as_engine
+from mpsim.engines.rows import Target, as_engine, engine_rows
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import mpsim as own
-from mpsim.library.rows import Row, apply_config, check_sizes, costed, single
+from mpsim.library.rows import Row, apply_config, check_sizes, costed, gemm_shape, single
 from mpsim.models import ModelSpec
-from mpsim.policy import FP16_WEIGHTS, WeightChoice
+from mpsim.policy import FLOAT_FORMATS, FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import FORMAT_BITS, KV_BITS, W_FORMATS
+from mpsim.traces.schema import FORMAT_BITS, KV_BITS, KV_FORMAT_OF_BITS, W_FORMATS
 
 __all__ = ["ATTENTION_STEP_COLUMNS", "PassShape", "Row", "attention_row", "check_sizes", "costed",
            "decode_attention_costs", "framework_op_row", "gemm_row", "layer_rows", "pass_launches",
@@ -53,6 +53,11 @@ class PassShape:
     on_gpu: bool = True
     graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
     target: Target | None = None  # an engine's kernels (mpsim/engines); None: mpsim's own, as captured
+    kv_format: str | None = None  # the cache's format (traces/schema.py KV_FORMATS); None: by kv_bits
+
+    @property
+    def cache_format(self) -> str:
+        return self.kv_format or KV_FORMAT_OF_BITS[self.kv_bits]
 
     @property
     def tokens(self) -> int:
@@ -61,6 +66,14 @@ class PassShape:
 
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
                   bias: bool) -> Row:
+    if w.w_format in FLOAT_FORMATS:  # fp8 / fp4: no kernel of mpsim's; the engine's builds the row
+        if p.target is None:
+            raise MpsimInputError(f"{w.w_format} weights: mpsim's own Triton kernels have no fp8/fp4 "
+                                  "GEMM yet; build the pass with an engine that runs it (--engine)")
+        row = {**gemm_shape(m, n, k, w.w_format, w.bits, w.group_size, bias), "kernel": None,
+               "grid": [], "config": {}}
+        row.update(module=module, layer=layer)
+        return row
     row = own.gemm(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
     row.update(module=module, layer=layer)
     return row
@@ -81,6 +94,8 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
             p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
             p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
+    if decode:
+        row["kv_format"] = p.cache_format
     if p.target is None:
         return row
     built = as_engine(row, p.target)
@@ -89,8 +104,10 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
 
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
-    return own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
-                        p.kv_block, p.on_gpu)
+    row = own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
+                       p.kv_block, p.on_gpu)
+    row["kv_format"] = p.cache_format
+    return row
 
 
 def _norm_kernel(spec: ModelSpec) -> str:
@@ -133,9 +150,10 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
     rows.append(pass_gemm_row(p, "lm_head", -1, p.batch, spec.vocab, spec.hidden, FP16_WEIGHTS,
                          spec.lm_head_bias))
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
-    if p.target is not None:  # each op's row as the engine's library kernel builds it
-        built = (r if r["op"] == "attention" else as_engine(r, p.target) for r in rows)
-        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
+    if p.target is not None:  # each op's row as the engine's library kernel builds it: none for a
+        # fused op (RoPE, KV append), an activation quantization before a W8A8 / A4 GEMM
+        target = p.target
+        rows = [b for r in rows for b in ([r] if r["op"] == "attention" else engine_rows(r, target))]
     for r in rows:
         r.update(phase=p.phase, step=p.step)
     return rows

@@ -46,6 +46,7 @@ FLOAT_WEIGHTS: dict[str, tuple[str, int, int | None]] = {
     "fp8": ("fp8", 8, None), "fp8grow": ("fp8", 8, 0), "fp8b": ("fp8-block", 8, 128),
     "nvfp4": ("nvfp4", 4, 16), "mxfp4": ("mxfp4", 4, 32),
 }
+FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")  # their trace w_formats
 # KV suffixes -> (bits, the trace's kv_format: traces/schema.py KV_FORMATS)
 KV_SUFFIXES: dict[str, tuple[int, str]] = {"": (16, "fp16"), "8": (8, "int8"), "4": (4, "int4"),
                                            "8f": (8, "fp8-e4m3")}

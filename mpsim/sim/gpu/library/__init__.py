@@ -22,6 +22,7 @@ from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.sim.gpu.library import (
+    act_quant,
     cublas,
     fa3,
     machete,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
     "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
-    "turbomind": turbomind.WORK, "sglang": sglang.WORK}
+    "turbomind": turbomind.WORK, "sglang": sglang.WORK, "act_quant": act_quant.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
