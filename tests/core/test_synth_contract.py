@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from synth_cases import FIXTURE, case_id, cases, digest, synthesize_case
 
-from mpsim.traces.schema import SCHEMA_VERSION
+from mpsim.traces.schema import KV_FORMAT_OF_BITS, SCHEMA_VERSION
 
 EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
 NEW_MODEL_KEYS = ("max_context_len", "context_source")
-NEW_COLUMNS = ("kv_tokens",)  # schema 2, after the fixture: checked against its definition below
+# schema 2 and 5, after the fixture: checked against their definitions below
+NEW_COLUMNS = ("kv_tokens", "kv_format")
 
 
 @pytest.mark.parametrize("case", cases(), ids=case_id)
@@ -30,6 +31,9 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
     tokens = rows["kv_tokens"]  # a uniform batch: batch x kv_len on decode attention, NA elsewhere
     assert tokens[~decode].isna().all()
     assert (tokens[decode] == (rows["batch"] * rows["kv_len"])[decode]).all()
+    kv = rows["op"].isin(["attention", "kv_quant"]).to_numpy(dtype=bool)  # schema 5: int caches by bits
+    assert rows["kv_format"][~kv].isna().all()
+    assert (rows["kv_format"][kv] == rows["k_bits"][kv].map(KV_FORMAT_OF_BITS)).all()
     got = digest(rows.drop(columns=list(NEW_COLUMNS)))
     assert got["rows"] == want["rows"]
     assert got["columns"] == want["columns"]

@@ -48,6 +48,7 @@ EXTERNAL_ROWS = [
     attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm"),        # the context FMHA
     attention_row(4, 1, 2048, 32, 8, 128, kernel="sglang"),
     attention_row(2, 512, 512, 32, 8, 128, kernel="sglang"),
+    *(framework_op_row(k, 512, 4096) for k in ("fp8_act_quant", "fp8_block_act_quant", "nvfp4_act_quant")),
 ]
 TOL = 1e-12
 
