@@ -63,7 +63,8 @@ def architecture(hw: GpuSpec) -> str:
 
 
 def describe_supports(engine: Engine) -> str:
-    """What an engine runs, in words: "weights fp16, int4-group (groups row, 64, 128); KV cache kv16, kv8f"."""
+    """What an engine runs, in words: "weights fp16, int4-group (groups row, 64, 128); KV cache kv16,
+    kv8f"."""
     s = engine.supports
     parts = []
     for fmt, groups in s.weights:
@@ -112,7 +113,8 @@ def _why_not(engine: Engine, policy: Policy) -> str | None:
             group = {0: "row", None: "tensor"}.get(policy.group_size, policy.group_size)
             return f"it has no {fmt} weights in {'scales per' if fmt == 'fp8' else 'groups of'} {group}"
     if policy.kv_suffix not in s.kv_caches:
-        hint = " (its 8-bit cache is fp8 e4m3: +kv8f)" if policy.kv_suffix == "kv8" and "kv8f" in s.kv_caches else ""
+        fp8_only = policy.kv_suffix == "kv8" and "kv8f" in s.kv_caches
+        hint = " (its 8-bit cache is fp8 e4m3: +kv8f)" if fp8_only else ""
         return f"it has no {policy.kv_format} KV cache ({policy.kv_suffix}){hint}"
     return None
 

@@ -13,7 +13,19 @@ from typing import Any
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
-from mpsim.library import act_quant, cublas, fa3, machete, marlin, mpsim, sglang, torch, trtllm, turbomind, vllm
+from mpsim.library import (
+    act_quant,
+    cublas,
+    fa3,
+    machete,
+    marlin,
+    mpsim,
+    sglang,
+    torch,
+    trtllm,
+    turbomind,
+    vllm,
+)
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
 
 GemmBuilder = Callable[..., dict[str, Any]]

@@ -54,7 +54,8 @@ def act_quant_config(kernel: str, tokens: int, width: int, sms: int = GPU_SMS) -
         threads = min(width // FP4_ELTS_PER_THREAD, FP4_MAX_THREADS)
         grid = min(tokens, sms * (SM_THREADS // threads))
     else:
-        raise ValueError(f"not an activation-quantization kernel: {kernel!r}; expected one of {list(KERNELS)}")
+        raise ValueError(f"not an activation-quantization kernel: {kernel!r}; expected one of "
+                         f"{list(KERNELS)}")
     return LaunchConfig(kernel, (grid,), None, threads, None, cdiv(threads, 32), 1)
 
 

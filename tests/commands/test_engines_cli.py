@@ -17,8 +17,8 @@ from mpsim.traces.io import read_trace
 
 SYNTH = ["synth", "--model", "tiny", "--prompt-len", "16", "--gen-len", "4"]
 UNSUPPORTED = ("engine 'trtllm' cannot run policy 'ap3': it has no any-precision weights; trtllm runs "
-               "weights fp16, int8-group (groups row), int4-group (groups row, 64, 128), fp8 (scales tensor), "
-               "fp8-block, nvfp4; KV cache kv16, kv8, kv8f; engines that run it: mpsim")
+               "weights fp16, int8-group (groups row), int4-group (groups row, 64, 128), "
+               "fp8 (scales tensor), fp8-block, nvfp4; KV cache kv16, kv8, kv8f; engines that run it: mpsim")
 
 
 def _synth(tmp_path: Path, name: str, *extra: str) -> Path:
