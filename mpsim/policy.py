@@ -197,15 +197,17 @@ def _check_anyprec(text: str, prefill: int, schedule: tuple[tuple[int, int], ...
         raise _bad(text, "switch steps must increase")
 
 
-def check_own_kernels(policy: Policy, what: str) -> None:
-    """mpsim's own Triton kernels (kernels/) and its engine have no fp8/fp4 weights or fp8 KV cache
-    yet (issue 26 point 3): one error naming `what` needs them and the engines that run them."""
-    off = [x for x, has in ((f"{policy.float_format} weights", policy.family == "float"),
+def check_own_kernels(policy: Policy, what: str, reference: bool = False) -> None:
+    """mpsim's own Triton kernels (kernels/) have no fp8/fp4 weights or fp8 KV cache yet (issue 26
+    point 3), and its engine no fp8 KV cache (`reference`: the engine on the references, which run
+    fp8/fp4 weights: mpsim/engine/float_weights.py): one error naming `what` and the engines."""
+    off = [x for x, has in ((f"{policy.float_format} weights", policy.family == "float" and not reference),
                             ("an fp8 KV cache", policy.kv_format == "fp8-e4m3")) if has]
     if off:
         raise MpsimInputError(f"{what}: policy {policy.spelling!r} needs {' and '.join(off)}, which "
-                              "mpsim's own Triton kernels do not have yet; synthesize it with an engine "
-                              "that runs it (--engine vllm, trtllm or sglang: `mpsim engines`)")
+                              "mpsim's own Triton kernels do not have yet (fp8/fp4 weights run on "
+                              "--backend reference); synthesize it with an engine that runs it (--engine "
+                              "vllm, trtllm or sglang: `mpsim engines`)")
 
 
 def pmpd_average_bits(decode_bits_per_step: list[list[int]]) -> float:

@@ -54,7 +54,8 @@ class Decoder:
                  dummy_seed: int | None = None, quantized: list[QuantizedLayer] | None = None) -> None:
         """`quantized`: the decoder-block linears already quantized (a quantized checkpoint); else
         they are quantized here, one layer at a time (a lazily loaded layer is read once)."""
-        check_own_kernels(policy, "mpsim's engine")
+        check_own_kernels(policy, f"mpsim's engine ({backend.name} backend)",
+                          reference=backend.name == "reference")
         self.spec, self.policy, self.backend = params.spec, policy, backend
         dev = backend.device
         self.embed = torch.from_numpy(params.embed).to(dev)
