@@ -178,3 +178,19 @@ def test_without_the_gemm_rooms_an_fp8_synthesis_is_one_error() -> None:
     with pytest.raises(MpsimInputError, match="cutlass_fp8_gemm: this build has no row builder or work "
                                               "model for it yet"):
         synthesize(SPEC, parse_policy("fp8"), WL, engine=EngineChoice("vllm", "hopper"))
+
+
+@pytest.mark.usefixtures("rooms")
+@pytest.mark.parametrize("to", ["sglang", "trtllm"])
+def test_a_reprice_takes_the_target_engines_quantization_launches(to: str) -> None:
+    """vLLM's fp8 trace repriced as SGLang's or TRT-LLM's is that engine's own synthesis, launch for
+    launch: the old quantization launches dropped, the new engine's added before its GEMMs."""
+    from mpsim.engines.reprice import reprice
+
+    wl, policy = Workload(40, 2, 4), parse_policy("fp8+kv8f")
+    vllm = synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper"))
+    own = synthesize(SPEC, policy, wl, engine=EngineChoice(to, "hopper")).rows
+    back = reprice(vllm, EngineChoice(to, "hopper", 132)).rows
+    for col in ("launch_id", "kernel", "module", "layer", "phase", "step", "m", "n", "k", "a_dtype",
+                "kv_format", "flops", "bytes_read", "bytes_written"):
+        assert back[col].astype(object).tolist() == own[col].astype(object).tolist(), col
