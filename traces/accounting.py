@@ -6,7 +6,7 @@ follow docs/formats.md: uniform group formats carry an fp16 scale and zero per g
 b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
 
-Floating-point formats (issue 26; docs/design.md#fp8-and-fp4-policies): fp8 weights 1 B a value plus
+Floating-point formats (issue 26; docs/fp8-policies.md): fp8 weights 1 B a value plus
 fp32 scales (one per tensor, group_size <NA>; one per output row, group_size 0; one per 128x128 block
 for fp8-block); nvfp4 0.5 B a value plus an e4m3 scale (1 B) per 16 values of a row and one fp32 per
 tensor; mxfp4 0.5 B a value plus an e8m0 scale (1 B) per 32. A W8A8 GEMM (a_dtype fp8-e4m3) reads
