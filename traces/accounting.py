@@ -6,13 +6,10 @@ follow docs/formats.md: uniform group formats carry an fp16 scale and zero per g
 b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
 
-Floating-point formats (issue 26; docs/fp8-policies.md): fp8 weights 1 B a value plus
-fp32 scales (one per tensor, group_size <NA>; one per output row, group_size 0; one per 128x128 block
-for fp8-block); nvfp4 0.5 B a value plus an e4m3 scale (1 B) per 16 values of a row and one fp32 per
-tensor; mxfp4 0.5 B a value plus an e8m0 scale (1 B) per 32. A W8A8 GEMM (a_dtype fp8-e4m3) reads
-1 B activations plus fp32 scales (one per token; fp8-block: one per 1x128 group); an A4 GEMM
-(fp4-e2m1) 0.5 B plus an e4m3 scale per 16 and an fp32 per tensor. An fp8 e4m3 KV cache (kv_format
-fp8-e4m3) stores 1 B a value; its per-tensor scale (4 B a layer) is not a per-token cost.
+Floating-point formats (issue 26; docs/fp8-policies.md): the weights and a GEMM's activations below
+(LOW_FLOAT_FORMATS, activation_bytes); an fp8 e4m3 KV cache (kv_format fp8-e4m3) stores 1 B a value,
+its per-tensor scale (4 B a layer) no per-token cost; the activation-quantization launches before a
+W8A8 / A4 GEMM (_act_quant) read the 16-bit activations and write the quantized ones with their scales.
 """
 
 from __future__ import annotations
@@ -25,10 +22,6 @@ from typing import Any
 from mpsim.traces.errors import TraceError
 
 FP16 = 2
-FP32 = 4
-FP8 = 1  # e4m3 / e5m2 values, e4m3 and e8m0 scales
-FP8_BLOCK = 128  # fp8-block: 128x128 weight blocks, 1x128 activation groups (DeepSeek-V3)
-FP4_SCALE_GROUP = {"nvfp4": 16, "mxfp4": 32}
 INDEX_BYTES = 8  # token ids and argmax results are int64
 PAGED_BLOCK_ENTRY = 4  # int32 block-table entry per KV block
 
@@ -46,21 +39,59 @@ def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | N
         return n * k * FP16
     if w_format == "anyprec":
         return math.ceil(n * k * w_bits / 8) + n * (2**w_bits) * FP16
-    if w_format == "fp8":
-        scales = 1 if group_size is None else (n if _whole_row(k, group_size) else None)
-        if scales is None:
-            raise TraceError(f"fp8 weights: group_size {group_size} (expected <NA> per tensor or 0 per row)")
-        return n * k * FP8 + scales * FP32
-    if w_format == "fp8-block":
-        return n * k * FP8 + math.ceil(n / FP8_BLOCK) * math.ceil(k / FP8_BLOCK) * FP32
-    if w_format in FP4_SCALE_GROUP:
-        per_tensor = FP32 if w_format == "nvfp4" else 0
-        return math.ceil(n * k / 2) + n * math.ceil(k / FP4_SCALE_GROUP[w_format]) * FP8 + per_tensor
     if w_format.endswith("-group"):
         k_padded = padded_k(k, group_size)
         groups = 1 if group_size is None or _whole_row(k, group_size) else k_padded // group_size
         return k_padded * n * w_bits // 8 + n * groups * 2 * FP16
+    if w_format in LOW_FLOAT_FORMATS:
+        return math.ceil(n * k * w_bits / 8) + weight_scale_bytes(n, k, w_format, group_size)
     raise TraceError(f"unknown w_format {w_format!r}")
+
+
+# Low-precision float weights (docs/formats.md, the FP8/FP4 contract): fp8 e4m3 with one fp32 scale
+# per tensor (group_size <NA>) or per output row (group_size 0); fp8-block with one fp32 scale per
+# 128 x 128 block (DeepSeek-V3); nvfp4 e2m1 with one e4m3 scale per 16 values plus one fp32 tensor
+# scale; mxfp4 e2m1 with one e8m0 scale per 32 values.
+LOW_FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
+FP32 = 4
+FP8_BLOCK = 128
+NVFP4_BLOCK = 16
+MXFP4_BLOCK = 32
+
+
+def weight_scale_bytes(n: int, k: int, w_format: str, group_size: int | None) -> int:
+    """The scale bytes of an N x K low-precision float weight (see LOW_FLOAT_FORMATS)."""
+    if w_format == "fp8":
+        return n * FP32 if group_size == 0 else FP32
+    if w_format == "fp8-block":
+        return _cdiv(n, FP8_BLOCK) * _cdiv(k, FP8_BLOCK) * FP32
+    if w_format == "nvfp4":
+        return n * _cdiv(k, NVFP4_BLOCK) + FP32
+    if w_format == "mxfp4":
+        return n * _cdiv(k, MXFP4_BLOCK)
+    raise TraceError(f"not a low-precision float weight format: {w_format!r}")
+
+
+# GEMM activations (a_dtype): 16-bit, or quantized by the call with their scales: fp8 e4m3 per
+# token (one fp32 per row; per 1 x 128 group under fp8-block weights), fp4 e2m1 with nvfp4's
+# e4m3 scale per 16 values and an fp32 tensor scale.
+A_DTYPES = ("fp16", "bf16", "fp8-e4m3", "fp4-e2m1")
+
+
+def activation_bytes(m: int, k: int, a_dtype: str, w_format: str) -> int:
+    """Bytes of the M x K activation a GEMM reads, in `a_dtype` with its scales."""
+    if a_dtype in ("fp16", "bf16"):
+        return m * k * FP16
+    if a_dtype == "fp8-e4m3":
+        groups = _cdiv(k, FP8_BLOCK) if w_format == "fp8-block" else 1
+        return m * k + m * groups * FP32
+    if a_dtype == "fp4-e2m1":
+        return math.ceil(m * k / 2) + m * _cdiv(k, NVFP4_BLOCK) + FP32
+    raise TraceError(f"unknown a_dtype {a_dtype!r}; expected one of {A_DTYPES}")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def padded_k(k: int, group_size: int | None) -> int:
@@ -80,16 +111,7 @@ def _whole_row(k: int, group_size: int) -> bool:
     return group_size <= 0 or group_size == k
 
 
-def activation_bytes(m: int, k: int, a_dtype: str, w_format: str) -> int:
-    """Bytes of a GEMM's M x K activations as it reads them (`a_dtype`: fp16/bf16, fp8-e4m3, fp4-e2m1)."""
-    if a_dtype in ("fp16", "bf16"):
-        return m * k * FP16
-    if a_dtype == "fp8-e4m3":  # per-token fp32 scales (fp8-block: per 1x128 group)
-        groups = math.ceil(k / FP8_BLOCK) if w_format == "fp8-block" else 1
-        return m * k * FP8 + m * groups * FP32
-    if a_dtype == "fp4-e2m1":  # nvfp4 activations: e4m3 per 16, fp32 per tensor
-        return math.ceil(m * k / 2) + m * math.ceil(k / 16) * FP8 + FP32
-    raise TraceError(f"unknown a_dtype {a_dtype!r}; expected fp16, bf16, fp8-e4m3 or fp4-e2m1")
+E4M3 = 1  # bytes of an fp8 value (KV cache, quantized activations) or of an e4m3 / e8m0 scale
 
 
 def kv_bytes_per_token_head(head_dim: int, bits: int, kv_format: str | None = None) -> int:
@@ -98,7 +120,7 @@ def kv_bytes_per_token_head(head_dim: int, bits: int, kv_format: str | None = No
     if bits == 16:
         return head_dim * FP16
     if kv_format == "fp8-e4m3":
-        return head_dim * FP8
+        return head_dim * E4M3
     return math.ceil(head_dim * bits / 8) + 2 * FP16
 
 
@@ -109,9 +131,9 @@ def _round_up(x: int, m: int) -> int:
 def _gemm(r: Mapping[str, Any]) -> Cost:
     m, n, k = r["m"], r["n"], r["k"]
     bias = bool(r.get("bias") or False)
-    a_dtype = r.get("a_dtype")
-    read = activation_bytes(m, k, str(a_dtype) if _given(a_dtype) else "fp16", r["w_format"])
-    read += weight_bytes(n, k, r["w_format"], r["w_bits"], _int_or_none(r.get("group_size")))
+    a_dtype = str(r["a_dtype"]) if _given(r.get("a_dtype")) else "fp16"
+    read = activation_bytes(m, k, a_dtype, str(r["w_format"])) \
+        + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
     read += n * FP16 if bias else 0
     return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
 
@@ -130,21 +152,17 @@ def decode_kv_tokens(r: Mapping[str, Any]) -> int | None:
     return int(tokens) if _given(tokens) else int(r["batch"] * r["kv_len"])
 
 
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if _given(value) else None
-
-
-def _kv_format(r: Mapping[str, Any]) -> str | None:
-    value = r.get("kv_format")
-    return str(value) if _given(value) else None
-
-
 def _given(value: Any) -> bool:
     """A value that is not None, NaN or pandas' NA."""
     try:
         return value is not None and bool(value == value)
     except TypeError:  # pd.NA == pd.NA is NA, whose truth value is an error
         return False
+
+
+def _kv_format(r: Mapping[str, Any]) -> str | None:
+    value = r.get("kv_format")
+    return str(value) if _given(value) else None
 
 
 def _attention(r: Mapping[str, Any]) -> Cost:
@@ -206,15 +224,15 @@ def _sample(r: Mapping[str, Any]) -> Cost:
 def _act_quant(group: int | None, fp4: bool) -> Callable[[Mapping[str, Any]], Cost]:
     """A GEMM's activations quantized row-wise (m tokens x n = K): reads fp16, writes fp8 values and
     fp32 scales (one per token, or per `group`), or fp4 values, e4m3 scales per 16 and an fp32 per
-    tensor; ~3 FLOPs a value (abs-max, scale, convert)."""
+    tensor (which it reads); ~3 FLOPs a value (abs-max, scale, convert)."""
 
     def cost(r: Mapping[str, Any]) -> Cost:
         m, n = r["m"], r["n"]
         if fp4:
-            written = math.ceil(m * n / 2) + m * math.ceil(n / 16) * FP8
+            written = math.ceil(m * n / 2) + m * _cdiv(n, NVFP4_BLOCK) * E4M3
             return Cost(3 * m * n, m * n * FP16 + FP32, written)
-        groups = 1 if group is None else math.ceil(n / group)
-        return Cost(3 * m * n, m * n * FP16, m * n * FP8 + m * groups * FP32)
+        groups = 1 if group is None else _cdiv(n, group)
+        return Cost(3 * m * n, m * n * FP16, m * n * E4M3 + m * groups * FP32)
 
     return cost
 

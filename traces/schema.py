@@ -36,13 +36,12 @@ PROTOCOLS = ("kernel", "graph", "eager", "trt-profiler")
 
 OPS = ("gemm", "attention", "kv_quant", "norm", "rope", "act", "embed", "sample", "other")
 PHASES = ("prefill", "decode")
-W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec", "fp8",
-             "fp8-block", "nvfp4", "mxfp4")
+W_FORMATS = ("fp16", "int8-group", "int4-group", "int3-group", "int2-group", "anyprec", "fp8", "fp8-block",
+             "nvfp4", "mxfp4")
 # The w_bits each w_format stores (any-precision: the widths a 2..8-bit parent serves).
 FORMAT_BITS: dict[str, tuple[int, ...]] = {
     "fp16": (16,), "int8-group": (8,), "int4-group": (4,), "int3-group": (3,), "int2-group": (2,),
-    "anyprec": tuple(range(2, 9)),
-    "fp8": (8,), "fp8-block": (8,), "nvfp4": (4,), "mxfp4": (4,),
+    "anyprec": tuple(range(2, 9)), "fp8": (8,), "fp8-block": (8,), "nvfp4": (4,), "mxfp4": (4,),
 }
 KV_BITS = (16, 8, 4)
 # The KV cache's element format (column `kv_format`, version 5) and the bits each stores; files
