@@ -20,7 +20,7 @@ from bad_input_cases import clear_error
 from mpsim import library
 from mpsim.engines import EngineChoice, get_engine
 from mpsim.engines import rows as engine_rows
-from mpsim.engines.rows import PENDING_KERNELS, choose
+from mpsim.engines.rows import PENDING_KERNELS, Target, choose
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.kernels.launch_config import LaunchConfig
@@ -173,11 +173,30 @@ def test_mpsim_engine_and_the_cli_refuse_fp8(tmp_path: Path, capsys: pytest.Capt
     assert not Path(out).exists()
 
 
-@pytest.mark.skipif(not PENDING_KERNELS, reason="the fp8 / fp4 GEMM rooms are in this build")
-def test_without_the_gemm_rooms_an_fp8_synthesis_is_one_error() -> None:
-    with pytest.raises(MpsimInputError, match="cutlass_fp8_gemm: this build has no row builder or work "
-                                              "model for it yet"):
-        synthesize(SPEC, parse_policy("fp8"), WL, engine=EngineChoice("vllm", "hopper"))
+def _a_row_for(kernel: str) -> tuple[Row, Target]:
+    """A GEMM row (shape only) and a target whose engine file picks `kernel` for it."""
+    from mpsim.engines.files import ARCHES
+
+    for name in ("vllm", "trtllm", "sglang"):
+        engine = get_engine(name)
+        for fmt, _ in dict(engine.ops)["gemm"]:
+            for arch in ARCHES:
+                for m, n, k in ((1, 4096, 4096), (64, 4096, 4096), (64, 4100, 4096)):
+                    if choose(engine, "gemm", fmt, m, arch, n, k).kernel == kernel:
+                        w = {"fp8": (8, None), "fp8-block": (8, 128), "nvfp4": (4, 16)}[fmt]
+                        row = {**gemm_shape(m, n, k, fmt, w[0], w[1], False), "kernel": None,
+                               "module": "qkv", "layer": 0}
+                        return row, Target(engine, arch, (32, 8, 128, 128))
+    raise AssertionError(f"no engine file names {kernel}")
+
+
+@pytest.mark.parametrize("kernel", PENDING_KERNELS or ["none pending"])
+def test_a_gemm_kernel_without_its_room_is_one_error(kernel: str) -> None:
+    if kernel == "none pending":
+        pytest.skip("every fp8 / fp4 GEMM kernel of the engine files has its room in this build")
+    row, target = _a_row_for(kernel)
+    with pytest.raises(MpsimInputError, match=f"{kernel}: this build has no row builder or work model"):
+        engine_rows.engine_rows(row, target)
 
 
 @pytest.mark.usefixtures("rooms")
