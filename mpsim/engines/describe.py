@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mpsim.engines import ARCHES, describe_supports, engine_names, get_engine
 from mpsim.engines.files import Choice, Engine
+from mpsim.engines.rows import PENDING_KERNELS
 
 
 def describe_engine(engine: Engine) -> list[str]:
@@ -30,6 +31,8 @@ def _choice(c: Choice) -> str:
         text += f" on {'/'.join(c.arch)}"
     if c.stands_in_for:
         text += f" [stands in for {c.stands_in_for}]"
+    if c.kernel in PENDING_KERNELS:
+        text += " [no row builder or work model in this build yet]"
     return text
 
 
