@@ -22,17 +22,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mpsim import library
-from mpsim.engines.rows import Target, as_engine
+from mpsim.engines.rows import Target, as_engine, engine_rows
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import mpsim as own
 from mpsim.library.collectives import collective_row
-from mpsim.library.rows import Row, apply_config, check_sizes, costed, single
+from mpsim.library.rows import Row, apply_config, check_sizes, costed, gemm_shape, single
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers, vocab_shard
-from mpsim.policy import FP16_WEIGHTS, WeightChoice
+from mpsim.policy import FLOAT_FORMATS, FP16_WEIGHTS, WeightChoice
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import COLLECTIVE_OPS, FORMAT_BITS, KV_BITS, W_FORMATS
+from mpsim.traces.schema import COLLECTIVE_OPS, FORMAT_BITS, KV_BITS, KV_FORMAT_OF_BITS, W_FORMATS
 
 __all__ = ["ATTENTION_STEP_COLUMNS", "PassShape", "Row", "attention_row", "check_sizes", "costed",
            "decode_attention_costs", "framework_op_row", "gemm_row", "layer_rows", "pass_launches",
@@ -56,6 +56,11 @@ class PassShape:
     graph_capacity: int | None = None  # decode under CUDA graphs: attention sized for this capacity
     target: Target | None = None  # an engine's kernels (mpsim/engines); None: mpsim's own, as captured
     plan: ParallelPlan = SINGLE  # tensor/pipeline parallelism (mpsim/parallel.py): one rank's shapes
+    kv_format: str | None = None  # the cache's format (traces/schema.py KV_FORMATS); None: by kv_bits
+
+    @property
+    def cache_format(self) -> str:
+        return self.kv_format or KV_FORMAT_OF_BITS[self.kv_bits]
 
     @property
     def tokens(self) -> int:
@@ -64,6 +69,14 @@ class PassShape:
 
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
                   bias: bool) -> Row:
+    if w.w_format in FLOAT_FORMATS:  # fp8 / fp4: no kernel of mpsim's; the engine's builds the row
+        if p.target is None:
+            raise MpsimInputError(f"{w.w_format} weights: mpsim's own Triton kernels have no fp8/fp4 "
+                                  "GEMM yet; build the pass with an engine that runs it (--engine)")
+        row = {**gemm_shape(m, n, k, w.w_format, w.bits, w.group_size, bias), "kernel": None,
+               "grid": [], "config": {}}
+        row.update(module=module, layer=layer)
+        return row
     row = own.gemm(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
     row.update(module=module, layer=layer)
     return row
@@ -85,6 +98,8 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
             p.batch, spec.num_heads, spec.num_kv_heads, spec.head_dim, p.graph_capacity, bits,
             p.kv_block, on_gpu=p.on_gpu))
     row["layer"] = layer
+    if decode:
+        row["kv_format"] = p.cache_format
     if p.target is None:
         return row
     built = as_engine(row, p.target)
@@ -94,8 +109,10 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     spec = rank_spec(spec, p.plan.tp)
-    return own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
-                        p.kv_block, p.on_gpu)
+    row = own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
+                       p.kv_block, p.on_gpu)
+    row["kv_format"] = p.cache_format
+    return row
 
 
 def _norm_kernel(spec: ModelSpec) -> str:
@@ -158,9 +175,11 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
     rows.append(rowwise_row(p, "sample", "argmax_kernel", "sample", -1, p.batch, spec.vocab))
     for r in rows[head_rows:]:
         r["stage"] = last
-    if p.target is not None:  # each op's row as the engine's library kernel builds it
-        built = (r if r["op"] in ("attention", *COLLECTIVE_OPS) else as_engine(r, p.target) for r in rows)
-        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
+    if p.target is not None:  # each op's row as the engine's library kernel builds it: none for a
+        # fused op (RoPE, KV append), an activation quantization before a W8A8 / A4 GEMM
+        target = p.target
+        rows = [b for r in rows
+                for b in ([r] if r["op"] in ("attention", *COLLECTIVE_OPS) else engine_rows(r, target))]
     for r in rows:
         r.update(phase=p.phase, step=p.step)
         r.setdefault("stage", 0)

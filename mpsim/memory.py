@@ -5,7 +5,10 @@
   every width the policy reads), plus fp16 embeddings and fp16 lm_head (counted once when tied).
   Norm weights and biases (under 0.1% of any preset) are left out.
 - KV cache: batch x (prompt + generated) tokens x layers x KV heads x 2 (K and V) x the bytes of one
-  token of one head at the policy's KV bits (codes plus fp16 scale and zero when quantized).
+  token of one head at the policy's KV bits (codes plus fp16 scale and zero when int-quantized; fp8
+  e4m3 values alone, their per-tensor scale a constant).
+- fp8 / fp4 weights (policy family "float"): traces/accounting.py weight_bytes of the format (values
+  plus their fp32 / e4m3 / e8m0 scales).
 - peak activations: an estimate, not a measurement. At prefill the largest live set is the residual
   stream (batch x prompt x hidden) plus the input and output of the widest op of a block: QKV
   (hidden -> q + 2 kv), gate/up (hidden -> 2 ffn for SwiGLU) or the activation (2 ffn -> ffn); plus the
@@ -60,6 +63,9 @@ def linear_bytes(n: int, k: int, policy: Policy) -> int:
         return weight_bytes(n, k, "fp16", 16, None)
     if policy.family == "uniform":
         return weight_bytes(n, k, f"int{parent}-group", parent, policy.group_size)
+    if policy.family == "float":
+        w = policy.weights_at("prefill", 0)  # one stored format: every pass reads it
+        return weight_bytes(n, k, w.w_format, w.bits, w.group_size)
     # any-precision: the parent's planes and LUT, plus the LUT of each lower width read
     extra_luts = sum(n * (2**b) * FP16 for b in widths_read(policy)[1:])
     return weight_bytes(n, k, "anyprec", parent, None) + extra_luts
@@ -73,7 +79,8 @@ def weights_bytes(spec: ModelSpec, policy: Policy) -> int:
 
 
 def kv_cache_bytes(spec: ModelSpec, policy: Policy, wl: Workload) -> int:
-    per_token_layer = spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, policy.kv_bits)
+    per_token_layer = spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, policy.kv_bits,
+                                                                      policy.kv_format)
     return wl.batch * (wl.prompt_len + wl.gen_len) * spec.num_layers * per_token_layer
 
 

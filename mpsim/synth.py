@@ -67,13 +67,13 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
     capacity = lc.graph_kv_capacity(L + workload.gen_len) if cuda_graphs else None
     table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
-                        kv_block, on_gpu, target=target, plan=plan)
+                        kv_block, on_gpu, target=target, plan=plan, kv_format=policy.kv_format)
     prefill_rows = pass_launches(spec, prefill)
     check_size(len(prefill_rows), workload)
     table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
-                          policy.kv_bits, kv_block, on_gpu, capacity, target, plan)
+                          policy.kv_bits, kv_block, on_gpu, capacity, target, plan, policy.kv_format)
         table.add_pass(pass_launches(spec, first), steps, decode_attention_costs(spec, first, steps))
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}

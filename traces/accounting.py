@@ -5,6 +5,11 @@ Bytes are analytic DRAM traffic assuming each operand is read once and each outp
 follow docs/formats.md: uniform group formats carry an fp16 scale and zero per group; any-precision at
 b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
+
+Floating-point formats (issue 26; docs/fp8-policies.md): the weights and a GEMM's activations below
+(LOW_FLOAT_FORMATS, activation_bytes); an fp8 e4m3 KV cache (kv_format fp8-e4m3) stores 1 B a value,
+its per-tensor scale (4 B a layer) no per-token cost; the activation-quantization launches before a
+W8A8 / A4 GEMM (_act_quant) read the 16-bit activations and write the quantized ones with their scales.
 """
 
 from __future__ import annotations
@@ -107,10 +112,16 @@ def _whole_row(k: int, group_size: int) -> bool:
     return group_size <= 0 or group_size == k
 
 
-def kv_bytes_per_token_head(head_dim: int, bits: int) -> int:
-    """Bytes of one cached token of one KV head, for K or for V (codes + fp16 scale/zero)."""
+E4M3 = 1  # bytes of an fp8 value (KV cache, quantized activations) or of an e4m3 / e8m0 scale
+
+
+def kv_bytes_per_token_head(head_dim: int, bits: int, kv_format: str | None = None) -> int:
+    """Bytes of one cached token of one KV head, for K or for V: 16-bit values; int codes plus an fp16
+    scale and zero; fp8 e4m3 values alone (per-tensor scale). `kv_format` None: by bits (int)."""
     if bits == 16:
         return head_dim * FP16
+    if kv_format == "fp8-e4m3":
+        return head_dim * E4M3
     return math.ceil(head_dim * bits / 8) + 2 * FP16
 
 
@@ -150,6 +161,11 @@ def _given(value: Any) -> bool:
         return False
 
 
+def _kv_format(r: Mapping[str, Any]) -> str | None:
+    value = r.get("kv_format")
+    return str(value) if _given(value) else None
+
+
 def _attention(r: Mapping[str, Any]) -> Cost:
     b, q, kv = r["batch"], r["q_len"], r["kv_len"]
     hq, hkv, d = r["num_q_heads"], r["num_kv_heads"], r["head_dim"]
@@ -158,8 +174,9 @@ def _attention(r: Mapping[str, Any]) -> Cost:
     pairs = decode_tokens if decode_tokens is not None else \
         b * (causal_pairs(q, kv) if r["causal"] else q * kv)
     tokens = decode_tokens if decode_tokens is not None else b * kv
-    kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"])
-                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    fmt = _kv_format(r)
+    kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"], fmt)
+                              + kv_bytes_per_token_head(d, r["v_bits"], fmt))
     block = r.get("kv_block")
     table = b * math.ceil(tokens / b / block) * PAGED_BLOCK_ENTRY if block else 0
     q_read = b * q * hq * d * FP16
@@ -171,8 +188,9 @@ def _attention(r: Mapping[str, Any]) -> Cost:
 def _kv_quant(r: Mapping[str, Any]) -> Cost:
     tokens_heads = r["batch"] * r["q_len"] * r["num_kv_heads"]
     d = r["head_dim"]
-    written = tokens_heads * (kv_bytes_per_token_head(d, r["k_bits"])
-                              + kv_bytes_per_token_head(d, r["v_bits"]))
+    fmt = _kv_format(r)
+    written = tokens_heads * (kv_bytes_per_token_head(d, r["k_bits"], fmt)
+                              + kv_bytes_per_token_head(d, r["v_bits"], fmt))
     quantized = (r["k_bits"] < 16) + (r["v_bits"] < 16)
     return Cost(tokens_heads * d * 4 * quantized, tokens_heads * d * 2 * FP16, written)
 
@@ -204,6 +222,22 @@ def _sample(r: Mapping[str, Any]) -> Cost:
     return Cost(m * n, m * n * FP16, m * INDEX_BYTES)
 
 
+def _act_quant(group: int | None, fp4: bool) -> Callable[[Mapping[str, Any]], Cost]:
+    """A GEMM's activations quantized row-wise (m tokens x n = K): reads fp16, writes fp8 values and
+    fp32 scales (one per token, or per `group`), or fp4 values, e4m3 scales per 16 and an fp32 per
+    tensor (which it reads); ~3 FLOPs a value (abs-max, scale, convert)."""
+
+    def cost(r: Mapping[str, Any]) -> Cost:
+        m, n = r["m"], r["n"]
+        if fp4:
+            written = math.ceil(m * n / 2) + m * _cdiv(n, NVFP4_BLOCK) * E4M3
+            return Cost(3 * m * n, m * n * FP16 + FP32, written)
+        groups = 1 if group is None else _cdiv(n, group)
+        return Cost(3 * m * n, m * n * FP16, m * n * E4M3 + m * groups * FP32)
+
+    return cost
+
+
 # Small ops are told apart by kernel name (kernels/launch_config.py names them); the norm parameter
 # count differs between RMSNorm (weight) and LayerNorm (weight, bias).
 _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
@@ -221,6 +255,10 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "vllm_silu_and_mul": _rowwise(1, 1, 0, 3),
     "vllm_rotary_embedding": _rope,
     "torch_add": _rowwise(2, 1, 0, 1),
+    # activation quantization before a W8A8 / A4 GEMM (mpsim/library/act_quant.py)
+    "fp8_act_quant": _act_quant(None, fp4=False),
+    "fp8_block_act_quant": _act_quant(FP8_BLOCK, fp4=False),
+    "nvfp4_act_quant": _act_quant(None, fp4=True),
 }
 SMALL_OP_KERNELS = tuple(_SMALL_OPS)
 

@@ -19,6 +19,7 @@ from mpsim.traces.schema import (
     COMM_LIBRARIES,
     FORMAT_BITS,
     KV_BITS,
+    KV_FORMATS,
     NON_NEGATIVE,
     OPS,
     PHASES,
@@ -31,6 +32,7 @@ from mpsim.traces.schema import (
 ENUMS: dict[str, tuple[object, ...]] = {
     "op": OPS, "phase": PHASES, "w_format": W_FORMATS, "k_bits": KV_BITS, "v_bits": KV_BITS,
     "comm_library": COMM_LIBRARIES,
+    "kv_format": tuple(KV_FORMATS),
 }
 
 
@@ -40,6 +42,7 @@ def check_values(columns: TraceColumns, where: str) -> None:
     check_enums(columns, where)
     check_non_negative(columns, where)
     check_weight_bits(columns, where)
+    check_kv_format_bits(columns, where)
     check_times(columns, where)
     check_json(columns, where)
 
@@ -123,6 +126,19 @@ def check_weight_bits(columns: TraceColumns, where: str) -> None:
         if row is not None:
             raise fail(where, row, "w_bits", f"{bits.value(row)} disagrees with w_format {name!r} "
                        f"(expected {' or '.join(map(str, allowed))})")
+
+
+def check_kv_format_bits(columns: TraceColumns, where: str) -> None:
+    """A launch's k_bits is the one its kv_format stores (fp8-e4m3 and int8: 8)."""
+    fmt, bits = columns["kv_format"], columns["k_bits"]
+    assert isinstance(fmt, Text) and isinstance(bits, Numbers)
+    for code, name in enumerate(fmt.names):
+        if name not in KV_FORMATS:
+            continue
+        row = first((fmt.codes == code) & ~bits.na & (bits.values != KV_FORMATS[name]))
+        if row is not None:
+            raise fail(where, row, "k_bits", f"{bits.value(row)} disagrees with kv_format {name!r} "
+                       f"(expected {KV_FORMATS[name]})")
 
 
 def check_times(columns: TraceColumns, where: str) -> None:

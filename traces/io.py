@@ -4,7 +4,9 @@ Files are written at SCHEMA_VERSION (5), by traces/write.py (from columns, witho
 version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
 read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
 that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran),
-versions 1 to 4 no parallel-plan columns (`with_parallel_columns`: tp 1, stage 0, no collectives).
+versions 1 to 4 no parallel-plan columns (`with_parallel_columns`: tp 1, stage 0, no collectives) and no
+`kv_format` column (`with_kv_format`: from k_bits, fp16, int8, int4, on attention and KV-write rows;
+<NA> elsewhere).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -28,12 +30,20 @@ from mpsim.traces.checks import check_values
 from mpsim.traces.columns import TraceColumns, from_arrow, from_frame, to_frame
 from mpsim.traces.errors import TraceError
 from mpsim.traces.meta import known_engines
-from mpsim.traces.schema import COLUMNS, DEFAULT_ENGINE, PROTOCOLS, READABLE_VERSIONS, SCHEMA_VERSION
+from mpsim.traces.schema import (
+    COLUMNS,
+    DEFAULT_ENGINE,
+    KV_FORMAT_OF_BITS,
+    PROTOCOLS,
+    READABLE_VERSIONS,
+    SCHEMA_VERSION,
+)
 from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import typed_frame, validate_frame
 from mpsim.traces.write import META_KEY, write_columns
 
-__all__ = ["META_KEY", "read_trace", "with_kv_tokens", "with_parallel_columns", "write_trace"]
+__all__ = ["META_KEY", "read_trace", "with_kv_format", "with_kv_tokens", "with_parallel_columns",
+           "write_trace"]
 
 
 def write_trace(trace: Trace, path: str | Path) -> Path:
@@ -62,8 +72,8 @@ def read_trace(path: str | Path) -> Trace:
     assert frame is not None
     if version == 1:  # before kv_tokens: every batch was uniform
         frame = with_kv_tokens(frame)
-    if version < 5:  # before parallel plans: one GPU, one stage
-        frame = with_parallel_columns(frame)
+    if version < 5:  # before parallel plans (one GPU, one stage) and kv_format (int caches, from k_bits)
+        frame = with_kv_format(with_parallel_columns(frame))
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -86,6 +96,19 @@ def with_parallel_columns(frame: pd.DataFrame) -> pd.DataFrame:
              "msg_bytes": pd.array([pd.NA] * n, dtype="Int64"),
              "comm_library": pd.array([pd.NA] * n, dtype="string")}
     return frame.assign(**{c: v for c, v in added.items() if c not in frame.columns})
+
+
+def with_kv_format(frame: pd.DataFrame) -> pd.DataFrame:
+    """A launch table before version 5 with the `kv_format` column: KV_FORMAT_OF_BITS of k_bits on
+    attention and KV-write rows, <NA> elsewhere."""
+    if "kv_format" in frame.columns:
+        return frame
+    kv_rows = frame["op"].isin(["attention", "kv_quant"]).fillna(False).to_numpy(dtype=bool)
+    bits = frame["k_bits"].astype("Int64")
+    names = pd.array([pd.NA] * len(frame), dtype="string")
+    for b, name in KV_FORMAT_OF_BITS.items():
+        names[kv_rows & (bits == b).fillna(False).to_numpy(dtype=bool)] = name
+    return frame.assign(kv_format=names)
 
 
 def _stored_columns(file: pq.ParquetFile) -> TraceColumns | None:

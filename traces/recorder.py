@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpsim.traces.accounting import launch_cost
-from mpsim.traces.schema import COLUMNS
+from mpsim.traces.schema import COLUMNS, KV_FORMAT_OF_BITS
 
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("mpsim_active_recorder", default=None)
 
@@ -124,7 +124,9 @@ class Recorder:
         else:
             measured = (pending.end - pending.start) / 1e3
         cost = launch_cost(pending.fields)
-        return {**dict.fromkeys(COLUMNS), "launch_id": launch_id, "stream": 0, "tp": 1, "stage": 0,
+        kv = ({"kv_format": KV_FORMAT_OF_BITS[int(pending.fields["k_bits"])]}
+              if pending.fields.get("op") in ("attention", "kv_quant") else {})  # mpsim's int caches
+        return {**dict.fromkeys(COLUMNS), **kv, "launch_id": launch_id, "stream": 0, "tp": 1, "stage": 0,
                 "flops": cost.flops,
                 "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written,
                 "measured_us": measured, "device": self.device_name, **pending.fields}

@@ -26,6 +26,9 @@ from __future__ import annotations
 # pipeline stage), `msg_bytes` and `comm_library` (collective rows: the message in bytes as
 # nccl-tests counts it, and the library that runs it, COMM_LIBRARIES), and the collective ops
 # (COLLECTIVE_OPS); files before 5 read with tp 1, stage 0 and no collectives (traces/io.py).
+# Version 5 also adds the `kv_format` column (issue 26: the KV cache's element format, since k_bits = 8 cannot
+# tell int8 from fp8 e4m3); files before 5 read it from k_bits (16 fp16, 8 int8, 4 int4) on
+# attention and KV-write rows, <NA> elsewhere (traces/io.py).
 SCHEMA_VERSION = 5
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
 DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files before version 4 ran
@@ -52,6 +55,10 @@ FORMAT_BITS: dict[str, tuple[int, ...]] = {
     "anyprec": tuple(range(2, 9)), "fp8": (8,), "fp8-block": (8,), "nvfp4": (4,), "mxfp4": (4,),
 }
 KV_BITS = (16, 8, 4)
+# The KV cache's element format (column `kv_format`, version 5) and the bits each stores; files
+# before version 5 read as the integer format of their k_bits (KV_FORMAT_OF_BITS).
+KV_FORMATS: dict[str, int] = {"fp16": 16, "int8": 8, "int4": 4, "fp8-e4m3": 8}
+KV_FORMAT_OF_BITS: dict[int, str] = {16: "fp16", 8: "int8", 4: "int4"}
 
 # Column name -> pandas dtype (nullable extension types, so "not applicable" is <NA>, not NaN or -1).
 COLUMNS: dict[str, str] = {
@@ -64,7 +71,7 @@ COLUMNS: dict[str, str] = {
     # attention and KV writes
     "batch": "Int64", "q_len": "Int64", "kv_len": "Int64", "num_q_heads": "Int64",
     "num_kv_heads": "Int64", "head_dim": "Int64", "k_bits": "Int64", "v_bits": "Int64",
-    "causal": "boolean", "kv_block": "Int64",
+    "causal": "boolean", "kv_block": "Int64", "kv_format": "string",
     # decode attention: KV tokens read over the whole batch (the sum of the sequences' lengths;
     # kv_len is the longest, which sets the grid); batch x kv_len for a uniform batch, <NA> elsewhere
     "kv_tokens": "Int64",
@@ -91,8 +98,8 @@ REQUIRED = ("launch_id", "stream", "kernel", "op", "phase", "step", "layer", "mo
 REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "w_format", "w_bits"),
     "attention": ("batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",
-                  "k_bits", "v_bits", "causal"),
-    "kv_quant": ("batch", "q_len", "num_kv_heads", "head_dim", "k_bits", "v_bits"),
+                  "k_bits", "v_bits", "causal", "kv_format"),
+    "kv_quant": ("batch", "q_len", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_format"),
     "norm": ("m", "n"), "rope": ("m", "n", "k"), "act": ("m", "n", "k"),
     "embed": ("m", "n"), "sample": ("m", "n"), "other": ("m", "n"),
     **dict.fromkeys(COLLECTIVE_OPS, ("m", "n", "msg_bytes", "comm_library")),

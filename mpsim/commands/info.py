@@ -12,7 +12,7 @@ from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.workload import Workload
 
-FIT_POLICIES = ("fp16", "w8", "w4", "w4+kv8")
+FIT_POLICIES = ("fp16", "fp8+kv8f", "w8", "nvfp4", "w4", "w4+kv8")  # fp8/fp4: memory only (docs/design.md)
 FIT_GEN = 512  # of the FIT_CONTEXT tokens, generated; the rest is the prompt
 
 

@@ -124,7 +124,8 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
 
     engine, arch = get_engine(args.engine), architecture(hw)
     op, fmt, m = op_of(row)
-    picked = choose(engine, op, fmt, m, arch)
+    shape = (int(row["n"]), int(row["k"])) if op == "gemm" else (None, None)
+    picked = choose(engine, op, fmt, m, arch, *shape)
     stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
     print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
     d = int(row.get("head_dim") or 0)

@@ -13,12 +13,14 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from mpsim.engine.float_weights import EngineWeight, FloatWeight, float_linear_ref
+from mpsim.errors import MpsimInputError
 from mpsim.kernels import runtime
 from mpsim.kernels.activations import gelu, silu_mul
 from mpsim.kernels.attention_decode import attention_decode
 from mpsim.kernels.attention_prefill import attention_prefill
 from mpsim.kernels.elementwise import embedding, residual_add
-from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight, linear
+from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, linear
 from mpsim.kernels.kv_cache import KVCache
 from mpsim.kernels.kv_quant import kv_quant
 from mpsim.kernels.norms import layer_norm, rms_norm
@@ -50,7 +52,7 @@ class Backend(Protocol):
     def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor: ...
     def norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
              kind: str) -> torch.Tensor: ...
-    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor: ...
+    def linear(self, x: torch.Tensor, w: EngineWeight, bias: torch.Tensor | None) -> torch.Tensor: ...
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
              theta: float, max_position: int) -> tuple[torch.Tensor, torch.Tensor]: ...
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
@@ -81,7 +83,10 @@ class TritonBackend:
              kind: str) -> torch.Tensor:
         return rms_norm(x, weight, eps) if kind == "rms" else layer_norm(x, weight, bias, eps)
 
-    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, w: EngineWeight, bias: torch.Tensor | None) -> torch.Tensor:
+        if isinstance(w, FloatWeight):
+            raise MpsimInputError(f"{w.w_format} weights: mpsim's Triton kernels have no fp8/fp4 GEMM yet; "
+                                  "--backend reference runs them through the references")
         return linear(x, w, bias)
 
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
@@ -144,7 +149,7 @@ class ReferenceBackend:
             return _t(rms_norm_ref(_np(x), _np(weight), eps))
         return _t(layer_norm_ref(_np(x), _np(weight), _np(bias), eps))
 
-    def linear(self, x: torch.Tensor, w: Weight, bias: torch.Tensor | None) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, w: EngineWeight, bias: torch.Tensor | None) -> torch.Tensor:
         x2, b = _np(x.reshape(-1, x.shape[-1])), _np(bias)
         if isinstance(w, Fp16Weight):
             y = gemm_fp16_ref(x2, _np(w.weight), b)
@@ -153,6 +158,9 @@ class ReferenceBackend:
                                w.in_features, b)
         elif isinstance(w, AnyPrecWeight):
             y = gemm_anyprec_ref(x2, _np(w.qweight), _np(w.luts[w.bits]), w.bits, w.in_features, b)
+        elif isinstance(w, FloatWeight):
+            assert x2 is not None
+            y = float_linear_ref(x2, w, b)
         else:
             kind = type(w).__name__
             raise ValueError(f"weight: expected Fp16Weight, GroupWeight or AnyPrecWeight, got {kind}")

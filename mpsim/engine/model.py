@@ -20,7 +20,7 @@ from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_layer
 from mpsim.engine.weights import ModelParams, Norm
 from mpsim.kernels.gemm import Fp16Weight
 from mpsim.kernels.kv_cache import KVCache
-from mpsim.policy import Policy
+from mpsim.policy import Policy, check_own_kernels
 from mpsim.traces.recorder import active_recorder
 
 
@@ -54,6 +54,8 @@ class Decoder:
                  dummy_seed: int | None = None, quantized: list[QuantizedLayer] | None = None) -> None:
         """`quantized`: the decoder-block linears already quantized (a quantized checkpoint); else
         they are quantized here, one layer at a time (a lazily loaded layer is read once)."""
+        check_own_kernels(policy, f"mpsim's engine ({backend.name} backend)",
+                          reference=backend.name == "reference")
         self.spec, self.policy, self.backend = params.spec, policy, backend
         dev = backend.device
         self.embed = torch.from_numpy(params.embed).to(dev)

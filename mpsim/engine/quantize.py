@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mpsim.engine.float_weights import EngineWeight, quantize_float
 from mpsim.engine.kernel_weights import anyprec_weight, group_weight
 from mpsim.engine.weights import LayerParams, Linear, ModelParams
-from mpsim.kernels.gemm import Fp16Weight, Weight
+from mpsim.kernels.gemm import Fp16Weight
 from mpsim.policy import Policy
 from mpsim.reference.anyprec import AnyPrecWeight as RefAnyPrec
 from mpsim.reference.anyprec import quantize_anyprec
@@ -28,10 +29,10 @@ SEED_BITS = 2  # any-precision seed width (PMPD uses 2); the smallest width a po
 class LinearSet:
     """One linear layer at every precision the policy reads, plus its fp16 bias."""
 
-    by_bits: dict[int, Weight]
+    by_bits: dict[int, EngineWeight]
     bias: torch.Tensor | None
 
-    def at(self, bits: int) -> Weight:
+    def at(self, bits: int) -> EngineWeight:
         if bits not in self.by_bits:
             raise ValueError(f"no weights stored for {bits}-bit reads; stored: {sorted(self.by_bits)}")
         return self.by_bits[bits]
@@ -48,6 +49,10 @@ def quantize_linear(lin: Linear, policy: Policy, device: torch.device, *,
     bias = None if lin.bias is None else torch.from_numpy(lin.bias).to(device)
     if policy.family == "fp16":
         return LinearSet({16: Fp16Weight(torch.from_numpy(lin.weight).to(device))}, bias)
+    if policy.family == "float":  # one stored format (fp8 / fp4), the references' containers
+        w = policy.weights_at("prefill", 0)
+        fw = quantize_float(lin.weight.astype(np.float16), w.w_format, w.bits, w.group_size)
+        return LinearSet({w.bits: fw}, bias)
     if policy.family == "uniform":
         group = WHOLE_ROW if policy.group_size == 0 else int(policy.group_size or 128)
         gw = (quantize_group(lin.weight, policy.prefill_bits, group) if rng is None

@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from mpsim.engines.files import ARCHES, OPS, Choice, Engine, Supports, parse_engine
+from mpsim.engines.files import ARCHES, FIXED_SCALES, OPS, Choice, Engine, Supports, parse_engine
 from mpsim.engines.rows import KERNELS_BY_OP, Target
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec
@@ -63,11 +63,14 @@ def architecture(hw: GpuSpec) -> str:
 
 
 def describe_supports(engine: Engine) -> str:
-    """What an engine runs, in words: "weights fp16, int4-group (groups row, 64, 128); KV 16, 8 bits"."""
+    """What an engine runs, in words: "weights fp16, int4-group (groups row, 64, 128); KV cache kv16,
+    kv8f"."""
     s = engine.supports
     parts = []
     for fmt, groups in s.weights:
-        if fmt == "anyprec":
+        if fmt == "fp8":
+            parts.append(f"fp8 (scales {', '.join('tensor' if g is None else 'row' for g in groups or ())})")
+        elif fmt == "anyprec":
             parts.append(f"anyprec ({', '.join(map(str, s.anyprec_bits))} bits)")
         elif groups is None:
             parts.append(f"{fmt} (groups row or any multiple of 32)")
@@ -75,32 +78,45 @@ def describe_supports(engine: Engine) -> str:
             parts.append(f"{fmt} (groups {', '.join('row' if g == 0 else str(g) for g in groups)})")
         else:
             parts.append(fmt)
-    return f"weights {', '.join(parts)}; KV cache {', '.join(map(str, s.kv_bits))} bits"
+    return f"weights {', '.join(parts)}; KV cache {', '.join(s.kv_caches)}"
 
 
 def check_policy(engine: Engine, policy: Policy) -> None:
     """Nothing when `engine` runs every format `policy` reads; else one error naming the engine, the
-    policy, why, and what the engine supports."""
+    policy, why, what the engine supports and the shipped engines that do run it."""
+    why = _why_not(engine, policy)
+    if why is None:
+        return
+    if engine.name == DEFAULT_ENGINE and (policy.family == "float" or policy.kv_format == "fp8-e4m3"):
+        why += " (mpsim's own Triton kernels have no fp8/fp4 GEMM or fp8-KV attention kernels yet)"
+    runs = [n for n in engine_names() if n != engine.name and _why_not(get_engine(n), policy) is None]
+    elsewhere = f"; engines that run it: {', '.join(runs)}" if runs else ""
+    raise MpsimInputError(f"engine {engine.name!r} cannot run policy {policy.spelling!r}: {why}; "
+                          f"{engine.name} runs {describe_supports(engine)}{elsewhere}")
+
+
+def _why_not(engine: Engine, policy: Policy) -> str | None:
+    """Why `engine` cannot run `policy` (None: it can)."""
     s = engine.supports
-    why = None
     widths = sorted({policy.prefill_bits, *(b for _, b in policy.decode_schedule)})
     if policy.family == "anyprec":
         if "anyprec" not in s.formats:
-            why = "it has no any-precision weights"
-        elif (off := [b for b in widths if b not in s.anyprec_bits]):
-            why = f"it has no {off[0]}-bit any-precision weights"
-    elif policy.family == "uniform":
-        fmt = f"int{policy.prefill_bits}-group"
+            return "it has no any-precision weights"
+        if (off := [b for b in widths if b not in s.anyprec_bits]):
+            return f"it has no {off[0]}-bit any-precision weights"
+    elif policy.family in ("uniform", "float"):
+        fmt = policy.weights_at("prefill", 0).w_format
         if fmt not in s.formats:
-            why = f"it has no {fmt} weights"
-        elif (sizes := s.group_sizes(fmt)) is not None and policy.group_size not in sizes:
-            group = "row" if policy.group_size == 0 else policy.group_size
-            why = f"it has no {fmt} weights in groups of {group}"
-    if why is None and policy.kv_bits not in s.kv_bits:
-        why = f"it has no {policy.kv_bits}-bit KV cache"
-    if why is not None:
-        raise MpsimInputError(f"engine {engine.name!r} cannot run policy {policy.spelling!r}: {why}; "
-                              f"{engine.name} runs {describe_supports(engine)}")
+            return f"it has no {fmt} weights"
+        sizes = s.group_sizes(fmt)
+        if sizes is not None and fmt not in FIXED_SCALES and policy.group_size not in sizes:
+            group = {0: "row", None: "tensor"}.get(policy.group_size, policy.group_size)
+            return f"it has no {fmt} weights in {'scales per' if fmt == 'fp8' else 'groups of'} {group}"
+    if policy.kv_suffix not in s.kv_caches:
+        fp8_only = policy.kv_suffix == "kv8" and "kv8f" in s.kv_caches
+        hint = " (its 8-bit cache is fp8 e4m3: +kv8f)" if fp8_only else ""
+        return f"it has no {policy.kv_format} KV cache ({policy.kv_suffix}){hint}"
+    return None
 
 
 @dataclass(frozen=True)

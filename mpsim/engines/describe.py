@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mpsim.engines import ARCHES, describe_supports, engine_names, get_engine
 from mpsim.engines.files import Choice, Engine
+from mpsim.engines.rows import PENDING_KERNELS
 
 
 def describe_engine(engine: Engine) -> list[str]:
@@ -22,10 +23,16 @@ def _choice(c: Choice) -> str:
     text = c.kernel
     if c.max_m is not None:
         text += f" (M <= {c.max_m})"
+    if c.n_multiple is not None or c.k_multiple is not None:
+        text += f" (N % {c.n_multiple or 1} == 0, K % {c.k_multiple or 1} == 0)"
+    if c.a_dtype != "fp16":
+        text += f" [{c.a_dtype} activations, quantized by {c.act_quant}]"
     if c.arch != ARCHES:
         text += f" on {'/'.join(c.arch)}"
     if c.stands_in_for:
         text += f" [stands in for {c.stands_in_for}]"
+    if c.kernel in PENDING_KERNELS:
+        text += " [no row builder or work model in this build yet]"
     return text
 
 

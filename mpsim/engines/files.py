@@ -14,27 +14,47 @@ from typing import Any
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
-from mpsim.traces.schema import KV_BITS, W_FORMATS
+from mpsim.traces.schema import W_FORMATS
 
 ARCHES = ("ampere", "ada", "hopper", "blackwell")
 # The ops of a forward pass (mpsim/launch_plan.py) an engine file must cover, and the formats an op
 # is keyed by: gemm by the weight format (trace w_format), decode attention and the KV write by the
-# KV cache (kv16, kv8, kv4); every other op by `any`. `allreduce`: the library of the all-reduce after
-# each row-parallel GEMM of a tensor-parallel plan (mpsim/library/collectives.py, mpsim/parallel.py).
+# KV cache (kv16, kv8 and kv4 int, kv8f fp8 e4m3: the policy's suffix); every other op by `any`.
+# `allreduce`: the library of the all-reduce after each row-parallel GEMM of a tensor-parallel plan
+# (mpsim/library/collectives.py, mpsim/parallel.py).
 OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_attention",
        "prefill_attention", "silu_mul", "gelu", "residual_add", "sample", "allreduce")
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
-CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for")
+CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for", "a_dtype", "act_quant",
+               "n_multiple", "k_multiple")
+# KV cache keys -> the trace's kv_format (traces/schema.py KV_FORMATS)
+KV_CACHES = {"kv16": "fp16", "kv8": "int8", "kv4": "int4", "kv8f": "fp8-e4m3"}
+# Weight formats whose scales are fixed by the format (no group sizes to list): fp8-block 128x128,
+# nvfp4 16, mxfp4 32; fp8 lists its scale granularity: `tensor` and/or `row`.
+FIXED_SCALES = ("fp8-block", "nvfp4", "mxfp4")
+# A GEMM choice's activations (trace a_dtype) and, where they are not 16-bit, the kernel that
+# quantizes them first (`act_quant`: a kernel of KERNELS_BY_OP["act_quant"], or `fused` into the
+# op before the GEMM, its source saying where).
+A_DTYPES = ("fp16", "fp8-e4m3", "fp4-e2m1")
 # `kernel: fused`: the op launches nothing of its own, its work is inside the engine's attention
 # kernel on those architectures (TensorRT-LLM's XQA and context FMHA apply RoPE and append the new
 # K/V themselves; their work models count it). Only these ops can be fused.
 FUSED = "fused"
 FUSABLE_OPS = ("rope", "kv_write")
+# `kernel: none`: the engine does not run this op and format on those architectures; a row for it
+# is one error quoting the choice's source (why, and what the engine runs instead).
+NONE = "none"
 
 
-def kv_key(bits: int) -> str:
-    return f"kv{bits}"
+def kv_key(bits: int, kv_format: str | None = None) -> str:
+    """The engine-file key of a KV cache: by its kv_format (None: the integer format of `bits`)."""
+    if kv_format is None:
+        return f"kv{bits}"
+    keys = {f: k for k, f in KV_CACHES.items()}
+    if kv_format not in keys:
+        raise MpsimInputError(f"unknown kv_format {kv_format!r}; expected one of {list(keys)}")
+    return keys[kv_format]
 
 
 @dataclass(frozen=True)
@@ -48,24 +68,46 @@ class Choice:
     max_m: int | None = None
     arch: tuple[str, ...] = ARCHES
     stands_in_for: str | None = None
+    a_dtype: str = "fp16"  # gemm: the activations the kernel reads (trace a_dtype)
+    act_quant: str | None = None  # gemm, a_dtype not fp16: the quantization kernel before it, or `fused`
+    n_multiple: int | None = None  # gemm: the choice serves only N a multiple of this (a kernel's
+    k_multiple: int | None = None  # shape requirement, e.g. DeepGEMM's), and K of this
+
+    def takes(self, arch: str, m: int, n: int | None = None, k: int | None = None) -> bool:
+        """Whether the choice serves an M (and N, K: None skips the shape test) on `arch`."""
+        if arch not in self.arch or (self.max_m is not None and m > self.max_m):
+            return False
+        if self.n_multiple is not None and n is not None and n % self.n_multiple:
+            return False
+        return not (self.k_multiple is not None and k is not None and k % self.k_multiple)
+
+    @property
+    def every_shape(self) -> bool:
+        return self.max_m is None and self.n_multiple is None and self.k_multiple is None
 
 
 @dataclass(frozen=True)
 class Supports:
     """What an engine runs: weight format -> the group sizes it takes (0 = one group per row; None =
     any the policy grammar takes: row or a multiple of 32; empty for formats without groups: fp16,
-    any-precision), the any-precision widths, the KV cache bits."""
+    any-precision, and those whose scales the format fixes: fp8-block, nvfp4, mxfp4; fp8: its scale
+    granularities, None in the tuple per tensor, 0 per row), the any-precision widths, the KV caches
+    (KV_CACHES keys)."""
 
-    weights: tuple[tuple[str, tuple[int, ...] | None], ...]
+    weights: tuple[tuple[str, tuple[int | None, ...] | None], ...]
     anyprec_bits: tuple[int, ...]
-    kv_bits: tuple[int, ...]
+    kv_caches: tuple[str, ...]
 
     @property
     def formats(self) -> tuple[str, ...]:
         return tuple(f for f, _ in self.weights)
 
-    def group_sizes(self, fmt: str) -> tuple[int, ...] | None:
+    def group_sizes(self, fmt: str) -> tuple[int | None, ...] | None:
         return dict(self.weights)[fmt]
+
+    @property
+    def kv_formats(self) -> tuple[str, ...]:
+        return tuple(KV_CACHES[k] for k in self.kv_caches)
 
 
 @dataclass(frozen=True)
@@ -129,17 +171,23 @@ def _ints(value: Any, where: str, allowed: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _supports(value: Any, where: str) -> Supports:
-    doc = _mapping(value, where, ("weights", "kv_bits"), required=("weights", "kv_bits"))
+    doc = _mapping(value, where, ("weights", "kv_cache"), required=("weights", "kv_cache"))
     weights = _mapping(doc["weights"], f"{where}.weights", W_FORMATS)
     if "fp16" not in weights:
         raise MpsimInputError(f"{where}.weights: every engine runs fp16 weights (lm_head); add fp16")
-    out: list[tuple[str, tuple[int, ...] | None]] = []
+    out: list[tuple[str, tuple[int | None, ...] | None]] = []
     anyprec: tuple[int, ...] = ()
     for fmt, spec in weights.items():
         here = f"{where}.weights.{fmt}"
-        if fmt == "fp16":
+        if fmt == "fp16" or fmt in FIXED_SCALES:
             _mapping(spec or {}, here, ())
             out.append((fmt, ()))
+        elif fmt == "fp8":
+            scales = _mapping(spec, here, ("scales",), ("scales",))["scales"]
+            if not isinstance(scales, list) or not scales or any(x not in ("tensor", "row") for x in scales):
+                raise MpsimInputError(f"{here}.scales: expected a non-empty list of 'tensor' and 'row', "
+                                      f"got {scales!r}")
+            out.append((fmt, tuple(None if x == "tensor" else 0 for x in scales)))
         elif fmt == "anyprec":
             anyprec = _ints(_mapping(spec, here, ("bits",), ("bits",))["bits"], f"{here}.bits",
                             tuple(range(2, 9)))
@@ -158,10 +206,12 @@ def _supports(value: Any, where: str) -> Supports:
             if bad:
                 raise MpsimInputError(f"{here}.group_sizes: {bad[0]!r} is not 'row' or a multiple of 32")
             out.append((fmt, sizes))
-    kv = _ints(doc["kv_bits"], f"{where}.kv_bits", KV_BITS)
-    if 16 not in kv:
-        raise MpsimInputError(f"{where}.kv_bits: every engine runs a 16-bit KV cache; add 16")
-    return Supports(tuple(out), anyprec, kv)
+    kv = doc["kv_cache"]
+    if not isinstance(kv, list) or not kv or any(k not in KV_CACHES for k in kv):
+        raise MpsimInputError(f"{where}.kv_cache: expected a non-empty list of {list(KV_CACHES)}, got {kv!r}")
+    if "kv16" not in kv:
+        raise MpsimInputError(f"{where}.kv_cache: every engine runs a 16-bit KV cache; add kv16")
+    return Supports(tuple(out), anyprec, tuple(kv))
 
 
 def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str, tuple[str, ...]]
@@ -174,17 +224,39 @@ def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str,
         if op == "gemm":
             formats = supports.formats
         elif op in KV_KEYED:
-            formats = tuple(kv_key(b) for b in supports.kv_bits)
+            formats = supports.kv_caches
         else:
             formats = ("any",)
         per_format = _mapping(doc[op], here, formats, required=formats)
         kernels = (*kernels_by_op[op], FUSED) if op in FUSABLE_OPS else kernels_by_op[op]
-        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", kernels))
+        out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", (*kernels, NONE),
+                                           kernels_by_op["act_quant"] if op == "gemm" else None))
                               for f in formats)))
     return tuple(out)
 
 
-def _choices(value: Any, where: str, kernels: tuple[str, ...]) -> tuple[Choice, ...]:
+def _activations(doc: dict[str, Any], here: str, kernel: str,
+                 quantizers: tuple[str, ...] | None) -> tuple[str, str | None]:
+    """(a_dtype, act_quant) of a choice: 16-bit activations need no quantizer; others name one."""
+    a_dtype, quant = doc.get("a_dtype", "fp16"), doc.get("act_quant")
+    if quantizers is None:
+        if "a_dtype" in doc or quant is not None:
+            raise MpsimInputError(f"{here}: a_dtype and act_quant describe GEMM choices only")
+        return "fp16", None
+    if a_dtype not in A_DTYPES:
+        raise MpsimInputError(f"{here}.a_dtype: {a_dtype!r} is not one of {list(A_DTYPES)}")
+    if a_dtype == "fp16" or kernel == NONE:
+        if quant is not None:
+            raise MpsimInputError(f"{here}.act_quant: 16-bit activations are not quantized; drop it")
+        return a_dtype, None
+    if quant not in (*quantizers, FUSED):
+        raise MpsimInputError(f"{here}.act_quant: {a_dtype} activations need the kernel that quantizes "
+                              f"them; expected one of {[*quantizers, FUSED]}, got {quant!r}")
+    return a_dtype, quant
+
+
+def _choices(value: Any, where: str, kernels: tuple[str, ...],
+             quantizers: tuple[str, ...] | None = None) -> tuple[Choice, ...]:
     """The choices of one op and format, first match wins; every architecture must end with a
     choice for every M (no max_m)."""
     if not isinstance(value, list) or not value:
@@ -197,19 +269,22 @@ def _choices(value: Any, where: str, kernels: tuple[str, ...]) -> tuple[Choice, 
         if kernel not in kernels:
             raise MpsimInputError(f"{here}.kernel: {kernel!r} is not a kernel of the library dispatch "
                                   f"table that serves this op; expected one of {list(kernels)}")
-        max_m = doc.get("max_m")
-        if max_m is not None and (isinstance(max_m, bool) or not isinstance(max_m, int) or max_m < 1):
-            raise MpsimInputError(f"{here}.max_m: expected a whole number >= 1, got {max_m!r}")
+        max_m, n_mult, k_mult = (doc.get(key) for key in ("max_m", "n_multiple", "k_multiple"))
+        for key, v in (("max_m", max_m), ("n_multiple", n_mult), ("k_multiple", k_mult)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise MpsimInputError(f"{here}.{key}: expected a whole number >= 1, got {v!r}")
         arch = ARCHES if "arch" not in doc else _arches(doc["arch"], f"{here}.arch")
         stands = doc.get("stands_in_for")
-        if kernel == FUSED and stands is not None:
-            raise MpsimInputError(f"{here}: a fused op stands in for nothing; drop stands_in_for")
+        if kernel in (FUSED, NONE) and stands is not None:
+            raise MpsimInputError(f"{here}: a {kernel} op stands in for nothing; drop stands_in_for")
+        a_dtype, quant = _activations(doc, here, kernel, quantizers)
         out.append(Choice(kernel, _text(doc["source"], f"{here}.source"), max_m, arch,
-                          None if stands is None else _text(stands, f"{here}.stands_in_for")))
+                          None if stands is None else _text(stands, f"{here}.stands_in_for"),
+                          a_dtype, quant, n_mult, k_mult))
     for a in ARCHES:
-        if not any(c.max_m is None and a in c.arch for c in out):
+        if not any(c.every_shape and a in c.arch for c in out):
             raise MpsimInputError(f"{where}: no choice covers every M on {a}; end the list with a "
-                                  f"choice without max_m for {a}")
+                                  f"choice without max_m (or n_multiple, k_multiple) for {a}")
     return tuple(out)
 
 

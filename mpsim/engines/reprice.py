@@ -4,8 +4,10 @@ Only on request: the simulator prices each row as the kernel the row names, so a
 synthesized trace is never priced as another stack's kernels unless it is rebuilt here first. Each
 row keeps its identity and shape (op, phase, step, layer, module, sizes, formats) and takes the
 kernel, grid, config and analytic FLOPs/bytes of the kernel the engine's file names for its op,
-format and M on the target architecture. Measured times described the old kernels: a rebuilt
-row's `measured_us` and `device` are cleared. Identical shapes are rebuilt once.
+format and M on the target architecture; activation-quantization launches are the target engine's
+(the old ones dropped, the file's `act_quant` added before each GEMM that has one). Measured times
+described the old kernels: a rebuilt row's `measured_us` and `device` are cleared. Identical shapes
+are rebuilt once.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from mpsim.engines import (
     model_heads,
 )
 from mpsim.engines.files import FUSED
-from mpsim.engines.rows import Target, as_engine
+from mpsim.engines.rows import Target, engine_rows
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import costed
+from mpsim.library import act_quant
 from mpsim.policy import parse_policy
 from mpsim.traces.cells import plain
 
@@ -54,21 +57,24 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
         target = Target(get_engine(DEFAULT_ENGINE), choice.arch or DEFAULT_ARCH, heads,
                         choice.sms or lc.GPU_SMS)
     columns = [c for c in trace.rows.columns if c not in MEASURED]
-    built: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+    built: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     out = []
     for values in trace.rows[columns].itertuples(index=False, name=None):
         row = {c: plain(v) for c, v in zip(columns, values, strict=True)}
+        if row["kernel"] in act_quant.KERNELS:  # the old engine's; the new one's come with its GEMMs
+            continue
         key = tuple(v for c, v in row.items() if c not in IDENTITY)
-        if key not in built:
-            rebuilt = as_engine(row, target)
-            built[key] = None if rebuilt is None else costed(rebuilt)
-        done = built[key]
-        if done is not None:  # a fused op (RoPE, KV append) launches nothing
-            out.append(done | {c: row[c] for c in IDENTITY})
+        if key not in built:  # none for a fused op (RoPE, KV append); a quantization before a GEMM
+            built[key] = [costed(r) for r in engine_rows(row, target)]
+        for done in built[key]:
+            ident = {c: row[c] for c in IDENTITY}
+            if done["kernel"] in act_quant.KERNELS:
+                ident["module"] = f"{row['module']}_act_quant"
+            out.append(done | ident)
     env = trace.meta.environment | {"repriced_from": trace.meta.engine, "engine_arch": target.arch,
                                     "engine_sms": target.sms}
     meta = dataclasses.replace(trace.meta, engine=choice.name, environment=env, protocol=None)
-    if len(out) < len(trace.rows):  # fused ops dropped: consecutive launch ids, as synthesis numbers
+    if len(out) != len(trace.rows):  # fused ops dropped, quantizations added: consecutive launch ids
         for i, row in enumerate(out):
             row["launch_id"] = i
     return Trace(rows_to_frame(out), meta)

@@ -14,6 +14,7 @@ from typing import Any
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
 from mpsim.library import (
+    act_quant,
     cublas,
     cutlass_fp8,
     deepgemm,
@@ -87,6 +88,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
             "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
             ops=tuple(vllm.OPS.items())),
+    Library("act_quant", act_quant.KERNELS, "activation quantization before W8A8 / A4 GEMMs "
+            "(fp8 per token or per 1x128 group, nvfp4)", "vLLM csrc/quantization/fp8/common.cu, "
+            "sgl-kernel per_token_group_quant_8bit.cu, vLLM csrc/quantization/fp4/nvfp4_quant_kernels.cu",
+            rowwise=act_quant.rowwise_row, ops=tuple(act_quant.OPS.items())),
     Library("torch", torch.KERNELS, "PyTorch's vectorized elementwise add",
             "PyTorch ATen (Vidur's measured kernels)", rowwise=torch.rowwise_row,
             ops=tuple(torch.OPS.items())),

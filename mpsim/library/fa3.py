@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill
+from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill, fp8_cache
 
 FA3_DECODE = "fa3_decode"
 FA3_PREFILL = "fa3_prefill"
@@ -80,6 +80,6 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                                   "(kv_len == q_len)")
         cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
                                  sms=sms)
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
     row["kv_block"] = None
     return apply_config(row, cfg)

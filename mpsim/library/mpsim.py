@@ -16,6 +16,7 @@ from mpsim.library.rows import (
     check_kernel,
     gemm_shape,
 )
+from mpsim.traces.schema import KV_FORMAT_OF_BITS
 
 FORMAT_TAGS = ("fp16", "group", "anyprec")
 ROWWISE_KERNELS = ("rms_norm_kernel", "layer_norm_kernel", "rope_kernel", "residual_add_kernel",
@@ -87,4 +88,5 @@ def kv_write(layer: int, batch: int, q_len: int, kv_heads: int, head_dim: int, k
     cfg = lc.kv_quant_config(batch * q_len, kv_heads, head_dim, kv_bits, on_gpu=on_gpu)
     return apply_config({"op": "kv_quant", "module": "kv_write", "layer": layer, "batch": batch,
                          "q_len": q_len, "num_kv_heads": kv_heads, "head_dim": head_dim,
-                         "k_bits": kv_bits, "v_bits": kv_bits, "kv_block": kv_block}, cfg)
+                         "k_bits": kv_bits, "v_bits": kv_bits, "kv_block": kv_block,
+                         "kv_format": KV_FORMAT_OF_BITS[kv_bits]}, cfg)

@@ -12,6 +12,7 @@ from mpsim import limits
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.traces.accounting import launch_cost
+from mpsim.traces.schema import KV_FORMAT_OF_BITS
 
 Row = dict[str, Any]
 
@@ -73,8 +74,16 @@ def gemm_shape(m: int, n: int, k: int, fmt: str, bits: int, group_size: int | No
 
 
 def attention_shape(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
-                    kv_bits: int) -> Row:
-    """The shape columns of a causal attention row over K/V of kv_bits."""
+                    kv_bits: int, kv_format: str | None = None) -> Row:
+    """The shape columns of a causal attention row over K/V of kv_bits in `kv_format` (None: the
+    integer format of kv_bits, traces/schema.py KV_FORMAT_OF_BITS: mpsim's own caches)."""
     return {"op": "attention", "module": "attn", "batch": batch, "q_len": q_len, "kv_len": kv_len,
             "num_q_heads": heads, "num_kv_heads": kv_heads, "head_dim": head_dim,
-            "k_bits": kv_bits, "v_bits": kv_bits, "causal": True}
+            "k_bits": kv_bits, "v_bits": kv_bits, "causal": True,
+            "kv_format": kv_format or KV_FORMAT_OF_BITS[kv_bits]}
+
+
+def fp8_cache(kv_bits: int) -> str | None:
+    """The kv_format of a room whose only 8-bit cache is fp8 e4m3 (FA3, SGLang's FA3, TensorRT-LLM's
+    attention op as its room prices it); None (by bits) otherwise."""
+    return "fp8-e4m3" if kv_bits == 8 else None

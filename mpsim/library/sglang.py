@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from mpsim.errors import MpsimInputError
 from mpsim.library.fa3 import fa3_decode_config, fa3_prefill_config
-from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill
+from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill, fp8_cache
 
 SGLANG_FA3_DECODE = "sglang_fa3_decode"
 SGLANG_FA3_PREFILL = "sglang_fa3_prefill"
@@ -38,6 +38,6 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     else:
         cfg = replace(fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True,
                                          sms=sms), kernel=SGLANG_FA3_PREFILL)
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
     row["kv_block"] = None
     return apply_config(row, cfg)

@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape
+from mpsim.library.rows import Row, apply_config, attention_shape, fp8_cache
 
 TRTLLM_XQA = "trtllm_xqa_decode"
 TRTLLM_MMHA = "trtllm_mmha_decode"
@@ -153,6 +153,6 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         build = xqa_config if pick == TRTLLM_XQA else mmha_config
         cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
     row["kv_block"] = None
     return apply_config(row, cfg)

@@ -58,9 +58,11 @@ class KvCapacity:
         return asdict(self)
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_bits: int) -> int:
-    """K and V of one token over every layer and KV head (what memory.kv_cache_bytes counts)."""
-    return spec.num_layers * spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits)
+def kv_bytes_per_token(spec: ModelSpec, kv_bits: int, kv_format: str | None = None) -> int:
+    """K and V of one token over every layer and KV head (what memory.kv_cache_bytes counts);
+    `kv_format` fp8-e4m3: 1 B values without per-token scales (None: by bits)."""
+    return spec.num_layers * spec.num_kv_heads * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits,
+                                                                             kv_format)
 
 
 def device_bytes(hw: HardwareSpec) -> int:
@@ -76,7 +78,7 @@ def kv_capacity(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: Schedule
     weights = device_weights_bytes(spec, policy, plan.tp, plan.pp)
     workspace = (peak_activation_bytes(rank_spec(spec, plan.tp), Workload(budget, 1, 1))
                  + (cfg.max_num_seqs - 1) * spec.vocab * FP16)
-    per_token = device_kv_bytes_per_token(spec, policy.kv_bits, plan.tp, plan.pp)
+    per_token = device_kv_bytes_per_token(spec, policy.kv_bits, plan.tp, plan.pp, policy.kv_format)
     free = usable - weights - workspace
     if cfg.num_kv_blocks is not None:
         blocks = cfg.num_kv_blocks

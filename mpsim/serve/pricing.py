@@ -108,10 +108,11 @@ class IterationPricer:
     def __init__(self, spec: ModelSpec, kv_bits: int, hw: HardwareSpec, perf_model: str,
                  buckets: Buckets, protocol: IterationProtocols, kv_block: int,
                  whole_iterations: bool = False, target: Target | None = None,
-                 plan: ParallelPlan = SINGLE) -> None:
+                 plan: ParallelPlan = SINGLE, kv_format: str | None = None) -> None:
         # `spec`: one rank's shapes (the whole model on one device); `full`: the model
         self.full, self.plan = spec, plan
         self.spec, self.kv_bits, self.hw, self.perf_model = rank_spec(spec, plan.tp), kv_bits, hw, perf_model
+        self.kv_format = kv_format  # the cache's format (fp8-e4m3 for +kv8f); None: int by kv_bits
         # Components are priced as kernel bodies (protocol `kernel`); an iteration is one measured
         # call and pays its protocol's cost once, for all its launches. As in `simulate`, no
         # protocol cost on a bound (the roofline) or on an NPU (its dispatch is simulated).
@@ -206,7 +207,7 @@ class IterationPricer:
         return self._whole(s)[0]
 
     def _whole(self, s: Shape) -> tuple[float, int]:
-        rows = iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan)
+        rows = iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan, self.kv_format)
         start = time.perf_counter()
         result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
                           protocol="kernel")
@@ -274,8 +275,10 @@ class IterationPricer:
         rest = self.layers - 1
         part = Part()
         if kind == "rows":
-            rows = pass_rows(self.two, base_pass(args[0], self.kv_bits, self.kv_block))
-            per_layer = len(list(layer_rows(self.two, base_pass(1, self.kv_bits, self.kv_block), 0)))
+            rows = pass_rows(self.two, base_pass(args[0], self.kv_bits, self.kv_block,
+                                                 kv_format=self.kv_format))
+            per_layer = len(list(layer_rows(self.two, base_pass(1, self.kv_bits, self.kv_block,
+                                                                 kv_format=self.kv_format), 0)))
             for i, row in enumerate(rows[:1 + per_layer * self.two.num_layers]):
                 weight = 1.0 if i <= per_layer else float(rest)
                 if row["op"] in ("gemm", "attention"):
@@ -283,16 +286,19 @@ class IterationPricer:
                 else:
                     part.add(row, weight)
         elif kind == "gemm":
-            p = base_pass(args[1], self.kv_bits, self.kv_block, weights=args[0])  # (weights, M)
+            p = base_pass(args[1], self.kv_bits, self.kv_block, weights=args[0],  # (weights, M)
+                          kv_format=self.kv_format)
             layer = list(layer_rows(self.spec, p, 0))
             for pred, row in itertools.pairwise(layer):
                 if row["op"] == "gemm":
                     part.add(stand_in(pred), 0.0)
                     part.add(row, float(self.layers))
         elif kind == "tail":  # (has a prefill, S)
-            last = list(layer_rows(self.spec, base_pass(args[1], self.kv_bits, self.kv_block), 0))[-1]
+            last = list(layer_rows(self.spec, base_pass(args[1], self.kv_bits, self.kv_block,
+                                                        kv_format=self.kv_format), 0))[-1]
             part.add(stand_in(last), 0.0)
-            for row in tail_rows(self.full, args[1], args[0], self.kv_bits, self.kv_block, self.plan):
+            for row in tail_rows(self.full, args[1], args[0], self.kv_bits, self.kv_block, self.plan,
+                                 self.kv_format):
                 part.add(row, 1.0)
         elif kind == "comm":  # (T): each collective of a pass once, times its count
             plan, tokens = self.plan, args[0]
@@ -303,7 +309,7 @@ class IterationPricer:
         else:
             a, b, c = (int(x) for x in args)
             build = decode_attention_row if kind == "decode" else prefill_attention_row
-            write, attn = build(self.spec, a, b, c, self.kv_bits, self.kv_block)
+            write, attn = build(self.spec, a, b, c, self.kv_bits, self.kv_block, 0, self.kv_format)
             part.add(write, 0.0)
             part.add(attn, float(self.layers))
         return part

@@ -52,9 +52,11 @@ class Shape:
 
 
 def base_pass(tokens: int, kv_bits: int, kv_block: int, phase: str = "decode",
-              weights: WeightChoice = FP16_WEIGHTS) -> PassShape:
-    """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens."""
-    return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block)
+              weights: WeightChoice = FP16_WEIGHTS, kv_format: str | None = None) -> PassShape:
+    """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens (`kv_format`:
+    the cache's, traces/schema.py KV_FORMATS; None: the int format of kv_bits)."""
+    return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block,
+                     kv_format=kv_format)
 
 
 def stand_in(pred: Row, layer: int = -1) -> Row:
@@ -65,41 +67,45 @@ def stand_in(pred: Row, layer: int = -1) -> Row:
 
 
 def decode_attention_row(spec: ModelSpec, n: int, kv_max: int, kv_tokens: int, kv_bits: int,
-                         kv_block: int, layer: int = 0) -> tuple[Row, Row]:
+                         kv_block: int, layer: int = 0, kv_format: str | None = None) -> tuple[Row, Row]:
     """(KV write, decode attention) of n sequences: longest KV kv_max, kv_tokens over the batch."""
-    p = PassShape("decode", 1, n, 1, kv_max, FP16_WEIGHTS, kv_bits, kv_block)
+    p = PassShape("decode", 1, n, 1, kv_max, FP16_WEIGHTS, kv_bits, kv_block, kv_format=kv_format)
     attn = pass_attention_row(spec, p, layer)
     attn["kv_tokens"] = kv_tokens
     return kv_write_row(spec, p, layer), attn
 
 
 def prefill_attention_row(spec: ModelSpec, count: int, chunk: int, before: int, kv_bits: int,
-                          kv_block: int, layer: int = 0) -> tuple[Row, Row]:
+                          kv_block: int, layer: int = 0, kv_format: str | None = None) -> tuple[Row, Row]:
     """(KV write, causal attention) of `count` chunks of `chunk` tokens after `before` cached ones."""
-    p = PassShape("prefill", 0, count, chunk, before + chunk, FP16_WEIGHTS, kv_bits, kv_block)
+    p = PassShape("prefill", 0, count, chunk, before + chunk, FP16_WEIGHTS, kv_bits, kv_block,
+                  kv_format=kv_format)
     return kv_write_row(spec, p, layer), pass_attention_row(spec, p, layer)
 
 
-def _attention_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int, layer: int) -> list[Row]:
-    rows = [prefill_attention_row(spec, c, q, b, kv_bits, kv_block, layer)[1] for c, q, b in s.prefill]
+def _attention_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int, layer: int,
+                    kv_format: str | None) -> list[Row]:
+    rows = [prefill_attention_row(spec, c, q, b, kv_bits, kv_block, layer, kv_format)[1]
+            for c, q, b in s.prefill]
     if s.decode is not None:
-        rows.append(decode_attention_row(spec, *s.decode, kv_bits, kv_block, layer)[1])
+        rows.append(decode_attention_row(spec, *s.decode, kv_bits, kv_block, layer, kv_format)[1])
     return rows
 
 
 def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int,
-                   plan: ParallelPlan = SINGLE) -> list[Row]:
+                   plan: ParallelPlan = SINGLE, kv_format: str | None = None) -> list[Row]:
     """Every launch of the iteration, in order (the reference the components are measured against);
     under a parallel plan one rank's launches and the plan's collectives (`comm_rows`)."""
     full, spec = spec, rank_spec(spec, plan.tp)
-    base = base_pass(s.tokens, kv_bits, kv_block, "prefill" if s.has_prefill else "decode")
+    base = base_pass(s.tokens, kv_bits, kv_block, "prefill" if s.has_prefill else "decode",
+                     kv_format=kv_format)
     rows: list[Row] = [pass_rows(replace(spec, num_layers=1), base)[0]]  # the embedding of T tokens
     rows += comm_rows(full, plan, s.tokens, "embed_allreduce", -1)
     stages = stage_of_layers(spec.num_layers, plan.pp)
     for layer in range(spec.num_layers):
         for row in layer_rows(spec, base, layer):
             if row["op"] == "attention":
-                rows += _attention_rows(spec, s, kv_bits, kv_block, layer)
+                rows += _attention_rows(spec, s, kv_bits, kv_block, layer, kv_format)
             elif row["op"] == "gemm":
                 k_n = (row["n"], row["k"], bool(row.get("bias")))
                 rows += [pass_gemm_row(base, row["module"], layer, m, k_n[0], k_n[1], w, k_n[2])
@@ -110,7 +116,7 @@ def iteration_rows(spec: ModelSpec, s: Shape, kv_bits: int, kv_block: int,
                 rows += comm_rows(full, plan, s.tokens, f"{row['module']}_allreduce", layer)
         if layer + 1 < spec.num_layers and stages[layer + 1] != stages[layer]:
             rows += comm_rows(full, plan, s.tokens, "stage_send", layer)
-    rows += tail_rows(full, s.seqs, s.has_prefill, kv_bits, kv_block, plan)
+    rows += tail_rows(full, s.seqs, s.has_prefill, kv_bits, kv_block, plan, kv_format)
     for row in rows:  # one (phase, step): the iteration is one step of a step-level model
         row.update(phase=base.phase, step=base.step)
     return rows
@@ -129,10 +135,11 @@ def comm_rows(spec: ModelSpec, plan: ParallelPlan, tokens: int, module: str, lay
 
 
 def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_block: int,
-              plan: ParallelPlan = SINGLE) -> list[Row]:
+              plan: ParallelPlan = SINGLE, kv_format: str | None = None) -> list[Row]:
     """The launches after the last layer: [last-token gather,] final norm, lm_head (a vocab shard and
     the logits' all-gather under tensor parallelism), sampling."""
-    p = replace(base_pass(seqs, kv_bits, kv_block, "prefill" if has_prefill else "decode"), plan=plan)
+    p = replace(base_pass(seqs, kv_bits, kv_block, "prefill" if has_prefill else "decode",
+                          kv_format=kv_format), plan=plan)
     rows = pass_rows(replace(spec, num_layers=1), p)
     return [r for r in rows if r["layer"] == -1 and r["module"] not in ("embed", "embed_allreduce")]
 

@@ -17,7 +17,8 @@ from mpsim.traces.io import read_trace
 
 SYNTH = ["synth", "--model", "tiny", "--prompt-len", "16", "--gen-len", "4"]
 UNSUPPORTED = ("engine 'trtllm' cannot run policy 'ap3': it has no any-precision weights; trtllm runs "
-               "weights fp16, int8-group (groups row), int4-group (groups row, 64, 128); KV cache 16, 8 bits")
+               "weights fp16, int8-group (groups row), int4-group (groups row, 64, 128), "
+               "fp8 (scales tensor), fp8-block, nvfp4; KV cache kv16, kv8, kv8f; engines that run it: mpsim")
 
 
 def _synth(tmp_path: Path, name: str, *extra: str) -> Path:
@@ -74,7 +75,7 @@ def test_a_policy_the_engine_cannot_run_is_one_error(tmp_path: Path,
     assert line == f"mpsim: error: {UNSUPPORTED}"
     clear_error(["serve", "--model", "tiny", "--policy", "w4+kv4", "--hw", "h200-sxm", "--engine", "vllm",
                  "--rate", "1", "--requests", "2", "--out", str(tmp_path / "s")], capsys,
-                "engine 'vllm' cannot run policy 'w4+kv4': it has no 4-bit KV cache")
+                "engine 'vllm' cannot run policy 'w4+kv4': it has no int4 KV cache (kv4)")
     assert not (tmp_path / "x.parquet").exists()
 
 
@@ -119,7 +120,7 @@ def test_mpsim_engines_lists_kernels_and_stand_ins(capsys: pytest.CaptureFixture
         assert f"\n{name}" in f"\n{out}"
     assert "trtllm_wo_gemv (M <= 4); trtllm_fpaintb_gemm\n" in out
     assert "rope                      fused on hopper; vllm_rotary_embedding [stands in for RoPE fused" in out
-    assert "runs: weights fp16, int4-group (groups 128); KV cache 16, 8, 4 bits" in out
+    assert "runs: weights fp16, int4-group (groups 128); KV cache kv16, kv8, kv4" in out
     clear_error(["engines", "tensorrt"], capsys, "unknown engine 'tensorrt'")
 
 

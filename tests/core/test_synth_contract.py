@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from synth_cases import FIXTURE, case_id, cases, digest, synthesize_case
 
-from mpsim.traces.schema import SCHEMA_VERSION
+from mpsim.traces.schema import KV_FORMAT_OF_BITS, SCHEMA_VERSION
 
 EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
 NEW_MODEL_KEYS = ("max_context_len", "context_source")
-NEW_COLUMNS = ("kv_tokens",  # schema 2, after the fixture: checked against its definition below
-               "tp", "stage", "msg_bytes", "comm_library")  # schema 5: one GPU, one stage, no collectives
+# schema 2 and 5, after the fixture: checked against their definitions below
+NEW_COLUMNS = ("kv_tokens", "kv_format", "tp", "stage", "msg_bytes", "comm_library")
 
 
 @pytest.mark.parametrize("case", cases(), ids=case_id)
@@ -33,6 +33,9 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
     assert (tokens[decode] == (rows["batch"] * rows["kv_len"])[decode]).all()
     assert (rows["tp"] == 1).all() and (rows["stage"] == 0).all()
     assert rows["msg_bytes"].isna().all() and rows["comm_library"].isna().all()
+    kv = rows["op"].isin(["attention", "kv_quant"]).to_numpy(dtype=bool)  # schema 5: int caches by bits
+    assert rows["kv_format"][~kv].isna().all()
+    assert (rows["kv_format"][kv] == rows["k_bits"][kv].map(KV_FORMAT_OF_BITS)).all()
     got = digest(rows.drop(columns=list(NEW_COLUMNS)))
     assert got["rows"] == want["rows"]
     assert got["columns"] == want["columns"]

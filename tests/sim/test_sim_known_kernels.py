@@ -16,7 +16,7 @@ from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
-from mpsim.library import cublas, fa3, torch, trtllm, vllm
+from mpsim.library import act_quant, cublas, fa3, torch, trtllm, vllm
 from mpsim.sim import simulate
 from mpsim.sim.best_config import best_config, best_gemm_row, with_best_gemm_configs
 from mpsim.sim.gpu.library import EXTERNAL, launch_kernels
@@ -47,6 +47,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
+    rows += [framework_op_row(k, 512, 4096) for k in act_quant.KERNELS]
     # issue 26's fp8 GEMMs on Hopper; the fp4 ones on Blackwell (no fp4 tensor cores on H200)
     fp8 = [gemm_row(64, 4096, 4096, "fp8-block" if "block" in k else "fp8", 8, kernel=k)
            for k in library.SCALED_GEMM_KERNELS if "nvfp4" not in k]
@@ -59,6 +60,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
         assert (out["time_s"] > 0).all() and (out["time_s"] >= out["t_lower_s"]).all()
     assert [launch_kernels(r) for r in rows + fp8 + fp4] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
                                                              + [1] * len(library.WO_GEMM_KERNELS)
+                                                             + [1] * len(act_quant.KERNELS)
                                                              + [1] * (len(fp8) + len(fp4)))
     assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)
 

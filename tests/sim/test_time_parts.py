@@ -53,6 +53,7 @@ EXTERNAL_ROWS = [
     gemm_row(64, 4096, 4096, "fp8-block", 8, kernel="deepgemm_fp8_block_gemm"),
     gemm_row(8, 4096, 4096, "fp8-block", 8, kernel="flashinfer_fp8_block_gemm"),
     gemm_row(512, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm"),
+    *(framework_op_row(k, 512, 4096) for k in ("fp8_act_quant", "fp8_block_act_quant", "nvfp4_act_quant")),
 ]
 # FP4 GEMMs run on Blackwell only (no fp4 tensor cores on the H100/H200 and the NPUs of the tests
 # above): their parts are checked on b200-sxm below

@@ -185,7 +185,8 @@ def test_engine_round_trips_and_files_before_version_4_read_as_mpsim(small_trace
     old = _write_frame(small_trace.rows, tmp_path / "v3.parquet",
                        {"schema_version": 3, "source": "capture", "protocol": "kernel"})
     back = read_trace(old)
-    assert (back.meta.schema_version, back.meta.engine, back.meta.protocol) == (5, "mpsim", "kernel")
+    assert (back.meta.schema_version, back.meta.engine, back.meta.protocol) == (
+        SCHEMA_VERSION, "mpsim", "kernel")
 
 
 @pytest.mark.parametrize(("meta", "match"), [
