@@ -160,10 +160,18 @@ def profiled_m(kernel: str | None, m: int) -> int:
 # (docs/validation.md "Which kernel stands for a row"); a row naming anything else is unrepresentable.
 ATTENTION_KERNELS = {
     ("vllm", "vllm_flash_attn_fa3"): "fa3",
+    ("vllm", "vllm_flash_attn_fa2"): "fa2",
+    ("vllm", "vllm_flashinfer_fidecode"): "flashinfer_attention",
+    ("vllm", "vllm_flashinfer_fiprefill"): "flashinfer_attention",
+    ("vllm", "vllm_flashinfer_trtllmdecode"): "flashinfer_trtllm",
+    ("vllm", "vllm_flashinfer_trtllmprefill"): "flashinfer_trtllm",
     ("sglang", "fa3"): "sglang",
     ("trtllm", "torch_flow"): "trtllm",
 }
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
+# vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
+# its own) and, in the `rope` scope, its rotary kernel first
+VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm")
 
 
 def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
@@ -197,14 +205,14 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
                            len(before))
     kernel = attention_kernel(row, hw)
     warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
-    if kernel != "fa3":  # the engine's op holds its RoPE and KV append (mpsim/library/<kernel>.py)
+    if kernel not in VLLM_ATTENTION:  # the op holds its RoPE and KV append (mpsim/library/<kernel>.py)
         fp8 = str(row.get("attn_dtype") or "") == "fp8"
         return LaunchGroup([attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
                                           kernel=kernel, l2_warm=warm, sms=hw.compute_units,
                                           fp8_attention=fp8)], 0)
     before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
                                 "head_dim": d})] if "rope" in scope else []
-    main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel="fa3",
+    main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel=kernel,
                          kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units)
     return LaunchGroup([*before, main], len(before))
 

@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mpsim.sim.gpu.library.cublas import CublasParams
+from mpsim.sim.gpu.library.fa2 import Fa2Params
 from mpsim.sim.gpu.library.fa3 import Fa3Params
+from mpsim.sim.gpu.library.flashinfer_attention import FlashinferParams
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
@@ -37,7 +39,7 @@ from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
-                  "turbomind", "sglang")
+                  "turbomind", "sglang", "fa2", "flashinfer")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class SimParams:
     machete: MacheteParams = field(default_factory=MacheteParams)
     turbomind: TurbomindParams = field(default_factory=TurbomindParams)
     sglang: SglangParams = field(default_factory=SglangParams)
+    fa2: Fa2Params = field(default_factory=Fa2Params)     # vLLM's FA2 rows (L40S)
+    flashinfer: FlashinferParams = field(default_factory=FlashinferParams)  # vLLM's FlashInfer rows
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

@@ -45,12 +45,19 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(1, 1, 128, 32, 32, 128, 16, kernel="trtllm", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", fp8_attention=True),
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
-            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang"),
+            attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="fa2", kv_append=True, l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="fa2", kv_append=True),
+            attention_row(1, 1, 8192, 32, 8, 128, 8, kernel="flashinfer_attention", kv_append=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="flashinfer_attention"),
+            attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="flashinfer_trtllm", l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="flashinfer_trtllm", kv_append=True)]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
     assert {r["kernel"] for r in rows} == set(library.EXTERNAL_KERNELS)
     res = simulate(rows_to_frame(rows), H200, cache_dir=None).launches
     assert (res["time_s"] > 0).all() and (res["time_s"] >= res["t_lower_s"]).all()
     assert [launch_kernels(r) for r in rows] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
+                                                 + [3, 2, 3, 1, 1, 2]
                                                  + [1] * len(library.WO_GEMM_KERNELS))
     assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)
 
