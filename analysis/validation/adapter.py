@@ -169,6 +169,12 @@ ATTENTION_KERNELS = {
     ("trtllm", "torch_flow"): "trtllm",
 }
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
+TRTLLM_ELSEWHERE = {
+    "ampere": ", and its bf16-cache decode on Ampere/Ada: the sm_8x fp8-cache XQA path and "
+              "context FMHA are not modelled",
+    "blackwell": "; sm_100 runs TRT-LLM's trtllm-gen kernels behind its own QKV preprocessing, "
+                 "not modelled for TRT-LLM's op",
+}
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
 VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm")
@@ -185,9 +191,17 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
     if kernel is None:
         raise UnrepresentableError(f"{source or framework} not modeled")
     need = ENGINE_GENERATION.get(kernel)
-    if need is not None and (not isinstance(hw, GpuSpec) or generation(hw) != need):
+    gen = generation(hw) if isinstance(hw, GpuSpec) else None
+    if need is not None and gen != need:
+        # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
+        # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the
+        # sm_8x context FMHA (fmha_v2 HMMA kernels) are other kernels, not modelled
+        if kernel == "trtllm" and gen == "ampere" and int(row["q_len"]) == 1 \
+                and int(row["kv_bits"]) == 16:
+            return kernel
         raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
-                                   f"rule is modelled for {need} only)")
+                                   f"rule is modelled for {need} only"
+                                   f"{TRTLLM_ELSEWHERE.get(str(gen), '')})")
     return kernel
 
 

@@ -62,13 +62,23 @@ def test_vllm_rows_off_hopper_are_priced_as_fa2_or_flashinfer(source: str, hw: s
     assert json.loads(g.launches[0]["config"])["kv_append"] == 1
 
 
+def test_trtllm_bf16_cache_decode_on_ada_runs_xqa_hmma_or_mmha() -> None:
+    l40s = load_hardware("l40s")
+    row = {**BASE, "framework": "trtllm", "kernel_source": "torch_flow", "includes": "rope+kv_append"}
+    assert _kernels(row, l40s) == ["trtllm_xqa_decode"]
+    assert json.loads(launch_rows(row, l40s).launches[0]["config"])["gmma"] == 0
+    assert _kernels({**row, "kv_heads": 32}, l40s) == ["trtllm_mmha_decode"]
+    for other in ({"kv_bits": 8}, {"q_len": 512, "kv_len": 512}):
+        with pytest.raises(UnrepresentableError, match="sm_8x fp8-cache XQA path"):
+            launch_rows({**row, **other}, l40s)
+
+
 @pytest.mark.parametrize(("framework", "source", "hw", "why"), [
     ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
     ("sglang", "triton", "h200-sxm", "triton not modeled"),
     ("vllm", "vllm_triton_attn", "l40s", "vllm_triton_attn not modeled"),
     ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
     ("trtllm", "torch_flow", "b200-sxm", "torch_flow on b200-sxm not modeled"),
-    ("trtllm", "torch_flow", "l40s", "torch_flow on l40s not modeled"),
 ])
 def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,
                                                           why: str) -> None:
