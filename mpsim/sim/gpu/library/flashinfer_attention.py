@@ -48,18 +48,18 @@ class FlashinferParams:
     """FlashInfer in vLLM (SimParams.flashinfer, `--fit-params flashinfer.NAME`); where each value
     came from: docs/validation.md "FlashAttention-2 and FlashInfer on L40S and B200"."""
 
-    cvt_ops: float = 2.0                 # lane-ops per fp8 K/V element: e4m3 -> f16 (assumption)
-    cta_ns: float = 705.2                # per CTA: Q load, O write (FA3's value, a first guess)
-    decode_scope_us: float = 4.136       # the rest of vLLM's decode op (FA3's value, a first guess)
+    cvt_ops: float = 9.085               # lane-ops per fp8 K/V element: e4m3 -> f16, swizzle
+    cta_ns: float = 2193.0               # per CTA: work-item lookup, Q load, O write
+    decode_scope_us: float = 0.2109      # the rest of vLLM's decode op
     merge_us: float = 2.081              # KV chunks > 1: the merge kernel
-    prefill_eta: float = 0.7534          # share of the mma.sync peak the causal prefill loop reaches
+    prefill_eta: float = 0.5581          # share of the mma.sync peak the causal prefill loop reaches
     prefill_scope_us: float = 2.408      # the rest of vLLM's prefill op
-    tg_cta_ns: float = 705.2             # trtllm-gen decode: per CTA
-    tg_decode_scope_us: float = 4.136    # trtllm-gen: the rest of vLLM's decode op
+    tg_cta_ns: float = 614.1             # trtllm-gen decode: per CTA
+    tg_decode_scope_us: float = 1.137    # trtllm-gen: the rest of vLLM's decode op
     tg_combine_us: float = 2.081         # trtllm-gen decode: split partials merged
-    tg_prefill_eta: float = 0.7293       # trtllm-gen prefill: share of the tensor rate
-    tg_prefill_tile_ns: float = 3830.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
-    tg_prefill_scope_us: float = 2.408   # trtllm-gen: the rest of vLLM's prefill op
+    tg_prefill_eta: float = 0.9522       # trtllm-gen prefill: share of the file's tensor rate
+    tg_prefill_tile_ns: float = 3466.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
+    tg_prefill_scope_us: float = 0.9469  # trtllm-gen: the rest of vLLM's prefill op
 
 
 def _shape(row: Mapping[str, Any]) -> tuple[int, ...]:
