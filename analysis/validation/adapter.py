@@ -178,6 +178,7 @@ TRTLLM_ELSEWHERE = {
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
 VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm")
+WARM_PREFILL = ("fa2", "flashinfer_attention", "flashinfer_trtllm")
 
 
 def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
@@ -196,7 +197,8 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
         # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
         # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the
         # sm_8x context FMHA (fmha_v2 HMMA kernels) are other kernels, not modelled
-        if kernel == "trtllm" and gen == "ampere" and int(row["q_len"]) == 1 \
+        decode = str(row.get("cls") or "attention decode").startswith("attention decode")
+        if kernel == "trtllm" and gen == "ampere" and decode and int(row["q_len"]) == 1 \
                 and int(row["kv_bits"]) == 16:
             return kernel
         raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
@@ -226,6 +228,8 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
                                           fp8_attention=fp8)], 0)
     before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
                                 "head_dim": d})] if "rope" in scope else []
+    # FA2's and FlashInfer's prefill rows replay too: Q, K, V that fit the L2 are read from it
+    warm = warm or (kernel in WARM_PREFILL and str(row.get("protocol")) != "trt-profiler")
     main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel=kernel,
                          kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units)
     return LaunchGroup([*before, main], len(before))

@@ -83,13 +83,13 @@ def fa2_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
 
 
 def fa2_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
-                       *, kv_append: bool = False) -> LaunchConfig:
+                       *, kv_append: bool = False, l2_warm: bool = False) -> LaunchConfig:
     """vLLM's FA2 causal prefill over the paged cache: the one-split split-KV kernel, 64-row query
     tiles per (sequence, query head) over kBlockN-key tiles up to the diagonal."""
     m_blocks = cdiv(q_len, FA2_BLOCK_M)
     return LaunchConfig(FA2_PREFILL, (m_blocks, 1, batch * num_q_heads), FA2_BLOCK_M,
                         align_block_n(head_dim), head_dim, FA2_WARPS, 2, 1,
-                        extra=(("kv_append", int(kv_append)),))
+                        extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm))))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
@@ -111,7 +111,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         if kv_len != q_len:
             raise MpsimInputError("attention: FA2 prefill rows attend within the prompt "
                                   "(kv_len == q_len)")
-        cfg = fa2_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append)
+        cfg = fa2_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
+                                 l2_warm=l2_warm)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
     row["kv_block"] = None
     return apply_config(row, cfg)

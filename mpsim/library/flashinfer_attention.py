@@ -91,7 +91,7 @@ def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, 
     q_tiles = cdiv(q_len * group, TG_BLOCK_M)
     return LaunchConfig(TG_PREFILL, (q_tiles, batch * kv_heads), TG_BLOCK_M, TG_BLOCK_N, head_dim,
                         4, 2, 1, extra=(("kv_append", int(kv_append)), ("pack_gqa", 1),
-                                        ("fp8", int(kv_bits == 8))))
+                                        ("fp8", int(kv_bits == 8)), ("l2_warm", int(l2_warm))))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
@@ -112,7 +112,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                               "(kv_len == q_len)")
     build = tg_config if trtllm_gen else fi_config
     cfg = build(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
-                l2_warm=l2_warm and q_len == 1, sms=sms)
+                l2_warm=l2_warm, sms=sms)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
     row["kv_block"] = None
     return apply_config(row, cfg)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 MATRIX_OPS = ("gemm", "attention")
 BOUNDS = ("math", "memory")
 WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
-                "trtllm_mmha_decode", "fa2_decode", "flashinfer_decode", "flashinfer_trtllm_decode")
+                "trtllm_mmha_decode", "fa2_decode", "flashinfer_decode", "flashinfer_trtllm_decode",
+                "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill")
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill")
 

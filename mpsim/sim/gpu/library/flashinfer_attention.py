@@ -52,8 +52,8 @@ class FlashinferParams:
     cta_ns: float = 2193.0               # per CTA: work-item lookup, Q load, O write
     decode_scope_us: float = 0.2109      # the rest of vLLM's decode op
     merge_us: float = 2.081              # KV chunks > 1: the merge kernel
-    prefill_eta: float = 0.5581          # share of the mma.sync peak the causal prefill loop reaches
-    prefill_scope_us: float = 2.408      # the rest of vLLM's prefill op
+    prefill_eta: float = 0.6016          # share of the mma.sync peak the causal prefill loop reaches
+    prefill_scope_us: float = 0.1559     # the rest of vLLM's prefill op
     tg_cta_ns: float = 614.1             # trtllm-gen decode: per CTA
     tg_decode_scope_us: float = 1.137    # trtllm-gen: the rest of vLLM's decode op
     tg_combine_us: float = 2.081         # trtllm-gen decode: split partials merged
@@ -100,8 +100,10 @@ def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * tile * bn * d, pipes={"fp32": lanes},
                 serial=True, mma_eta=p.fa2.mma_eta, smem_bytes=warps_q * bn * d * 2 * elem)
     kv_bytes = b * hk * kv * d * 2 * elem
-    warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
-    reads = b * q * hq * d * FP16 + (0.0 if warm else kv_bytes)
+    q_bytes = b * q * hq * d * FP16
+    cached = kv_bytes if decode else kv_bytes + q_bytes   # what a replay finds in L2 when it fits
+    warm = bool(int(cfg.get("l2_warm", 0))) and cached <= usable_l2(r, p)
+    reads = q_bytes + kv_bytes - (cached if warm else 0.0)
     scope = f.decode_scope_us if decode else f.prefill_scope_us
     fixed = (scope + (f.merge_us if chunks > 1 else 0.0)) * 1e3
     res = CtaResources(4, bn * d * 2 * elem, tile * d * FP16, 1, 255)
@@ -168,6 +170,8 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16", mma_eta=f.tg_prefill_eta)
     io = b * q * d * (hq * FP16 + 2 * hk * elem)
+    if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
+        io = 0.0                            # replayed: Q, K, V still in L2
     res = CtaResources(12, 2 * bn * d * elem, bm * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(FP16 * b * q * d * hq / workers), (per_worker,), "single",
                       workers, workers, res, io,
