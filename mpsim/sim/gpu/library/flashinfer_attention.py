@@ -17,7 +17,9 @@ trtllm-gen (`flashinfer_trtllm_decode`, `_prefill`; Blackwell): closed cubins, m
 design on the Blackwell rates (assumption): decode one CTA per (split, KV head, sequence) over
 128-key tiles, QK^T and PV at the fp8 rate on an fp8 cache (vLLM quantizes Q to the cache's dtype
 for these kernels), softmax as FA3's; a split's partials merged in the kernel (`tg_combine_us`);
-prefill 128 x 128 tiles up to the diagonal at `tg_prefill_eta` with a prologue per CTA wave.
+prefill 128 x 128 tiles up to the diagonal at `tg_prefill_eta` (an fp8 cache: fp8 Q, K, V at
+`tg_prefill_fp8_eta` of the fp8 rate; vLLM quantizes Q so the kernel reads the cache as it is) with
+a prologue per CTA wave.
 
 Every row also ran vLLM's KV append first when `kv_append` (reshape_and_cache_flash, FA3's room),
 and pays the rest of vLLM's op (`*_scope_us`). Constants: FlashinferParams (SimParams.flashinfer).
@@ -57,9 +59,10 @@ class FlashinferParams:
     tg_cta_ns: float = 614.1             # trtllm-gen decode: per CTA
     tg_decode_scope_us: float = 1.137    # trtllm-gen: the rest of vLLM's decode op
     tg_combine_us: float = 2.081         # trtllm-gen decode: split partials merged
-    tg_prefill_eta: float = 0.9522       # trtllm-gen prefill: share of the file's tensor rate
-    tg_prefill_tile_ns: float = 3466.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
-    tg_prefill_scope_us: float = 0.9469  # trtllm-gen: the rest of vLLM's prefill op
+    tg_prefill_eta: float = 0.6314       # trtllm-gen prefill: share of the file's tensor rate
+    tg_prefill_fp8_eta: float = 0.2691    # ... with an fp8 cache: share of the fp8 rate (fp8 Q, K, V)
+    tg_prefill_tile_ns: float = 2996.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
+    tg_prefill_scope_us: float = 1.312   # trtllm-gen: the rest of vLLM's prefill op
 
 
 def _shape(row: Mapping[str, Any]) -> tuple[int, ...]:
@@ -168,7 +171,8 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(q, bn))
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
-                mma_dtype="fp8" if fp8 else "fp16", mma_eta=f.tg_prefill_eta)
+                mma_dtype="fp8" if fp8 else "fp16",
+                mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta)
     io = b * q * d * (hq * FP16 + 2 * hk * elem)
     if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
         io = 0.0                            # replayed: Q, K, V still in L2
