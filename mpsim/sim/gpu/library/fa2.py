@@ -17,8 +17,8 @@ its last row; the grid deals the CTAs in waves over the slots (SMs x CTAs an SM)
 is the larger of (all tile pairs / slots) and the longest CTA, plus a prologue per CTA it runs.
 Every launch pays the rest of vLLM's attention op (`decode_scope_us`,
 `prefill_scope_us`); a `kv_append` row also runs vLLM's reshape_and_cache_flash first (FA3's room,
-the same kernel). A KV cache that fits the usable L2 is read from it across a benchmark's
-back-to-back replays (`l2_warm`, as FA3's). Constants: Fa2Params (SimParams.fa2).
+the same kernel). A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across
+a benchmark's back-to-back replays (`l2_warm`, as FA3's decode). Constants: Fa2Params (SimParams.fa2).
 """
 
 from __future__ import annotations

@@ -17,11 +17,14 @@ trtllm-gen (`flashinfer_trtllm_decode`, `_prefill`; Blackwell): closed cubins, m
 design on the Blackwell rates (assumption): decode one CTA per (split, KV head, sequence) over
 128-key tiles, QK^T and PV at the fp8 rate on an fp8 cache (vLLM quantizes Q to the cache's dtype
 for these kernels), softmax as FA3's; a split's partials merged in the kernel (`tg_combine_us`);
-prefill 128 x 128 tiles up to the diagonal at `tg_prefill_eta` (an fp8 cache: fp8 Q, K, V at
+prefill 128 x 128 tiles up to the diagonal, the softmax (fp32 lanes, one exp a score on the 16-lane
+SFU) overlapped with the MMAs of the other tile, so on Blackwell's doubled tensor rate it bounds
+small head dims, at `tg_prefill_eta` (an fp8 cache: fp8 Q, K, V at
 `tg_prefill_fp8_eta` of the fp8 rate; vLLM quantizes Q so the kernel reads the cache as it is) with
 a prologue per CTA wave.
 
-Every row also ran vLLM's KV append first when `kv_append` (reshape_and_cache_flash, FA3's room),
+A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across the benchmark's
+replays (`l2_warm`). Every row also ran vLLM's KV append first when `kv_append` (FA3's room),
 and pays the rest of vLLM's op (`*_scope_us`). Constants: FlashinferParams (SimParams.flashinfer).
 """
 
@@ -59,10 +62,10 @@ class FlashinferParams:
     tg_cta_ns: float = 614.1             # trtllm-gen decode: per CTA
     tg_decode_scope_us: float = 1.137    # trtllm-gen: the rest of vLLM's decode op
     tg_combine_us: float = 2.081         # trtllm-gen decode: split partials merged
-    tg_prefill_eta: float = 0.6314       # trtllm-gen prefill: share of the file's tensor rate
-    tg_prefill_fp8_eta: float = 0.2691    # ... with an fp8 cache: share of the fp8 rate (fp8 Q, K, V)
-    tg_prefill_tile_ns: float = 2996.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
-    tg_prefill_scope_us: float = 1.312   # trtllm-gen: the rest of vLLM's prefill op
+    tg_prefill_eta: float = 0.6506       # trtllm-gen prefill: share of the file's tensor rate
+    tg_prefill_fp8_eta: float = 0.3386    # ... with an fp8 cache: share of the fp8 rate (fp8 Q, K, V)
+    tg_prefill_tile_ns: float = 3084.0   # trtllm-gen prefill: per CTA wave, prologue/epilogue
+    tg_prefill_scope_us: float = 1.177   # trtllm-gen: the rest of vLLM's prefill op
 
 
 def _shape(row: Mapping[str, Any]) -> tuple[int, ...]:
@@ -170,7 +173,10 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     ctas = b * hk * qt
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(q, bn))
-    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
+    # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
+    # MMAs (two softmax warpgroups ping-pong), so the slower of the two bounds a trip
+    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=False,
+                pipes={"fp32": bm * bn * p.fa3.softmax_ops, "sfu": float(bm * bn)},
                 mma_dtype="fp8" if fp8 else "fp16",
                 mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta)
     io = b * q * d * (hq * FP16 + 2 * hk * elem)
