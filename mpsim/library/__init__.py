@@ -18,6 +18,7 @@ from mpsim.library import (
     fa2,
     fa3,
     flashinfer_attention,
+    flashinfer_trtllm,
     machete,
     marlin,
     mpsim,
@@ -70,14 +71,14 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("fa2", fa2.KERNELS, "FlashAttention-2 decode/prefill as vLLM runs it on Ampere/Ada",
             "csrc/flash_attn of vllm-project/flash-attention (flash_api.cpp, "
             "flash_fwd_launch_template.h)", attention=fa2.attention_row),
-    Library("flashinfer_attention", (flashinfer_attention.FI_DECODE, flashinfer_attention.FI_PREFILL),
+    Library("flashinfer_attention", flashinfer_attention.KERNELS,
             "FlashInfer's batch prefill kernel (FA2 template) as vLLM's FlashInfer backend runs "
             "decode (tensor cores) and prefill", "include/flashinfer/attention/{prefill,scheduler}.cuh",
             attention=flashinfer_attention.attention_row),
-    Library("flashinfer_trtllm", (flashinfer_attention.TG_DECODE, flashinfer_attention.TG_PREFILL),
+    Library("flashinfer_trtllm", flashinfer_trtllm.KERNELS,
             "the trtllm-gen decode/context kernels FlashInfer ships (vLLM on Blackwell; tiles assumed)",
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "
-            "trtllm_batch_context_with_kv_cache", attention=flashinfer_attention.trtllm_gen_row),
+            "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
             "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",

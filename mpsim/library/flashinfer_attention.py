@@ -18,32 +18,21 @@ FlashInfer's own kernels (flashinfer-ai/flashinfer @fb28d724, the FA2 template o
   whose work items q_tiles x chunks fit max_batch_size_if_split = 2 x SMs / kv_heads (scheduler.cuh
   PrefillPlan: num_blocks_per_sm 2); chunks > 1 add the merge kernel. vLLM's page is 16 tokens.
 - grid (work items, kv_heads); the KV tile follows from shared memory in the work model.
-trtllm-gen configs say `fp8` 1 for an fp8 cache: Q is quantized to it (vLLM's FlashInfer
-backend, `q_data_type = kv_cache_dtype` where trtllm attention can run), so the MMAs are fp8.
 
-trtllm-gen (Blackwell): the kernels are cubins built from TensorRT-LLM's closed trtllm-gen
-generator; their tiles are not public. Assumed (labelled): decode one CTA per (KV head, sequence,
-split) over 128-key tiles with the query group padded to 16 rows, split by FA3's rule
-(mpsim/library/fa3.py fa3_num_splits); prefill 128 x 128 tiles, causal, GQA packed as FA3's.
+The trtllm-gen kernels FlashInfer ships (vLLM on Blackwell): mpsim/library/flashinfer_trtllm.py.
 """
 
 from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.fa3 import fa3_num_splits
 from mpsim.library.rows import Row, apply_config, attention_shape
 
 FI_DECODE = "flashinfer_decode"
 FI_PREFILL = "flashinfer_prefill"
-TG_DECODE = "flashinfer_trtllm_decode"
-TG_PREFILL = "flashinfer_trtllm_prefill"
-KERNELS = (FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL)
+KERNELS = (FI_DECODE, FI_PREFILL)
 PAGE_TOKENS = 16          # vLLM's default KV block (page) size
 MIN_CHUNK_TOKENS = 128    # scheduler.cuh: min_kv_chunk_size = max(128 / page_size, 1) pages
-TG_BLOCK_N = 128          # trtllm-gen: keys per tile (assumption)
-TG_DECODE_ROWS = 16       # trtllm-gen decode: the query group padded to 16 rows (assumption)
-TG_BLOCK_M = 128          # trtllm-gen prefill: query rows per tile (assumption)
 
 
 def cta_tile_q(packed_qo_len: int, head_dim: int) -> int:
@@ -79,49 +68,22 @@ def fi_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, 
                                        ("kv_fp8", int(kv_bits == 8))))
 
 
-def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, kv_len: int,
-              kv_bits: int, *, kv_append: bool, l2_warm: bool, sms: int) -> LaunchConfig:
-    group = heads // kv_heads
-    if q_len == 1:
-        splits = fa3_num_splits(batch * kv_heads, sms, cdiv(max(kv_len, 1), TG_BLOCK_N))
-        return LaunchConfig(TG_DECODE, (splits, kv_heads, batch), TG_DECODE_ROWS * cdiv(group, 16),
-                            TG_BLOCK_N, head_dim, 4, 2, splits,
-                            extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
-                                   ("fp8", int(kv_bits == 8))))
-    q_tiles = cdiv(q_len * group, TG_BLOCK_M)
-    return LaunchConfig(TG_PREFILL, (q_tiles, batch * kv_heads), TG_BLOCK_M, TG_BLOCK_N, head_dim,
-                        4, 2, 1, extra=(("kv_append", int(kv_append)), ("pack_gqa", 1),
-                                        ("fp8", int(kv_bits == 8)), ("l2_warm", int(l2_warm))))
-
-
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False,
-                  trtllm_gen: bool = False) -> Row:
-    """A FlashInfer row: `flashinfer_decode` / `flashinfer_prefill` (FlashInfer's FA2-template
-    kernels), or with `trtllm_gen` the trtllm-gen `flashinfer_trtllm_decode` / `_prefill`; a 16-bit
-    or fp8 e4m3 KV cache (prefill reads the prompt's K/V from the cache in its format)."""
+                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
+    """A `flashinfer_decode` / `flashinfer_prefill` row (FlashInfer's FA2-template kernels) over a
+    16-bit or fp8 e4m3 KV cache (prefill reads the prompt's K/V from the cache in its format)."""
     if fp8_attention or kv_bits not in (16, 8):
         raise MpsimInputError("attention: FlashInfer rows have a 16-bit or fp8 KV cache and bf16 "
                               "attention compute")
-    if head_dim not in (64, 128, 256) and not trtllm_gen:
+    if head_dim not in (64, 128, 256):
         raise MpsimInputError(f"attention: FlashInfer (vLLM's backend) takes head_dim 64, 128 or "
                               f"256; got {head_dim}")
     if q_len > 1 and kv_len != q_len:
         raise MpsimInputError("attention: FlashInfer prefill rows attend within the prompt "
                               "(kv_len == q_len)")
-    build = tg_config if trtllm_gen else fi_config
-    cfg = build(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
+    cfg = fi_config(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
                 l2_warm=l2_warm, sms=sms)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
     row["kv_block"] = None
     return apply_config(row, cfg)
-
-
-def trtllm_gen_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
-                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                   l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
-    """attention_row with the trtllm-gen kernels (the library `flashinfer_trtllm`)."""
-    return attention_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block,
-                         on_gpu=on_gpu, kv_append=kv_append, l2_warm=l2_warm, sms=sms,
-                         fp8_attention=fp8_attention, trtllm_gen=True)

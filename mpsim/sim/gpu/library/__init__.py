@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
-from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL
+from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
+from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.sim.gpu.library import (
@@ -28,6 +29,7 @@ from mpsim.sim.gpu.library import (
     fa2,
     fa3,
     flashinfer_attention,
+    flashinfer_trtllm,
     machete,
     marlin,
     mpsim,
@@ -50,7 +52,7 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "mpsim": mpsim.WORK, "cublas": cublas.WORK, "trtllm": trtllm.WORK, "fa3": fa3.WORK,
     "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
     "turbomind": turbomind.WORK, "sglang": sglang.WORK, "fa2": fa2.WORK,
-    "flashinfer_attention": flashinfer_attention.WORK}
+    "flashinfer_attention": flashinfer_attention.WORK, "flashinfer_trtllm": flashinfer_trtllm.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:

@@ -13,15 +13,8 @@ fa2.mma_eta of the fp16 rate (each warp along Q reads the whole tile from shared
 online softmax on the fp32 lanes (fa2.softmax_ops a score: the same FA2 loop). KV chunks > 1 add
 the merge kernel (`merge_us`). Prefill: a tile reaches the keys up to its last packed row's token.
 
-trtllm-gen (`flashinfer_trtllm_decode`, `_prefill`; Blackwell): closed cubins, modelled as FA3's
-design on the Blackwell rates (assumption): decode one CTA per (split, KV head, sequence) over
-128-key tiles, QK^T and PV at the fp8 rate on an fp8 cache (vLLM quantizes Q to the cache's dtype
-for these kernels), softmax as FA3's; a split's partials merged in the kernel (`tg_combine_us`);
-prefill 128 x 128 tiles up to the diagonal, the softmax (fp32 lanes, one exp a score on the 16-lane
-SFU) overlapped with the MMAs of the other tile, so on Blackwell's doubled tensor rate it bounds
-small head dims, at `tg_prefill_eta` (an fp8 cache: fp8 Q, K, V at
-`tg_prefill_fp8_eta` of the fp8 rate; vLLM quantizes Q so the kernel reads the cache as it is) with
-a prologue per CTA wave.
+The trtllm-gen kernels' work models (their constants `tg_*` sit here, in FlashinferParams):
+mpsim/sim/gpu/library/flashinfer_trtllm.py.
 
 A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across the benchmark's
 replays (`l2_warm`). Every row also ran vLLM's KV append first when `kv_append` (FA3's room),
@@ -36,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL
-from mpsim.sim.gpu.library.fa3 import causal_tiles, kv_append_part
+from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
+from mpsim.sim.gpu.library.fa3 import kv_append_part
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -50,7 +43,8 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 
 @dataclass(frozen=True)
 class FlashinferParams:
-    """FlashInfer in vLLM (SimParams.flashinfer, `--fit-params flashinfer.NAME`); where each value
+    """FlashInfer in vLLM, its own kernels and the trtllm-gen ones (`tg_*`) (SimParams.flashinfer,
+    `--fit-params flashinfer.NAME`); where each value
     came from: docs/validation.md "FlashAttention-2 and FlashInfer on L40S and B200"."""
 
     cvt_ops: float = 9.085               # lane-ops per fp8 K/V element: e4m3 -> f16, swizzle
@@ -137,59 +131,4 @@ def fi_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     return _fi_parts(row, cfg, grid, r, p, decode=False)
 
 
-def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                   p: SimParams, resident: float) -> LaunchWork:
-    f = p.flashinfer
-    b, _, kv, hq, hk, d = _shape(row)
-    fp8 = bool(int(cfg.get("fp8", 0)))
-    elem = 1 if fp8 else FP16
-    rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    tiles = cdiv(cdiv(max(kv, 1), bn), splits)
-    ctas = b * hk * splits
-    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
-                pipes={"fp32": rows * bn * p.fa3.softmax_ops}, serial=True,
-                mma_dtype="fp8" if fp8 else "fp16")
-    kv_bytes = b * hk * kv * d * 2 * elem
-    warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
-    reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
-    fixed = (f.tg_decode_scope_us + (f.tg_combine_us if splits > 1 else 0.0)) * 1e3
-    res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)
-    work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,
-                      reads, setup_ns=f.tg_cta_ns, fixed_ns=fixed, name="trtllm-gen decode")
-    parts = [kv_append_part(b, hk, d, 8 if fp8 else 16, r, p)] if int(cfg.get("kv_append", 0)) else []
-    return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
-
-
-def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                    p: SimParams, resident: float) -> LaunchWork:
-    f = p.flashinfer
-    b, q, _, hq, hk, d = _shape(row)
-    fp8 = bool(int(cfg.get("fp8", 0)))
-    elem = 1 if fp8 else FP16
-    bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
-    group = hq // hk
-    qt = cdiv(q * group, bm)
-    pairs = b * hk * causal_tiles(q, group, bm, bn)
-    ctas = b * hk * qt
-    workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(q, bn))
-    # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
-    # MMAs (two softmax warpgroups ping-pong), so the slower of the two bounds a trip
-    trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=False,
-                pipes={"fp32": bm * bn * p.fa3.softmax_ops, "sfu": float(bm * bn)},
-                mma_dtype="fp8" if fp8 else "fp16",
-                mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta)
-    io = b * q * d * (hq * FP16 + 2 * hk * elem)
-    if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
-        io = 0.0                            # replayed: Q, K, V still in L2
-    res = CtaResources(12, 2 * bn * d * elem, bm * d * FP16, 2, 168)
-    work = KernelWork(trip, Epilogue(FP16 * b * q * d * hq / workers), (per_worker,), "single",
-                      workers, workers, res, io,
-                      setup_ns=math.ceil(ctas / r.sms) * f.tg_prefill_tile_ns,
-                      fixed_ns=f.tg_prefill_scope_us * 1e3, name="trtllm-gen prefill")
-    parts = [kv_append_part(b * q, hk, d, 8 if fp8 else 16, r, p)] if int(cfg.get("kv_append", 0)) else []
-    return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
-
-
-WORK = {FI_DECODE: fi_decode_work, FI_PREFILL: fi_prefill_work, TG_DECODE: tg_decode_work,
-        TG_PREFILL: tg_prefill_work}
+WORK = {FI_DECODE: fi_decode_work, FI_PREFILL: fi_prefill_work}
