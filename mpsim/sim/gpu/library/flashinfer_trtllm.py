@@ -1,14 +1,13 @@
 """The trtllm-gen attention kernels FlashInfer ships (`flashinfer_trtllm_decode`, `_prefill`; vLLM on
 Blackwell) as CTA work (names, configs, row builder and sources: mpsim/library/flashinfer_trtllm.py).
 
-Closed cubins, modelled as FA3's design on the Blackwell rates (assumption): decode one CTA per
+Closed cubins, modelled as FA3's design on the Blackwell rates (assumption). Decode: one CTA per
 (split, KV head, sequence) over 128-key tiles, QK^T and PV at the fp8 rate on an fp8 cache (vLLM
-quantizes Q to the cache's dtype for these kernels), softmax as FA3's; a split's partials merged in the kernel (`tg_combine_us`);
-prefill 128 x 128 tiles up to the diagonal, the softmax (fp32 lanes, one exp a score on the 16-lane
-SFU) overlapped with the MMAs of the other tile, so on Blackwell's doubled tensor rate it bounds
-small head dims, at `tg_prefill_eta` (an fp8 cache: fp8 Q, K, V at
-`tg_prefill_fp8_eta` of the fp8 rate; vLLM quantizes Q so the kernel reads the cache as it is) with
-a prologue per CTA wave.
+quantizes Q to the cache's dtype for these kernels), the softmax as FA3's, a split's partials merged
+in the kernel (`tg_combine_us`). Prefill: 128 x 128 tiles up to the diagonal at `tg_prefill_eta`
+of the tensor rate (an fp8 cache: fp8 Q, K, V at `tg_prefill_fp8_eta` of the fp8 rate), the
+softmax (fp32 lanes, one exp a score on the 16-lane SFU) overlapped with the other tile's MMAs, so
+on Blackwell's doubled tensor rate it bounds small head dims; a prologue per CTA wave.
 
 A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across the benchmark's
 replays (`l2_warm`); a `kv_append` row also ran vLLM's KV append first (FA3's room), and every row
