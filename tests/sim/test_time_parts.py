@@ -48,6 +48,12 @@ EXTERNAL_ROWS = [
     attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm"),        # the context FMHA
     attention_row(4, 1, 2048, 32, 8, 128, kernel="sglang"),
     attention_row(2, 512, 512, 32, 8, 128, kernel="sglang"),
+    attention_row(8, 1, 4096, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
+    attention_row(2, 512, 512, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
+    attention_row(1, 1, 8192, 32, 8, 128, 8, kernel="flashinfer_attention", kv_append=True),
+    attention_row(2, 512, 512, 32, 8, 128, 8, kernel="flashinfer_attention", l2_warm=True),
+    attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="flashinfer_trtllm", l2_warm=True),
+    attention_row(2, 512, 512, 32, 8, 128, 8, kernel="flashinfer_trtllm", kv_append=True),
 ]
 TOL = 1e-12
 
