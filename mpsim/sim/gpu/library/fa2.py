@@ -46,7 +46,7 @@ FA2_REGS = 255        # FA2's forward kernels run at the register cap with 128 t
 @dataclass(frozen=True)
 class Fa2Params:
     """FlashAttention-2 in vLLM (SimParams.fa2, `--fit-params fa2.NAME`); where each value came
-    from: docs/validation.md "FlashAttention-2 and FlashInfer on L40S and B200"."""
+    from: docs/validation.md "FlashAttention-2 and FlashInfer (vLLM off Hopper)"."""
 
     softmax_ops: float = 7.462           # fp32 lane-ops per score (FA3's count: the same online softmax)
     mma_eta: float = 0.7534              # share of the mma.sync peak the decode loop reaches

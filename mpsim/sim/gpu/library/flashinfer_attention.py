@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 class FlashinferParams:
     """FlashInfer in vLLM, its own kernels and the trtllm-gen ones (`tg_*`) (SimParams.flashinfer,
     `--fit-params flashinfer.NAME`); where each value
-    came from: docs/validation.md "FlashAttention-2 and FlashInfer on L40S and B200"."""
+    came from: docs/validation.md "FlashAttention-2 and FlashInfer (vLLM off Hopper)"."""
 
     cvt_ops: float = 9.085               # lane-ops per fp8 K/V element: e4m3 -> f16, swizzle
     cta_ns: float = 2193.0               # per CTA: work-item lookup, Q load, O write
