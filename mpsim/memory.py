@@ -152,10 +152,12 @@ def device_weights_bytes(spec: ModelSpec, policy: Policy, tp: int = 1, pp: int =
                for s, c in enumerate(counts))
 
 
-def device_kv_bytes_per_token(spec: ModelSpec, kv_bits: int, tp: int = 1, pp: int = 1) -> int:
+def device_kv_bytes_per_token(spec: ModelSpec, kv_bits: int, tp: int = 1, pp: int = 1,
+                              kv_format: str | None = None) -> int:
     """K and V of one token on the most loaded device: its stage's layers, its KV heads."""
     layers = max(stage_layers(spec.num_layers, pp))
-    return layers * kv_heads_per_rank(spec, tp) * 2 * kv_bytes_per_token_head(spec.head_dim, kv_bits)
+    per_head = kv_bytes_per_token_head(spec.head_dim, kv_bits, kv_format)
+    return layers * kv_heads_per_rank(spec, tp) * 2 * per_head
 
 
 def device_memory_bytes(spec: ModelSpec, policy: Policy, wl: Workload, tp: int = 1, pp: int = 1) -> int:
@@ -166,5 +168,5 @@ def device_memory_bytes(spec: ModelSpec, policy: Policy, wl: Workload, tp: int =
         return point_memory(spec, policy, wl).total_bytes
     tokens = wl.batch * (wl.prompt_len + wl.gen_len)
     return (device_weights_bytes(spec, policy, tp, pp)
-            + tokens * device_kv_bytes_per_token(spec, policy.kv_bits, tp, pp)
+            + tokens * device_kv_bytes_per_token(spec, policy.kv_bits, tp, pp, policy.kv_format)
             + peak_activation_bytes(rank_spec(spec, tp), wl))

@@ -194,10 +194,25 @@ def profiled_m(kernel: str | None, m: int) -> int:
 # (docs/validation.md "Which kernel stands for a row"); a row naming anything else is unrepresentable.
 ATTENTION_KERNELS = {
     ("vllm", "vllm_flash_attn_fa3"): "fa3",
+    ("vllm", "vllm_flash_attn_fa2"): "fa2",
+    ("vllm", "vllm_flashinfer_fidecode"): "flashinfer_attention",
+    ("vllm", "vllm_flashinfer_fiprefill"): "flashinfer_attention",
+    ("vllm", "vllm_flashinfer_trtllmdecode"): "flashinfer_trtllm",
+    ("vllm", "vllm_flashinfer_trtllmprefill"): "flashinfer_trtllm",
     ("sglang", "fa3"): "sglang",
     ("trtllm", "torch_flow"): "trtllm",
 }
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
+TRTLLM_ELSEWHERE = {
+    "ampere": ", and its bf16-cache decode on Ampere/Ada: the sm_8x fp8-cache XQA path and "
+              "context FMHA are not modelled",
+    "blackwell": "; sm_100 runs TRT-LLM's trtllm-gen kernels behind its own QKV preprocessing, "
+                 "not modelled for TRT-LLM's op",
+}
+# vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
+# its own) and, in the `rope` scope, its rotary kernel first
+VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm")
+WARM_PREFILL = ("fa2", "flashinfer_attention", "flashinfer_trtllm")
 
 
 def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
@@ -211,9 +226,18 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
     if kernel is None:
         raise UnrepresentableError(f"{source or framework} not modeled")
     need = ENGINE_GENERATION.get(kernel)
-    if need is not None and (not isinstance(hw, GpuSpec) or generation(hw) != need):
+    gen = generation(hw) if isinstance(hw, GpuSpec) else None
+    if need is not None and gen != need:
+        # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
+        # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the
+        # sm_8x context FMHA (fmha_v2 HMMA kernels) are other kernels, not modelled
+        decode = str(row.get("cls") or "attention decode").startswith("attention decode")
+        if kernel == "trtllm" and gen == "ampere" and decode and int(row["q_len"]) == 1 \
+                and int(row["kv_bits"]) == 16:
+            return kernel
         raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
-                                   f"rule is modelled for {need} only)")
+                                   f"rule is modelled for {need} only"
+                                   f"{TRTLLM_ELSEWHERE.get(str(gen), '')})")
     return kernel
 
 
@@ -231,14 +255,16 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
                            len(before))
     kernel = attention_kernel(row, hw)
     warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
-    if kernel != "fa3":  # the engine's op holds its RoPE and KV append (mpsim/library/<kernel>.py)
+    if kernel not in VLLM_ATTENTION:  # the op holds its RoPE and KV append (mpsim/library/<kernel>.py)
         fp8 = str(row.get("attn_dtype") or "") == "fp8"
         return LaunchGroup([attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
                                           kernel=kernel, l2_warm=warm, sms=hw.compute_units,
                                           fp8_attention=fp8)], 0)
     before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
                                 "head_dim": d})] if "rope" in scope else []
-    main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel="fa3",
+    # FA2's and FlashInfer's prefill rows replay too: Q, K, V that fit the L2 are read from it
+    warm = warm or (kernel in WARM_PREFILL and str(row.get("protocol")) != "trt-profiler")
+    main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel=kernel,
                          kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units)
     return LaunchGroup([*before, main], len(before))
 

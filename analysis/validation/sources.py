@@ -20,7 +20,8 @@ Sources (docs/validation.md#the-data says where to get them):
   (window_size > 0) and beam width > 1 are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
   8 with kv_dtype fp8 (its own class); prefill with an fp8 KV cache ("attention prefill fp8-kv") or
   FP8 attention compute ("attention prefill fp8", attn_dtype fp8) is priced for TRT-LLM's context
-  FMHA only and unrepresentable for the other frameworks.
+  FMHA only, prefill with an fp8 KV cache also for vLLM's FlashInfer kernels
+  (`vllm_flashinfer_*`), and unrepresentable for the others.
 - Vidur `mlp.csv`: one input row holds ten ops of one token count, so it becomes one measured row
   per (input row, op), each carrying the whole input row plus `vidur_op`. Statistic: the `mean`
   over the 20 layers (ms). Protocol `kernel` (CUPTI durations). Shapes are the per-GPU shards of
@@ -196,11 +197,18 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
                        np.where(fp8_kv, "attention prefill fp8-kv", "attention prefill"))
     rows["cls"] = np.where(~decode, prefill,
                            np.where(fp8_kv, "attention decode fp8-kv", "attention decode kv16"))
-    _attention_quirks(d, rows, decode, fp8_kv & (framework != "trtllm").to_numpy())
+    source = d["kernel_source"].astype(str) if "kernel_source" in d else pd.Series("", index=d.index)
+    fp8_prefill_kernel = (framework == "trtllm").to_numpy() | source.str.startswith(
+        FP8_PREFILL_SOURCES).to_numpy()
+    _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel)
     notes = ["attention times include the framework's op scope: " + ", ".join(
         f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
         "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]
     return Measurements("aiconfigurator attention_perf", frame, _finish(rows), notes)
+
+
+# vLLM kernel sources whose prefill reads an fp8 KV cache that mpsim models (FlashInfer's rooms)
+FP8_PREFILL_SOURCES = ("vllm_flashinfer_",)
 
 
 def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
@@ -213,7 +221,7 @@ def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
     _mark(rows, (d["attn_dtype"].astype(str).to_numpy() != "bfloat16") & ~trtllm_prefill,
           "unrepresentable: FP8 attention compute (attn_dtype fp8) outside TRT-LLM's context FMHA")
     _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache (modelled for "
-          "TRT-LLM's context FMHA only)")
+          "TRT-LLM's context FMHA and FlashInfer's kernels only)")
     heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
     _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
           "unrepresentable: heads not a multiple of kv_heads")

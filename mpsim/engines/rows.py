@@ -18,7 +18,16 @@ from mpsim import library
 from mpsim.engines.files import FUSED, NONE, Choice, Engine, kv_key
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
-from mpsim.library import act_quant, fa3, sglang, torch, vllm
+from mpsim.library import (
+    act_quant,
+    fa2,
+    fa3,
+    flashinfer_attention,
+    flashinfer_trtllm,
+    sglang,
+    torch,
+    vllm,
+)
 from mpsim.library import mpsim as own
 from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
@@ -47,9 +56,11 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "rope": ("rope_kernel", vllm.VLLM_ROPE),
     "kv_write": ("kv_quant_kernel",),
     "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA, TRTLLM_MMHA,
-                         sglang.SGLANG_FA3_DECODE),
+                         sglang.SGLANG_FA3_DECODE, fa2.FA2_DECODE, flashinfer_attention.FI_DECODE,
+                         flashinfer_trtllm.TG_DECODE),
     "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL, TRTLLM_FMHA,
-                          sglang.SGLANG_FA3_PREFILL),
+                          sglang.SGLANG_FA3_PREFILL, fa2.FA2_PREFILL, flashinfer_attention.FI_PREFILL,
+                          flashinfer_trtllm.TG_PREFILL),
     "silu_mul": ("silu_mul_kernel", vllm.VLLM_SILU_MUL),
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),

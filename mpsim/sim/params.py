@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from mpsim.sim.gpu.library.cublas import CublasParams
 from mpsim.sim.gpu.library.cutlass_fp8 import CutlassFp8Params
 from mpsim.sim.gpu.library.deepgemm import DeepgemmParams
+from mpsim.sim.gpu.library.fa2 import Fa2Params
 from mpsim.sim.gpu.library.fa3 import Fa3Params
+from mpsim.sim.gpu.library.flashinfer_attention import FlashinferParams
 from mpsim.sim.gpu.library.flashinfer_gemm import FlashinferGemmParams
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
@@ -43,7 +45,7 @@ from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
                   "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8",
-                  "fp8_act")
+                  "fp8_act", "fa2", "flashinfer")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class SimParams:
     flashinfer_gemm: FlashinferGemmParams = field(default_factory=FlashinferGemmParams)
     trtllm_fp8: TrtllmFp8Params = field(default_factory=TrtllmFp8Params)
     fp8_act: ActQuantParams = field(default_factory=ActQuantParams)  # the calls' activation quant
+    fa2: Fa2Params = field(default_factory=Fa2Params)     # vLLM's FA2 rows (L40S)
+    flashinfer: FlashinferParams = field(default_factory=FlashinferParams)  # vLLM's FlashInfer rows
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

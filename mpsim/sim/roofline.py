@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 MATRIX_OPS = ("gemm", "attention")
 BOUNDS = ("math", "memory", "comm")  # comm: a collective row's link time (mpsim/sim/comm.py)
 WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
-                "trtllm_mmha_decode")
+                "trtllm_mmha_decode", "fa2_decode", "flashinfer_decode", "flashinfer_trtllm_decode",
+                "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill")
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
-FP8_MATRIX_KERNELS = ("trtllm_context_fmha",)
+FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill")
 # fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
 # calls of a benchmark (`l2_weights`: 1), a warm launch as the kernels above
 SCALED_GEMM_KERNELS = ("cutlass_fp8_gemm", "cutlass_fp8_block_gemm", "deepgemm_fp8_block_gemm",

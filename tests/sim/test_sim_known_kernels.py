@@ -45,7 +45,13 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(1, 1, 128, 32, 32, 128, 16, kernel="trtllm", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", fp8_attention=True),
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="sglang", l2_warm=True),
-            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang")]
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="sglang"),
+            attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="fa2", kv_append=True, l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="fa2", kv_append=True),
+            attention_row(1, 1, 8192, 32, 8, 128, 8, kernel="flashinfer_attention", kv_append=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="flashinfer_attention"),
+            attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="flashinfer_trtllm", l2_warm=True),
+            attention_row(2, 1024, 1024, 32, 8, 128, kernel="flashinfer_trtllm", kv_append=True)]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
     rows += [framework_op_row(k, 512, 4096) for k in act_quant.KERNELS]
     # issue 26's fp8 GEMMs on Hopper; the fp4 ones on Blackwell (no fp4 tensor cores on H200)
@@ -59,6 +65,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
     for out in (res, blackwell):
         assert (out["time_s"] > 0).all() and (out["time_s"] >= out["t_lower_s"]).all()
     assert [launch_kernels(r) for r in rows + fp8 + fp4] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
+                                                             + [3, 2, 3, 1, 1, 2]
                                                              + [1] * len(library.WO_GEMM_KERNELS)
                                                              + [1] * len(act_quant.KERNELS)
                                                              + [1] * (len(fp8) + len(fp4)))

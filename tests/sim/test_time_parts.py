@@ -54,6 +54,12 @@ EXTERNAL_ROWS = [
     gemm_row(8, 4096, 4096, "fp8-block", 8, kernel="flashinfer_fp8_block_gemm"),
     gemm_row(512, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm"),
     *(framework_op_row(k, 512, 4096) for k in ("fp8_act_quant", "fp8_block_act_quant", "nvfp4_act_quant")),
+    attention_row(8, 1, 4096, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
+    attention_row(2, 512, 512, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
+    attention_row(1, 1, 8192, 32, 8, 128, 8, kernel="flashinfer_attention", kv_append=True),
+    attention_row(2, 512, 512, 32, 8, 128, 8, kernel="flashinfer_attention", l2_warm=True),
+    attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="flashinfer_trtllm", l2_warm=True),
+    attention_row(2, 512, 512, 32, 8, 128, 8, kernel="flashinfer_trtllm", kv_append=True),
 ]
 # FP4 GEMMs run on Blackwell only (no fp4 tensor cores on the H100/H200 and the NPUs of the tests
 # above): their parts are checked on b200-sxm below

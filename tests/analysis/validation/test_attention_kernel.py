@@ -43,14 +43,42 @@ def test_trtllm_fp8_cache_runs_the_hopper_gmma_kernel_with_rope_inside() -> None
     assert len(g.launches) == 1 and json.loads(g.launches[0]["config"])["gmma"] == 1
 
 
+@pytest.mark.parametrize(("source", "hw", "extra", "kernels"), [
+    ("vllm_flash_attn_fa2", "l40s", {}, ["fa2_decode"]),
+    ("vllm_flash_attn_fa2", "l40s", {"q_len": 512, "kv_len": 512}, ["fa2_prefill"]),
+    ("vllm_flashinfer_fidecode", "l40s", {"kv_bits": 8}, ["flashinfer_decode"]),
+    ("vllm_flashinfer_fiprefill", "l40s", {"q_len": 512, "kv_len": 512, "kv_bits": 8},
+     ["flashinfer_prefill"]),
+    ("vllm_flashinfer_trtllmdecode", "b200-sxm", {}, ["flashinfer_trtllm_decode"]),
+    ("vllm_flashinfer_trtllmprefill", "b200-sxm", {"q_len": 256, "kv_len": 256},
+     ["flashinfer_trtllm_prefill"]),
+])
+def test_vllm_rows_off_hopper_are_priced_as_fa2_or_flashinfer(source: str, hw: str, extra: dict,
+                                                             kernels: list[str]) -> None:
+    """vLLM's kernels off Hopper (its own KV append is part of the row's kernel, `kv_append`)."""
+    row = {**BASE, **extra, "framework": "vllm", "kernel_source": source, "includes": "kv_append"}
+    g = launch_rows(row, load_hardware(hw))
+    assert [r["kernel"] for r in g.launches] == kernels
+    assert json.loads(g.launches[0]["config"])["kv_append"] == 1
+
+
+def test_trtllm_bf16_cache_decode_on_ada_runs_xqa_hmma_or_mmha() -> None:
+    l40s = load_hardware("l40s")
+    row = {**BASE, "framework": "trtllm", "kernel_source": "torch_flow", "includes": "rope+kv_append"}
+    assert _kernels(row, l40s) == ["trtllm_xqa_decode"]
+    assert json.loads(launch_rows(row, l40s).launches[0]["config"])["gmma"] == 0
+    assert _kernels({**row, "kv_heads": 32}, l40s) == ["trtllm_mmha_decode"]
+    for other in ({"kv_bits": 8}, {"q_len": 512, "kv_len": 512}):
+        with pytest.raises(UnrepresentableError, match="sm_8x fp8-cache XQA path"):
+            launch_rows({**row, **other}, l40s)
+
+
 @pytest.mark.parametrize(("framework", "source", "hw", "why"), [
     ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
     ("sglang", "triton", "h200-sxm", "triton not modeled"),
-    ("vllm", "vllm_flashinfer_trtllmdecode", "b200-sxm", "vllm_flashinfer_trtllmdecode not modeled"),
-    ("vllm", "vllm_flash_attn_fa2", "l40s", "vllm_flash_attn_fa2 not modeled"),
+    ("vllm", "vllm_triton_attn", "l40s", "vllm_triton_attn not modeled"),
     ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
     ("trtllm", "torch_flow", "b200-sxm", "torch_flow on b200-sxm not modeled"),
-    ("trtllm", "torch_flow", "l40s", "torch_flow on l40s not modeled"),
 ])
 def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,
                                                           why: str) -> None:

@@ -19,7 +19,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.library import SCALED_GEMM_KERNELS
+from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
+from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
+from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
 from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
@@ -28,8 +31,11 @@ from mpsim.sim.gpu.library import (
     cublas,
     cutlass_fp8,
     deepgemm,
+    fa2,
     fa3,
+    flashinfer_attention,
     flashinfer_gemm,
+    flashinfer_trtllm,
     machete,
     marlin,
     mpsim,
@@ -54,7 +60,8 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "vllm": vllm.WORK, "torch": torch.WORK, "marlin": marlin.WORK, "machete": machete.WORK,
     "turbomind": turbomind.WORK, "sglang": sglang.WORK, "cutlass_fp8": cutlass_fp8.WORK,
     "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK,
-    "act_quant": act_quant.WORK}
+    "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
+    "flashinfer_trtllm": flashinfer_trtllm.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -86,6 +93,12 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
     if kernel in (FA3_DECODE, FA3_PREFILL, SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL):
         cfg = json.loads(str(row["config"]))
         return 1 + int(bool(cfg.get("kv_append", 0)))
+    if kernel in (FA2_DECODE, FA2_PREFILL, FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL):
+        # + vLLM's KV append; + FA2's combine / FlashInfer's merge kernel when split (trtllm-gen
+        # merges in the kernel)
+        cfg = json.loads(str(row["config"]))
+        merge = kernel not in (TG_DECODE, TG_PREFILL) and int(cfg.get("split_k", 1)) > 1
+        return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
     if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA

@@ -1,0 +1,61 @@
+"""The TRT-LLM-derived trtllm-gen attention kernels FlashInfer ships, as vLLM runs them on Blackwell
+(vllm/v1/attention/backends/flashinfer.py @00a817ad: `use_trtllm_attention` on sm_100 sends decode
+to `trtllm_batch_decode_with_kv_cache` and prefill to `trtllm_batch_context_with_kv_cache`; the
+published B200 rows name them `vllm_flashinfer_trtllmdecode` / `_trtllmprefill`): kernel names,
+configs and the row builder (`attention_row(..., kernel="flashinfer_trtllm")`);
+mpsim/sim/gpu/library/flashinfer_trtllm.py prices them.
+
+The kernels are cubins built by TensorRT-LLM's closed trtllm-gen generator: their tiles are not
+public. Assumed (labelled): decode one CTA per (KV head, sequence, split) over 128-key tiles with
+the query group padded to 16 rows, split by FA3's rule (mpsim/library/fa3.py fa3_num_splits);
+prefill 128 x 128 tiles, causal, GQA packed as FA3's. Configs say `fp8` 1 for an fp8 cache: vLLM
+quantizes Q to it (`q_data_type = kv_cache_dtype` where trtllm attention can run, and "TRTLLM
+prefill attention does not support BF16 Q and fp8 kv cache"), so the MMAs are fp8.
+"""
+
+from __future__ import annotations
+
+from mpsim.errors import MpsimInputError
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
+from mpsim.library.fa3 import fa3_num_splits
+from mpsim.library.rows import Row, apply_config, attention_shape
+
+TG_DECODE = "flashinfer_trtllm_decode"
+TG_PREFILL = "flashinfer_trtllm_prefill"
+KERNELS = (TG_DECODE, TG_PREFILL)
+TG_BLOCK_N = 128          # keys per tile (assumption)
+TG_DECODE_ROWS = 16       # decode: the query group padded to 16 rows (assumption)
+TG_BLOCK_M = 128          # prefill: query rows per tile (assumption)
+
+
+def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, kv_len: int,
+              kv_bits: int, *, kv_append: bool, l2_warm: bool, sms: int) -> LaunchConfig:
+    group = heads // kv_heads
+    if q_len == 1:
+        splits = fa3_num_splits(batch * kv_heads, sms, cdiv(max(kv_len, 1), TG_BLOCK_N))
+        return LaunchConfig(TG_DECODE, (splits, kv_heads, batch), TG_DECODE_ROWS * cdiv(group, 16),
+                            TG_BLOCK_N, head_dim, 4, 2, splits,
+                            extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
+                                   ("fp8", int(kv_bits == 8))))
+    q_tiles = cdiv(q_len * group, TG_BLOCK_M)
+    return LaunchConfig(TG_PREFILL, (q_tiles, batch * kv_heads), TG_BLOCK_M, TG_BLOCK_N, head_dim,
+                        4, 2, 1, extra=(("kv_append", int(kv_append)), ("pack_gqa", 1),
+                                        ("fp8", int(kv_bits == 8)), ("l2_warm", int(l2_warm))))
+
+
+def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+                  kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
+                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
+    """A `flashinfer_trtllm_decode` (q_len 1) or `flashinfer_trtllm_prefill` (kv_len == q_len) row
+    over a 16-bit or fp8 e4m3 KV cache."""
+    if fp8_attention or kv_bits not in (16, 8):
+        raise MpsimInputError("attention: trtllm-gen rows have a 16-bit or fp8 KV cache and bf16 "
+                              "attention compute")
+    if q_len > 1 and kv_len != q_len:
+        raise MpsimInputError("attention: trtllm-gen prefill rows attend within the prompt "
+                              "(kv_len == q_len)")
+    cfg = tg_config(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
+                    l2_warm=l2_warm, sms=sms)
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
+    row["kv_block"] = None
+    return apply_config(row, cfg)

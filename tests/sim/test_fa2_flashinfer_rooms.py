@@ -1,0 +1,68 @@
+"""FlashAttention-2 and FlashInfer rooms (mpsim/library/fa2.py, flashinfer_attention.py and their
+work models): the configs follow the libraries' own rules, and the work models price the rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.launch_plan import attention_row
+from mpsim.library.fa2 import align_block_n, fa2_num_splits, split_block_n
+from mpsim.library.flashinfer_attention import cta_tile_q, kv_chunks
+from mpsim.sim import simulate
+from mpsim.sim.gpu.library.flashinfer_attention import fi_kv_tile
+from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.traces.trace import rows_to_frame
+
+L40S = load_hardware("l40s")
+
+
+def test_fa2_split_heuristic_skips_ineligible_splits() -> None:
+    # flash_api.cpp num_splits_heuristic: 64 blocks, 11 splits give 6 blocks each as 12 would
+    assert fa2_num_splits(300, 284, 64) == 1          # fills >= 80% of the slots
+    assert fa2_num_splits(8, 284, 4) == 4             # at most the key blocks
+    s = fa2_num_splits(32, 284, 64)
+    assert s > 1 and -(-64 // s) != -(-64 // (s - 1))
+
+
+def test_fa2_tiles_by_head_dim() -> None:
+    assert [split_block_n(d) for d in (64, 128, 256)] == [256, 128, 64]
+    assert [align_block_n(d) for d in (64, 128, 256)] == [128, 64, 64]
+
+
+def test_fa2_decode_packs_the_group_and_mha_does_not_split() -> None:
+    gqa = json.loads(attention_row(1, 1, 4096, 32, 8, 128, kernel="fa2", sms=142)["config"])
+    assert gqa["rows"] == 4 and gqa["split_k"] > 1 and gqa["block_n"] == 128
+    mha = attention_row(1, 1, 4096, 32, 32, 128, kernel="fa2", sms=142)
+    cfg = json.loads(mha["config"])
+    assert cfg["split_k"] == 1 and cfg["block_n"] == 64 and json.loads(mha["grid"]) == [1, 1, 32]
+    with pytest.raises(MpsimInputError, match="16-bit KV cache"):
+        attention_row(1, 1, 4096, 32, 8, 128, kv_bits=8, kernel="fa2")
+
+
+def test_flashinfer_tile_and_chunk_rules() -> None:
+    assert [cta_tile_q(n, 128) for n in (4, 16, 17, 64, 65)] == [16, 16, 64, 64, 128]
+    assert cta_tile_q(512, 256) == 64
+    # one request, 8 KV heads, 142 SMs: chunks of >= 128 tokens, work items within 2 x SMs / 8
+    c = kv_chunks(1, 1, 8192, 8, 142)
+    assert c * 1 <= (2 * 142) // 8 and c > 1
+    assert kv_chunks(1, 1, 100, 8, 142) == 1
+    r = gpu_rates(L40S, DEFAULT_PARAMS)
+    bn, ctas, warps_q = fi_kv_tile(16, 128, 1, r)
+    assert warps_q == 1 and bn % 64 == 0 and ctas in (1, 2)
+
+
+@pytest.mark.parametrize(("kernel", "kv_bits", "q_len"), [
+    ("fa2", 16, 1), ("fa2", 16, 512), ("flashinfer_attention", 8, 1),
+    ("flashinfer_attention", 8, 512), ("flashinfer_attention", 16, 1)])
+def test_the_rows_price_and_longer_caches_cost_more(kernel: str, kv_bits: int, q_len: int) -> None:
+    def t(kv: int) -> float:
+        q = q_len if q_len == 1 else kv // 2
+        row = attention_row(8, q, kv if q_len == 1 else q, 32, 8, 128, kv_bits=kv_bits,
+                            kernel=kernel, sms=142, kv_append=True, l2_warm=q_len == 1)
+        return float(simulate(rows_to_frame([row]), L40S, cache_dir=None).launches["time_s"].iloc[0])
+    assert 0 < t(1024) < t(8192)
