@@ -56,3 +56,31 @@ def prefill_kv_extra_reads(tile_kv_bytes: float, kv_bytes: float, kv_head_bytes:
     if working_set <= l2:
         return 0.0
     return rereads * (1 - l2 / working_set)
+
+
+
+def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: GpuRates,
+                p: SimParams) -> tuple[float, float, float]:
+    """(weight bytes, activation bytes found in L2; output bytes that stay there, not written to
+    DRAM) of a GEMM launch that a measurement replays with `copies` copies of its weights
+    (aiconfigurator's collectors, analysis/validation/weight_copies.py: each copy is its own Linear,
+    all share one input tensor, and every call's output reuses the caching allocator's block; 0 =
+    not a replay: nothing is found, as for a layer of a model's forward pass).
+
+    A byte is found in L2 when what was touched since its last use leaves room for it in the usable
+    L2 (size x l2_usable_fraction): since a weight copy's last call, the other copies - 1 weights and
+    the shared input and output; since the input's or output's last use, one call's weights and the
+    other of the two. Of an operand only the part that fits is kept: min(bytes, usable - others),
+    at least 0. Assumption: an LRU over the usable L2 keeps all or none of a cyclic stream; this
+    linear share between the two is what the rows at the boundary show (L40S TRT-LLM 1.3.0rc20: one
+    103 MB weight in the 96 MiB L2 re-read at 2.4x the DRAM rate, two 50 MB copies at 1.6x).
+    """
+    if copies <= 0:
+        return 0.0, 0.0, 0.0
+    usable = usable_l2(r, p)
+
+    def kept(own: float, others: float) -> float:
+        return min(own, max(0.0, usable - others))
+
+    return (kept(w_bytes, (copies - 1) * w_bytes + x_bytes + y_bytes),
+            kept(x_bytes, w_bytes + y_bytes), kept(y_bytes, w_bytes + x_bytes))
