@@ -106,17 +106,19 @@ def test_best_cublas_config_on_each_generation() -> None:
 
 def test_replay_hits_by_hand() -> None:
     r = gpu_rates(L40S, DEFAULT_PARAMS)
-    usable = 96 * 2**20 * DEFAULT_PARAMS.l2_usable_fraction  # 75,497,472 B
-    assert replay_hits(0, 1e9, 1e6, 1e6, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
-    # one 103 MB copy: its own input and output (1 MB) displace it, the rest of the usable L2 stays;
-    # the input and output are displaced by the 103 MB weight
-    w, x, y = 102_760_448.0, 0.5e6, 0.5e6
-    assert replay_hits(1, w, x, y, r, DEFAULT_PARAMS) == (usable - 1e6, 0.0, 0.0)
-    # five 50 MB copies: the other four displace all of it; input and output stay (50 MB + 1 MB)
-    w = 50_331_648.0
-    assert replay_hits(5, w, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
-    # two 50 MB copies: usable - 50 MB - 1 MB of it stays
-    assert replay_hits(2, w, x, y, r, DEFAULT_PARAMS)[0] == usable - w - 1e6
+    whole = 96 * 2**20                                   # 100,663,296 B
+    usable = whole * DEFAULT_PARAMS.l2_usable_fraction   # 75,497,472 B
+    x = y = 0.5e6
+    assert replay_hits(0, 1e9, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    # five 10 MB copies cycle 51 MB: all of it stays, and the input and output too
+    assert replay_hits(5, 10e6, x, y, r, DEFAULT_PARAMS) == (10e6, x, y)
+    # five 16 MB copies cycle 81 MB, between the usable share and the whole L2: a linear share
+    w, x_hit, y_kept = replay_hits(5, 16e6, x, y, r, DEFAULT_PARAMS)
+    assert w == pytest.approx(16e6 * (whole - 81e6) / (whole - usable), rel=1e-12)
+    assert (x_hit, y_kept) == (x, y)
+    # one 103 MB weight and five 50 MB copies: beyond the whole L2, nothing of the weights stays
+    assert replay_hits(1, 102_760_448.0, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    assert replay_hits(5, 50_331_648.0, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
 
 
 def test_weight_copies_per_collector() -> None:

@@ -67,20 +67,24 @@ def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: 
     all share one input tensor, and every call's output reuses the caching allocator's block; 0 =
     not a replay: nothing is found, as for a layer of a model's forward pass).
 
-    A byte is found in L2 when what was touched since its last use leaves room for it in the usable
-    L2 (size x l2_usable_fraction): since a weight copy's last call, the other copies - 1 weights and
-    the shared input and output; since the input's or output's last use, one call's weights and the
-    other of the two. Of an operand only the part that fits is kept: min(bytes, usable - others),
-    at least 0. Assumption: an LRU over the usable L2 keeps all or none of a cyclic stream; this
-    linear share between the two is what the rows at the boundary show (L40S TRT-LLM 1.3.0rc20: one
-    103 MB weight in the 96 MiB L2 re-read at 2.4x the DRAM rate, two 50 MB copies at 1.6x).
+    An operand is found when the bytes touched between two of its uses fit in L2: for a weight copy
+    the copies x weights plus the shared input and output (a cyclic stream), for the input or the
+    output one call's bytes. A cyclic stream under LRU hits entirely or not at all; the usable share
+    of the L2 (size x l2_usable_fraction, set conflicts and streaming lines) is where misses begin
+    and the whole L2 where nothing is left, with the share found falling linearly between the two
+    (assumption: the same ramp as the usable share's own uncertainty, docs/simulator.md; the L40S
+    rows show it: TRT-LLM 1.3.0rc20 and vLLM 0.24.0 weights cycling 73-76 MB of the 96 MiB L2
+    re-read at 1.5-2.2x the DRAM rate, 104-110 MB at 0.8-1.05x).
     """
     if copies <= 0:
         return 0.0, 0.0, 0.0
-    usable = usable_l2(r, p)
+    usable, whole = usable_l2(r, p), r.l2_bytes
 
     def kept(own: float, others: float) -> float:
-        return min(own, max(0.0, usable - others))
+        span = own + others
+        if span <= usable:
+            return own
+        return own * max(0.0, whole - span) / (whole - usable) if whole > usable else 0.0
 
     return (kept(w_bytes, (copies - 1) * w_bytes + x_bytes + y_bytes),
             kept(x_bytes, w_bytes + y_bytes), kept(y_bytes, w_bytes + x_bytes))
