@@ -1,22 +1,30 @@
-"""cuBLAS bf16/fp16 GEMM on Hopper (`cublas_gemm` rows) as CTA work (name, candidates and row
-builder: mpsim/library/cublas.py).
+"""cuBLAS bf16/fp16 GEMM (`cublas_gemm` rows) as CTA work, per GPU generation (name, candidates and
+row builder: mpsim/library/cublas.py).
 
 Row: op gemm, w_format fp16 (bf16 is read as fp16); config from `cublas_candidates` /
-`cublas_heuristic`: block_m = token tile, block_n = weight tile, block_k 64, `stream_k` 0/1;
-grid = the tiles, or the persistent CTAs.
+`cublas_heuristic`: block_m = token tile, block_n = weight tile (of one CTA), block_k, `stream_k`
+0/1, `split_k`, `sm` (80 Ampere/Ada, 90 Hopper when absent, 100 Blackwell), `pair` (a 2-SM CTA
+pair), and `w_copies` when a measurement replays the weights (analysis/validation/weight_copies.py);
+grid = the tiles x K slices, or the persistent CTAs.
 
-
-cuBLAS runs y = x W^T column-major as W x^T: the weight rows are the wgmma M side (64-row
-warpgroups), the tokens its N side (any multiple of 8 up to 256). A config is a token tile TT, a
-weight tile WT and a schedule (mpsim/library/cublas.py cublas_candidates): data-parallel tiles in
-waves of one CTA per SM, or a persistent stream-K grid (min(units, SMs) CTAs, every (tile, K trip)
-unit dealt evenly). The tiles of a launch split M evenly: tt = ceil(M / ceil(M / TT)) rounded up to
-the wgmma granule (so padding costs little and time stays smooth in M, as measured). Per K trip of
-64 a CTA loads (tt + WT) x 64 elements through its L2 port and runs 2 tt WT 64 FLOPs on the tensor
-cores, or longer when the operands' shared-memory reads (A and B from smem) bound the wgmmas.
-Each output tile pays an epilogue not overlapped with the next tile (accumulator convert, smem
-staging, TMA store) plus its bytes through the port; a stream-K tile split between CTAs pays a
-fix-up (partial written, flag, read back). Constants: CublasParams, SimParams.cublas (GEMM rows).
+cuBLAS runs y = x W^T column-major as W x^T: the weight rows are the MMA M side, the tokens its N
+side. A config is a token tile TT, a weight tile WT and a schedule: data-parallel tiles in waves
+(Ampere/Ada: also split into K slices, serial split-K), or a persistent stream-K grid (Hopper,
+Blackwell: min(units, SMs) CTAs, every (tile, K trip) unit dealt evenly). Hopper and Blackwell
+split M evenly over the tiles: tt = ceil(M / ceil(M / TT)) rounded up to the MMA's N granule (8
+for wgmma, 16 for tcgen05), so padding costs little and time stays smooth in M, as measured on
+H100/H200; Ampere/Ada's mma.sync kernels are compiled per CTA tile and run a partial tile's every
+MMA (tokens pad to the CTA tile). Per K trip a CTA loads (tt + WT) x block_k elements through its
+L2 port (a 2-SM pair: half the tokens) and runs 2 tt WT block_k FLOPs on the tensor cores, or
+longer when the operands' shared-memory reads bound the MMAs (mma.sync: every warp reads its warp
+tile's rows; wgmma: each 64-row warpgroup reads its A rows and all of B; tcgen05: each operand
+once). Each output tile pays an epilogue not overlapped with the next tile (accumulator convert,
+smem staging, TMA store) plus its bytes through the port; on Blackwell two TMEM accumulators
+(CUTLASS sm100_mma_warpspecialized.hpp AccumulatorPipelineStageCount) overlap it with the next
+tile, so only a CTA's last one is exposed. A stream-K tile split between CTAs pays a fix-up
+(partial written, flag, read back); a split-K slice writes its fp32 partial and the slices reduce
+in turn. Constants: CublasParams, SimParams.cublas (GEMM rows of H200; applied to every generation,
+an assumption until rows of other GPUs refit them).
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ SM100_TOKEN_GRANULE = 16
 
 @dataclass(frozen=True)
 class CublasParams:
-    """cuBLAS bf16/fp16 GEMM on Hopper (GEMM rows); SimParams.cublas (`--fit-params cublas.NAME`).
+    """cuBLAS bf16/fp16 GEMM (H200 GEMM rows, applied to every generation); SimParams.cublas
+    (`--fit-params cublas.NAME`).
     Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
 
     tile_ns: float = 763.4               # per output tile: epilogue not overlapped with the next tile
@@ -97,7 +106,7 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
     res = CtaResources(warps, (tokens_loaded + wt) * bk * FP16, 0.0, stages, 168)
     occ = occupancy(res, r) if sm == 80 else Occupancy(1, stages, False, "kernel")
     # Blackwell keeps two accumulators in TMEM: a CTA's epilogue overlaps its next tile's main
-    # loop, so only its last tile's is exposed (CUTLASS sm100 collective: AccumulatorPipeline)
+    # loop, so only its last tile's is exposed (AccumulatorPipelineStageCount, module doc)
     if int(cfg.get("stream_k", 0)):
         ctas = int(grid[0])
         units = tiles * trips
