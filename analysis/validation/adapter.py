@@ -122,6 +122,8 @@ def with_weight_copies(launch: Row, row: Mapping[str, Any], hw: HardwareSpec) ->
     copies = weight_copies(str(row.get("framework") or ""), str(row.get("fw_version") or ""),
                            "bfloat16", _int(row, "m"), _int(row, "n"), _int(row, "k"),
                            hw.l2.size_MiB * 2**20, hw.dram.size_GB * 1e9)
+    if copies == 0:  # a source whose collector is not known: weights from DRAM, config unchanged
+        return launch
     cfg = json.loads(str(launch["config"]))
     return {**launch, "config": json.dumps({**cfg, "w_copies": copies}, sort_keys=True)}
 

@@ -131,3 +131,12 @@ def test_weight_copies_per_collector() -> None:
     assert weight_copies("vllm", "0.24.0", "fp8_block", 8, 4096, 4096, l2, dram) == 1
     assert weight_copies("sglang", "0.5.14", "bfloat16", 8, 4096, 4096, l2, 141e9) == 6
     assert weight_copies("vidur", "", "bfloat16", 8, 4096, 4096, l2, dram) == 0
+
+
+def test_adapter_puts_the_collectors_copies_in_the_cublas_config() -> None:
+    from mpsim.analysis.validation.adapter import with_weight_copies
+    launch = gemm_row(8, 4096, 4096, kernel=cublas.CUBLAS_GEMM, sms=142)
+    measured = {"m": 8, "n": 4096, "k": 4096, "framework": "vllm", "fw_version": "0.24.0"}
+    assert json.loads(with_weight_copies(launch, measured, L40S)["config"])["w_copies"] == 6
+    other = {**measured, "framework": "", "fw_version": ""}
+    assert with_weight_copies(launch, other, L40S) is launch
