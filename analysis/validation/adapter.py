@@ -43,6 +43,7 @@ from functools import partial
 from typing import Any
 
 from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, l2_weights, scaled_kernel
+from mpsim.analysis.validation.weight_copies import weight_copies
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
@@ -79,7 +80,7 @@ def launch_rows(row: Mapping[str, Any], hw: HardwareSpec, config: str = "best",
     op = str(row["op"])
     try:
         if op == "gemm":
-            return LaunchGroup([_gemm(row, hw, config, params, configs)], 0)
+            return LaunchGroup([with_weight_copies(_gemm(row, hw, config, params, configs), row, hw)], 0)
         if op == "attention":
             return _attention_group(row, hw)
         if op in ROWWISE:
@@ -114,6 +115,20 @@ def gemm_kernel(m: int, k: int, fmt: str, group: int | None, source: str = "") -
     if source:
         raise UnrepresentableError(f"weight-only GEMM kernel {source!r} is not modelled")
     return None
+
+
+def with_weight_copies(launch: Row, row: Mapping[str, Any], hw: HardwareSpec) -> Row:
+    """A cuBLAS launch with the weight copies its collector cycled (`w_copies` in its config, read
+    by the cuBLAS room's L2 model; weight_copies.py has the rules per collector)."""
+    if launch["kernel"] != cublas.CUBLAS_GEMM or not isinstance(hw, GpuSpec):
+        return launch
+    copies = weight_copies(str(row.get("framework") or ""), str(row.get("fw_version") or ""),
+                           "bfloat16", _int(row, "m"), _int(row, "n"), _int(row, "k"),
+                           hw.l2.size_MiB * 2**20, hw.dram.size_GB * 1e9)
+    if copies == 0:  # a source whose collector is not known: weights from DRAM, config unchanged
+        return launch
+    cfg = json.loads(str(launch["config"]))
+    return {**launch, "config": json.dumps({**cfg, "w_copies": copies}, sort_keys=True)}
 
 
 def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimParams,

@@ -34,7 +34,7 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
 from mpsim.library import SCALED_CANDIDATES, WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
-from mpsim.sim.gpu.arch import candidate_family
+from mpsim.sim.gpu.arch import candidate_family, generation
 from mpsim.sim.gpu.model import (
     launch_work,
     lower_bound_s,
@@ -112,7 +112,10 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
     """The candidates of one GEMM shape on `hw`: mpsim's kernels (by architecture) or cuBLAS's."""
     sms = hw.compute_units
     if kernel == cublas.CUBLAS_GEMM:
-        return cublas.cublas_candidates(m, n, k, sms)
+        if not isinstance(hw, GpuSpec):
+            return cublas.cublas_candidates(m, n, k, sms)
+        return cublas.cublas_candidates(m, n, k, sms, generation(hw),
+                                        int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
     if kernel == trtllm.TRTLLM_WO_GEMV:
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
     if kernel in SCALED_CANDIDATES:

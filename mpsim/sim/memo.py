@@ -37,7 +37,7 @@ from mpsim.traces.errors import OutputError
 T = TypeVar("T")
 _UNSAVED: set[Path] = set()  # memo folders this process could not write to (warned once)
 
-MODEL_VERSION = "gpu-npu-3"  # a readable marker; the source fingerprint decides staleness
+MODEL_VERSION = "gpu-npu-3+cublas-arch-replay"  # a readable marker; the source fingerprint decides staleness
 # What decides a simulated number: every module of mpsim.sim (GPU and NPU models, the roofline, the
 # replay, the parameters, the SASS table), the byte/FLOP accounting, the launch plan, synthesis and
 # what they read (policies, models, memory), the launch configs and every library room's configs and

@@ -53,8 +53,13 @@ class SimParams:
     """Device-independent constants and approximation limits. Defaults are the shipped model."""
 
     # ---- memory path (GH100 rows; the same SM, L2 and HBM controller design on every listed GPU) --
-    # Achievable share of the datasheet HBM bandwidth for a streaming read (H200 GEMM rows, m <= 16:
-    # large weights stream at 0.79-0.90 of 4.8 TB/s; 0.82 on average). A hardware file may override it
+    # Achievable share of the datasheet DRAM bandwidth for a streaming read (H200 GEMM rows, m <= 16:
+    # large weights stream at 0.79-0.90 of 4.8 TB/s; 0.82 on average). Device-independent on the
+    # published bf16 GEMM rows of four GPUs and three memory types (m <= 8, weights >= 1 GB, vLLM
+    # 0.24.0, median share of the datasheet peak): B200 HBM3e 0.83 (TRT-LLM 1.3.0rc20: 0.81), H200
+    # HBM3e 0.85, H100 HBM3 0.89, L40S GDDR6 0.83 (docs/validation.md#gpu-physics-per-architecture).
+    # A Little's-law bound (bytes in flight / loaded latency) is per kernel, in the CTA pipeline model
+    # (stages x tile bytes in flight); this is the DRAM side's share. A hardware file may override it
     # per device (dram.achievable_bandwidth_fraction, a calibration).
     bw_frac: float = 0.8198
     # One SM's L2 load port, bytes per clock at the datasheet tensor clock (H200 GEMM rows: thin-tile

@@ -36,6 +36,9 @@ BOUNDS = ("math", "memory", "comm")  # comm: a collective row's link time (mpsim
 WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
                 "trtllm_mmha_decode", "fa2_decode", "flashinfer_decode", "flashinfer_trtllm_decode",
                 "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill")
+# kernels whose config can say a measurement cycled copies of their weights (`w_copies` > 0, a replay:
+# analysis/validation/weight_copies.py); the bound treats them as warm (up to an L2 of their reads)
+REPLAY_KERNELS = ("cublas_gemm",)
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill")
 # fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
@@ -132,6 +135,11 @@ def warm_rows(rows: pd.DataFrame) -> np.ndarray:
     return _config_flag(rows, WARM_KERNELS, "l2_warm") | _config_flag(rows, SCALED_GEMM_KERNELS, "l2_weights")
 
 
+def replay_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose config says a measurement cycled copies of their weights (`w_copies` > 0)."""
+    return _config_flag(rows, REPLAY_KERNELS, "w_copies")
+
+
 def _config_flag(rows: pd.DataFrame, kernels: tuple[str, ...], key: str) -> np.ndarray:
     """Rows of `kernels` whose config sets `key` to a nonzero value."""
     import numpy as np  # see roofline
@@ -160,18 +168,20 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float,
     import numpy as np  # see roofline
 
     if keyed is None:
-        inputs, warm = input_bytes(rows), warm_rows(rows)
+        inputs, warm, replay = input_bytes(rows), warm_rows(rows), replay_rows(rows)
     else:
         first, codes = keyed
         reps = rows.iloc[first]
-        inputs, warm = input_bytes(reps)[codes], warm_rows(reps)[codes]
+        inputs, warm, replay = input_bytes(reps)[codes], warm_rows(reps)[codes], replay_rows(reps)[codes]
     written = rows["bytes_written"].to_numpy(dtype=float)
     read = rows["bytes_read"].to_numpy(dtype=float)
     credit = np.concatenate([[0.0], written[:-1]])
     np.minimum(credit, l2_bytes, out=credit)  # what the previous launch left, up to the L2
     np.minimum(credit, inputs, out=credit)  # of what this launch reads first
     # a warm launch may find up to a whole L2 of what it reads there (all of it when it fits)
-    return np.where(warm, np.maximum(credit, np.minimum(read, l2_bytes)), credit)
+    credit = np.where(warm, np.maximum(credit, np.minimum(read, l2_bytes)), credit)
+    # a replayed launch may also keep its output there (up to an L2 of its reads and writes)
+    return np.where(replay, np.maximum(credit, np.minimum(read + written, l2_bytes)), credit)
 
 
 def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -186,6 +196,9 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
         (row["kernel"] in SCALED_GEMM_KERNELS and _flag(str(row["config"]), "l2_weights"))
     if resident and isinstance(hw, GpuSpec) and warm:
         nbytes -= min(read, hw.l2.size_MiB * 2**20)  # up to an L2 of its reads (resident_credit)
+    elif resident and isinstance(hw, GpuSpec) and row["kernel"] in REPLAY_KERNELS and _flag(
+            str(row["config"]), "w_copies"):
+        nbytes -= min(nbytes, hw.l2.size_MiB * 2**20)  # and of its writes (resident_credit)
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
         peak = hw.matrix_peak_flops("fp8")

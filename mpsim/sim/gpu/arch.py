@@ -9,9 +9,10 @@ the Ampere class. That is the right family for it too, because it runs mma.sync.
 The one place the model branches on the generation is the candidate tiles of mpsim's own Triton GEMM
 kernels (kernels/launch_config.py: "hopper" or "ampere"). `CANDIDATE_FAMILY` maps every generation to
 its candidate set. **Blackwell runs Hopper's set.** That is an explicit assumption until issue 24/23
-give it tcgen05 tiles with 2-CTA MMA. Everything else in the GPU model is Hopper's on every GPU today:
-cuBLAS's wgmma tiling and stream-K (mpsim/sim/gpu/library/cublas.py), the FA3 and TRT-LLM kernels,
-and the SASS instruction mix counted for sm_90a. Issue 24 point 1 owns making those per generation.
+give it tcgen05 tiles with 2-CTA MMA. cuBLAS runs per generation (mpsim/library/cublas.py: Ampere/Ada
+mma.sync tiles with split-K, Hopper wgmma with stream-K, Blackwell tcgen05 with CTA pairs; issue 24).
+Everything else in the GPU model is Hopper's on every GPU today: the FA3 and TRT-LLM kernels and the
+SASS instruction mix counted for sm_90a. Issue 24 point 1 owns making those per generation.
 """
 
 from __future__ import annotations

@@ -56,3 +56,35 @@ def prefill_kv_extra_reads(tile_kv_bytes: float, kv_bytes: float, kv_head_bytes:
     if working_set <= l2:
         return 0.0
     return rereads * (1 - l2 / working_set)
+
+
+
+def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: GpuRates,
+                p: SimParams) -> tuple[float, float, float]:
+    """(weight bytes, activation bytes found in L2; output bytes that stay there, not written to
+    DRAM) of a GEMM launch that a measurement replays with `copies` copies of its weights
+    (aiconfigurator's collectors, analysis/validation/weight_copies.py: each copy is its own Linear,
+    all share one input tensor, and every call's output reuses the caching allocator's block; 0 =
+    not a replay: nothing is found, as for a layer of a model's forward pass).
+
+    An operand is found when the bytes touched between two of its uses fit in L2: for a weight copy
+    the copies x weights plus the shared input and output (a cyclic stream), for the input or the
+    output one call's bytes. A cyclic stream under LRU hits entirely or not at all; the usable share
+    of the L2 (size x l2_usable_fraction, set conflicts and streaming lines) is where misses begin
+    and the whole L2 where nothing is left, with the share found falling linearly between the two
+    (assumption: the same ramp as the usable share's own uncertainty, docs/simulator.md; the L40S
+    rows show it: TRT-LLM 1.3.0rc20 and vLLM 0.24.0 weights cycling 73-76 MB of the 96 MiB L2
+    re-read at 1.5-2.2x the DRAM rate, 104-110 MB at 0.8-1.05x).
+    """
+    if copies <= 0:
+        return 0.0, 0.0, 0.0
+    usable, whole = usable_l2(r, p), r.l2_bytes
+
+    def kept(own: float, others: float) -> float:
+        span = own + others
+        if span <= usable:
+            return own
+        return own * max(0.0, whole - span) / (whole - usable) if whole > usable else 0.0
+
+    return (kept(w_bytes, (copies - 1) * w_bytes + x_bytes + y_bytes),
+            kept(x_bytes, w_bytes + y_bytes), kept(y_bytes, w_bytes + x_bytes))

@@ -1,22 +1,30 @@
-"""cuBLAS bf16/fp16 GEMM on Hopper (`cublas_gemm` rows) as CTA work (name, candidates and row
-builder: mpsim/library/cublas.py).
+"""cuBLAS bf16/fp16 GEMM (`cublas_gemm` rows) as CTA work, per GPU generation (name, candidates and
+row builder: mpsim/library/cublas.py).
 
 Row: op gemm, w_format fp16 (bf16 is read as fp16); config from `cublas_candidates` /
-`cublas_heuristic`: block_m = token tile, block_n = weight tile, block_k 64, `stream_k` 0/1;
-grid = the tiles, or the persistent CTAs.
+`cublas_heuristic`: block_m = token tile, block_n = weight tile (of one CTA), block_k, `stream_k`
+0/1, `split_k`, `sm` (80 Ampere/Ada, 90 Hopper when absent, 100 Blackwell), `pair` (a 2-SM CTA
+pair), and `w_copies` when a measurement replays the weights (analysis/validation/weight_copies.py);
+grid = the tiles x K slices, or the persistent CTAs.
 
-
-cuBLAS runs y = x W^T column-major as W x^T: the weight rows are the wgmma M side (64-row
-warpgroups), the tokens its N side (any multiple of 8 up to 256). A config is a token tile TT, a
-weight tile WT and a schedule (mpsim/library/cublas.py cublas_candidates): data-parallel tiles in
-waves of one CTA per SM, or a persistent stream-K grid (min(units, SMs) CTAs, every (tile, K trip)
-unit dealt evenly). The tiles of a launch split M evenly: tt = ceil(M / ceil(M / TT)) rounded up to
-the wgmma granule (so padding costs little and time stays smooth in M, as measured). Per K trip of
-64 a CTA loads (tt + WT) x 64 elements through its L2 port and runs 2 tt WT 64 FLOPs on the tensor
-cores, or longer when the operands' shared-memory reads (A and B from smem) bound the wgmmas.
-Each output tile pays an epilogue not overlapped with the next tile (accumulator convert, smem
-staging, TMA store) plus its bytes through the port; a stream-K tile split between CTAs pays a
-fix-up (partial written, flag, read back). Constants: CublasParams, SimParams.cublas (GEMM rows).
+cuBLAS runs y = x W^T column-major as W x^T: the weight rows are the MMA M side, the tokens its N
+side. A config is a token tile TT, a weight tile WT and a schedule: data-parallel tiles in waves
+(Ampere/Ada: also split into K slices, serial split-K), or a persistent stream-K grid (Hopper,
+Blackwell: min(units, SMs) CTAs, every (tile, K trip) unit dealt evenly). Hopper and Blackwell
+split M evenly over the tiles: tt = ceil(M / ceil(M / TT)) rounded up to the MMA's N granule (8
+for wgmma, 16 for tcgen05), so padding costs little and time stays smooth in M, as measured on
+H100/H200; Ampere/Ada's mma.sync kernels are compiled per CTA tile and run a partial tile's every
+MMA (tokens pad to the CTA tile). Per K trip a CTA loads (tt + WT) x block_k elements through its
+L2 port (a 2-SM pair: half the tokens) and runs 2 tt WT block_k FLOPs on the tensor cores, or
+longer when the operands' shared-memory reads bound the MMAs (mma.sync: every warp reads its warp
+tile's rows; wgmma: each 64-row warpgroup reads its A rows and all of B; tcgen05: each operand
+once). Each output tile pays an epilogue not overlapped with the next tile (accumulator convert,
+smem staging, TMA store) plus its bytes through the port; on Blackwell two TMEM accumulators
+(CUTLASS sm100_mma_warpspecialized.hpp AccumulatorPipelineStageCount) overlap it with the next
+tile, so only a CTA's last one is exposed. A stream-K tile split between CTAs pays a fix-up
+(partial written, flag, read back); a split-K slice writes its fp32 partial and the slices reduce
+in turn. Constants: CublasParams, SimParams.cublas (GEMM rows of H200; applied to every generation,
+an assumption until rows of other GPUs refit them).
 """
 
 from __future__ import annotations
@@ -27,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.cublas import KERNELS
-from mpsim.sim.gpu.memory import residency_credit
-from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.memory import replay_hits, residency_credit
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 from mpsim.traces.accounting import FP16
@@ -37,11 +45,14 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
     from mpsim.sim.params import SimParams
 
 FP32 = 4
+# tcgen05 MMAs with M 128/256 take N in steps of 16 (CUTLASS sm100_shapes.py, 16-bit dense shapes)
+SM100_TOKEN_GRANULE = 16
 
 
 @dataclass(frozen=True)
 class CublasParams:
-    """cuBLAS bf16/fp16 GEMM on Hopper (GEMM rows); SimParams.cublas (`--fit-params cublas.NAME`).
+    """cuBLAS bf16/fp16 GEMM (H200 GEMM rows, applied to every generation); SimParams.cublas
+    (`--fit-params cublas.NAME`).
     Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
 
     tile_ns: float = 763.4               # per output tile: epilogue not overlapped with the next tile
@@ -55,36 +66,72 @@ def token_tile(m: int, nominal: int, granule: int) -> tuple[int, int]:
     return cdiv(cdiv(m, tiles), granule) * granule, tiles
 
 
+def sm80_warp_grid(wt: int, tt: int, warps: int) -> tuple[int, int]:
+    """(warps along the weight tile, along the token tile) of CUTLASS's SM80 tiles (generator.py
+    GenerateSM80_TensorOp_16816 warp counts: [4,2,1] for 256x128, [2,4,1] for 128x256, [4,1,1]
+    for 256x64, [1,4,1] for 64x256, [2,2,1] for the rest)."""
+    a = 4 if wt == 256 else (1 if tt == 256 and wt == 64 else 2)
+    return a, max(1, warps // a)
+
+
 def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                 p: SimParams, resident: float) -> LaunchWork:
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
     wt, bk, stages = int(cfg["block_n"]), int(cfg["block_k"]), int(cfg["num_stages"])
-    tt, m_tiles = token_tile(m, int(cfg["block_m"]), p.cublas.token_granule)
+    sm, pair, split = int(cfg.get("sm", 90)), bool(cfg.get("pair", 0)), int(cfg.get("split_k", 1))
+    if sm == 80:  # mma.sync kernels are compiled per CTA tile: a partial tile runs every MMA
+        tt, m_tiles = int(cfg["block_m"]), cdiv(m, int(cfg["block_m"]))
+    else:
+        granule = p.cublas.token_granule if sm == 90 else SM100_TOKEN_GRANULE
+        tt, m_tiles = token_tile(m, int(cfg["block_m"]), granule)
     tiles = m_tiles * cdiv(n, wt)
     trips = cdiv(k, bk)
-    trip = Trip(load_bytes=(tt + wt) * bk * FP16, mma_flops=2.0 * tt * wt * bk, serial=True,
-                smem_bytes=(wt / 64) * (bk / 16) * (64 + tt) * 16 * FP16)
+    tokens_loaded = tt / 2 if pair else tt  # a 2-SM pair: each CTA loads half the token operand
+    if sm == 80:  # ldmatrix: every warp reads its warp tile's A and B rows per K step
+        a, b = sm80_warp_grid(wt, tt, int(cfg["num_warps"]))
+        smem = (b * wt + a * tt) * bk * FP16
+    elif sm == 90:  # wgmma: each 64-row warpgroup reads its A rows and the whole B from smem
+        smem = (wt / 64) * (bk / 16) * (64 + tt) * 16 * FP16
+    else:  # tcgen05: the MMA reads the CTA's A rows and its share of B once
+        smem = (wt + tokens_loaded) * bk * FP16
+    trip = Trip(load_bytes=(tokens_loaded + wt) * bk * FP16, mma_flops=2.0 * tt * wt * bk,
+                serial=True, smem_bytes=smem)
     bias = n * FP16 if bool(row.get("bias") or False) else 0
-    reads = FP16 * (n * k + m * k) + bias - residency_credit(resident, m * k * FP16)
+    w_bytes, x_bytes, y_bytes = float(n * k * FP16), float(m * k * FP16), float(m * n * FP16)
+    w_hit, x_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, x_bytes, y_bytes, r, p)
+    reads = w_bytes - w_hit + x_bytes - max(x_hit, residency_credit(resident, x_bytes)) + bias
+    writes = y_bytes - y_kept
     tile_out = tt * wt * FP16
-    res = CtaResources(12, (tt + wt) * bk * FP16, 0.0, stages, 168)
-    occ = Occupancy(1, stages, False, "kernel")
+    warps = int(cfg["num_warps"]) if sm == 80 else 12
+    res = CtaResources(warps, (tokens_loaded + wt) * bk * FP16, 0.0, stages, 168)
+    occ = occupancy(res, r) if sm == 80 else Occupancy(1, stages, False, "kernel")
+    # Blackwell keeps two accumulators in TMEM: a CTA's epilogue overlaps its next tile's main
+    # loop, so only its last tile's is exposed (AccumulatorPipelineStageCount, module doc)
     if int(cfg.get("stream_k", 0)):
         ctas = int(grid[0])
         units = tiles * trips
         per = cdiv(units, ctas)
         tiles_per = cdiv(tiles, ctas)
-        split = units % ctas != 0 or tiles < ctas
-        epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split else 0.0,
-                       latency_ns=tiles_per * p.cublas.tile_ns
-                       + (p.cublas.sk_fixup_us * 1e3 if split else 0.0))
+        split_tile = units % ctas != 0 or tiles < ctas
+        exposed = 1 if sm == 100 else tiles_per
+        epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split_tile else 0.0,
+                       latency_ns=exposed * p.cublas.tile_ns
+                       + (p.cublas.sk_fixup_us * 1e3 if split_tile else 0.0))
         work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
-                          dram_write_bytes=float(m * n * FP16), name="cublas stream-K")
+                          dram_write_bytes=writes, name="cublas stream-K")
     else:
-        if grid and int(grid[0]) != tiles:
-            raise ValueError(f"cuBLAS grid {grid} does not match {tiles} tiles of M={m}, N={n}")
-        epi = Epilogue(tile_out, latency_ns=p.cublas.tile_ns)
-        work = KernelWork(trip, epi, (trips,), "single", tiles, tiles, res, reads, name="cublas")
+        if grid and int(grid[0]) != tiles * split:
+            raise ValueError(f"cuBLAS grid {grid} does not match {tiles} tiles x {split} K slices "
+                             f"of M={m}, N={n}")
+        tile_ns = p.cublas.tile_ns * (min(1.0, r.sms / tiles) if sm == 100 else 1.0)
+        if split > 1:  # serial split-K: each slice adds its fp32 partial in turn (a semaphore)
+            epi = Epilogue(tile_out / split, ws_bytes=2.0 * tt * wt * FP32, reduce_ops=tt * wt,
+                           sync=True, latency_ns=tile_ns)
+        else:
+            epi = Epilogue(tile_out, latency_ns=tile_ns)
+        ctas = tiles * split
+        work = KernelWork(trip, epi, (cdiv(trips, split),), "single", ctas, ctas, res, reads,
+                          dram_write_bytes=writes, name="cublas")
     return [KernelPart(work, occ)]
 
 

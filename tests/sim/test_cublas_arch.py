@@ -1,0 +1,142 @@
+"""cuBLAS per GPU generation (mpsim/library/cublas.py candidates, mpsim/sim/gpu/library/cublas.py
+work) and the L2 residency of weights a measurement replays (mpsim/sim/gpu/memory.py replay_hits,
+analysis/validation/weight_copies.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsim.analysis.validation.weight_copies import weight_copies
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.launch_plan import gemm_row
+from mpsim.library import cublas
+from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
+from mpsim.sim.gpu.library.cublas import cublas_work, sm80_warp_grid
+from mpsim.sim.gpu.memory import replay_hits
+from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.params import DEFAULT_PARAMS
+
+L40S: GpuSpec = load_hardware("l40s")  # type: ignore[assignment]
+H200: GpuSpec = load_hardware("h200-sxm")  # type: ignore[assignment]
+B200: GpuSpec = load_hardware("b200-sxm")  # type: ignore[assignment]
+
+
+def _cfgs(hw: GpuSpec, m: int, n: int, k: int) -> list[dict[str, int]]:
+    return [c.config_dict() for c in gemm_candidate_configs(m, n, k, "fp16", 16, None, hw,
+                                                            cublas.CUBLAS_GEMM)]
+
+
+def test_ada_runs_sm80_tiles_with_split_k_and_no_stream_k() -> None:
+    cfgs = _cfgs(L40S, 16, 4096, 4096)
+    assert {c["sm"] for c in cfgs} == {80}
+    assert not any(c["stream_k"] for c in cfgs)
+    assert max(c["split_k"] for c in cfgs) > 1  # 64 tiles on 142 SMs: split-K fills the chip
+    tiles = {(c["block_n"], c["block_m"], c["block_k"], c["num_stages"]) for c in cfgs}
+    # 256x128x64 at 3 stages needs 144 KiB: above Ada's 99 KiB per CTA; the 32-deep one fits
+    assert (256, 128, 64, 3) not in tiles and (256, 128, 32, 3) in tiles
+    assert {c["block_m"] for c in cfgs} <= {64, 128, 256}
+
+
+def test_split_k_stops_when_the_tiles_fill_the_chip() -> None:
+    cfgs = _cfgs(L40S, 8192, 8192, 8192)  # 64 x 64 tiles of 128x128 >> 2 x 142 SMs
+    assert all(c["split_k"] == 1 for c in cfgs if (c["block_m"], c["block_n"]) == (128, 128))
+
+
+def test_hopper_keeps_its_wgmma_stream_k_set_and_blackwell_adds_cta_pairs() -> None:
+    hopper = _cfgs(H200, 512, 4096, 4096)
+    assert "sm" not in hopper[0] and {c["stream_k"] for c in hopper} == {0, 1}
+    assert len(hopper) == len(cublas.cublas_candidates(512, 4096, 4096, H200.compute_units))
+    bw = _cfgs(B200, 512, 4096, 4096)
+    assert {c["sm"] for c in bw} == {100} and {c["pair"] for c in bw} == {0, 1}
+    assert {c["stream_k"] for c in bw} == {0, 1}
+
+
+def test_sm80_warp_grids_follow_cutlass() -> None:
+    assert sm80_warp_grid(256, 128, 8) == (4, 2)
+    assert sm80_warp_grid(128, 256, 8) == (2, 4)
+    assert sm80_warp_grid(256, 64, 4) == (4, 1)
+    assert sm80_warp_grid(64, 256, 4) == (1, 4)
+    assert sm80_warp_grid(128, 128, 4) == (2, 2)
+
+
+def test_ada_pads_tokens_to_the_cta_tile_hopper_to_the_wgmma_granule() -> None:
+    r_l, r_h = gpu_rates(L40S, DEFAULT_PARAMS), gpu_rates(H200, DEFAULT_PARAMS)
+    sm80 = cublas.cublas_config(130, 4096, 4096, 128, 128, False, 142, sm=80, block_k=32, stages=3,
+                                warps=4)
+    row = gemm_row(130, 4096, 4096, kernel=cublas.CUBLAS_GEMM, config=sm80, sms=142)
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r_l, DEFAULT_PARAMS, 0.0)
+    assert w[0].work.trip.mma_flops == 2.0 * 128 * 128 * 32  # 2 token tiles of 128, each full
+    assert w[0].work.total_ctas == 2 * 32
+    sm90 = cublas.cublas_config(130, 4096, 4096, 128, 128, False, 132)
+    row = gemm_row(130, 4096, 4096, kernel=cublas.CUBLAS_GEMM, config=sm90, sms=132)
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r_h, DEFAULT_PARAMS, 0.0)
+    assert w[0].work.trip.mma_flops == 2.0 * 72 * 128 * 64  # 130 split in two: 65 -> 72 (granule 8)
+
+
+def test_split_k_slices_the_k_loop_and_reduces_in_l2() -> None:
+    r = gpu_rates(L40S, DEFAULT_PARAMS)
+    cfg = cublas.cublas_config(16, 4096, 4096, 64, 64, False, 142, sm=80, block_k=32, stages=10,
+                               warps=4, split_k=4)
+    row = gemm_row(16, 4096, 4096, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=142)
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS, 0.0)[0].work
+    assert w.total_ctas == 64 * 4 and w.iters_by_class == (4096 // 32 // 4,)
+    assert w.epilogue.sync and w.epilogue.ws_bytes == 2.0 * 64 * 64 * 4
+
+
+def test_blackwell_pair_loads_half_the_tokens() -> None:
+    r = gpu_rates(B200, DEFAULT_PARAMS)
+    cfg = cublas.cublas_config(256, 8192, 4096, 256, 128, False, 148, sm=100, block_k=64, pair=True)
+    row = gemm_row(256, 8192, 4096, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=148)
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS, 0.0)[0].work
+    assert w.trip.load_bytes == (128 + 128) * 64 * 2
+    assert w.trip.mma_flops == 2.0 * 256 * 128 * 64
+
+
+def test_best_cublas_config_on_each_generation() -> None:
+    assert json.loads(best_gemm_row(4096, 4096, 4096, hw=L40S, kernel=cublas.CUBLAS_GEMM)
+                      .row["config"])["sm"] == 80
+    assert json.loads(best_gemm_row(4096, 4096, 4096, hw=B200, kernel=cublas.CUBLAS_GEMM)
+                      .row["config"])["sm"] == 100
+    with pytest.raises(ValueError, match="generation"):
+        cublas.cublas_candidates(16, 64, 64, 132, "volta")
+
+
+def test_replay_hits_by_hand() -> None:
+    r = gpu_rates(L40S, DEFAULT_PARAMS)
+    whole = 96 * 2**20                                   # 100,663,296 B
+    usable = whole * DEFAULT_PARAMS.l2_usable_fraction   # 75,497,472 B
+    x = y = 0.5e6
+    assert replay_hits(0, 1e9, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    # five 10 MB copies cycle 51 MB: all of it stays, and the input and output too
+    assert replay_hits(5, 10e6, x, y, r, DEFAULT_PARAMS) == (10e6, x, y)
+    # five 16 MB copies cycle 81 MB, between the usable share and the whole L2: a linear share
+    w, x_hit, y_kept = replay_hits(5, 16e6, x, y, r, DEFAULT_PARAMS)
+    assert w == pytest.approx(16e6 * (whole - 81e6) / (whole - usable), rel=1e-12)
+    assert (x_hit, y_kept) == (x, y)
+    # one 103 MB weight and five 50 MB copies: beyond the whole L2, nothing of the weights stays
+    assert replay_hits(1, 102_760_448.0, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    assert replay_hits(5, 50_331_648.0, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
+
+
+def test_weight_copies_per_collector() -> None:
+    l2, dram = 96 * 2**20, 48e9
+    assert weight_copies("trtllm", "1.0.0", "bfloat16", 8, 4096, 4096, l2, dram) == 5
+    assert weight_copies("trtllm", "1.3.0rc20", "bfloat16", 8, 4096, 4096, l2, dram) == 3  # 33.5 MB
+    assert weight_copies("trtllm", "1.3.0rc20", "bfloat16", 8, 65536, 8192, l2, dram) == 1
+    assert weight_copies("trtllm", "1.3.0rc20", "bfloat16", 8, 1024, 1024, l2, dram) == 5
+    assert weight_copies("vllm", "0.24.0", "bfloat16", 8, 4096, 4096, l2, dram) == 6
+    assert weight_copies("vllm", "0.24.0", "fp8_block", 8, 4096, 4096, l2, dram) == 1
+    assert weight_copies("sglang", "0.5.14", "bfloat16", 8, 4096, 4096, l2, 141e9) == 6
+    assert weight_copies("vidur", "", "bfloat16", 8, 4096, 4096, l2, dram) == 0
+
+
+def test_adapter_puts_the_collectors_copies_in_the_cublas_config() -> None:
+    from mpsim.analysis.validation.adapter import with_weight_copies
+    launch = gemm_row(8, 4096, 4096, kernel=cublas.CUBLAS_GEMM, sms=142)
+    measured = {"m": 8, "n": 4096, "k": 4096, "framework": "vllm", "fw_version": "0.24.0"}
+    assert json.loads(with_weight_copies(launch, measured, L40S)["config"])["w_copies"] == 6
+    other = {**measured, "framework": "", "fw_version": ""}
+    assert with_weight_copies(launch, other, L40S) is launch
