@@ -25,7 +25,14 @@ from mpsim.kernels.kv_cache import (
     check_table_rows,
     slot_args,
 )
-from mpsim.kernels.kv_fold import folded_scores, folded_values, kv_codes, kv_scale_zero
+from mpsim.kernels.kv_fold import (
+    folded_scores,
+    folded_values,
+    kv_code_scale,
+    kv_codes,
+    kv_scale_zero,
+    values_lanes,
+)
 from mpsim.kernels.kv_quant import cache_rows, load_kv_tile
 from mpsim.kernels.launch_checks import check_positive, check_tensor, launch_recorded
 from mpsim.kernels.launch_config import (
@@ -104,9 +111,17 @@ def attention_decode_kernel(
     hi = tl.minimum(lo + split_len, kv_len)
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    # One query head over quantized V: one accumulator per (token slot, d) lane, summed over the
+    # slots after the loop (kv_fold.values_lanes), not a cross-thread sum over tokens every tile.
+    LANES: tl.constexpr = BLOCK_G == 1 and V_BITS < 16
+    acc = tl.zeros([BLOCK_N if LANES else BLOCK_G, BLOCK_D], tl.float32)
+    zacc = tl.zeros([BLOCK_G], tl.float32)
     if K_BITS < 16:
         qsum = tl.sum(q.to(tl.float32), 1)
+        if BLOCK_G == 1:  # times 2^(24 - k_d), exact: q_d c_d exact products (kv_fold.py)
+            qk = q.to(tl.float32) * kv_code_scale(K_BITS, BLOCK_D)[None, :]
+        else:
+            qk = q
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         valid = offs_n < hi
@@ -119,8 +134,8 @@ def attention_decode_kernel(
             raw = _scores(q, k, BLOCK_G)
         else:  # codes as fp16 pairs, scale and zero once per token (kv_fold.py)
             ks, kz = kv_scale_zero(ks_ptr, kz_ptr, sz_off, valid)
-            kc = kv_codes(kd_ptr, k_off, valid, D, K_BITS, BLOCK_N, BLOCK_D)
-            raw = folded_scores(q, qsum, kc, ks, kz, BLOCK_G)
+            kc = kv_codes(kd_ptr, k_off, valid, D, K_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+            raw = folded_scores(qk, qsum, kc, ks, kz, BLOCK_G)
         s = tl.where(valid[None, :], raw * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp2(m_i - m_new)
@@ -132,10 +147,17 @@ def attention_decode_kernel(
             pv = _weighted_values(p, v, BLOCK_G)
         else:
             vs, vz = kv_scale_zero(vs_ptr, vz_ptr, sz_off, valid)
-            vc = kv_codes(vd_ptr, v_off, valid, D, V_BITS, BLOCK_N, BLOCK_D)
-            pv = folded_values(p, vc, vs, vz, BLOCK_G)
+            vc = kv_codes(vd_ptr, v_off, valid, D, V_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+            if LANES:
+                pv, zp = values_lanes(p, vc, vs, vz)
+                zacc = zacc * alpha + zp
+            else:
+                pv = folded_values(p, vc, vs, vz)
         acc = acc * alpha[:, None] + pv
         m_i = m_new
+    if LANES:  # the lanes' sums times 2^-k_d (exact), plus sum p z
+        acc = tl.sum(acc, 0)[None, :] * (kv_code_scale(V_BITS, BLOCK_D) * (1.0 / 16777216.0))[None, :] \
+            + zacc[:, None]
     o_ptrs = o_ptr + seq * stride_ob + head[:, None] * stride_oh + d[None, :]
     if ONE_SPLIT:
         tl.store(o_ptrs, (acc / l_i[:, None]).to(tl.float16), mask=gd_mask)

@@ -180,7 +180,8 @@ def attention_bound(
     prv = (p * rho) @ abs_v  # sum_j p_j rho_j |v_j|
     weights_err = (prv + rho_bar * pv) / (1 - rho_bar)
     # folded: fl(p s) c summed, fl(p z) summed apart, the two sums added: two more roundings per
-    # term, on the magnitudes s c + |z| (>= |v|); fp16(p s) rounds with absolute error 2^-25 times c
+    # term, on the magnitudes s c + |z| (>= |v|); fp16(p s) (the tl.dot path) rounds with absolute
+    # error 2^-25 times c
     extra = 0 if folded is None or folded.v_mag is None else 2
     g_num = gamma(tk + 2 * n_rescales + 1 + extra, u)
     if p_fp16:

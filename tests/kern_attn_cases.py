@@ -86,7 +86,7 @@ def decode_rescales(cfg: LaunchConfig, max_kv_len: int) -> int:
     return cdiv(decode_split_tokens(max_kv_len, cfg), cfg.block_n) + 1
 
 
-Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
+Parts = tuple[np.ndarray, np.ndarray, np.ndarray]  # codes, scale, zero
 
 
 def contiguous_arrays(fc: FilledCache, which: str) -> tuple[np.ndarray, ...]:
@@ -120,7 +120,8 @@ def folded_kv(fc: FilledCache) -> tuple[np.ndarray, np.ndarray, Parts | None, Pa
     return k, v, kp, vp
 
 
-def _rows(parts: Parts | None, s: int, n: int, group: int) -> Parts | None:
+def _rows(parts: Parts | None, s: int, n: int,
+          group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     if parts is None:
         return None
     c, sc, z = parts
