@@ -118,7 +118,7 @@ def attention_decode_kernel(
     zacc = tl.zeros([BLOCK_G], tl.float32)
     if K_BITS < 16:
         qsum = tl.sum(q.to(tl.float32), 1)
-        if BLOCK_G == 1:  # times 2^(24 - k_d), exact: q_d c_d exact products (kv_fold.py)
+        if BLOCK_G == 1:  # noqa: SIM108 (static) times 2^(24 - k_d), exact: q_d c_d exact (kv_fold.py)
             qk = q.to(tl.float32) * kv_code_scale(K_BITS, BLOCK_D)[None, :]
         else:
             qk = q
