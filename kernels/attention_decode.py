@@ -67,6 +67,52 @@ def _weighted_values(p, v, BLOCK_G: tl.constexpr):
 
 
 @triton.jit
+def _query_terms(q, K_BITS: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+    """What the folded scores need of q (kv_fold.folded_scores): one query row widened and times
+    2^(24 - k_d) (exact: q_d times the subnormal code is q_d c_d), else q; and sum_d q_d."""
+    qsum = tl.sum(q.to(tl.float32), 1)
+    if K_BITS < 16 and BLOCK_G == 1:  # noqa: SIM108 (a static branch on constexprs)
+        qk = q.to(tl.float32) * kv_code_scale(K_BITS, BLOCK_D)[None, :]
+    else:
+        qk = q
+    return qk, qsum
+
+
+@triton.jit
+def _tile_scores(q, qk, qsum, kd_ptr, ks_ptr, kz_ptr, k_off, sz_off, valid, D, K_BITS: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Unscaled scores (BLOCK_G, BLOCK_N) fp32 of one K tile: fp16 K dequantized, int8/int4 folded."""
+    if K_BITS == 16:
+        raw = _scores(q, load_kv_tile(kd_ptr, ks_ptr, kz_ptr, k_off, sz_off, valid, D, 16, BLOCK_D),
+                      BLOCK_G)
+    else:  # codes as fp16 pairs, scale and zero once per token (kv_fold.py)
+        ks, kz = kv_scale_zero(ks_ptr, kz_ptr, sz_off, valid)
+        kc = kv_codes(kd_ptr, k_off, valid, D, K_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+        raw = folded_scores(qk, qsum, kc, ks, kz, BLOCK_G)
+    return raw
+
+
+@triton.jit
+def _tile_values(p, vd_ptr, vs_ptr, vz_ptr, v_off, sz_off, valid, D, V_BITS: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 LANES: tl.constexpr):
+    """One V tile's contribution to the accumulator, and to sum p z (LANES: the per-lane terms and
+    sum_j p_j z_j apart; otherwise the (BLOCK_G, D) product, 0)."""
+    zp = tl.zeros([BLOCK_G], tl.float32)
+    if V_BITS == 16:
+        pv = _weighted_values(p, load_kv_tile(vd_ptr, vs_ptr, vz_ptr, v_off, sz_off, valid, D, 16,
+                                              BLOCK_D), BLOCK_G)
+    else:
+        vs, vz = kv_scale_zero(vs_ptr, vz_ptr, sz_off, valid)
+        vc = kv_codes(vd_ptr, v_off, valid, D, V_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+        if LANES:
+            pv, zp = values_lanes(p, vc, vs, vz)
+        else:
+            pv = folded_values(p, vc, vs, vz)
+    return pv, zp
+
+
+@triton.jit
 def _merge_splits(ws_acc, ws_ml, row0, num_splits, g, d,
                   BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
     """Merge the splits' (acc, m, l) in split order: sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s."""
@@ -116,49 +162,41 @@ def attention_decode_kernel(
     LANES: tl.constexpr = BLOCK_G == 1 and V_BITS < 16
     acc = tl.zeros([BLOCK_N if LANES else BLOCK_G, BLOCK_D], tl.float32)
     zacc = tl.zeros([BLOCK_G], tl.float32)
-    if K_BITS < 16:
-        qsum = tl.sum(q.to(tl.float32), 1)
-        if BLOCK_G == 1:  # noqa: SIM108 (static) times 2^(24 - k_d), exact: q_d c_d exact (kv_fold.py)
-            qk = q.to(tl.float32) * kv_code_scale(K_BITS, BLOCK_D)[None, :]
-        else:
-            qk = q
+    qk, qsum = _query_terms(q, K_BITS, BLOCK_G, BLOCK_D)
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         valid = offs_n < hi
         outer, slot = cache_rows(seq, tl.where(valid, offs_n, 0), table_ptr, stride_tab, PAGED,
                                  KV_BLOCK)
         sz_off = outer * stride_sb + hk * stride_sh + slot * stride_st
-        k_off = outer * stride_kb + hk * stride_kh + slot * stride_kt
-        if K_BITS == 16:
-            k = load_kv_tile(kd_ptr, ks_ptr, kz_ptr, k_off, sz_off, valid, D, 16, BLOCK_D)
-            raw = _scores(q, k, BLOCK_G)
-        else:  # codes as fp16 pairs, scale and zero once per token (kv_fold.py)
-            ks, kz = kv_scale_zero(ks_ptr, kz_ptr, sz_off, valid)
-            kc = kv_codes(kd_ptr, k_off, valid, D, K_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
-            raw = folded_scores(qk, qsum, kc, ks, kz, BLOCK_G)
+        raw = _tile_scores(q, qk, qsum, kd_ptr, ks_ptr, kz_ptr,
+                           outer * stride_kb + hk * stride_kh + slot * stride_kt, sz_off, valid, D,
+                           K_BITS, BLOCK_G, BLOCK_N, BLOCK_D)
         s = tl.where(valid[None, :], raw * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v_off = outer * stride_vb + hk * stride_vh + slot * stride_vt
-        if V_BITS == 16:
-            v = load_kv_tile(vd_ptr, vs_ptr, vz_ptr, v_off, sz_off, valid, D, 16, BLOCK_D)
-            pv = _weighted_values(p, v, BLOCK_G)
-        else:
-            vs, vz = kv_scale_zero(vs_ptr, vz_ptr, sz_off, valid)
-            vc = kv_codes(vd_ptr, v_off, valid, D, V_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
-            if LANES:
-                pv, zp = values_lanes(p, vc, vs, vz)
-                zacc = zacc * alpha + zp
-            else:
-                pv = folded_values(p, vc, vs, vz)
+        pv, zp = _tile_values(p, vd_ptr, vs_ptr, vz_ptr,
+                              outer * stride_vb + hk * stride_vh + slot * stride_vt, sz_off, valid,
+                              D, V_BITS, BLOCK_G, BLOCK_N, BLOCK_D, LANES)
+        zacc = zacc * alpha + zp
         acc = acc * alpha[:, None] + pv
         m_i = m_new
     if LANES:  # the lanes' sums times 2^-k_d (exact), plus sum p z
         acc = tl.sum(acc, 0)[None, :] * (kv_code_scale(V_BITS, BLOCK_D) * (1.0 / 16777216.0))[None, :] \
             + zacc[:, None]
     o_ptrs = o_ptr + seq * stride_ob + head[:, None] * stride_oh + d[None, :]
+    _finish(acc, m_i, l_i, o_ptrs, gd_mask, ws_acc, ws_ml, counters, seq, hk, sp, num_splits,
+            ws_splits, g, d, BLOCK_G, BLOCK_D, ONE_SPLIT)
+
+
+@triton.jit
+def _finish(acc, m_i, l_i, o_ptrs, gd_mask, ws_acc, ws_ml, counters, seq, hk, sp, num_splits,
+            ws_splits, g, d, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
+            ONE_SPLIT: tl.constexpr):
+    """Store the output (one split), or publish this split's (acc, m, l) and, the last to arrive,
+    merge all splits in split order and reset the counter."""
     if ONE_SPLIT:
         tl.store(o_ptrs, (acc / l_i[:, None]).to(tl.float16), mask=gd_mask)
     else:

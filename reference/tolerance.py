@@ -133,6 +133,16 @@ def folded_magnitudes(q: np.ndarray,
     return FoldedMagnitudes(score, v_mag, codes_v)
 
 
+def _score_error(q64: np.ndarray, k64: np.ndarray, sm_scale: float, u: float,
+                 folded: FoldedMagnitudes | None) -> np.ndarray:
+    """Scores' error: D products + sum, the scale multiply, a folded log2(e) constant: gamma_{D+2};
+    folded: s (q . c) + z sum(q), two more roundings on magnitudes s |q|.c + |z| sum|q|."""
+    d = q64.shape[-1]
+    if folded is None or folded.score_mag is None:
+        return gamma(d + 2, u) * abs(sm_scale) * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
+    return gamma(d + 4, u) * abs(sm_scale) * folded.score_mag
+
+
 def attention_bound(
     q: np.ndarray,
     k: np.ndarray,
@@ -160,13 +170,7 @@ def attention_bound(
     p = np.exp(s - m)
     p /= p.sum(axis=-1, keepdims=True)
     a = np.where(mask, s - m, 0.0)
-    # score error: D products + sum, the scale multiply, a folded log2(e) constant: gamma_{D+2};
-    # folded: s (q . c) + z sum(q), two more roundings on magnitudes s |q|.c + |z| sum|q|
-    if folded is None or folded.score_mag is None:
-        delta = gamma(d + 2, u) * abs(sm_scale) * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
-    else:
-        delta = gamma(d + 4, u) * abs(sm_scale) * folded.score_mag
-    delta = np.where(mask, delta, 0.0)
+    delta = np.where(mask, _score_error(q64, k64, sm_scale, u, folded), 0.0)
     dmax = delta.max(axis=-1, keepdims=True)
     arg_err = delta + dmax + u * (np.abs(a) + delta + dmax)
     srange = np.abs(a).max(axis=-1, keepdims=True)
@@ -182,16 +186,17 @@ def attention_bound(
     # folded: fl(p s) c summed, fl(p z) summed apart, the two sums added: two more roundings per
     # term, on the magnitudes s c + |z| (>= |v|); fp16(p s) (the tl.dot path) rounds with absolute
     # error 2^-25 times c
-    extra = 0 if folded is None or folded.v_mag is None else 2
-    g_num = gamma(tk + 2 * n_rescales + 1 + extra, u)
+    v_folded = folded is not None and folded.v_mag is not None
+    g_num = gamma(tk + 2 * n_rescales + 1 + 2 * v_folded, u)
     if p_fp16:
         g_num = (1 + g_num) * (1 + U16) - 1
     g_div = gamma(tk + 2 * n_rescales + 2, u)
-    mag_v = abs_v if folded is None or folded.v_mag is None else folded.v_mag
+    mag_v, sub_v = abs_v, abs_v
+    if folded is not None and folded.v_mag is not None and folded.codes_v is not None:
+        mag_v, sub_v = folded.v_mag, folded.codes_v
     scaled = (p @ mag_v + (p * rho) @ mag_v) / (1 - rho_bar)
     compute = weights_err + (g_num * (1 + g_div) + g_div) * scaled
     if p_fp16:  # p below 2^-14 rounds with absolute error 2^-25; the softmax sum is >= 1
-        sub_v = abs_v if folded is None or folded.codes_v is None else folded.codes_v
         compute = compute + FP16_HALF_SUBNORMAL * np.where(mask, 1.0, 0.0) @ sub_v
     compute = compute + gamma(d + tk + 16, U64) * 4 * pv  # the float64 model's own error
     o = p @ v64
