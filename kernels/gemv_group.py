@@ -69,8 +69,9 @@ def _rows_x_first(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, M, N, K, KP, 
     shared memory and back into the operand's register layout every K step (STS, LDSM, barriers,
     register moves); as the second operand it is stored once in the layout the MMA reads from shared
     memory. sm_90a, int4, 16 rows, 64 x 128: 6.27 -> 6.09 issue slots per weight (LDSM 8 -> 0, BAR
-    9 -> 3, IMAD 64 -> 40 per trip; scripts/sass_mix.py); the rows of x past M cost tensor work
-    (0.16 slots) and shared memory, not loads."""
+    9 -> 3, IMAD 64 -> 40 per trip), 256 x 32: 6.44 -> 5.17 (scripts/sass_mix.py); the rows of x past
+    M cost tensor work (0.16 slots) and shared memory, not loads. Tiles narrower than 64 columns
+    keep W_hat first: as the MMA's N they issued more (32 x 128: 8.09 -> 8.59)."""
     XM: tl.constexpr = 64 if BLOCK_M < 64 else BLOCK_M
     offs_x = tl.arange(0, XM)
     acc = tl.zeros((XM, BLOCK_N), dtype=tl.float32)
@@ -101,7 +102,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     if T > 1:
         acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
                             stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T)
-    elif BLOCK_M > 1:
+    elif BLOCK_M > 1 and BLOCK_N >= 64:
         acc = _rows_x_first(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, M, N, K, KP,
                             stride_xm, stride_qn, stride_sn, BITS, GROUP, BLOCK_M, BLOCK_N,
                             BLOCK_K)

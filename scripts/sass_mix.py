@@ -192,20 +192,21 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _recount(todo: list[tuple[Any, ...]], fmt: str, jobs: int) -> list[dict[str, Any]]:
-    """The committed rows, those of format `fmt`'s cases recounted (in case order, the table's)."""
+def _recount(todo: list[tuple[Any, ...]], fmt: str, jobs: int,
+             rows: int | None = None) -> list[dict[str, Any]]:
+    """The committed rows, those of format `fmt`'s cases (with `rows` activation rows) recounted."""
     sys.path.insert(0, str(ROOT))
     from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
     old = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
-    mine = [c for c in todo if c[0] == fmt]
+    mine = [c for c in todo if c[0] == fmt and (rows is None or c[3] == rows)]
     if not mine:
         raise SystemExit(f"--kernel {fmt!r}: no case of that format; formats: "
                          f"{sorted({c[0] for c in todo})}")
     with ProcessPoolExecutor(jobs) as pool:
         new = list(pool.map(count_case, mine))
-    kinds = {(r["kernel"], r["bits"]) for r in new}
-    keep = [r for r in old if (r["kernel"], r["bits"]) not in kinds]
-    return keep + new
+    tile = ("kernel", "bits", "block_m", "block_n", "block_k", "num_warps")
+    done = {tuple(r[c] for c in tile) for r in new}
+    return [r for r in old if tuple(r[c] for c in tile) not in done] + new
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="print the rows of formats containing this text; write nothing")
     ap.add_argument("--kernel", help="recount only the cases of this format ('kv', 'int4-group', ...)"
                     " and keep the committed table's other rows")
+    ap.add_argument("--rows", type=int, help="with --kernel: only the cases with this many rows (M)")
     args = ap.parse_args(argv)
     todo = cases()
     if args.only:
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(got), "matches the table" if ok else "DIFFERS from the table")
         return 0 if ok else 1
     if args.kernel:
-        rows = _recount(todo, args.kernel, args.jobs)
+        rows = _recount(todo, args.kernel, args.jobs, args.rows)
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(count_case, todo))
