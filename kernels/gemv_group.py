@@ -9,8 +9,7 @@ weights), then added to the fp32 lane sum once: acc += fp32(p) * (s 2^E). E = ce
 overflow. docs/numerics.md derives the bound (reference/tolerance.py::gemv_partial_bound); the
 numba twin is reference/gemv_group.py::gemv_group_partial_ref.
 Otherwise (8 bits, more rows, a K tile of a whole group or more) every weight is dequantized to its
-exact fp16 W_hat and multiplied in fp32 (gemm_common.mma_rows, or for more rows the tensor-core dot
-with x first, _rows_x_first), as the tiled GEMM does.
+exact fp16 W_hat and multiplied in fp32 (gemm_common.mma_rows), as the tiled GEMM does.
 """
 
 from __future__ import annotations
@@ -18,14 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mpsim.kernels.gemm_common import (
-    gemv_acc,
-    gemv_total,
-    load_x_gemv,
-    load_x_tile,
-    mma_rows,
-    splitk_finish,
-)
+from mpsim.kernels.gemm_common import gemv_acc, gemv_total, load_x_gemv, mma_rows, splitk_finish
 from mpsim.kernels.group_dequant import _group_w_tile
 from mpsim.kernels.launch_config import gemv_partial_trips
 
@@ -59,31 +51,6 @@ def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, str
 
 
 @triton.jit
-def _rows_x_first(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, M, N, K, KP, stride_xm,
-                  stride_qn, stride_sn, BITS: tl.constexpr, GROUP: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """More rows: (BLOCK_N, BLOCK_M) fp32 = W_hat @ x^T as x (zero-padded to XM = 64 rows, Hopper's
-    wgmma M) @ W_hat^T, then the XM / BLOCK_M row chunks summed (all but the first are zeros: exact).
-
-    With W_hat as the MMA's first operand (held in registers on Hopper) the dequantized tile went to
-    shared memory and back into the operand's register layout every K step (STS, LDSM, barriers,
-    register moves); as the second operand it is stored once in the layout the MMA reads from shared
-    memory. sm_90a, int4, 16 rows, 64 x 128: 6.27 -> 6.09 issue slots per weight (LDSM 8 -> 0, BAR
-    9 -> 3, IMAD 64 -> 40 per trip), 256 x 32: 6.44 -> 5.17 (scripts/sass_mix.py); the rows of x past
-    M cost tensor work (0.16 slots) and shared memory, not loads. Tiles narrower than 64 columns
-    keep W_hat first: as the MMA's N they issued more (32 x 128: 8.09 -> 8.59)."""
-    XM: tl.constexpr = 64 if BLOCK_M < 64 else BLOCK_M
-    offs_x = tl.arange(0, XM)
-    acc = tl.zeros((XM, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                          BITS, GROUP, BLOCK_N, BLOCK_K, True)
-        x = load_x_tile(x_ptr, offs_x, k0, M, K, stride_xm, BLOCK_K)
-        acc = tl.dot(x, tl.trans(w), acc)
-    return tl.trans(tl.sum(tl.reshape(acc, (XM // BLOCK_M, BLOCK_M, BLOCK_N)), 0))
-
-
-@triton.jit
 def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
                       M, N, K, KP, K_PER_SPLIT,
                       stride_xm, stride_qn, stride_sn, stride_om,
@@ -102,10 +69,6 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     if T > 1:
         acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
                             stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T)
-    elif BLOCK_M > 1 and BLOCK_N >= 64:
-        acc = _rows_x_first(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, M, N, K, KP,
-                            stride_xm, stride_qn, stride_sn, BITS, GROUP, BLOCK_M, BLOCK_N,
-                            BLOCK_K)
     else:
         acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
         for k0 in range(k_lo, k_hi, BLOCK_K):
