@@ -25,6 +25,14 @@ from mpsim.kernels.kv_cache import (
     check_table_rows,
     slot_args,
 )
+from mpsim.kernels.kv_fold import (
+    folded_scores,
+    folded_values,
+    kv_code_scale,
+    kv_codes,
+    kv_scale_zero,
+    values_lanes,
+)
 from mpsim.kernels.kv_quant import cache_rows, load_kv_tile
 from mpsim.kernels.launch_checks import check_positive, check_tensor, launch_recorded
 from mpsim.kernels.launch_config import (
@@ -56,6 +64,52 @@ def _weighted_values(p, v, BLOCK_G: tl.constexpr):
     else:
         pv = tl.dot(p.to(tl.float16), v)
     return pv
+
+
+@triton.jit
+def _query_terms(q, K_BITS: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+    """What the folded scores need of q (kv_fold.folded_scores): one query row widened and times
+    2^(24 - k_d) (exact: q_d times the subnormal code is q_d c_d), else q; and sum_d q_d."""
+    qsum = tl.sum(q.to(tl.float32), 1)
+    if K_BITS < 16 and BLOCK_G == 1:  # noqa: SIM108 (a static branch on constexprs)
+        qk = q.to(tl.float32) * kv_code_scale(K_BITS, BLOCK_D)[None, :]
+    else:
+        qk = q
+    return qk, qsum
+
+
+@triton.jit
+def _tile_scores(q, qk, qsum, kd_ptr, ks_ptr, kz_ptr, k_off, sz_off, valid, D, K_BITS: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Unscaled scores (BLOCK_G, BLOCK_N) fp32 of one K tile: fp16 K dequantized, int8/int4 folded."""
+    if K_BITS == 16:
+        raw = _scores(q, load_kv_tile(kd_ptr, ks_ptr, kz_ptr, k_off, sz_off, valid, D, 16, BLOCK_D),
+                      BLOCK_G)
+    else:  # codes as fp16 pairs, scale and zero once per token (kv_fold.py)
+        ks, kz = kv_scale_zero(ks_ptr, kz_ptr, sz_off, valid)
+        kc = kv_codes(kd_ptr, k_off, valid, D, K_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+        raw = folded_scores(qk, qsum, kc, ks, kz, BLOCK_G)
+    return raw
+
+
+@triton.jit
+def _tile_values(p, vd_ptr, vs_ptr, vz_ptr, v_off, sz_off, valid, D, V_BITS: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 LANES: tl.constexpr):
+    """One V tile's contribution to the accumulator, and to sum p z (LANES: the per-lane terms and
+    sum_j p_j z_j apart; otherwise the (BLOCK_G, D) product, 0)."""
+    zp = tl.zeros([BLOCK_G], tl.float32)
+    if V_BITS == 16:
+        pv = _weighted_values(p, load_kv_tile(vd_ptr, vs_ptr, vz_ptr, v_off, sz_off, valid, D, 16,
+                                              BLOCK_D), BLOCK_G)
+    else:
+        vs, vz = kv_scale_zero(vs_ptr, vz_ptr, sz_off, valid)
+        vc = kv_codes(vd_ptr, v_off, valid, D, V_BITS, BLOCK_N, BLOCK_D, BLOCK_G == 1)
+        if LANES:
+            pv, zp = values_lanes(p, vc, vs, vz)
+        else:
+            pv = folded_values(p, vc, vs, vz)
+    return pv, zp
 
 
 @triton.jit
@@ -103,25 +157,46 @@ def attention_decode_kernel(
     hi = tl.minimum(lo + split_len, kv_len)
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    # One query head over quantized V: one accumulator per (token slot, d) lane, summed over the
+    # slots after the loop (kv_fold.values_lanes), not a cross-thread sum over tokens every tile.
+    LANES: tl.constexpr = BLOCK_G == 1 and V_BITS < 16
+    acc = tl.zeros([BLOCK_N if LANES else BLOCK_G, BLOCK_D], tl.float32)
+    zacc = tl.zeros([BLOCK_G], tl.float32)
+    qk, qsum = _query_terms(q, K_BITS, BLOCK_G, BLOCK_D)
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         valid = offs_n < hi
         outer, slot = cache_rows(seq, tl.where(valid, offs_n, 0), table_ptr, stride_tab, PAGED,
                                  KV_BLOCK)
         sz_off = outer * stride_sb + hk * stride_sh + slot * stride_st
-        k = load_kv_tile(kd_ptr, ks_ptr, kz_ptr, outer * stride_kb + hk * stride_kh
-                         + slot * stride_kt, sz_off, valid, D, K_BITS, BLOCK_D)
-        s = tl.where(valid[None, :], _scores(q, k, BLOCK_G) * qk_scale, float("-inf"))
+        raw = _tile_scores(q, qk, qsum, kd_ptr, ks_ptr, kz_ptr,
+                           outer * stride_kb + hk * stride_kh + slot * stride_kt, sz_off, valid, D,
+                           K_BITS, BLOCK_G, BLOCK_N, BLOCK_D)
+        s = tl.where(valid[None, :], raw * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = load_kv_tile(vd_ptr, vs_ptr, vz_ptr, outer * stride_vb + hk * stride_vh
-                         + slot * stride_vt, sz_off, valid, D, V_BITS, BLOCK_D)
-        acc = acc * alpha[:, None] + _weighted_values(p, v, BLOCK_G)
+        pv, zp = _tile_values(p, vd_ptr, vs_ptr, vz_ptr,
+                              outer * stride_vb + hk * stride_vh + slot * stride_vt, sz_off, valid,
+                              D, V_BITS, BLOCK_G, BLOCK_N, BLOCK_D, LANES)
+        zacc = zacc * alpha + zp
+        acc = acc * alpha[:, None] + pv
         m_i = m_new
+    if LANES:  # the lanes' sums times 2^-k_d (exact), plus sum p z
+        acc = tl.sum(acc, 0)[None, :] * (kv_code_scale(V_BITS, BLOCK_D) * (1.0 / 16777216.0))[None, :] \
+            + zacc[:, None]
     o_ptrs = o_ptr + seq * stride_ob + head[:, None] * stride_oh + d[None, :]
+    _finish(acc, m_i, l_i, o_ptrs, gd_mask, ws_acc, ws_ml, counters, seq, hk, sp, num_splits,
+            ws_splits, g, d, BLOCK_G, BLOCK_D, ONE_SPLIT)
+
+
+@triton.jit
+def _finish(acc, m_i, l_i, o_ptrs, gd_mask, ws_acc, ws_ml, counters, seq, hk, sp, num_splits,
+            ws_splits, g, d, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
+            ONE_SPLIT: tl.constexpr):
+    """Store the output (one split), or publish this split's (acc, m, l) and, the last to arrive,
+    merge all splits in split order and reset the counter."""
     if ONE_SPLIT:
         tl.store(o_ptrs, (acc / l_i[:, None]).to(tl.float16), mask=gd_mask)
     else:
@@ -190,6 +265,10 @@ def _check_decode_args(q: torch.Tensor, k_cache: KVCache, v_cache: KVCache,
     if block_table is None and k_cache.data.shape[0] != b:
         raise ValueError(f"k_cache: a contiguous cache needs one slot per sequence ({b}), "
                          f"got {k_cache.data.shape[0]}")
+    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if c.bits < 16 and c.head_dim % (32 // c.bits):
+            raise ValueError(f"{name}: {c.bits}-bit KV decode reads whole 32-bit words of codes; "
+                             f"head_dim must be a multiple of {32 // c.bits}, got {c.head_dim}")
     if max_kv_len > capacity:
         raise ValueError(f"max_kv_len={max_kv_len}: the cache holds at most {capacity} tokens "
                          "per sequence")
@@ -226,6 +305,12 @@ def attention_decode(q: torch.Tensor, k_cache: KVCache, v_cache: KVCache, kv_len
     return out
 
 
+def cache_words(cache: KVCache) -> torch.Tensor:
+    """The cache's data as the kernel reads it: fp16 values, or int8/int4 codes as int32 words
+    (a view: rows of D or D/2 bytes hold whole words, the head_dim check above)."""
+    return cache.data if cache.bits == 16 else cache.data.view(torch.int32)
+
+
 def _launch(q: torch.Tensor, out: torch.Tensor, k_cache: KVCache, v_cache: KVCache,
             kv_lens: torch.Tensor, block_table: torch.Tensor | None, qk_scale: float,
             cfg: LaunchConfig, max_kv_len: int) -> None:
@@ -237,12 +322,13 @@ def _launch(q: torch.Tensor, out: torch.Tensor, k_cache: KVCache, v_cache: KVCac
     table, stride_tab, paged, kv_block = slot_args(k_cache, block_table, kv_lens)
     ks, kz = k_cache.scale_or_data()
     vs, vz = v_cache.scale_or_data()
-    kst, vst = k_cache.data.stride(), v_cache.data.stride()
+    kd, vd = cache_words(k_cache), cache_words(v_cache)
+    kst, vst = kd.stride(), vd.stride()
     sz = k_cache.scale_strides() if k_cache.bits < 16 else v_cache.scale_strides()
     attention_decode_kernel[cfg.grid](
         # pointers
-        q_ptr=q, o_ptr=out, kd_ptr=k_cache.data, ks_ptr=ks, kz_ptr=kz,
-        vd_ptr=v_cache.data, vs_ptr=vs, vz_ptr=vz, lens_ptr=kv_lens, table_ptr=table,
+        q_ptr=q, o_ptr=out, kd_ptr=kd, ks_ptr=ks, kz_ptr=kz,
+        vd_ptr=vd, vs_ptr=vs, vz_ptr=vz, lens_ptr=kv_lens, table_ptr=table,
         ws_acc=ws_acc, ws_ml=ws_ml, counters=counters,
         # sizes (and the score scale)
         qk_scale=qk_scale, split_len=decode_split_tokens(max_kv_len, cfg), num_splits=splits,

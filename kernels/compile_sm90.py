@@ -1,7 +1,8 @@
 """Compile the GEMM/GEMV kernels for sm_90a on the CPU, with the arguments a launch would pass.
 
 Triton's compiler and the ptxas and nvdisasm it bundles need no GPU: tests/kernels/test_kern_gemm_compile.py
-checks registers and spills this way, scripts/sass_mix.py counts the SASS instruction mix. Call it
+checks registers and spills this way, scripts/sass_mix.py counts the SASS instruction mix (of the
+GEMM/GEMV kernels and of decode attention over fp16/int8/int4 KV). Call it
 without TRITON_INTERPRET set (the kernels are interpreted, not compiled, when it is). Integer arguments
 get Triton's divisible-by-16 specialization when their value allows it, as a real launch's would.
 """
@@ -77,6 +78,36 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
     return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
 
 
+ATTENTION_POINTERS = {"q_ptr": "*fp16", "o_ptr": "*fp16", "ks_ptr": "*fp16", "kz_ptr": "*fp16",
+                      "vs_ptr": "*fp16", "vz_ptr": "*fp16", "lens_ptr": "*i32", "table_ptr": "*i32",
+                      "ws_acc": "*fp32", "ws_ml": "*fp32", "counters": "*i32"}
+
+
+def attention_decode_args(bits: int, block_g: int, head_dim: int,
+                          paged: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(kernel, arguments, config) of decode attention on a GPU (kernels/launch_config.py's
+    attention_decode_config: BLOCK_N, warps and stages) over a bits-wide K and V cache (int8/int4
+    codes as int32 words, fp16 values), one query head (block_g 1) or a GQA group of 16 rows, split
+    KV. Strides are multiples of 16 (the divisibility a launch over such a cache infers)."""
+    from mpsim.kernels import attention_decode
+    from mpsim.kernels.launch_config import attention_decode_config
+
+    group = 1 if block_g == 1 else block_g
+    cfg = attention_decode_config(1, 32 * group, 32, head_dim, 8192, bits, 64 if paged else None)
+    data = "*fp16" if bits == 16 else "*i32"
+    args: dict[str, Any] = {name: "ptr" for name in ATTENTION_POINTERS}
+    args.update(kd_ptr="ptr", vd_ptr="ptr", qk_scale=0.5, split_len=512, num_splits=16,
+                ws_splits=16, GROUP=group, D=head_dim,
+                K_BITS=bits, V_BITS=bits, PAGED=paged, KV_BLOCK=64, BLOCK_G=cfg.block_m,
+                BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_k, ONE_SPLIT=False)
+    for name in attention_decode.attention_decode_kernel.arg_names:
+        if name.startswith("stride"):
+            args[name] = 16 * 1024
+    types = dict(ATTENTION_POINTERS, kd_ptr=data, vd_ptr=data, qk_scale="fp32")
+    args["__types__"] = types
+    return attention_decode.attention_decode_kernel, args, cfg
+
+
 def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig) -> Any:
     """triton.compile of `kernel` for sm_90a with these arguments (launch_args) and cfg's warps and
     stages; the result holds .asm["ptx"], .asm["cubin"] and .metadata."""
@@ -87,10 +118,13 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig) -> Any:
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    types = args.get("__types__", POINTERS)
     for i, param in enumerate(kernel.params):
         name, value = param.name, args[param.name]
-        if name in POINTERS and value is not None:
-            signature[name], attrs[(i,)] = POINTERS[name], [["tt.divisibility", 16]]
+        if types.get(name, "").startswith("*") and value is not None:
+            signature[name], attrs[(i,)] = types[name], [["tt.divisibility", 16]]
+        elif types.get(name) == "fp32":
+            signature[name] = "fp32"
         elif not param.is_constexpr and value is not None:
             signature[name] = "i32"
             if value % 16 == 0:

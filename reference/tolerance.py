@@ -14,6 +14,8 @@ accumulation may truncate instead of rounding: pass u=U32_TRUNC (2^-23) there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from mpsim.opspec import GELU_A, GELU_C
@@ -103,6 +105,44 @@ def gemv_partial_bound(x: np.ndarray, w_hat: np.ndarray, scale: np.ndarray, bits
     return fp16_output_bound(exact, compute + gamma(k + 1, U64) * mag)
 
 
+@dataclass(frozen=True)
+class FoldedMagnitudes:
+    """What the folded decode sums' rounding errors scale with (folded_magnitudes); None: that
+    operand is fp16 (not folded), its usual magnitudes apply."""
+
+    score_mag: np.ndarray | None  # (..., Tq, Tk): s_j sum_d |q_d| c_jd + |z_j| sum_d |q_d|
+    v_mag: np.ndarray | None      # (..., Tk, D): s_j c_jd + |z_j|
+    codes_v: np.ndarray | None    # (..., Tk, D): c_jd of V
+
+
+def folded_magnitudes(q: np.ndarray,
+                      k_parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                      v_parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+                      ) -> FoldedMagnitudes:
+    """q (..., Tq, D); parts = (codes (..., Tk, D), scale (..., Tk), zero (..., Tk)) of a quantized
+    K or V (x = c s + z exactly, float64), None for an fp16 one."""
+    aq = np.abs(np.asarray(q, np.float64))
+    score = v_mag = codes_v = None
+    if k_parts is not None:
+        kc, ks, kz = (np.asarray(a, np.float64) for a in k_parts)
+        score = (aq @ np.swapaxes(kc, -1, -2)) * ks[..., None, :] \
+            + aq.sum(axis=-1, keepdims=True) * np.abs(kz)[..., None, :]
+    if v_parts is not None:
+        codes_v, vs, vz = (np.asarray(a, np.float64) for a in v_parts)
+        v_mag = codes_v * vs[..., None] + np.abs(vz)[..., None]
+    return FoldedMagnitudes(score, v_mag, codes_v)
+
+
+def _score_error(q64: np.ndarray, k64: np.ndarray, sm_scale: float, u: float,
+                 folded: FoldedMagnitudes | None) -> np.ndarray:
+    """Scores' error: D products + sum, the scale multiply, a folded log2(e) constant: gamma_{D+2};
+    folded: s (q . c) + z sum(q), two more roundings on magnitudes s |q|.c + |z| sum|q|."""
+    d = q64.shape[-1]
+    if folded is None or folded.score_mag is None:
+        return gamma(d + 2, u) * abs(sm_scale) * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
+    return gamma(d + 4, u) * abs(sm_scale) * folded.score_mag
+
+
 def attention_bound(
     q: np.ndarray,
     k: np.ndarray,
@@ -112,13 +152,15 @@ def attention_bound(
     p_fp16: bool = False,
     n_rescales: int = 0,
     u: float = U32,
+    folded: FoldedMagnitudes | None = None,
 ) -> np.ndarray:
     """Bound for o = fp16(softmax(sm_scale * q k^T, masked) v) computed in fp32; docs/numerics.md.
 
     q (..., Tq, D), k and v (..., Tk, D) (heads already matched), mask (..., Tq, Tk) bool, True =
     attended (every row needs at least one). p_fp16: the probabilities are rounded to fp16 before the
     P @ V product (flash-attention kernels). n_rescales: how many online-softmax rescalings a running
-    sum may see (0 for the two-pass reference).
+    sum may see (0 for the two-pass reference). folded: the scale/zero-folded sums of quantized K/V
+    (kernels/kv_fold.py), whose rounding errors scale with other magnitudes (folded_magnitudes).
     """
     q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
     d, tk = q64.shape[-1], k64.shape[-2]
@@ -128,9 +170,7 @@ def attention_bound(
     p = np.exp(s - m)
     p /= p.sum(axis=-1, keepdims=True)
     a = np.where(mask, s - m, 0.0)
-    # score error: D products + sum, the scale multiply, a folded log2(e) constant: gamma_{D+2}
-    delta = gamma(d + 2, u) * abs(sm_scale) * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
-    delta = np.where(mask, delta, 0.0)
+    delta = np.where(mask, _score_error(q64, k64, sm_scale, u, folded), 0.0)
     dmax = delta.max(axis=-1, keepdims=True)
     arg_err = delta + dmax + u * (np.abs(a) + delta + dmax)
     srange = np.abs(a).max(axis=-1, keepdims=True)
@@ -143,14 +183,21 @@ def attention_bound(
     pv = p @ abs_v  # sum_j p_j |v_j|
     prv = (p * rho) @ abs_v  # sum_j p_j rho_j |v_j|
     weights_err = (prv + rho_bar * pv) / (1 - rho_bar)
-    g_num = gamma(tk + 2 * n_rescales + 1, u)
+    # folded: fl(p s) c summed, fl(p z) summed apart, the two sums added: two more roundings per
+    # term, on the magnitudes s c + |z| (>= |v|); fp16(p s) (the tl.dot path) rounds with absolute
+    # error 2^-25 times c
+    v_folded = folded is not None and folded.v_mag is not None
+    g_num = gamma(tk + 2 * n_rescales + 1 + 2 * v_folded, u)
     if p_fp16:
         g_num = (1 + g_num) * (1 + U16) - 1
     g_div = gamma(tk + 2 * n_rescales + 2, u)
-    scaled = (pv + prv) / (1 - rho_bar)
+    mag_v, sub_v = abs_v, abs_v
+    if folded is not None and folded.v_mag is not None and folded.codes_v is not None:
+        mag_v, sub_v = folded.v_mag, folded.codes_v
+    scaled = (p @ mag_v + (p * rho) @ mag_v) / (1 - rho_bar)
     compute = weights_err + (g_num * (1 + g_div) + g_div) * scaled
     if p_fp16:  # p below 2^-14 rounds with absolute error 2^-25; the softmax sum is >= 1
-        compute = compute + FP16_HALF_SUBNORMAL * np.where(mask, 1.0, 0.0) @ abs_v
+        compute = compute + FP16_HALF_SUBNORMAL * np.where(mask, 1.0, 0.0) @ sub_v
     compute = compute + gamma(d + tk + 16, U64) * 4 * pv  # the float64 model's own error
     o = p @ v64
     return fp16_output_bound(o, compute)

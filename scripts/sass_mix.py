@@ -3,7 +3,8 @@
     python scripts/sass_mix.py [--jobs N] [--check]
 
 For every weight format (fp16, int{8,4,3,2}-group, anyprec at 2..8 bits) and each kernel path (the
-GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), compile the kernel for sm_90a
+GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), and for decode attention over
+an fp16/int8/int4 KV cache (counted per cached K or V element), compile the kernel for sm_90a
 on the CPU (Triton's compiler with its bundled ptxas: no GPU or driver needed), disassemble the cubin
 with the bundled nvdisasm, find the main K loop (the backward branch whose body holds the most
 instructions) and count its instructions by issue pipe:
@@ -119,7 +120,13 @@ def cases() -> list[tuple[Any, ...]]:
         out.append((fmt, bits, group, 2048, 4096, 4096, None))
         for tile in gemm_tiles:
             out.append((fmt, bits, group, 2048, 4096, 4096, tile))
-    return out
+    return out + kv_cases()
+
+
+def kv_cases() -> list[tuple[Any, ...]]:
+    """Decode attention over fp16/int8/int4 K and V (contiguous cache), at its GPU config: one query
+    head (MHA) and a GQA group of 16 rows, head_dim 64 and 128: ("kv", bits, None, BLOCK_G, D)."""
+    return [("kv", bits, None, bg, d) for bits in (16, 8, 4) for bg in (1, 16) for d in (64, 128)]
 
 
 def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
@@ -130,7 +137,11 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
     from mpsim.kernels.launch_config import gemv_partial_trips
 
-    kernel, args, cfg = launch_args(*case)
+    if case[0] == "kv":
+        from mpsim.kernels.compile_sm90 import attention_decode_args
+        kernel, args, cfg = attention_decode_args(case[1], case[3], case[4])
+    else:
+        kernel, args, cfg = launch_args(*case)
     compiled = compile_sm90(kernel, args, cfg)
     with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
@@ -147,12 +158,13 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     # one trip of the group GEMV's partial-sum loop covers T K tiles (kernels/gemv_group.py)
     trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (
         cfg.kernel == "gemv_group_kernel") else 1
-    weights = cfg.block_n * cfg.block_k * trips
+    # decode attention: per cached element, K and V (2 x BLOCK_N tokens x BLOCK_D per trip)
+    weights = cfg.block_n * cfg.block_k * (2 if case[0] == "kv" else trips)
     per_weight = {p: round(counts[p] * lanes / weights, 4) for p in PIPES}
     # uniform/control instructions take one issue slot per warp, not 32 lanes
     issue = sum(counts[p] for p in PIPES) * lanes / weights
     fmt, bits = case[0], case[1]
-    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec") else "group",
+    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec", "kv") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
             "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}
@@ -180,11 +192,31 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _recount(todo: list[tuple[Any, ...]], fmt: str, jobs: int,
+             rows: int | None = None) -> list[dict[str, Any]]:
+    """The committed rows, those of format `fmt`'s cases (with `rows` activation rows) recounted."""
+    sys.path.insert(0, str(ROOT))
+    from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
+    old = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
+    mine = [c for c in todo if c[0] == fmt and (rows is None or c[3] == rows)]
+    if not mine:
+        raise SystemExit(f"--kernel {fmt!r}: no case of that format; formats: "
+                         f"{sorted({c[0] for c in todo})}")
+    with ProcessPoolExecutor(jobs) as pool:
+        new = list(pool.map(count_case, mine))
+    tile = ("kernel", "bits", "block_m", "block_n", "block_k", "num_warps")
+    done = {tuple(r[c] for c in tile) for r in new}
+    return [r for r in old if tuple(r[c] for c in tile) not in done] + new
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="recompile one case, compare with the table")
     ap.add_argument("--only", help="print the rows of formats containing this text; write nothing")
+    ap.add_argument("--kernel", help="recount only the cases of this format ('kv', 'int4-group', ...)"
+                    " and keep the committed table's other rows")
+    ap.add_argument("--rows", type=int, help="with --kernel: only the cases with this many rows (M)")
     args = ap.parse_args(argv)
     todo = cases()
     if args.only:
@@ -200,8 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         ok = got in want
         print(json.dumps(got), "matches the table" if ok else "DIFFERS from the table")
         return 0 if ok else 1
-    with ProcessPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(count_case, todo))
+    if args.kernel:
+        rows = _recount(todo, args.kernel, args.jobs, args.rows)
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(count_case, todo))
     TABLE.write_text(render(rows))
     for r in rows:
         print(json.dumps(r))

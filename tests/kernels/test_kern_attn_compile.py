@@ -5,7 +5,7 @@ in a @triton.jit body, a layout the backend rejects) pass every CPU test. triton
 explicit GPUTarget needs no driver: it lowers to PTX and assembles with the ptxas Triton ships. It
 runs in a subprocess because this session set TRITON_INTERPRET=1 before the kernels were imported.
 The divisibility hints are those the JIT infers for 16-aligned pointers and strides; the test also
-checks that the packed int4 KV bytes load as vectors, not byte by byte.
+checks that the packed int4 KV codes load as vectors of 32-bit words (kernels/kv_fold.py), not byte by byte.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def build(fn, types, consts, num_warps=4, num_stages=2):
     return k.asm["ptx"]
 
 h, u8 = "*fp16", "*u8"
-decode_types = dict(q_ptr=h, o_ptr=h, kd_ptr=u8, ks_ptr=h, kz_ptr=h, vd_ptr=u8, vs_ptr=h, vz_ptr=h,
+decode_types = dict(q_ptr=h, o_ptr=h, kd_ptr="*i32", ks_ptr=h, kz_ptr=h, vd_ptr="*i32", vs_ptr=h,
+                    vz_ptr=h,
                     lens_ptr="*i32", table_ptr="*i32", ws_acc="*fp32", ws_ml="*fp32",
                     counters="*i32", qk_scale="fp32")
 for bg in (1, 16):
@@ -43,8 +44,7 @@ for bg in (1, 16):
                 dict(K_BITS=4, V_BITS=4, PAGED=True, KV_BLOCK=64, BLOCK_G=bg, BLOCK_N=64,
                      BLOCK_D=128, ONE_SPLIT=False))
     assert "atom.global.gpu.acq_rel.add" in ptx, "split counter must be an acq_rel atomic"
-    if bg == 1:
-        assert not re.search(r"ld\.global\.b8\s", ptx), "int4 codes must load as vectors"
+    assert not re.search(r"ld\.global\.b8\s", ptx), "int4 codes must load as vectors"
 build(kv_quant.kv_quant_kernel,
       dict(k_ptr=h, v_ptr=h, kc_ptr=u8, ks_ptr=h, kz_ptr=h, vc_ptr=u8, vs_ptr=h, vz_ptr=h,
            start_ptr="*i32", lens_ptr="*i32", table_ptr="*i32"),

@@ -1,9 +1,11 @@
 """Decode attention kernel (interpreter on CPU): fp16/int8/int4 KV, contiguous and paged caches, MHA
 and GQA, ragged KV lengths that are not multiples of the tile, split-KV with the in-launch reduction.
 
-Outputs are checked against the float64 attention over the dequantized cache (bit-exact with
-reference/kv_quant.py, tests/kernels/test_kern_attn_kv.py) within reference/tolerance.py's attention_bound,
-and against reference/attention_decode.py within the sum of the two implementations' bounds.
+Outputs are checked against the float64 attention over the cache's values (fp16 K/V as stored; int8/int4
+K/V as c s + z exactly, the values the folded sums of kernels/kv_fold.py compute with; the dequantized
+fp16 values are bit-exact with reference/kv_quant.py, tests/kernels/test_kern_attn_kv.py) within
+reference/tolerance.py's attention_bound, and against the numba twin (reference/attention_decode.py,
+or reference/attention_folded.py for quantized K/V) within the sum of the two implementations' bounds.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kern_attn_cases import (
     FilledCache,
+    contiguous_arrays,
     decode_expectation,
     decode_rescales,
-    dequantized,
     filled_cache,
+    folded_kv,
     rows,
 )
 
@@ -32,6 +35,7 @@ from mpsim.kernels.launch_config import (
     decode_split_tokens,
 )
 from mpsim.reference.attention_decode import attention_decode_ref
+from mpsim.reference.attention_folded import attention_decode_folded_ref
 from mpsim.reference.tolerance import assert_close_bound
 from mpsim.traces.recorder import Recorder
 
@@ -45,27 +49,14 @@ CASES = [  # (lens, H_q, H_kv, D, bits, paged)
 ]
 
 
-def contiguous_arrays(fc: FilledCache, which: str) -> tuple[np.ndarray, ...]:
-    """The cache as reference/attention_decode.py takes it: contiguous (B, H, T, ...) arrays."""
-    cache = fc.k if which == "k" else fc.v
-    lens = fc.lens.tolist()
-    t = max(lens)
-    arrays = [cache.data] if cache.scale is None else [cache.data, cache.scale, cache.zero]
-    if fc.table is None:
-        return tuple(a.numpy()[:, :, :t] for a in arrays if a is not None)
-    pos = np.arange(t)
-    idx = fc.table.numpy()[:, pos // 64]  # (B, T)
-    return tuple(np.moveaxis(a.numpy()[idx, :, pos % 64], 2, 1) for a in arrays if a is not None)
-
-
 def reference_output(q: np.ndarray, fc: FilledCache) -> np.ndarray:
+    """reference/attention_decode.py (fp16 K/V) or its folded twin (int8/int4 K and V)."""
     k, v = contiguous_arrays(fc, "k"), contiguous_arrays(fc, "v")
-    extra: dict[str, np.ndarray] = {}
-    if fc.k.bits < 16:
-        extra.update(k_scale=k[1], k_zero=k[2])
-    if fc.v.bits < 16:
-        extra.update(v_scale=v[1], v_zero=v[2])
-    return attention_decode_ref(q, k[0], v[0], fc.lens.numpy(), fc.k.bits, fc.v.bits, **extra)
+    if fc.k.bits < 16 and fc.v.bits < 16:
+        return attention_decode_folded_ref(q, k[0], v[0], fc.lens.numpy(), fc.k.bits, fc.v.bits,
+                                           k[1], k[2], v[1], v[2])
+    assert fc.k.bits == fc.v.bits == 16, "mixed fp16/quantized K and V: no twin here"
+    return attention_decode_ref(q, k[0], v[0], fc.lens.numpy(), 16, 16)
 
 
 @pytest.mark.parametrize("lens,hq,hkv,d,bits,paged", CASES)
@@ -78,14 +69,15 @@ def test_decode_within_the_attention_bound(lens: list[int], hq: int, hkv: int, d
                            block_table=fc.table).numpy()
     cfg = attention_decode_config(len(lens), hq, hkv, d, max(lens), bits, fc.k.kv_block,
                                   on_gpu=False)
-    k_hat, v_hat = dequantized(fc)
-    p_fp16 = decode_group_block(hq, hkv) > 1  # the tl.dot path rounds P to fp16
+    k_x, v_x, kp, vp = folded_kv(fc)
+    p_fp16 = decode_group_block(hq, hkv) > 1  # the tl.dot path rounds P (or P s) to fp16
     sm_scale = 1.0 / math.sqrt(d)
-    exact, bound = decode_expectation(q, k_hat, v_hat, lens, sm_scale, p_fp16,
-                                      decode_rescales(cfg, max(lens)))
+    exact, bound = decode_expectation(q, k_x, v_x, lens, sm_scale, p_fp16,
+                                      decode_rescales(cfg, max(lens)), k_parts=kp, v_parts=vp)
     assert_close_bound(out, exact, bound, f"decode {lens} {bits}-bit")
-    # The numba reference is within its own (two-pass, fp32) bound of the same model.
-    _, ref_bound = decode_expectation(q, k_hat, v_hat, lens, sm_scale, False, 0)
+    # The numba twin (the same folded order, two passes) is within its own bound of the same model.
+    _, ref_bound = decode_expectation(q, k_x, v_x, lens, sm_scale, False, 0, k_parts=kp,
+                                      v_parts=vp)
     assert_close_bound(out, reference_output(q, fc), bound + ref_bound, "decode vs reference")
 
 
@@ -109,10 +101,10 @@ def test_max_kv_len_above_the_longest_sequence_leaves_empty_splits() -> None:
     q = torch.from_numpy(rows(np.random.default_rng(2), (2, 1, 64)))
     out = attention_decode(q, fc.k, fc.v, fc.lens, max_kv_len=22).numpy()
     tight = attention_decode(q, fc.k, fc.v, fc.lens, max_kv_len=20).numpy()
-    k_hat, v_hat = dequantized(fc)
+    k_x, v_x, kp, vp = folded_kv(fc)
     cfg = attention_decode_config(2, 1, 1, 64, 22, 4, None, on_gpu=False)
-    exact, bound = decode_expectation(q.numpy(), k_hat, v_hat, lens, 1 / 8, False,
-                                      decode_rescales(cfg, 22))
+    exact, bound = decode_expectation(q.numpy(), k_x, v_x, lens, 1 / 8, False,
+                                      decode_rescales(cfg, 22), k_parts=kp, v_parts=vp)
     assert_close_bound(out, exact, bound, "max_kv_len > lens")
     assert_close_bound(tight, exact, bound, "max_kv_len == max(lens)")
 
@@ -145,6 +137,10 @@ def test_errors_name_the_argument() -> None:
     with pytest.raises(ValueError, match="block_table: given for a contiguous cache"):
         attention_decode(q2, fc.k, fc.v, fc.lens, max_kv_len=7,
                          block_table=torch.zeros(1, 1, dtype=torch.int32))
+    odd = filled_cache(seed=1, lens=[7], hkv=2, d=36, k_bits=4, v_bits=4, paged=False)
+    with pytest.raises(ValueError, match="k_cache: 4-bit KV decode reads whole 32-bit words"):
+        attention_decode(torch.zeros(1, 2, 36, dtype=torch.float16), odd.k, odd.v, odd.lens,
+                         max_kv_len=7)
 
 
 @settings(max_examples=200, deadline=None)

@@ -27,6 +27,23 @@ def test_the_table_covers_every_kernel_and_width() -> None:
     gemv_tiles = {(r["block_n"], r["block_k"]) for r in rows if r["kernel"] == "gemv_fp16_kernel"}
     assert set(GEMV_TILES) <= gemv_tiles
     assert all(r["issue"] > 0 for r in rows)
+    # decode attention over fp16/int8/int4 KV, one query head and a GQA group of 16 rows
+    kv = {(r["bits"], r["block_m"], r["block_k"]) for r in rows
+          if r["kernel"] == "attention_decode_kernel"}
+    assert {(b, bg, d) for b in (16, 8, 4) for bg in (1, 16) for d in (64, 128)} <= kv
+
+
+def test_decode_attention_trips_are_priced_from_the_table() -> None:
+    from mpsim.sim.gpu.library.mpsim_attention import decode_trip_pipes
+    from mpsim.sim.gpu.sass import per_weight_mix
+
+    cfg = {"block_m": 1, "block_n": 64, "block_k": 128, "num_warps": 4}
+    mix4, mix8 = (per_weight_mix("attention_decode_kernel", b, 1, 64, 128, 4) for b in (4, 8))
+    assert decode_trip_pipes(4, 4, cfg) == {k: 2 * 64 * 128 * v for k, v in mix4.items()}
+    mixed = decode_trip_pipes(8, 4, cfg)
+    assert mixed["issue"] == 64 * 128 * (mix4["issue"] + mix8["issue"])
+    # the folded int4 loop issues fewer slots per element than the fp16 one (sm_90a)
+    assert mix4["issue"] < per_weight_mix("attention_decode_kernel", 16, 1, 64, 128, 4)["issue"]
 
 
 def test_a_recompiled_kernel_matches_its_committed_row() -> None:

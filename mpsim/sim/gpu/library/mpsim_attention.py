@@ -1,10 +1,12 @@
 """Attention launches (kernels/attention_*.py) as CTA work.
 
 Decode (flash-decoding): grid (sequence, KV head, KV split); a CTA streams its split of the cache in
-BLOCK_N-token tiles (K and V codes plus per-token scale/zero, dequantized on CUDA cores; the splits
-are sized by the longest sequence, kv_len, the trips by the mean one, kv_tokens / batch), scores on
-CUDA cores for one query head (MHA) or on tensor cores for a GQA group padded to 16 rows, online
-softmax on CUDA cores, then the splits exchange (acc, m, l) in L2 and the last one merges.
+BLOCK_N-token tiles (K and V codes plus per-token scale/zero, scale and zero folded out of the
+per-element work; the splits are sized by the longest sequence, kv_len, the trips by the mean one,
+kv_tokens / batch), scores on CUDA cores for one query head (MHA) or on tensor cores for a GQA group
+padded to 16 rows, online softmax on CUDA cores (a trip's CUDA-core work by pipe: the loop's sm_90a
+SASS per cached element, mpsim/sim/gpu/sass_table.py), then the splits exchange (acc, m, l) in L2
+and the last one merges.
 Prefill (causal flash attention): grid (query tile, sequence x head); the CTA of query tile i walks
 the key tiles up to its last row, so its trips grow with i. QK^T, softmax, PV run one after another.
 """
@@ -18,6 +20,7 @@ from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
 from mpsim.sim.gpu.memory import prefill_kv_extra_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.sass import per_weight_mix
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
 from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY, decode_kv_tokens, kv_bytes_per_token_head
 
@@ -53,14 +56,10 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     block = row.get("kv_block")
     table = bn / int(block) * PAGED_BLOCK_ENTRY if block else 0.0
     q_share = group * q * d * FP16 / per
-    quantized = (k_bits < 16) + (v_bits < 16)
-    if bg == 1:  # one query head: vector dots on CUDA cores
-        mma, fp = 0.0, 2.0 * bn * d + bn * p.mpsim.softmax_ops_per_score
-    else:
-        mma = 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
-        fp = group * bn * p.mpsim.softmax_ops_per_score + group * d
+    # one query head: vector dots on CUDA cores; a GQA group: QK^T and PV on the tensor cores
+    mma = 0.0 if bg == 1 else 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
     trip = Trip(bn * token_bytes + table + q_share, mma,
-                pipes={"fp32": fp, "alu": bn * d * quantized * p.mpsim.kv_dequant_ops}, serial=True,
+                pipes=decode_trip_pipes(k_bits, v_bits, cfg), serial=True,
                 overhead_cycles=p.mpsim.iter_overhead_cycles)
     total = b * hkv * splits
     partial = (bg * bd + 2 * bg) * FP32
@@ -74,6 +73,18 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     q_bytes = b * q * hq * d * FP16
     reads = float(row["bytes_read"]) - residency_credit(resident, q_bytes)
     return KernelWork(trip, epi, iters, "outer", inner, total, res, reads), occ
+
+
+def decode_trip_pipes(k_bits: int, v_bits: int, cfg: Mapping[str, int]) -> dict[str, float]:
+    """Lanes by pipe (and issue slots) of one BLOCK_N-token trip: the kernel's sm_90a SASS mix per
+    cached element (scripts/sass_mix.py, rows per K = V width) times the trip's 2 x BLOCK_N x
+    BLOCK_D K and V elements. K and V of different widths: the mean of the two widths' mixes (an
+    assumption: each row's loop spends half its elements on K, half on V)."""
+    bg, bn, bd, warps = (int(cfg[k]) for k in ("block_m", "block_n", "block_k", "num_warps"))
+    mixes = [per_weight_mix(DECODE_ATTENTION_KERNEL, bits, bg, bn, bd, warps)
+             for bits in {k_bits, v_bits}]
+    elements = 2.0 * bn * bd
+    return {key: elements * sum(m[key] for m in mixes) / len(mixes) for key in mixes[0]}
 
 
 def decode_trips(b: int, kv: int, kv_tokens: int, hkv: int, bn: int,
