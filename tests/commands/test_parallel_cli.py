@@ -12,7 +12,7 @@ from mpsim.cli import main
 
 def test_synth_tp_then_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "tp2.parquet"
-    assert main(["synth", "--model", "mobilellama-1.4b", "--policy", "w4+kv8", "--prompt-len", "16",
+    assert main(["synth", "--model", "mobilellama-1.4b", "--policy", "w4", "--prompt-len", "16",
                  "--gen-len", "2", "--tp", "2", "--pp", "2", "--out", str(out)]) == 0
     assert "tp 2 x pp 2" in capsys.readouterr().out
     assert main(["simulate", str(out), "--hw", "h100-sxm", "--no-cache"]) == 0

@@ -186,7 +186,7 @@ def test_vllm_picks_its_attention_kernel_and_gemm_stand_in_per_architecture() ->
     assert (hopper.kernel, hopper.stands_in_for) == ("fa3_decode", None)
     assert (ampere.kernel, ampere.stands_in_for) == ("fa2_decode", None)
     # FA2 has no fp8 cache: vLLM runs FlashInfer there; Blackwell runs FlashInfer's trtllm-gen kernels
-    ada8 = choose(engine, "decode_attention", "kv8", 1, "ada")
+    ada8 = choose(engine, "decode_attention", "kv8f", 1, "ada")
     assert (ada8.kernel, ada8.stands_in_for) == ("flashinfer_decode", None)
     bw = choose(engine, "prefill_attention", "any", 512, "blackwell")
     assert (bw.kernel, bw.stands_in_for) == ("flashinfer_trtllm_prefill", None)

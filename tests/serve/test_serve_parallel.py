@@ -52,7 +52,7 @@ def test_parallel_iterations_are_priced_with_their_collectives(engine: str, tp: 
     """A small model on a tp x pp plan: the components (with the `comm` one) agree with the exact
     launch list of the audited iterations, and the collectives make a step slower than one GPU's."""
     reqs = requests(n=12, prompt=64, gen=8, rate=50.0)
-    spec, policy, hw = get_model("mobilellama-1.4b"), parse_policy("w4+kv8"), load_hardware("h200-sxm")
+    spec, policy, hw = get_model("mobilellama-1.4b"), parse_policy("w4"), load_hardware("h200-sxm")
     runs = {}
     for plan in ((1, 1), (tp, pp)):
         cfg = ServeConfig(perf_model="sim", engine=engine, tp=plan[0], pp=plan[1])

@@ -26,7 +26,7 @@ WL = Workload(32, 3, 2)
 
 def _trace(tp: int = 2, pp: int = 1, engine: str = "mpsim"):  # type: ignore[no-untyped-def]
     choice = EngineChoice(engine, "hopper") if engine != "mpsim" else EngineChoice()
-    return synthesize(SMALL, parse_policy("w4+kv8"), WL, tp=tp, pp=pp, engine=choice)
+    return synthesize(SMALL, parse_policy("w4"), WL, tp=tp, pp=pp, engine=choice)
 
 
 def test_tp_trace_simulates_with_collective_time_in_its_own_part() -> None:
