@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
+from mpsim.library import SCALED_GEMM_KERNELS
 from mpsim.traces.accounting import FP16
 from mpsim.traces.schema import COLLECTIVE_OPS
 
@@ -43,9 +44,7 @@ REPLAY_KERNELS = ("cublas_gemm",)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill")
 # fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
 # calls of a benchmark (`l2_weights`: 1), a warm launch as the kernels above
-SCALED_GEMM_KERNELS = ("cutlass_fp8_gemm", "cutlass_fp8_block_gemm", "deepgemm_fp8_block_gemm",
-                       "flashinfer_fp8_block_gemm", "flashinfer_nvfp4_gemm", "trtllm_fp8_gemm",
-                       "trtllm_nvfp4_gemm")
+# (the fp8 / fp4 rooms name them: mpsim.library.SCALED_GEMM_KERNELS)
 # a GEMM's quantized activations (a_dtype) name the tensor rate it runs at
 A_DTYPE_PEAK = {"fp8-e4m3": "fp8", "fp4-e2m1": "fp4"}
 
