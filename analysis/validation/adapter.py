@@ -143,7 +143,10 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
     if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) or group == 0:
         group = k
     if config == "heuristic":
-        return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
+        fixed = None if kernel != cublas.CUBLAS_GEMM or not isinstance(hw, GpuSpec) else \
+            cublas.cublas_heuristic(m, n, k, hw.compute_units, generation(hw),
+                                    int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
+        return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=fixed, sms=hw.compute_units)
     tune_m = profiled_m(kernel, m)
     key = json.dumps([tune_m, n, k, fmt, bits, group, kernel])
     name = configs.get(key) if configs is not None else None

@@ -20,6 +20,7 @@ from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import (
     act_quant,
+    cublas,
     fa2,
     fa3,
     flashinfer_attention,
@@ -206,9 +207,12 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
     if op == "gemm":
         assert lib.gemm is not None
         group = _opt(r.get("group_size"))
-        out = lib.gemm(None if mine else kernel, int(r["m"]), int(r["n"]), int(r["k"]),
-                       str(r["w_format"]), int(r["w_bits"]), group, bool(r.get("bias")),
-                       on_gpu=t.on_gpu, config=None, sms=t.sms)
+        gm, gn, gk = int(r["m"]), int(r["n"]), int(r["k"])
+        # cuBLAS's fixed choice is per architecture (its rows carry the instruction family `sm`)
+        config = cublas.heuristic_for_arch(gm, gn, gk, t.sms, t.arch) \
+            if kernel == cublas.CUBLAS_GEMM else None
+        out = lib.gemm(None if mine else kernel, gm, gn, gk, str(r["w_format"]), int(r["w_bits"]),
+                       group, bool(r.get("bias")), on_gpu=t.on_gpu, config=config, sms=t.sms)
         # the weights stay as the policy stores them: a room that prices them per channel (TensorRT-
         # LLM's GEMV) does not change their group size, whose scales the row's bytes count
         out["group_size"] = group

@@ -131,10 +131,44 @@ def cublas_candidates(m: int, n: int, k: int, sms: int = GPU_SMS, generation: st
     raise ValueError(f"cuBLAS: no kernels for GPU generation {generation!r} (expected {sorted(SM_OF)})")
 
 
-def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
-    """A fixed choice when no autotune is wanted: stream-K, tokens tile the next power of two."""
+# Shared memory per CTA by engine-file architecture (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability", maximum shared memory per thread block: 8.0 163 KB, 8.9
+# 99 KB, 9.0 227 KB, 10.0 227 KB): what a fixed heuristic's tiles must fit when no GPU file is at hand.
+SMEM_PER_CTA_BY_ARCH = {"ampere": 163 * 1024, "ada": 99 * 1024, "hopper": 227 * 1024,
+                        "blackwell": 227 * 1024}
+GENERATION_OF_ARCH = {"ampere": "ampere", "ada": "ampere", "hopper": "hopper", "blackwell": "blackwell"}
+
+
+def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS, generation: str = "hopper",
+                     smem_per_cta: int = CUBLAS_SMEM_BYTES) -> LaunchConfig:
+    """A fixed choice of the kernels cuBLAS runs on a GPU `generation` when no autotune is wanted:
+    on Hopper and Blackwell stream-K with the token tile the next power of two of M (16..128) and a
+    256-row (Hopper) or 128-row (Blackwell, one SM) weight tile; on Ampere/Ada (no stream-K: data-
+    parallel tiles with serial split-K) the SM80 tile and split whose busiest SM does the least MMA
+    work (waves x tile x K trips per slice; ties: fewer slices, deeper pipeline)."""
+    if generation == "ampere":  # the SM80 tile x split-K with the least work on its busiest SM
+        cands = _ampere(m, n, k, sms, smem_per_cta)
+        if not cands:
+            raise ValueError(f"cuBLAS heuristic: no SM80 tile fits {smem_per_cta} bytes of shared "
+                             "memory per CTA")
+        return min(cands, key=lambda c: (cdiv(c.grid[0], sms) * int(c.block_m or 0)
+                                         * int(c.block_n or 0)
+                                         * cdiv(cdiv(k, int(c.block_k or 1)), c.split_k),
+                                         c.split_k, -c.num_stages))
     tt = min(128, max(16, next_pow2(m)))
-    return cublas_config(m, n, k, tt, 256, True, sms)
+    if generation == "blackwell":
+        return cublas_config(m, n, k, tt, 128, True, sms, sm=100, block_k=SM100_BLOCK_K,
+                             smem_bytes=smem_per_cta - 8 * 1024)
+    if generation == "hopper":
+        return cublas_config(m, n, k, tt, 256, True, sms)
+    raise ValueError(f"cuBLAS: no kernels for GPU generation {generation!r} (expected {sorted(SM_OF)})")
+
+
+def heuristic_for_arch(m: int, n: int, k: int, sms: int, arch: str) -> LaunchConfig:
+    """`cublas_heuristic` for an engine-file architecture (mpsim.engines.files.ARCHES)."""
+    if arch not in GENERATION_OF_ARCH:
+        raise ValueError(f"cuBLAS: unknown architecture {arch!r} (expected {sorted(GENERATION_OF_ARCH)})")
+    return cublas_heuristic(m, n, k, sms, GENERATION_OF_ARCH[arch], SMEM_PER_CTA_BY_ARCH[arch])
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,

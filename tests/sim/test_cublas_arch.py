@@ -140,3 +140,38 @@ def test_adapter_puts_the_collectors_copies_in_the_cublas_config() -> None:
     assert json.loads(with_weight_copies(launch, measured, L40S)["config"])["w_copies"] == 6
     other = {**measured, "framework": "", "fw_version": ""}
     assert with_weight_copies(launch, other, L40S) is launch
+
+
+@pytest.mark.parametrize(("hw_name", "arch", "sm"), [("l40s", "ada", 80), ("a100-sxm-80gb", "ampere", 80),
+                                                     ("b200-sxm", "blackwell", 100),
+                                                     ("h200-sxm", "hopper", None)])
+def test_synthesized_cublas_rows_use_the_devices_instruction_family(hw_name: str, arch: str,
+                                                                     sm: int | None) -> None:
+    """`synth --engine vllm --hw X` (no autotune): cuBLAS's fixed choice is the one of X's
+    generation (its rows carry `sm`), not Hopper's stream-K tiles on every GPU."""
+    from mpsim.engines import engine_target, model_heads
+    from mpsim.engines.rows import as_engine
+    from mpsim.models import get_model
+    from mpsim.policy import parse_policy
+
+    hw: GpuSpec = load_hardware(hw_name)  # type: ignore[assignment]
+    spec = get_model("llama-3-8b")
+    target = engine_target("vllm", parse_policy("fp16"), model_heads(spec.as_dict()), arch=arch,
+                           sms=hw.compute_units)
+    assert target is not None
+    for m in (1, 16, 200, 2048):
+        row = as_engine(gemm_row(m, 4096, 4096, "fp16", 16, None, False), target)
+        assert row is not None and row["kernel"] == cublas.CUBLAS_GEMM
+        cfg = row["config"] if isinstance(row["config"], dict) else json.loads(row["config"])
+        assert cfg.get("sm") == sm
+        if sm == 80:  # data-parallel tiles within the device's shared memory, serial split-K
+            assert not cfg["stream_k"]
+            stage = (cfg["block_m"] + cfg["block_n"]) * cfg["block_k"] * 2
+            assert stage * cfg["num_stages"] <= hw.sm.max_shared_memory_per_cta_KiB * 1024
+            grid = row["grid"][0] if isinstance(row["grid"], list) else json.loads(row["grid"])[0]
+            assert grid >= min(hw.compute_units // 2, 4096 // cfg["block_n"])  # not a 32-CTA grid
+
+
+def test_heuristic_refuses_an_unknown_architecture() -> None:
+    with pytest.raises(ValueError, match="unknown architecture 'volta'"):
+        cublas.heuristic_for_arch(1, 4096, 4096, 108, "volta")
