@@ -4,6 +4,8 @@ the components add up to the exact launch list and a lone request is the synthes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from serve_cases import requests
 
@@ -87,3 +89,22 @@ def test_fp8_weights_need_an_engine_that_runs_them() -> None:
     pricer = make_pricer(get_model("tiny"), parse_policy("fp8"), HW, ServeConfig(scheduler=sched,
                                                                                  engine="vllm"))
     assert pricer.target is not None and pricer.target.engine.name == "vllm"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_the_serve_command_runs_fp8_weights(engine: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`mpsim serve --policy fp8+kv8f --engine vllm|trtllm --hw h200-sxm` (before: one error, "the
+    serving simulator does not price fp8/fp4 weights yet")."""
+    import json
+
+    from mpsim.cli import main
+
+    out = tmp_path / engine
+    assert main(["serve", "--model", MODEL, "--policy", "fp8+kv8f", "--engine", engine, "--hw", "h200-sxm",
+                 "--requests", "6", "--rate", "20", "--prompt-len", "128", "--gen-len", "8",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["requests_counted"] == 6 and summary["output_tokens_per_s"] > 0
+    assert summary["policy"] == "fp8+kv8f"
+    assert f"{MODEL} fp8+kv8f on h200-sxm" in capsys.readouterr().out
