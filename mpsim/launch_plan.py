@@ -57,6 +57,7 @@ class PassShape:
     target: Target | None = None  # an engine's kernels (mpsim/engines); None: mpsim's own, as captured
     plan: ParallelPlan = SINGLE  # tensor/pipeline parallelism (mpsim/parallel.py): one rank's shapes
     kv_format: str | None = None  # the cache's format (traces/schema.py KV_FORMATS); None: by kv_bits
+    rebuilt: bool = False  # the caller rebuilds every row as an engine's kernel (serving: serve/rows.py)
 
     @property
     def cache_format(self) -> str:
@@ -70,7 +71,7 @@ class PassShape:
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
                   bias: bool) -> Row:
     if w.w_format in FLOAT_FORMATS:  # fp8 / fp4: no kernel of mpsim's; the engine's builds the row
-        if p.target is None:
+        if p.target is None and not p.rebuilt:
             raise MpsimInputError(f"{w.w_format} weights: mpsim's own Triton kernels have no fp8/fp4 "
                                   "GEMM yet; build the pass with an engine that runs it (--engine)")
         row = {**gemm_shape(m, n, k, w.w_format, w.bits, w.group_size, bias), "kernel": None,

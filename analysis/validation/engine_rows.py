@@ -1,4 +1,6 @@
-"""The rows of ../shared/engine-benchmarks.md that issue 23 owns, read into runs mpsim can repeat.
+"""The rows of ../shared/engine-benchmarks.md, read into runs mpsim can repeat: issue 23's (E1 BF16
+and INT4-AWQ, E4, E5 TP 1, E6, E8), with the FP8 precisions of issue 26 and E5's TP 4 runs of issue
+25 in the rows they share (E2 and E7: engine_rows_tp_fp8.py).
 
 Each reader takes its row's cells (engine_bench.read_table), checks that the row still says what the
 set-up assumes (GPU, model, lengths, labels) and returns a RowSetup: the engine file, GPU hardware
@@ -10,48 +12,16 @@ set from them (they are tests). Set-up choices that are readings of the sources 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 from mpsim.analysis.validation.engine_bench import Cell, Row
+from mpsim.analysis.validation.engine_rows_tp_fp8 import e2, e7
+from mpsim.analysis.validation.engine_setup import COUNTS, SAME_SHAPES, Count, Precision, RowSetup
 from mpsim.errors import MpsimInputError
 
-Count = Literal["whole-run", "decode-rate", "latency"]
-COUNTS: dict[Count, str] = {
-    "whole-run": "output tokens / s over the whole run, prefill included",
-    "decode-rate": "steady-state decode tokens / s (prefill left out)",
-    "latency": "seconds per request (the whole batch's run, prefill included)",
-}
-SAME_SHAPES = ("llama-3-8b stands for Llama-3.1-8B: the same shapes (32 layers, hidden 4096, FFN 14336, "
-               "32 query / 8 KV heads of 128, vocabulary 128256); only RoPE scaling differs")
+__all__ = ["COUNTS", "NOT_OWNED", "READERS", "Count", "Precision", "RowSetup", "setups"]
 
 
-@dataclass(frozen=True)
-class Precision:
-    label: str                              # as the row writes it
-    policy: str                             # the mpsim policy that runs it
-    published: tuple[float, ...] | None     # one per batch; None: the row publishes no absolute
-
-
-@dataclass(frozen=True)
-class RowSetup:
-    row: str
-    engine: str                  # mpsim/data/engines/<engine>.yaml
-    hw: str                      # hw_models/<hw>.yaml
-    model: str                   # mpsim preset
-    prompt_len: int
-    gen_len: int
-    batches: tuple[int, ...] | None  # None: the largest batch that fits the memory budget
-    count: Count
-    precisions: tuple[Precision, ...]  # the first is the engine's own bf16/fp16 row (the baseline)
-    note: str
-
-    @property
-    def baseline(self) -> Precision:
-        return self.precisions[0]
-
-
-def e1(row: Row) -> RowSetup:
+def e1(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("H200")
     Cell(row, "model").need("Llama-3.1-8B, TP 1")
     Cell(row, "counts").need("output tokens over the whole run")
@@ -60,25 +30,32 @@ def e1(row: Row) -> RowSetup:
     pub = Cell(row, "published result")
     return RowSetup("E1", "trtllm", "h200-sxm", "llama-3-8b", prompt, gen, tuple(batches), "whole-run",
                     (Precision("BF16", "fp16", pub.series("BF16", len(batches))),
-                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches)))),
-                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128)")
+                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches))),
+                     Precision("FP8", "fp8", pub.series("FP8", len(batches)), owner="26")),
+                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128); FP8 as fp8 "
+                    f"(W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the activations quantized "
+                    f"per tensor before each GEMM); every run with a 16-bit KV cache (the benchmark "
+                    f"names no KV format: an assumption)")
 
 
-def e4(row: Row) -> RowSetup:
+def e4(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("H100")
     Cell(row, "model").need("Llama-2-7B, TP 1")
     pub = Cell(row, "published result")
     pub.need("speedup over FP16")
     prompt, gen = Cell(row, "workload").ints(r"input (\d+), output (\d+)", "'input N, output N'")
     batches = pub.ints(r"\(bs (\d+)\).*?\(bs (\d+)\)", "two '(bs N)'")
+    fp8 = pub.match(r"FP8 (\d+(?:\.\d+)?)x \(bs \d+\), (\d+(?:\.\d+)?)x \(bs \d+\)",
+                    "'FP8 R.RRx (bs N), R.RRx (bs N)'").groups()
     return RowSetup("E4", "trtllm", "h100-sxm", "llama-2-7b", prompt, gen, batches, "whole-run",
-                    (Precision("FP16", "fp16", None),),
+                    (Precision("FP16", "fp16", None),
+                     Precision("FP8", "fp8", None, owner="26", ratios=tuple(float(r) for r in fp8))),
                     "the row publishes only speedups of FP8 and INT8 SmoothQuant over FP16: the FP16 run "
-                    "is their baseline; nothing of it is checked here (no absolute is published), the "
-                    "FP8/FP4 issue checks FP8's ratio against it")
+                    "is their baseline (no absolute is published, so no value is checked) and FP8's "
+                    "ratio to it is (fp8: W8A8 e4m3, per-tensor scales, 16-bit KV: the blog names none)")
 
 
-def e5(row: Row) -> RowSetup:
+def e5(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("H100")
     Cell(row, "model").need("Llama-3.1-8B")
     Cell(row, "counts").need("steady-state decode")
@@ -92,20 +69,34 @@ def e5(row: Row) -> RowSetup:
         raise pub.error(f"as many TP1 bs{b2} values as TP1 bs{b1} labels ({len(labels)})")
     values = {label: (float(v), at_b2[i]) for i, (label, v) in enumerate(labels)}
 
+    b4, tp4 = pub.match(r"TP4 bs(\d+): ([\d /]+)", "'TP4 bsN: value / value / ...'").groups()
+    at_tp4 = [float(v) for v in tp4.split(" / ")]
+    if len(at_tp4) != len(labels):
+        raise pub.error(f"as many TP4 bs{b4} values as TP1 bs{b1} labels ({len(labels)})")
+    by_label = {label: i for i, (label, _) in enumerate(labels)}
+
     def published(label: str) -> tuple[float, ...]:
         if label not in values:
             raise pub.error(f"a TP1 value labelled {label!r} (labels: {list(values)})")
         return values[label]
 
+    runs = (("bf16", "fp16", "23"), ("int4 g64 (GemLite)", "w4g64", "23"), ("fp8 dynamic", "fp8", "26"))
+    tp1 = tuple(Precision(lb, pol, published(lb), owner=own) for lb, pol, own in runs)
+    tp4_runs = tuple(Precision(f"{lb} TP4", pol, (at_tp4[by_label[lb]],), tp=4,
+                               owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),))
+                     for lb, pol, own in runs)
     return RowSetup("E5", "sglang", "h100-sxm", "llama-3-8b", prompt, gen, (int(b1), int(b2)),
-                    "decode-rate",
-                    (Precision("bf16", "fp16", published("bf16")),
-                     Precision("int4 g64 (GemLite)", "w4g64", published("int4 g64 (GemLite)"))),
+                    "decode-rate", tp1 + tp4_runs,
                     f"GemLite's Triton W4A16 is not a modelled library: the sglang file's int4 kernel "
-                    f"(its Marlin path) stands in for it (`mpsim engines sglang`); {SAME_SHAPES}")
+                    f"(its Marlin path) stands in for it (`mpsim engines sglang`); torchao's fp8 dynamic "
+                    f"(float8 weights and per-token dynamic activations) as fp8 on the sglang file's fp8 "
+                    f"GEMM (per-tensor weight scales, torchao's default granularity: an assumption, the "
+                    f"post names none); a TP4 run is tensor-parallel over 4 GPUs (the sglang file's "
+                    f"all-reduce, the h100-sxm node's NVLink), its figure the batch's rate over all four, "
+                    f"its ratio the scaling over the same precision at TP1; {SAME_SHAPES}")
 
 
-def e6(row: Row) -> RowSetup:
+def e6(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("H100")
     Cell(row, "model").need("Llama-3.1-8B, TP 1")
     Cell(row, "counts").need("whole request latency")
@@ -122,7 +113,7 @@ def e6(row: Row) -> RowSetup:
                     f"Machete, vLLM's GPTQ/AWQ choice on Hopper), which prices these rows; {SAME_SHAPES}")
 
 
-def e8(row: Row) -> RowSetup:
+def e8(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("L40S")
     Cell(row, "model").need("Llama-2-7B")
     Cell(row, "engine, tool").need("max-throughput batch, same memory budget")
@@ -137,18 +128,16 @@ def e8(row: Row) -> RowSetup:
                     "w4g128 (QServe's TRT-LLM baseline)")
 
 
-READERS: dict[str, Callable[[Row], RowSetup]] = {"E1": e1, "E4": e4, "E5": e5, "E6": e6, "E8": e8}
+READERS: dict[str, Callable[[Row, dict[str, Row]], RowSetup]] = {
+    "E1": e1, "E2": e2, "E4": e4, "E5": e5, "E6": e6, "E7": e7, "E8": e8}
 
 NOT_OWNED: tuple[tuple[str, str], ...] = (
-    ("E1 FP8", "FP8 weights and activations: the FP8/FP4 issue"),
-    ("E1 W4A8-AWQ", "W4A8: out of scope of issue 23"),
-    ("E2", "Llama-3.1-70B, its BF16 baseline on TP 2: the parallelism issue (FP8: the FP8/FP4 issue)"),
+    ("E1 W4A8-AWQ", "W4A8: out of scope"),
+    ("E2 W4A8-AWQ", "W4A8: out of scope"),
     ("E3", "no input/output lengths stated: out of scope"),
-    ("E4 FP8", "the FP8/FP4 issue"),
     ("E4 INT8 SmoothQuant", "SmoothQuant W8A8: out of scope"),
-    ("E5 fp8 dynamic", "the FP8/FP4 issue"),
-    ("E5 TP4", "tensor parallel: the parallelism issue"),
-    ("E7", "bf16 vs FP8 at saturation (Qwen3-8B): the FP8/FP4 issue"),
+    ("E7 v0.8.5", "the older vLLM's pair (V0 engine); the table compares v0.10.2's, whose engine the "
+                  "vllm file describes (V1)"),
     ("E8 W8A8", "SmoothQuant W8A8: out of scope"),
     ("E8 QServe W4A8KV4", "QServe (W4A8, 4-bit KV): out of scope"),
     ("E9", "a decode-attention kernel microbenchmark, not an end-to-end run (point 3 validates kernels)"),
@@ -156,9 +145,9 @@ NOT_OWNED: tuple[tuple[str, str], ...] = (
 
 
 def setups(rows: dict[str, Row]) -> list[RowSetup]:
-    """Every owned row's set-up; a missing row is an error naming it."""
+    """Every repeated row's set-up; a missing row is an error naming it."""
     missing = [r for r in READERS if r not in rows]
     if missing:
         raise MpsimInputError(f"engine-benchmarks.md has no row {', '.join(missing)} "
                               f"(rows: {', '.join(rows)})")
-    return [read(rows[r]) for r, read in READERS.items()]
+    return [read(rows[r], rows) for r, read in READERS.items()]

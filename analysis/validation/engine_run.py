@@ -10,6 +10,10 @@ a graph replay), the simulator's default. The count:
 - latency: the run's time (RunSummary.total_s), what each request of the batch waits.
 A row without batches (E8: the engine's max-throughput batch) runs the largest batch whose weights,
 KV cache and peak activations fit mpsim/memory.py's share of the GPU (MEMORY_UTILIZATION).
+A precision on `tp` GPUs is synthesized and simulated under that tensor-parallel plan (synth --tp:
+one rank's launches and the engine file's all-reduce, priced over the GPU's node); whole-run-per-gpu
+divides the run's tokens/s by `tp`. A `served` row (E7) is `mpsim serve`: its batch is the number of
+prompts, all arriving at 0 s, scheduled with the row's (max_num_seqs, max_num_batched_tokens).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def gpu(setup: RowSetup) -> GpuSpec:
 
 
 def model(setup: RowSetup) -> ModelSpec:
+    if setup.spec is not None:
+        return setup.spec
     if setup.model not in PRESETS:
         raise MpsimInputError(f"engine row {setup.row}: no model preset {setup.model!r}")
     return PRESETS[setup.model]
@@ -62,7 +68,8 @@ def runs(setup: RowSetup) -> list[Run]:
     """Every (precision, batch) of a row; memory-budget rows get each precision's own batch."""
     out = []
     for p in setup.precisions:
-        batches = setup.batches or (memory_batch(model(setup), parse_policy(p.policy), setup, gpu(setup)),)
+        batches = setup.batches_of(p) or (memory_batch(model(setup), parse_policy(p.policy), setup,
+                                                       gpu(setup)),)
         for i, b in enumerate(batches):
             out.append(Run(setup, p, b, None if p.published is None else p.published[i]))
     return out
@@ -85,10 +92,12 @@ def memory_batch(spec: ModelSpec, policy: Policy, setup: RowSetup, hw: GpuSpec) 
     return lo
 
 
-def counted(count: Count, s: RunSummary) -> float:
-    """The row's figure from a simulated run."""
+def counted(count: Count, s: RunSummary, tp: int = 1) -> float:
+    """The row's figure from a simulated run on `tp` GPUs."""
     if count == "whole-run":
         return s.tokens_per_s
+    if count == "whole-run-per-gpu":
+        return s.tokens_per_s / tp
     if count == "decode-rate":
         return s.decode_tokens_per_s
     return s.total_s
@@ -101,9 +110,35 @@ def predict(run: Run, memo: LaunchMemo) -> float:
 
     spec, hw = model(run.setup), gpu(run.setup)
     check_context(spec, run.setup.prompt_len, run.setup.gen_len)
+    if run.setup.count == "served":
+        return served(run, spec, hw)
+    tp = run.precision.tp
     trace = synthesize(spec, parse_policy(run.precision.policy), run.workload,
-                       engine=EngineChoice.on(run.setup.engine, hw))
-    return counted(run.setup.count, simulate(trace, hw, memo=memo).summary)
+                       engine=EngineChoice.on(run.setup.engine, hw), tp=tp)
+    return counted(run.setup.count, simulate(trace, hw, memo=memo).summary, tp)
+
+
+def served(run: Run, spec: ModelSpec, hw: GpuSpec) -> float:
+    """Output tokens / s of `mpsim serve` over the whole run: `run.batch` prompts at 0 s."""
+    import numpy as np
+
+    from mpsim.serve.arrivals import NO_SWITCH, Requests
+    from mpsim.serve.config import SchedulerConfig, ServeConfig
+    from mpsim.serve.engine import run_serve
+
+    s = run.setup
+    if s.scheduler is None:
+        raise MpsimInputError(f"engine row {s.row}: a served row needs (max_num_seqs, "
+                              "max_num_batched_tokens)")
+    n = run.batch
+    reqs = Requests(np.zeros(n), np.full(n, s.prompt_len, dtype=np.int64),
+                    np.full(n, s.gen_len, dtype=np.int64), np.full(n, NO_SWITCH, dtype=np.int64),
+                    f"engine row {s.row}: {n} prompts at 0 s")
+    sched = SchedulerConfig(max_num_seqs=s.scheduler[0], max_num_batched_tokens=s.scheduler[1],
+                            chunked_prefill=False)
+    cfg = ServeConfig(scheduler=sched, engine=s.engine, tp=run.precision.tp)
+    summary = run_serve(spec, parse_policy(run.precision.policy), hw, reqs, cfg).summary
+    return float(summary["output_tokens_per_s"])
 
 
 def stand_ins(setup: RowSetup) -> list[str]:

@@ -4,12 +4,13 @@
                                                 [--doc docs/validation.md] [--print] [--no-cache]
 
 Reads ../shared/engine-benchmarks.md in place (engine_bench.py; a row whose wording no longer parses
-is an error naming it), sets up the rows issue 23 owns (engine_rows.py: E1 BF16 and INT4-AWQ, E4
-FP16, E5 bf16 and int4 at TP 1, E6 all, E8 FP16 and W4A16) as mpsim runs with the matching engine
-file, model preset, GPU hardware file, policy and workload (engine_run.py), simulates each with the
-shipped defaults and counts it as the row counts (whole run, decode rate or request latency), and
-writes the comparison between the `<!-- validation:engines -->` markers of docs/validation.md
-(engine_table.py).
+is an error naming it), sets up the rows (engine_rows.py, engine_rows_tp_fp8.py: issue 23's E1 BF16
+and INT4-AWQ, E4 FP16, E5 bf16 and int4 at TP 1, E6, E8 FP16 and W4A16; issue 26's FP8 runs of E1,
+E4 and E5 and E7; issue 25's E2 and E5 at TP 4) as mpsim runs with the matching engine file, model,
+GPU hardware file, policy, tensor-parallel degree and workload (engine_run.py), simulates each with
+the shipped defaults (E7 through `mpsim serve`) and counts it as the row counts (whole run, per GPU,
+decode rate, request latency), and writes the comparison, with each row's owning issue and its
+targets, between the `<!-- validation:engines -->` markers of docs/validation.md (engine_table.py).
 
 These rows are tests, never inputs: no constant of mpsim is set or fitted from them, and nothing here
 feeds a number back into the models. The kernels standing in for those not modelled yet are named

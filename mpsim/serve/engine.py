@@ -21,7 +21,6 @@ import pandas as pd
 import simpy
 
 from mpsim.engines import EngineChoice, engine_target, model_heads
-from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
 from mpsim.parallel import ParallelPlan, rank_spec
@@ -52,11 +51,8 @@ def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeCon
     plan = serve_plan(spec, cfg)
     target = engine_target(choice.name, policy, model_heads(rank_spec(spec, plan.tp).as_dict()),
                            arch=choice.arch, sms=choice.sms)
-    if policy.family == "float":  # after the engine's own check (mpsim's kernels: that error)
-        raise MpsimInputError(f"serve: policy {policy.spelling!r}: the serving simulator does not price "
-                              "fp8/fp4 weights yet (its iteration parts have no activation-quantization "
-                              "launches); synthesize the policy (mpsim synth --engine ...), or serve its "
-                              "KV cache with 16-bit or int weights (e.g. fp16+kv8f)")
+    # fp8 / fp4 weights: engine_target refused mpsim's own kernels (they have none); an engine's rows
+    # (with their activation-quantization launches) are built when the parts are framed (rows.py)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
                            cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target, plan,
                            policy.kv_format)

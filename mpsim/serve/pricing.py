@@ -45,6 +45,7 @@ from mpsim.serve.config import Buckets, IterationProtocols
 from mpsim.serve.precision import PrecisionPlan
 from mpsim.serve.rows import (
     Shape,
+    as_target,
     base_pass,
     comm_rows,
     decode_attention_row,
@@ -207,10 +208,10 @@ class IterationPricer:
         return self._whole(s)[0]
 
     def _whole(self, s: Shape) -> tuple[float, int]:
-        rows = iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan, self.kv_format)
+        rows = frame(iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan, self.kv_format),
+                     self.target)
         start = time.perf_counter()
-        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
-                          protocol="kernel")
+        result = simulate(rows, self.hw, self.perf_model, memo=self.memo, protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
@@ -254,10 +255,10 @@ class IterationPricer:
     def _price_parts(self, keys: list[tuple[Any, ...]]) -> None:
         if not keys:
             return
-        parts = [self._part(k) for k in keys]
+        parts = [self._launched(self._part(k)) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows, self.target), self.hw, self.perf_model, memo=self.memo,
+        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo,
                           protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
@@ -269,6 +270,25 @@ class IterationPricer:
             span = times[at:at + len(part.rows)]
             self.parts[key] = (float(np.dot(span, part.weights)), part.launches)
             at += len(part.rows)
+
+    def _launched(self, part: Part) -> Part:
+        """The part as the engine launches it (rows.as_target): a fused op's row gone, an
+        activation quantization before a W8A8 / A4 GEMM, at the weight of the row it comes from. A
+        residency lead (weight 0) the engine fuses away (the KV write before attention, fused into
+        TRT-LLM's attention op) becomes a stand-in writing its bytes, so the part does not take its
+        L2 state from whichever part the batch priced before it."""
+        if self.target is None:
+            return part
+        launches: dict[int, list[Row]] = {}
+        for i, row in as_target(part.rows, self.target):
+            launches.setdefault(i, []).append(row)
+        out = Part()
+        for i, row in enumerate(part.rows):
+            if part.weights[i] == 0.0 and i not in launches:
+                out.add(stand_in(row), 0.0)
+            for b in launches.get(i, []):
+                out.add(b, part.weights[i])
+        return out
 
     def _part(self, key: tuple[Any, ...]) -> Part:
         kind, *args = key

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from mpsim.engines.rows import Target, as_engine
+from mpsim.engines.rows import Target, engine_rows
 from mpsim.launch_plan import (
     ROW_PARALLEL,
     PassShape,
@@ -54,9 +54,11 @@ class Shape:
 def base_pass(tokens: int, kv_bits: int, kv_block: int, phase: str = "decode",
               weights: WeightChoice = FP16_WEIGHTS, kv_format: str | None = None) -> PassShape:
     """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens (`kv_format`:
-    the cache's, traces/schema.py KV_FORMATS; None: the int format of kv_bits)."""
+    the cache's, traces/schema.py KV_FORMATS; None: the int format of kv_bits). Its rows are mpsim's
+    own, rebuilt as the engine's kernels when framed (`as_target`): an fp8 / fp4 GEMM, which mpsim's
+    kernels do not run, is its shape until then (make_pricer refuses it without an engine)."""
     return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block,
-                     kv_format=kv_format)
+                     kv_format=kv_format, rebuilt=True)
 
 
 def stand_in(pred: Row, layer: int = -1) -> Row:
@@ -144,14 +146,23 @@ def tail_rows(spec: ModelSpec, seqs: int, has_prefill: bool, kv_bits: int, kv_bl
     return [r for r in rows if r["layer"] == -1 and r["module"] not in ("embed", "embed_allreduce")]
 
 
+def as_target(rows: list[Row], target: Target | None) -> list[tuple[int, Row]]:
+    """The launches the target engine makes for `rows`, each with the index of the row it comes
+    from: none for an op the engine fuses into its attention kernel (RoPE, KV append), the rebuilt
+    row, or an activation-quantization launch and then the GEMM where the engine quantizes a W8A8 /
+    A4 GEMM's input (mpsim/engines/rows.py engine_rows). The residency stand-ins stay mpsim's own
+    add (weight 0: only the bytes they leave in L2 matter). `target` None: the rows as they are."""
+    if target is None:
+        return list(enumerate(rows))
+    return [(i, b) for i, r in enumerate(rows)
+            for b in ([r] if r.get("module") == STAND_IN else engine_rows(r, target))]
+
+
 def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
     """The trace-row table of launch-plan rows (costed here, once), in order, ready for `simulate`
     (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing).
-    `target`: each row rebuilt as that engine's kernel (mpsim/engines), except the residency
-    stand-ins (mpsim's own add, weight 0: only the bytes they leave in L2 matter)."""
-    if target is not None:
-        built = (r if r.get("module") == STAND_IN else as_engine(r, target) for r in rows)
-        rows = [r for r in built if r is not None]  # a fused op (RoPE, KV append) launches nothing
+    `target`: the rows as that engine launches them (`as_target`)."""
+    rows = [r for _, r in as_target(rows, target)]
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "tp": [r.get("tp") or 1 for r in costed_rows],

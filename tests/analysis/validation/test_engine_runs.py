@@ -36,8 +36,12 @@ def test_each_count_reads_its_figure() -> None:
 
 def test_runs_per_precision_and_batch(rows: dict[str, RowSetup]) -> None:
     got = [(r.precision.label, r.batch, r.published) for r in runs(rows["E1"])]
-    assert got == [("BF16", 1, 10.5), ("BF16", 2, 20.0), ("INT4-AWQ", 1, 12.0), ("INT4-AWQ", 2, 18.0)]
-    assert [(r.batch, r.published) for r in runs(rows["E4"])] == [(1, None), (2, None)]
+    assert got == [("BF16", 1, 10.5), ("BF16", 2, 20.0), ("INT4-AWQ", 1, 12.0), ("INT4-AWQ", 2, 18.0),
+                   ("FP8", 1, 11.0), ("FP8", 2, 21.0)]
+    assert [(r.batch, r.published) for r in runs(rows["E4"])] == [(1, None), (2, None)] * 2
+    # a TP4 run at its own batch only
+    assert [(r.precision.label, r.batch) for r in runs(rows["E5"])][6:] == \
+        [("bf16 TP4", 4), ("int4 g64 (GemLite) TP4", 4), ("fp8 dynamic TP4", 4)]
 
 
 def test_the_memory_budget_batch_is_the_largest_that_fits(rows: dict[str, RowSetup]) -> None:
@@ -92,19 +96,76 @@ def test_ratios_and_errors_per_count(rows: dict[str, RowSetup]) -> None:
     base = out[("BF16", 2)]
     assert base.ratio_published is None and base.ratio_error is None
     assert base.error == pytest.approx(0.3 / 0.3 - 1)
-    e1 = outcomes(runs(rows["E1"]), [10.0, 20.0, 15.0, 10.0])  # tokens/s: precision over baseline
+    e1 = outcomes(runs(rows["E1"]), [10.0, 20.0, 15.0, 10.0, 12.0, 24.0])  # tokens/s: over baseline
     assert e1[3].ratio_published == pytest.approx(18 / 20) and e1[3].ratio_predicted == pytest.approx(0.5)
-    e4 = outcomes(runs(rows["E4"]), [5.0, 9.0])
-    assert all(o.error is None and o.ratio_error is None for o in e4)
+    assert e1[5].ratio_published == pytest.approx(21 / 20) and e1[5].ratio_predicted == pytest.approx(1.2)
+    e4 = outcomes(runs(rows["E4"]), [5.0, 9.0, 6.0, 9.9])  # FP8: only its speedups are published
+    assert all(o.error is None and o.ratio_error is None for o in e4[:2])
+    assert [o.ratio_published for o in e4[2:]] == [1.1, 1.2]
+    assert e4[3].error is None and e4[3].ratio_error == pytest.approx(1.1 / 1.2 - 1)
+
+
+def test_a_tp4_run_is_compared_with_its_precision_on_one_gpu(rows: dict[str, RowSetup]) -> None:
+    """E5's TP4 runs (batch 4 only) against the same precision's TP1 run at batch 4, not at the
+    same position (batch 1)."""
+    e5 = runs(rows["E5"])
+    outs = outcomes(e5, [float(i + 1) for i in range(len(e5))])
+    tp4 = {o.run.precision.label: o for o in outs if o.run.precision.tp == 4}
+    fp8 = tp4["fp8 dynamic TP4"]
+    assert (fp8.base.precision.label, fp8.base.batch, fp8.base_predicted) == ("fp8 dynamic", 4, 6.0)
+    assert fp8.ratio_predicted == pytest.approx(9.0 / 6.0)
+    assert fp8.ratio_published == pytest.approx(3.0 / 330.0) and fp8.owners == ["25", "26"]
+
+
+def test_per_gpu_counts_and_the_qualitative_band(rows: dict[str, RowSetup]) -> None:
+    s = RunSummary(0.5, 0.01, 0.01, 0.01, 2.0, 64.0, 128.0, {})
+    assert counted("whole-run-per-gpu", s, 2) == 32.0 and counted("whole-run", s, 2) == 64.0
+    e7 = runs(rows["E7"])
+    inside, outside = outcomes(e7, [100.0, 105.0]), outcomes(e7, [100.0, 112.0])
+    assert inside[1].in_band is True and outside[1].in_band is False and inside[0].in_band is None
+    text = block([rows["E7"]], outside, {"E7": []})
+    assert "(target 0.9-1.1x ✗)" in text and "0 of 1 qualitative ratios in their band" in text
+    assert "| -80.0% |" in text and "| -77.1% |" in text  # shown, not targets of a qualitative row
+    assert "| 0.980x | 1.120x |" in text  # a band's ratios to three places (1.104 is outside 1.1)
+
+
+def test_a_tensor_parallel_run_counts_per_gpu(rows: dict[str, RowSetup]) -> None:
+    """E2's BF16 run is synthesized on 2 GPUs (one rank's launches and the all-reduces) and counts
+    the run's tokens/s over its 2 GPUs."""
+    from mpsim.engines import EngineChoice
+    from mpsim.sim import simulate
+    from mpsim.synth import synthesize
+
+    small = replace(rows["E2"], prompt_len=16, gen_len=3)
+    run = runs(small)[0]
+    assert run.precision.tp == 2
+    memo = LaunchMemo(None)
+    hw = gpu(small)
+    trace = synthesize(model(small), parse_policy("fp16"), run.workload,
+                       engine=EngineChoice.on("trtllm", hw), tp=2)
+    assert (trace.rows["op"] == "allreduce").any()
+    assert predict(run, memo) == simulate(trace, hw, memo=memo).summary.tokens_per_s / 2
+
+
+def test_a_served_row_is_mpsim_serve(rows: dict[str, RowSetup]) -> None:
+    """E7 as `mpsim serve` with its scheduler settings: a few prompts at 0 s (the row's 1000 take
+    a minute); FP8's block-scaled GEMMs serve through the engine's parts."""
+    small = replace(rows["E7"], batches=(6,), prompt_len=32, gen_len=4)
+    memo = LaunchMemo(None)
+    got = [predict(r, memo) for r in runs(small)]
+    assert all(math.isfinite(v) and v > 0 for v in got)
+    assert got[0] != got[1]
 
 
 def test_the_block_and_the_doc(rows: dict[str, RowSetup], tmp_path: Path) -> None:
     e6 = runs(rows["E6"])
     text = block([rows["E6"]], outcomes(e6, [0.2, 0.3, 0.2, 0.25, 0.1, 0.2]),
                  {"E6": ["k1 for X", "k2 for Y"]})
-    assert "| E6 | vllm on h100-sxm | Marlin int8 (w8g128) | 1 | 0.150 s | 0.200 s | +33.3% ✗ |" in text
-    assert "| E6 | vllm on h100-sxm | BF16 (fp16) | 2 | 0.300 s | 0.300 s | +0.0% | - | - | - |" in text
-    assert "5 of 6 published values within 15%" in text and "**not met**" in text
+    assert "| E6 | 23 | vllm on h100-sxm | Marlin int8 (w8g128) | 1 | 0.150 s | 0.200 s | +33.3% ✗ " \
+        "| BF16 |" in text
+    assert "| E6 | 23 | vllm on h100-sxm | BF16 (fp16) | 2 | 0.300 s | 0.300 s | +0.0% | - | - | - | - |" \
+        in text
+    assert "- issue 23: 5 of 6 published values within 15%" in text and "**not met**" in text
     assert "Kernels standing in on this GPU: k1 for X; k2 for Y." in text
     assert "counts seconds per request" in text
     assert all(f"- {row}: {why}" in text for row, why in NOT_OWNED)
@@ -139,5 +200,5 @@ def test_the_command_fails_with_the_row_named(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_every_ratio_is_finite_when_all_runs_are(rows: dict[str, RowSetup]) -> None:
-    e1 = outcomes(runs(rows["E1"]), [1.0, 2.0, 3.0, 4.0])
+    e1 = outcomes(runs(rows["E1"]), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     assert all(math.isfinite(o.ratio_predicted) for o in e1 if o.ratio_predicted is not None)
