@@ -44,7 +44,7 @@ def w8a8_scales(sa: np.ndarray, sw: np.ndarray, m: int, n: int) -> tuple[np.ndar
 
 def gemm_fp8_ref(a_codes: np.ndarray, a_scales: np.ndarray, w_codes: np.ndarray,
                  w_scales: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """uint8 e4m3 codes a (M, K), w (N, K); fp32 scales (M,) and (1,) or (N,); fp16 bias (N,) -> fp16 (M, N)."""
+    """uint8 e4m3 codes a (M, K), w (N, K); fp32 scales (M,), (1,) or (N,); fp16 bias (N,) -> fp16."""
     a, w = decode_e4m3(a_codes), decode_e4m3(w_codes)
     if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[1]:
         raise ValueError(f"codes: expected a (M, K) and w (N, K), got {a.shape} and {w.shape}")
