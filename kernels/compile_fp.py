@@ -7,6 +7,7 @@ scripts/sass_mix.py --fp (the SASS instruction mix of their main loops). Pointer
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,30 @@ def ptxas_usage(compiled: Any) -> dict[str, int]:
             "shared_bytes": int(compiled.metadata.shared)}
 
 
+def gemv_fp4_args(m: int, n: int, k: int, kind: str) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(gemv_fp4_kernel, its arguments, the GPU config) at one shape (K a multiple of the block)."""
+    from mpsim.kernels import gemv_fp4
+    from mpsim.reference.fp4_quant import FP4_BLOCK
+
+    b = FP4_BLOCK[kind]
+    cfg = gemv_fp4.gemv_fp4_config(m, n, k, kind, on_gpu=True)
+    split = cfg.split_k > 1
+    bk = cfg.block_k or 1
+    args: dict[str, Any] = dict(
+        x_ptr="ptr", qw_ptr="ptr", s_ptr="ptr", bias_ptr=None, out_ptr="ptr",
+        ws_ptr="ptr" if split else None, cnt_ptr="ptr" if split else None, M=m, N=n, K=k, KP=k,
+        K_PER_SPLIT=cdiv(cdiv(k, cfg.split_k), bk) * bk, g_scale=1.0, stride_xm=k, stride_qn=k // 8,
+        stride_sn=k // b, stride_om=n, HAS_BIAS=False, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        BLOCK_K=bk, B=b, MX=kind == "mxfp4", GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,
+        __types__={"x_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*u8", "bias_ptr": "*fp16",
+                   "out_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "g_scale": "fp32"})
+    return gemv_fp4.gemv_fp4_kernel, args, cfg
+
+
 def extra_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]]:
     """name -> a no-argument builder of (kernel, arguments, config), for the fp4 and fp8-KV kernels."""
-    return {}
+    out: dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]] = {}
+    for kind in ("nvfp4", "mxfp4"):
+        for m in (1, 16, 2048):
+            out[f"gemv_{kind} m={m}"] = functools.partial(gemv_fp4_args, m, 4096, 4096, kind)
+    return out
