@@ -92,10 +92,32 @@ def gemv_fp4_args(m: int, n: int, k: int, kind: str) -> tuple[Any, dict[str, Any
     return gemv_fp4.gemv_fp4_kernel, args, cfg
 
 
+def attention_decode_fp8_args(block_g: int, head_dim: int,
+                               paged: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(attention_decode_fp8_kernel, arguments, config) on a GPU: one query head (block_g 1) or a GQA
+    group of 16 rows, KV 8192 tokens split as attention_decode_config does, 32 KV heads."""
+    from mpsim.kernels import attention_decode_fp8
+    from mpsim.kernels.launch_config import attention_decode_config
+
+    cfg = attention_decode_config(1, 32 * block_g, 32, head_dim, 8192, 8, 64 if paged else None)
+    kernel = attention_decode_fp8.attention_decode_fp8_kernel
+    args: dict[str, Any] = {name: 16 * 1024 for name in kernel.arg_names if name.startswith("stride")}
+    types = {"q_ptr": "*fp16", "o_ptr": "*fp16", "kc_ptr": "*u8", "vc_ptr": "*u8", "ks_ptr": "*fp32",
+             "vs_ptr": "*fp32", "lens_ptr": "*i32", "table_ptr": "*i32", "ws_acc": "*fp32",
+             "ws_ml": "*fp32", "counters": "*i32", "qk_scale": "fp32"}
+    args.update({name: "ptr" for name in types if types[name].startswith("*")})
+    args.update(qk_scale=0.5, split_len=512, num_splits=16, ws_splits=16, GROUP=block_g, D=head_dim,
+                PAGED=paged, KV_BLOCK=64, BLOCK_G=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_k,
+                ONE_SPLIT=False, __types__=types)
+    return kernel, args, cfg
+
+
 def extra_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]]:
     """name -> a no-argument builder of (kernel, arguments, config), for the fp4 and fp8-KV kernels."""
     out: dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]] = {}
     for kind in ("nvfp4", "mxfp4"):
         for m in (1, 16, 2048):
             out[f"gemv_{kind} m={m}"] = functools.partial(gemv_fp4_args, m, 4096, 4096, kind)
+    for bg in (1, 16):
+        out[f"attention_decode_fp8 g={bg}"] = functools.partial(attention_decode_fp8_args, bg, 128, True)
     return out
