@@ -99,7 +99,9 @@ def attention_decode_fp8_args(block_g: int, head_dim: int,
     from mpsim.kernels import attention_decode_fp8
     from mpsim.kernels.launch_config import attention_decode_config
 
-    cfg = attention_decode_config(1, 32 * block_g, 32, head_dim, 8192, 8, 64 if paged else None)
+    base = attention_decode_config(1, 32 * block_g, 32, head_dim, 8192, 8, 64 if paged else None)
+    cfg = LaunchConfig("attention_decode_fp8_kernel", base.grid, base.block_m, base.block_n, base.block_k,
+                       base.num_warps, base.num_stages, base.split_k)
     kernel = attention_decode_fp8.attention_decode_fp8_kernel
     args: dict[str, Any] = {name: 16 * 1024 for name in kernel.arg_names if name.startswith("stride")}
     types = {"q_ptr": "*fp16", "o_ptr": "*fp16", "kc_ptr": "*u8", "vc_ptr": "*u8", "ks_ptr": "*fp32",
@@ -121,3 +123,22 @@ def extra_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchCon
     for bg in (1, 16):
         out[f"attention_decode_fp8 g={bg}"] = functools.partial(attention_decode_fp8_args, bg, 128, True)
     return out
+
+
+def all_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]]:
+    """Every fp8 / fp4 kernel at its GPU config (scripts/sass_mix.py --fp counts these)."""
+    out: dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]] = {
+        f"gemm_fp8 m={m}": functools.partial(gemm_fp8_args, m, 4096, 4096) for m in (1, 16, 2048)}
+    out["act_quant k=4096"] = functools.partial(act_quant_args, 16, 4096)
+    out.update(extra_cases())
+    return out
+
+
+def elements_per_trip(name: str, cfg: LaunchConfig) -> int:
+    """What one trip of the kernel's main loop covers: weights (GEMM/GEMV: BLOCK_N x BLOCK_K), cached
+    K and V elements (attention: 2 x BLOCK_N x BLOCK_D), activations (act_quant: BLOCK)."""
+    if name.startswith("attention"):
+        return 2 * (cfg.block_n or 1) * (cfg.block_k or 1)
+    if name.startswith("act_quant"):
+        return cfg.block_n or 1
+    return (cfg.block_n or 1) * (cfg.block_k or 1)
