@@ -8,8 +8,9 @@ e4m3_satfinite(fl(x / s)), dividing as vLLM's scaled_convert does).
 
 Decode: flash-decoding exactly as kernels/attention_decode.py (its workspace, split merge, score and
 value products), on fp16 tiles made from the codes with no rounding: code c becomes the fp16 number
-e4m3(c) 2^-8 (`e4m3_fp16`: the e4m3 exponent and mantissa bits placed in fp16's, the sign in fp16's;
-e4m3 subnormals land on fp16 subnormals; every e4m3 value times 2^-8 is an fp16 value). The scales
+e4m3(c) 2^-8 (`_fp8_tile`, two codes of a 32-bit word at a time: the e4m3 exponent and mantissa
+bits placed in fp16's, the sign in fp16's; e4m3 subnormals land on fp16 subnormals; every e4m3 value
+times 2^-8 is an fp16 value). The scales
 are folded out of the loop: the score scale becomes fl(fl(sm_scale log2(e)) s_k) 2^8 (two roundings,
 one more than the fp16 kernel's; the 2^8 is exact), and each split's accumulator is multiplied by
 s_v 2^8 once before the merge (one rounding per element).
@@ -36,18 +37,28 @@ from mpsim.traces.recorder import active_recorder
 
 
 @triton.jit
-def e4m3_fp16(c):
-    """uint8 e4m3 codes -> fp16 e4m3(c) 2^-8, exact (the NaN codes are not cache values)."""
-    c = c.to(tl.uint16)
-    return (((c & 0x80) << 8) | ((c & 0x7F) << 7)).to(tl.float16, bitcast=True)
+def _half_pair(h):
+    """uint32 whose 16-bit halves are fp16 bit patterns -> (low, high) fp16 tensors joined."""
+    lo = (h & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (h >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return lo, hi
 
 
 @triton.jit
 def _fp8_tile(ptr, off, valid, D, BLOCK_D: tl.constexpr):
-    """(BLOCK_N, BLOCK_D) fp16 tile of e4m3(c) 2^-8 for the rows at `off`, 0 past D or invalid rows."""
-    d = tl.arange(0, BLOCK_D)
-    c = tl.load(ptr + off[:, None] + d[None, :], mask=valid[:, None] & (d < D)[None, :], other=0)
-    return e4m3_fp16(c)
+    """(BLOCK_N, BLOCK_D) fp16 tile of e4m3(c) 2^-8 for the rows at `off` (in 32-bit words), 0 past D
+    or invalid rows. Two codes per integer op chain: bytes 0 and 2 of a word w become the halves of
+    ((w << 8) & 0x80008000) | ((w << 7) & 0x3F803F80), bytes 1 and 3 those of
+    (w & 0x80008000) | ((w >> 1) & 0x3F803F80) (sign to bit 15, exponent and mantissa to bits 7..14
+    of each half; the other bytes' bits fall outside the masks)."""
+    W: tl.constexpr = BLOCK_D // 4
+    dw = tl.arange(0, W)
+    w = tl.load(ptr + off[:, None] + dw[None, :], mask=valid[:, None] & (dw < D // 4)[None, :], other=0)
+    w = w.to(tl.uint32, bitcast=True)
+    a_lo, a_hi = _half_pair(((w << 8) & 0x80008000) | ((w << 7) & 0x3F803F80))  # codes 0, 2
+    b_lo, b_hi = _half_pair((w & 0x80008000) | ((w >> 1) & 0x3F803F80))  # codes 1, 3
+    v = tl.join(tl.join(a_lo, a_hi), tl.join(b_lo, b_hi))  # [n, w, h, j] = code 2h + j of word w
+    return tl.reshape(v, (off.shape[0], BLOCK_D))
 
 
 @triton.jit
@@ -58,7 +69,7 @@ def attention_decode_fp8_kernel(
     PAGED: tl.constexpr, KV_BLOCK: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, ONE_SPLIT: tl.constexpr,
 ):
-    """Program (sequence, KV head, split): kernels/attention_decode.py's loop on e4m3_fp16 tiles."""
+    """Program (sequence, KV head, split): kernels/attention_decode.py's loop on _fp8_tile tiles."""
     seq = tl.program_id(0)
     hk = tl.program_id(1)
     sp = tl.program_id(2)
@@ -134,6 +145,10 @@ def _check(q: torch.Tensor, k_codes: torch.Tensor, v_codes: torch.Tensor, k_scal
     for name, s in (("k_scales", k_scales), ("v_scales", v_scales)):
         check_tensor(name, s, (torch.float32,), 1, shape=(hkv,), device=dev)
     check_tensor("q", q, (torch.float16,), 3, (None, None, d), dev)
+    if d % 4 or any(x % 4 for x in k_codes.stride()[:3]):
+        raise ValueError(f"k_codes: fp8 KV decode reads whole 32-bit words: head_dim must be a multiple "
+                         f"of 4 and the rows 4-byte aligned, got shape {tuple(k_codes.shape)}, "
+                         f"strides {k_codes.stride()}")
     b, hq = int(q.shape[0]), int(q.shape[1])
     if hq % hkv:
         raise ValueError(f"q: expected a multiple of the cache's {hkv} KV heads on axis 1, "
@@ -175,12 +190,13 @@ def attention_decode_fp8(q: torch.Tensor, k_codes: torch.Tensor, v_codes: torch.
     block_g, block_d, splits = cfg.block_m or 1, cfg.block_k or d, cfg.split_k
     ws_key = (q.device, b, hkv, block_g, block_d)
     ws_acc, ws_ml, counters, ws_splits = WORKSPACES.get(*ws_key, splits)
-    st = k_codes.stride()
+    st = [x // 4 for x in k_codes.stride()]  # the kernel reads 32-bit words
+    kw, vw = k_codes.view(torch.int32), v_codes.view(torch.int32)
     table = block_table if block_table is not None else kv_lens
 
     def launch() -> None:
         attention_decode_fp8_kernel[cfg.grid](
-            q, out, k_codes, v_codes, k_scales, v_scales, kv_lens, table, ws_acc, ws_ml, counters,
+            q, out, kw, vw, k_scales, v_scales, kv_lens, table, ws_acc, ws_ml, counters,
             float(np.float32(scale * LOG2E)), decode_split_tokens(max_kv_len, cfg), splits, ws_splits,
             hq // hkv, d, q.stride(0), q.stride(1), out.stride(0), out.stride(1), st[0], st[1], st[2],
             block_table.stride(0) if block_table is not None else 0,

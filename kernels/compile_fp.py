@@ -104,7 +104,7 @@ def attention_decode_fp8_args(block_g: int, head_dim: int,
                        base.num_warps, base.num_stages, base.split_k)
     kernel = attention_decode_fp8.attention_decode_fp8_kernel
     args: dict[str, Any] = {name: 16 * 1024 for name in kernel.arg_names if name.startswith("stride")}
-    types = {"q_ptr": "*fp16", "o_ptr": "*fp16", "kc_ptr": "*u8", "vc_ptr": "*u8", "ks_ptr": "*fp32",
+    types = {"q_ptr": "*fp16", "o_ptr": "*fp16", "kc_ptr": "*i32", "vc_ptr": "*i32", "ks_ptr": "*fp32",
              "vs_ptr": "*fp32", "lens_ptr": "*i32", "table_ptr": "*i32", "ws_acc": "*fp32",
              "ws_ml": "*fp32", "counters": "*i32", "qk_scale": "fp32"}
     args.update({name: "ptr" for name in types if types[name].startswith("*")})
