@@ -34,6 +34,23 @@ def gemm_fp8_args(m: int, n: int, k: int,
     return gemm_fp8.gemm_fp8_kernel, args, cfg
 
 
+def gemm_fp8b_args(m: int, n: int, k: int) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(gemm_fp8b_kernel, its arguments, the GPU config) at one shape (128x128 weight blocks)."""
+    from mpsim.kernels import gemm_fp8b
+
+    cfg = gemm_fp8b.gemm_fp8b_config(m, n, k, on_gpu=True)
+    split = cfg.split_k > 1
+    bk = cfg.block_k or 1
+    args: dict[str, Any] = dict(
+        a_ptr="ptr", sa_ptr="ptr", w_ptr="ptr", sw_ptr="ptr", bias_ptr=None, out_ptr="ptr",
+        ws_ptr="ptr" if split else None, cnt_ptr="ptr" if split else None, M=m, N=n, K=k,
+        K_PER_SPLIT=cdiv(cdiv(k, cfg.split_k), bk) * bk, stride_am=k, stride_sam=cdiv(k, 128),
+        stride_wn=k, stride_swn=cdiv(k, 128), stride_om=n, HAS_BIAS=False, BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n, BLOCK_K=bk, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k, SCALE_BLOCK=128,
+        __types__=FP8_GEMM_TYPES)
+    return gemm_fp8b.gemm_fp8b_kernel, args, cfg
+
+
 def act_quant_args(m: int, k: int, hw_cvt: bool = True) -> tuple[Any, dict[str, Any], LaunchConfig]:
     """(fp8_act_quant_kernel, its arguments, the GPU config) for x (m, k)."""
     from mpsim.kernels import fp8_act_quant
@@ -130,6 +147,7 @@ def all_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfi
     out: dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchConfig]]] = {
         f"gemm_fp8 m={m}": functools.partial(gemm_fp8_args, m, 4096, 4096) for m in (1, 16, 2048)}
     out["act_quant k=4096"] = functools.partial(act_quant_args, 16, 4096)
+    out.update({f"gemm_fp8b m={m}": functools.partial(gemm_fp8b_args, m, 4096, 4096) for m in (1, 2048)})
     out.update(extra_cases())
     return out
 

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from mpsim.kernels.launch_checks import check_tensor, launch_recorded
-from mpsim.kernels.launch_config import rowwise_config
+from mpsim.kernels.launch_config import LaunchConfig, rowwise_config
 from mpsim.kernels.runtime import on_gpu
 from mpsim.reference.fp8 import E4M3_MAX
 from mpsim.reference.fp8_quant import FP8_TOKEN_MIN_SCALE
@@ -105,5 +105,42 @@ def quantize_fp8_tokens(x: torch.Tensor, *, hw_cvt: bool | None = None) -> tuple
     record = dict(m=m, n=k, k=None, a_dtype="fp16", out_dtype="fp8-e4m3")
     launch_recorded(cfg, "other", record, lambda: fp8_act_quant_kernel[cfg.grid](
         x, codes, scales, k, x.stride(0), codes.stride(0), BLOCK=cfg.block_n, HW_CVT=hw_cvt,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    return codes, scales
+
+
+@triton.jit
+def fp8_group_quant_kernel(x_ptr, q_ptr, s_ptr, K, stride_x, stride_q, stride_s,
+                           GROUP: tl.constexpr, HW_CVT: tl.constexpr):
+    """Program (row, group): s = fl(amax / 448) (1 for an all-zero group), codes = e4m3(fl(x / s))."""
+    row = tl.program_id(0).to(tl.int64)
+    grp = tl.program_id(1)
+    offs = grp * GROUP + tl.arange(0, GROUP)
+    m = offs < K
+    x = tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0).to(tl.float32)
+    a = tl.max(tl.abs(x), 0)
+    s = tl.div_rn(a, E4M3_MAX_C + a * 0.0)
+    s = tl.where(a == 0.0, 1.0, s)
+    tl.store(s_ptr + row * stride_s + grp, s)
+    tl.store(q_ptr + row * stride_q + offs, e4m3_code(tl.div_rn(x, s + x * 0.0), HW_CVT), mask=m)
+
+
+def quantize_fp8_groups(x: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """x fp16 (M, K) -> (e4m3 codes uint8 (M, K), fp32 scales (M, cdiv(K, group))): one scale per
+    1 x group tile of a row (`fp8b`'s activations, DeepGEMM's input), reference/fp8_quant.py's rule
+    (quantize_tiles with tile (1, group)): s = fl(amax / 448), 1 for an all-zero group."""
+    x = check_tensor("x", x, (torch.float16,), 2)
+    m, k = x.shape
+    if m < 1 or k < 1 or group < 16 or group & (group - 1):
+        raise ValueError(f"x {tuple(x.shape)}, group {group}: expected a non-empty x and a power-of-two "
+                         "group >= 16")
+    groups = -(-k // group)
+    codes = torch.empty((m, k), dtype=torch.uint8, device=x.device)
+    scales = torch.empty((m, groups), dtype=torch.float32, device=x.device)
+    gpu = on_gpu()
+    cfg = LaunchConfig("fp8_group_quant_kernel", (m, groups), None, group, None, 4, 1)
+    record = dict(m=m, n=k, k=None, a_dtype="fp16", out_dtype="fp8-e4m3")
+    launch_recorded(cfg, "other", record, lambda: fp8_group_quant_kernel[cfg.grid](
+        x, codes, scales, k, x.stride(0), codes.stride(0), scales.stride(0), GROUP=group, HW_CVT=gpu,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages))
     return codes, scales

@@ -58,3 +58,39 @@ def gemm_fp8_ref(a_codes: np.ndarray, a_scales: np.ndarray, w_codes: np.ndarray,
             raise ValueError(f"bias: expected float16 ({n},), got {bias.dtype} {bias.shape}")
         b = bias.astype(np.float32)
     return to_fp16(_w8a8(a, sa, w, sw, b))
+
+
+@njit(cache=True)
+def _w8a8_blocks(a: np.ndarray, sa: np.ndarray, w: np.ndarray, sw: np.ndarray, b: np.ndarray,
+                 block: int) -> np.ndarray:
+    m_total, k_total = a.shape
+    out = np.empty((m_total, w.shape[0]), dtype=np.float32)
+    for m in range(m_total):
+        for n in range(w.shape[0]):
+            acc = np.float32(0.0)
+            for k0 in range(0, k_total, block):
+                part = np.float32(0.0)
+                for k in range(k0, min(k0 + block, k_total)):
+                    part += a[m, k] * w[n, k]
+                s = np.float32(sw[n // block, k0 // block] * sa[m, k0 // block])
+                acc += np.float32(part * s)
+            out[m, n] = np.float32(acc + b[n])
+    return out
+
+
+def gemm_fp8b_ref(a_codes: np.ndarray, a_scales: np.ndarray, w_codes: np.ndarray, w_scales: np.ndarray,
+                  bias: np.ndarray | None = None, block: int = 128) -> np.ndarray:
+    """The 128x128-block W8A8 GEMM (kernels/gemm_fp8b.py): per 128-wide K block the fp32 sum of the
+    code products (k ascending), times fl(sw[n // 128, kb] sa[m, kb]), added in fp32; then the bias
+    and one rounding to fp16. Scales: a (M, cdiv(K, 128)), w (cdiv(N, 128), cdiv(K, 128))."""
+    a, w = decode_e4m3(a_codes), decode_e4m3(w_codes)
+    m, k = a.shape
+    n = w.shape[0]
+    kb = -(-k // block)
+    sa, sw = np.asarray(a_scales), np.asarray(w_scales)
+    nb = -(-n // block)
+    if sa.dtype != np.float32 or sa.shape != (m, kb) or sw.dtype != np.float32 or sw.shape != (nb, kb):
+        raise ValueError(f"scales: expected float32 a ({m}, {kb}) and w ({-(-n // block)}, {kb}), "
+                         f"got {sa.dtype} {sa.shape} and {sw.dtype} {sw.shape}")
+    b = np.zeros(n, np.float32) if bias is None else np.asarray(bias, np.float16).astype(np.float32)
+    return to_fp16(_w8a8_blocks(a, sa, w, sw, b, block))

@@ -20,6 +20,19 @@ def _with_bias(exact: np.ndarray, mag: np.ndarray, bias: np.ndarray | None) -> t
     return exact + b64, mag + np.abs(b64)
 
 
+def scaled_gemm_bound(a_hat: np.ndarray, w_hat: np.ndarray, bias: np.ndarray | None = None,
+                      u: float = U32) -> np.ndarray:
+    """A GEMM on exact scaled operands a_hat (M, K), w_hat (N, K) (code values times their scales,
+    float64) whose every product term is exact in fp32 and passes at most K - 1 additions (any
+    order and grouping: the K tiles, the splits; adds into a zeroed accumulator are exact), two
+    roundings of its scale (fl(sw sa), then the product; or fl(acc sw) then fl(. sa)) and the bias
+    add: K + 2 roundings, within gamma_{K+3} (sum_k |a_hat w_hat| + |b|) before the fp16 rounding."""
+    a64, w64 = np.asarray(a_hat, np.float64), np.asarray(w_hat, np.float64)
+    k = a64.shape[-1]
+    exact, mag = _with_bias(a64 @ w64.T, np.abs(a64) @ np.abs(w64).T, bias)
+    return fp16_output_bound(exact, gamma(k + 3, u) * mag + gamma(k + 1, U64) * mag)
+
+
 def w8a8_bound(a_vals: np.ndarray, a_scales: np.ndarray, w_vals: np.ndarray, w_scales: np.ndarray,
                bias: np.ndarray | None = None, u: float = U32) -> np.ndarray:
     """W8A8 GEMM (kernels/gemm_fp8.py, reference/gemm_fp8.py): y = fl(fl(acc sw) sa) + b, acc the fp32
@@ -30,9 +43,7 @@ def w8a8_bound(a_vals: np.ndarray, a_scales: np.ndarray, w_vals: np.ndarray, w_s
     rounding."""
     a64 = np.asarray(a_vals, np.float64) * np.asarray(a_scales, np.float64)[:, None]
     w64 = np.asarray(w_vals, np.float64) * np.asarray(w_scales, np.float64)[:, None]
-    k = a64.shape[-1]
-    exact, mag = _with_bias(a64 @ w64.T, np.abs(a64) @ np.abs(w64).T, bias)
-    return fp16_output_bound(exact, gamma(k + 3, u) * mag + gamma(k + 1, U64) * mag)
+    return scaled_gemm_bound(a64, w64, bias, u)
 
 
 def fp4_gemv_bound(x: np.ndarray, w_unscaled: np.ndarray, global_scale: float,

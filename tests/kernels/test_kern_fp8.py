@@ -14,16 +14,17 @@ import torch
 import triton
 import triton.language as tl
 
-from mpsim.kernels.fp8_act_quant import e4m3_sw, quantize_fp8_tokens
+from mpsim.kernels.fp8_act_quant import e4m3_sw, quantize_fp8_groups, quantize_fp8_tokens
 from mpsim.kernels.gemm_fp8 import gemm_fp8, gemm_fp8_codes, gemm_fp8_config
+from mpsim.kernels.gemm_fp8b import gemm_fp8b
 from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.reference.fp8 import decode_e4m3, encode_e4m3
-from mpsim.reference.fp8_quant import quantize_fp8
+from mpsim.reference.fp8_quant import dequantize_fp8, quantize_fp8, quantize_tiles
 from mpsim.reference.fp8_quant import quantize_fp8_tokens as quantize_tokens_ref
-from mpsim.reference.gemm_fp8 import gemm_fp8_ref
+from mpsim.reference.gemm_fp8 import gemm_fp8_ref, gemm_fp8b_ref
 from mpsim.reference.minifloat_numba import quantize_fp8_tokens_numba
 from mpsim.reference.tolerance import assert_close_bound
-from mpsim.reference.tolerance_fp import w8a8_bound
+from mpsim.reference.tolerance_fp import scaled_gemm_bound, w8a8_bound
 from mpsim.traces.recorder import Recorder
 
 
@@ -133,3 +134,30 @@ def test_gemm_fp8_bad_input() -> None:
     bad = LaunchConfig("gemm_fp8_kernel", (9, 1), 16, 32, 32, 4, 1, 1, group_m=8)
     with pytest.raises(ValueError, match="config"):
         gemm_fp8_codes(a, sa, torch.zeros((4, 32), dtype=torch.uint8), torch.ones(1), config=bad)
+
+
+@pytest.mark.parametrize("m", [1, 16, 33])
+def test_gemm_fp8b_within_bound(m: int) -> None:
+    """128x128 weight blocks (N = 200: a partial block row; K = 300: a partial block column), 1x128
+    activation groups quantized by the kernel bit for bit as the reference does."""
+    n, k = 200, 300
+    rng = np.random.default_rng(m + 100)
+    x = (rng.standard_normal((m, k)) * np.exp(rng.uniform(-2, 2, (1, k)))).astype(np.float16)
+    x[0, 128:256] = 0  # an all-zero group keeps scale 1
+    w = (rng.standard_normal((n, k)) * np.exp(rng.uniform(-3, 1, (n, 1)))).astype(np.float16)
+    wq = quantize_fp8(w, "block")
+    bias = rng.standard_normal(n).astype(np.float16) if m != 16 else None
+    a_codes, a_scales = quantize_fp8_groups(torch.from_numpy(x))
+    ref = quantize_tiles(x.astype(np.float32), (1, 128))
+    np.testing.assert_array_equal(a_codes.numpy(), ref.codes)
+    np.testing.assert_array_equal(a_scales.numpy().view(np.uint32), ref.scales.view(np.uint32))
+    y = gemm_fp8b(torch.from_numpy(x), torch.from_numpy(wq.codes), torch.from_numpy(wq.scales),
+                  None if bias is None else torch.from_numpy(bias)).numpy()
+    a_hat = dequantize_fp8(ref).astype(np.float64)
+    w_hat = decode_e4m3(wq.codes).astype(np.float64) * np.repeat(np.repeat(wq.scales, 128, 0), 128, 1)[:n, :k]
+    model = a_hat @ w_hat.T + (0 if bias is None else bias.astype(np.float64))
+    bound = scaled_gemm_bound(a_hat, w_hat, bias)
+    assert_close_bound(y, model, bound, f"gemm_fp8b m={m}")
+    twin = gemm_fp8b_ref(ref.codes, ref.scales, wq.codes, wq.scales, bias)
+    assert_close_bound(twin, model, bound, "gemm_fp8b_ref")
+    assert_close_bound(y, twin, 2 * bound, "kernel vs twin")

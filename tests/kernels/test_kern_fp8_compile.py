@@ -23,6 +23,8 @@ def _cases() -> list[tuple[str, Any]]:
     for m in (1, 2048):
         out.append((f"gemm_fp8 m={m}", compile_fp.gemm_fp8_args(m, 4096, 4096, per_channel=m == 1)))
     out.append(("act_quant", compile_fp.act_quant_args(16, 4096)))
+    for m in (1, 2048):
+        out.append((f"gemm_fp8b m={m}", compile_fp.gemm_fp8b_args(m, 4096, 4096)))
     out += [(name, fn()) for name, fn in compile_fp.extra_cases().items()]
     return out
 
@@ -57,7 +59,8 @@ def test_fp_kernels_compile_for_sm90_without_spills() -> None:
     results = {r["name"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
     for r in results.values():
         assert r["spill_bytes"] == 0 and r["registers"] <= 255, r
-    assert results["gemm_fp8 m=1"]["fp8_wgmma"] and results["gemm_fp8 m=2048"]["fp8_wgmma"]
+    for name in ("gemm_fp8 m=1", "gemm_fp8 m=2048", "gemm_fp8b m=1", "gemm_fp8b m=2048"):
+        assert results[name]["fp8_wgmma"], name
     assert results["act_quant"]["satfinite"]
 
 
