@@ -62,9 +62,9 @@ def act_quant_args(m: int, k: int, hw_cvt: bool = True) -> tuple[Any, dict[str, 
     return fp8_act_quant.fp8_act_quant_kernel, args, cfg
 
 
-def ptxas_usage(compiled: Any) -> dict[str, int]:
+def ptxas_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
     """Registers per thread and spill-store bytes of a compiled kernel, from `ptxas -v` on its PTX
-    for sm_90a (the ptxas Triton bundles)."""
+    for sm_{arch}a (the ptxas Triton bundles)."""
     import os
     import re
     import subprocess
@@ -72,12 +72,10 @@ def ptxas_usage(compiled: Any) -> dict[str, int]:
 
     import triton
 
-    from mpsim.kernels.compile_sm90 import ARCH
-
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(compiled.asm["ptx"])
     try:
-        out = subprocess.run([triton.knobs.nvidia.ptxas_blackwell.path, "-v", f"--gpu-name=sm_{ARCH}a",
+        out = subprocess.run([triton.knobs.nvidia.ptxas_blackwell.path, "-v", f"--gpu-name=sm_{arch}a",
                               f.name, "-o", os.devnull], capture_output=True, text=True, check=True).stderr
     finally:
         os.unlink(f.name)

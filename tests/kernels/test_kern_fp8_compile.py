@@ -1,9 +1,10 @@
-"""The fp8 / fp4 kernels compile for Hopper (sm_90a) at their GPU configs, without spills, and lower to
-the instructions they are meant to: fp8 wgmma (e4m3 x e4m3 -> f32) for the W8A8 GEMM at one row and
-at 2048, and the hardware's saturating conversion `cvt.rn.satfinite.e4m3x2.f32` for the activation
-quantizer's HW_CVT path (what reference/fp8.py's saturate=True implements; the interpreter cannot run
-it). Compiled in a subprocess without TRITON_INTERPRET (this session interprets kernels).
-"""
+"""The fp8 / fp4 kernels compile for Hopper (sm_90a) and Blackwell (sm_100a, the bundled ptxas takes it)
+at their GPU configs (tuned for Hopper), without spills, and lower to the instructions they are meant
+to: fp8 wgmma (e4m3 x e4m3 -> f32) on sm_90a and tcgen05.mma kind::f8f6f4 on sm_100a for the W8A8
+GEMMs at one row and at 2048, and the hardware's saturating conversion `cvt.rn.satfinite.e4m3x2.f32`
+for the activation quantizer's HW_CVT path (what reference/fp8.py's saturate=True implements; the
+interpreter cannot run it). Compiled in a subprocess without TRITON_INTERPRET (this session
+interprets kernels)."""
 
 from __future__ import annotations
 
@@ -39,12 +40,14 @@ def main() -> int:
         print("no ptxas bundled with this Triton install")
         return 3
     results = []
-    for name, (kernel, args, cfg) in _cases():
-        compiled = compile_sm90(kernel, args, cfg)
-        ptx = compiled.asm["ptx"]
-        results.append(dict(name=name, **ptxas_usage(compiled),
-                            fp8_wgmma="f32.e4m3.e4m3" in ptx and "wgmma.mma_async" in ptx,
-                            satfinite="cvt.rn.satfinite.e4m3x2.f32" in ptx))
+    for arch in (90, 100):
+        for name, (kernel, args, cfg) in _cases():
+            compiled = compile_sm90(kernel, args, cfg, arch)
+            ptx = compiled.asm["ptx"]
+            fp8_mma = ("f32.e4m3.e4m3" in ptx and "wgmma.mma_async" in ptx) if arch == 90 else \
+                "tcgen05.mma.cta_group::1.kind::f8f6f4" in ptx
+            results.append(dict(name=f"{name} sm_{arch}", **ptxas_usage(compiled, arch), fp8_mma=fp8_mma,
+                                satfinite="cvt.rn.satfinite.e4m3x2.f32" in ptx))
     print(json.dumps(results))
     return 0
 
@@ -59,9 +62,10 @@ def test_fp_kernels_compile_for_sm90_without_spills() -> None:
     results = {r["name"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
     for r in results.values():
         assert r["spill_bytes"] == 0 and r["registers"] <= 255, r
-    for name in ("gemm_fp8 m=1", "gemm_fp8 m=2048", "gemm_fp8b m=1", "gemm_fp8b m=2048"):
-        assert results[name]["fp8_wgmma"], name
-    assert results["act_quant"]["satfinite"]
+    for arch in (90, 100):
+        for name in ("gemm_fp8 m=1", "gemm_fp8 m=2048", "gemm_fp8b m=1", "gemm_fp8b m=2048"):
+            assert results[f"{name} sm_{arch}"]["fp8_mma"], (name, arch)
+        assert results[f"act_quant sm_{arch}"]["satfinite"]
 
 
 if __name__ == "__main__":
