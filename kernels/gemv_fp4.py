@@ -6,9 +6,9 @@ weights along K. v = e2m1(q) S_b is exact (at most 5 significant bits): the kern
 so its only roundings are the fp32 sums (and the product by G): reference/tolerance_fp.py::fp4_gemv_bound.
 
 Decoding, two codes at a time from 32-bit words (the packed bytes viewed as int32, 8 codes a word,
-code j at bits 4j): t = w >> 4p puts code p in bits 0..3 of the low half and code p + 4 in bits
-16..19; `((t << 9) & 0x0E000E00) | ((t << 12) & 0x80008000)` makes each 16-bit half the fp16 number
-e2m1(code) 2^-14 exactly (the code's exponent and mantissa bits land in fp16's, its sign in fp16's;
+code j at bits 4j): pair p holds codes p and p + 4, and
+`((w << (9 - 4p)) & 0x0E000E00) | ((w << (12 - 4p)) & 0x80008000)` (right shifts for negative
+amounts) makes each 16-bit half the fp16 number e2m1(code) 2^-14 exactly (the code's exponent and mantissa bits land in fp16's, its sign in fp16's;
 the e2m1 subnormal 0.5 becomes the fp16 subnormal 2^-15). Then:
 - NVFP4: one fp16 multiply by 256 e4m3(S_b) (S_b's bits placed in fp16's the same way, times 2^8):
   e2m1 S_b 2^-14 is a multiple of 2^-24 below 0.17, so the fp16 product is exact; G = fl(g 2^14)
@@ -49,9 +49,8 @@ SPLIT_TARGET = 264  # as kernels/gemm_fp8.py
 
 
 @triton.jit
-def _halves(t):
-    """uint32 with codes at bits 0..3 and 16..19 -> two fp16 tensors e2m1(code) 2^-14 (low, high)."""
-    h = ((t << 9) & 0x0E000E00) | ((t << 12) & 0x80008000)
+def _halves(h):
+    """uint32 whose halves are fp16 bit patterns -> the two fp16 tensors (low, high), joined."""
     lo = (h & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
     hi = (h >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
     return tl.join(lo, hi)
@@ -65,11 +64,13 @@ def fp4_codes_tile(qw_ptr, offs_n, k0, N, KP, stride_qn, BLOCK_K: tl.constexpr):
     mask = (offs_n[:, None] < N) & (offs_w[None, :] < KP // 8)
     w = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask, other=0)
     w = w.to(tl.uint32, bitcast=True)
-    # pair p: codes p (low half) and p + 4 (high half); joined so that the flat index is the code's
-    a0 = _halves(w)
-    a1 = _halves(w >> 4)
-    a2 = _halves(w >> 8)
-    a3 = _halves(w >> 12)
+    # pair p: codes p (low half) and p + 4 (high half), code bits 4p.. moved to 9.. (magnitude) and
+    # sign bit 4p + 3 to 15, one shift each (none for pair 3's sign); joined so that the flat index
+    # is the code's
+    a0 = _halves(((w << 9) & 0x0E000E00) | ((w << 12) & 0x80008000))
+    a1 = _halves(((w << 5) & 0x0E000E00) | ((w << 8) & 0x80008000))
+    a2 = _halves(((w << 1) & 0x0E000E00) | ((w << 4) & 0x80008000))
+    a3 = _halves(((w >> 3) & 0x0E000E00) | (w & 0x80008000))
     v = tl.join(tl.join(a0, a2), tl.join(a1, a3))  # [n, w, h, a, b] = code 4h + 2a + b
     return tl.reshape(v, (offs_n.shape[0], BLOCK_K))
 
