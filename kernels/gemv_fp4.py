@@ -8,8 +8,9 @@ so its only roundings are the fp32 sums (and the product by G): reference/tolera
 Decoding, two codes at a time from 32-bit words (the packed bytes viewed as int32, 8 codes a word,
 code j at bits 4j): pair p holds codes p and p + 4, and
 `((w << (9 - 4p)) & 0x0E000E00) | ((w << (12 - 4p)) & 0x80008000)` (right shifts for negative
-amounts) makes each 16-bit half the fp16 number e2m1(code) 2^-14 exactly (the code's exponent and mantissa bits land in fp16's, its sign in fp16's;
-the e2m1 subnormal 0.5 becomes the fp16 subnormal 2^-15). Then:
+amounts) makes each 16-bit half the fp16 number e2m1(code) 2^-14 exactly (the code's exponent and
+mantissa bits land in fp16's, its sign in fp16's; the e2m1 subnormal 0.5 becomes the fp16 subnormal
+2^-15). Then:
 - NVFP4: one fp16 multiply by 256 e4m3(S_b) (S_b's bits placed in fp16's the same way, times 2^8):
   e2m1 S_b 2^-14 is a multiple of 2^-24 below 0.17, so the fp16 product is exact; G = fl(g 2^14)
   (a power-of-two scaling, exact) is applied to each split's fp32 partial.
