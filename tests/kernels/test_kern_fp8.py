@@ -13,6 +13,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mpsim.kernels.fp8_act_quant import e4m3_sw, quantize_fp8_groups, quantize_fp8_tokens
 from mpsim.kernels.gemm_fp8 import gemm_fp8, gemm_fp8_codes, gemm_fp8_config
@@ -161,3 +163,18 @@ def test_gemm_fp8b_within_bound(m: int) -> None:
     twin = gemm_fp8b_ref(ref.codes, ref.scales, wq.codes, wq.scales, bias)
     assert_close_bound(twin, model, bound, "gemm_fp8b_ref")
     assert_close_bound(y, twin, 2 * bound, "kernel vs twin")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 70), st.integers(0, 2**32 - 1))
+def test_act_quant_bit_exact_on_random_fp16_bits(m: int, k: int, seed: int) -> None:
+    """Rows of random finite fp16 bit patterns (subnormal, tiny and huge rows included)."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2**16, (m, k), dtype=np.uint32).astype(np.uint16)
+    bits &= np.uint16(rng.choice([0x7FFF, 0x83FF, 0xBFFF]))  # all, subnormal-only, below 2 in magnitude
+    x = bits.view(np.float16).copy()
+    x[~np.isfinite(x)] = 0
+    codes, scales = quantize_fp8_tokens(torch.from_numpy(x))
+    ref = quantize_tokens_ref(x)
+    np.testing.assert_array_equal(codes.numpy(), ref.codes)
+    np.testing.assert_array_equal(scales.numpy().view(np.uint32), ref.scales[:, 0].view(np.uint32))
