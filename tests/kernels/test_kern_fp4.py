@@ -98,3 +98,21 @@ def test_gemv_fp4_records_and_checks() -> None:
     with pytest.raises(ValueError, match="241"):
         fp4_weight_tensors(bad)
     assert gemv_fp4_config(1, 8, 32, "mxfp4", on_gpu=False).block_m == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("m", [1, 9])
+def test_gemv_fp4_at_the_gpu_configs(kind: str, m: int) -> None:
+    """The GPU's tiles (1 or 16 rows x 64 x 128, MXFP4 with rows 64 x 32, split K) under the interpreter."""
+    rng = np.random.default_rng(m + 50)
+    n, k = 100, 400
+    w = (rng.standard_normal((n, k)) * 0.1).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    fw = quantize_fp4(w, kind)
+    qw, sc = fp4_weight_tensors(fw)
+    kp = qw.shape[1] * 8
+    cfg = gemv_fp4_config(m, n, kp, kind, on_gpu=True)
+    y = gemv_fp4(torch.from_numpy(x), qw, sc, float(fw.global_scale), kind=kind, k=k, config=cfg).numpy()
+    v = fp4_unscaled(fw)
+    bound = fp4_gemv_bound(x, v, float(fw.global_scale))
+    assert_close_bound(y, gemv_fp4_ref(x, fw), 2 * bound, f"gemv_fp4 {kind} GPU config m={m}")

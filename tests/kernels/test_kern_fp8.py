@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from mpsim.kernels.fp8_act_quant import e4m3_sw, quantize_fp8_groups, quantize_fp8_tokens
 from mpsim.kernels.gemm_fp8 import gemm_fp8, gemm_fp8_codes, gemm_fp8_config
-from mpsim.kernels.gemm_fp8b import gemm_fp8b
-from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.kernels.gemm_fp8b import gemm_fp8b, gemm_fp8b_config
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
 from mpsim.reference.fp8 import decode_e4m3, encode_e4m3
 from mpsim.reference.fp8_quant import dequantize_fp8, quantize_fp8, quantize_tiles
 from mpsim.reference.fp8_quant import quantize_fp8_tokens as quantize_tokens_ref
@@ -178,3 +178,31 @@ def test_act_quant_bit_exact_on_random_fp16_bits(m: int, k: int, seed: int) -> N
     ref = quantize_tokens_ref(x)
     np.testing.assert_array_equal(codes.numpy(), ref.codes)
     np.testing.assert_array_equal(scales.numpy().view(np.uint32), ref.scales[:, 0].view(np.uint32))
+
+
+@pytest.mark.parametrize("m", [1, 20])
+def test_gemm_fp8_at_the_gpu_configs(m: int) -> None:
+    """The GPU's tiles (16 or 64 rows x 64 x 128, split K) under the interpreter: masks at partial
+    tiles of N and K, and the fp8b kernel's 64 x 128 x 128 scale-block tiles."""
+    n, k = 200, 384
+    x, wc, sw, bias = _operands(m, n, k, "channel", m + 7)
+    cfg = gemm_fp8_config(m, n, k, on_gpu=True)
+    y = gemm_fp8(torch.from_numpy(x), torch.from_numpy(wc), torch.from_numpy(sw), torch.from_numpy(bias),
+                 config=cfg).numpy()
+    a = quantize_tokens_ref(x)
+    sa = a.scales[:, 0]
+    bound = w8a8_bound(decode_e4m3(a.codes), sa, decode_e4m3(wc), sw, bias)
+    assert_close_bound(y, gemm_fp8_ref(a.codes, sa, wc, sw, bias), 2 * bound, f"gemm_fp8 GPU config m={m}")
+    w = (np.random.default_rng(m).standard_normal((n, k)) * 0.05).astype(np.float16)
+    wq = quantize_fp8(w, "block")
+    cfg_b = gemm_fp8b_config(m, n, k, on_gpu=True)
+    if cfg_b.block_m == 64:  # force the 64 x 128 x 128 tile the big shapes get
+        cfg_b = LaunchConfig("gemm_fp8b_kernel", (cdiv(m, 64) * cdiv(n, 128), 1), 64, 128, 128, 8, 3, 1,
+                             group_m=8)
+    yb = gemm_fp8b(torch.from_numpy(x), torch.from_numpy(wq.codes), torch.from_numpy(wq.scales),
+                   config=cfg_b).numpy()
+    g = quantize_tiles(x.astype(np.float32), (1, 128))
+    w_hat = decode_e4m3(wq.codes).astype(np.float64) * np.repeat(np.repeat(wq.scales, 128, 0), 128, 1)[:n, :k]
+    bound_b = scaled_gemm_bound(dequantize_fp8(g).astype(np.float64), w_hat)
+    assert_close_bound(yb, gemm_fp8b_ref(g.codes, g.scales, wq.codes, wq.scales), 2 * bound_b,
+                       f"gemm_fp8b GPU config m={m}")

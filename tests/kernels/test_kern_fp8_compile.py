@@ -48,6 +48,11 @@ def main() -> int:
                 "tcgen05.mma.cta_group::1.kind::f8f6f4" in ptx
             results.append(dict(name=f"{name} sm_{arch}", **ptxas_usage(compiled, arch), fp8_mma=fp8_mma,
                                 satfinite="cvt.rn.satfinite.e4m3x2.f32" in ptx))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+    import sass_mix  # scripts/sass_mix.py --fp's counting of one case
+
+    mix = sass_mix.count_case(("fp", "gemm_fp8 m=1"))
+    results.append(dict(name="sass gemm_fp8 m=1", spill_bytes=0, registers=0, **mix))
     print(json.dumps(results))
     return 0
 
@@ -66,6 +71,8 @@ def test_fp_kernels_compile_for_sm90_without_spills() -> None:
         for name in ("gemm_fp8 m=1", "gemm_fp8 m=2048", "gemm_fp8b m=1", "gemm_fp8b m=2048"):
             assert results[f"{name} sm_{arch}"]["fp8_mma"], (name, arch)
         assert results[f"act_quant sm_{arch}"]["satfinite"]
+    mix = results["sass gemm_fp8 m=1"]  # the fp8 dot's QGMMA counted on the tensor pipe
+    assert mix["kernel"] == "gemm_fp8_kernel" and mix["tensor"] > 0 and mix["issue"] > 0
 
 
 if __name__ == "__main__":
