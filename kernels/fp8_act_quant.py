@@ -86,7 +86,7 @@ def fp8_act_quant_kernel(x_ptr, q_ptr, s_ptr, K, stride_x, stride_q,
 def quantize_fp8_tokens(x: torch.Tensor, *, hw_cvt: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """x fp16 (M, K) -> (e4m3 codes uint8 (M, K), fp32 scales (M,)), one scale per token. x must be
     finite, the reference's domain (checking would cost a device sync): a row holding inf or NaN gets
-    an inf or NaN scale and NaN codes.
+    an inf or NaN scale (and codes +-0 or NaN).
 
     hw_cvt: the conversion body (module doc); None = the hardware's on a GPU, e4m3_sw under the
     interpreter. hw_cvt=True under the interpreter is an error (its fp8 cast is not the hardware's).
