@@ -108,9 +108,10 @@ def attention_decode_args(bits: int, block_g: int, head_dim: int,
     return attention_decode.attention_decode_kernel, args, cfg
 
 
-def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig) -> Any:
-    """triton.compile of `kernel` for sm_90a with these arguments (launch_args) and cfg's warps and
-    stages; the result holds .asm["ptx"], .asm["cubin"] and .metadata."""
+def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int = ARCH) -> Any:
+    """triton.compile of `kernel` for sm_90a (or `arch`, e.g. 100 for sm_100a) with these arguments
+    (launch_args) and cfg's warps and stages; the result holds .asm["ptx"], .asm["cubin"] and
+    .metadata."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -132,5 +133,5 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig) -> Any:
         else:
             signature[name], constexprs[(i,)] = "constexpr", value
     return triton.compile(ASTSource(kernel, signature, constexprs, attrs),
-                          target=GPUTarget("cuda", ARCH, 32),
+                          target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages))

@@ -72,8 +72,9 @@ def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int,
                   bias: bool) -> Row:
     if w.w_format in FLOAT_FORMATS:  # fp8 / fp4: no kernel of mpsim's; the engine's builds the row
         if p.target is None and not p.rebuilt:
-            raise MpsimInputError(f"{w.w_format} weights: mpsim's own Triton kernels have no fp8/fp4 "
-                                  "GEMM yet; build the pass with an engine that runs it (--engine)")
+            raise MpsimInputError(f"{w.w_format} weights: synthesis does not build rows of mpsim's "
+                                  "fp8/fp4 kernels yet; build the pass with an engine that runs it "
+                                  "(--engine)")
         row = {**gemm_shape(m, n, k, w.w_format, w.bits, w.group_size, bias), "kernel": None,
                "grid": [], "config": {}}
         row.update(module=module, layer=layer)

@@ -198,9 +198,10 @@ def _check_anyprec(text: str, prefill: int, schedule: tuple[tuple[int, int], ...
 
 
 def check_own_kernels(policy: Policy, what: str, reference: bool = False) -> None:
-    """mpsim's own Triton kernels (kernels/) have no fp8/fp4 weights or fp8 KV cache yet (issue 26
-    point 3), and its engine no fp8 KV cache (`reference`: the engine on the references, which run
-    fp8/fp4 weights: mpsim/engine/float_weights.py): one error naming `what` and the engines."""
+    """mpsim's own engine and synthesis do not run its fp8/fp4 and fp8-KV kernels yet (issue 26
+    point 3 built the kernels, not their use), and its engine has no fp8 KV cache (`reference`: the
+    engine on the references, which run fp8/fp4 weights: mpsim/engine/float_weights.py): one error
+    naming `what` and the engines."""
     off = [x for x, has in ((f"{policy.float_format} weights", policy.family == "float" and not reference),
                             ("an fp8 KV cache", policy.kv_format == "fp8-e4m3")) if has]
     if off:

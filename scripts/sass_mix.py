@@ -137,7 +137,10 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
     from mpsim.kernels.launch_config import gemv_partial_trips
 
-    if case[0] == "kv":
+    if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py), printed by --fp only
+        from mpsim.kernels.compile_fp import all_cases
+        kernel, args, cfg = all_cases()[case[1]]()
+    elif case[0] == "kv":
         from mpsim.kernels.compile_sm90 import attention_decode_args
         kernel, args, cfg = attention_decode_args(case[1], case[3], case[4])
     else:
@@ -159,12 +162,16 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (
         cfg.kernel == "gemv_group_kernel") else 1
     # decode attention: per cached element, K and V (2 x BLOCK_N tokens x BLOCK_D per trip)
-    weights = cfg.block_n * cfg.block_k * (2 if case[0] == "kv" else trips)
+    if case[0] == "fp":
+        from mpsim.kernels.compile_fp import elements_per_trip
+        weights = elements_per_trip(case[1], cfg)
+    else:
+        weights = cfg.block_n * cfg.block_k * (2 if case[0] == "kv" else trips)
     per_weight = {p: round(counts[p] * lanes / weights, 4) for p in PIPES}
     # uniform/control instructions take one issue slot per warp, not 32 lanes
     issue = sum(counts[p] for p in PIPES) * lanes / weights
     fmt, bits = case[0], case[1]
-    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec", "kv") else "group",
+    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec", "kv", "fp") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
             "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}
@@ -216,9 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="print the rows of formats containing this text; write nothing")
     ap.add_argument("--kernel", help="recount only the cases of this format ('kv', 'int4-group', ...)"
                     " and keep the committed table's other rows")
+    ap.add_argument("--fp", action="store_true", help="print the fp8 / fp4 kernels' rows (per weight, "
+                    "per cached K/V element or per activation); write nothing")
     ap.add_argument("--rows", type=int, help="with --kernel: only the cases with this many rows (M)")
     args = ap.parse_args(argv)
     todo = cases()
+    if args.fp:
+        from mpsim.kernels.compile_fp import all_cases
+        names = list(all_cases())
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for name, r in zip(names, pool.map(count_case, [("fp", n) for n in names]), strict=True):
+                print(json.dumps({"case": name, **r}))
+        return 0
     if args.only:
         with ProcessPoolExecutor(args.jobs) as pool:
             for r in pool.map(count_case, [c for c in todo if args.only in c[0]]):

@@ -85,8 +85,9 @@ class TritonBackend:
 
     def linear(self, x: torch.Tensor, w: EngineWeight, bias: torch.Tensor | None) -> torch.Tensor:
         if isinstance(w, FloatWeight):
-            raise MpsimInputError(f"{w.w_format} weights: mpsim's Triton kernels have no fp8/fp4 GEMM yet; "
-                                  "--backend reference runs them through the references")
+            raise MpsimInputError(f"{w.w_format} weights: the engine's Triton backend does not run "
+                                  "mpsim's fp8/fp4 kernels yet; --backend reference runs them through "
+                                  "the references")
         return linear(x, w, bias)
 
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,

@@ -1,5 +1,6 @@
 """fp8 / fp4 decoder-block linears in mpsim's engine, on the CPU through the references (issue 26
-point 5: quality of the fp8 and fp4 policies; mpsim's Triton kernels have no fp8/fp4 GEMM yet).
+point 5: quality of the fp8 and fp4 policies; the engine's Triton backend does not run mpsim's
+fp8/fp4 kernels yet).
 
 A `FloatWeight` holds the weight as the format stores it, dequantized once (reference/fp8_quant.py,
 fp4_quant.py: x_hat = the stored value, exactly as the kernels read it): `fp8` per tensor (group
