@@ -146,8 +146,9 @@ def _group_d_asm(qw_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn, BITS: t
             dtype=(tl.uint32,) * 16, is_pure=True, pack=1)
         d = _three_pairs(out)
     elif BITS == 4:  # units w0..w3, pairs j = 0..3 at bits 0, 4 of w and of w >> 8
-        units = tl.reshape(tl.join(tl.join(w0, tl.load(base + 2).to(tl.uint32, bitcast=True)),
-                                   tl.join(w1, tl.load(base + 3).to(tl.uint32, bitcast=True))), (BLOCK_N, NC, 4))
+        w2 = tl.load(base + 2).to(tl.uint32, bitcast=True)
+        w3 = tl.load(base + 3).to(tl.uint32, bitcast=True)
+        units = tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_N, NC, 4))
         c4 = _cpair(c0 + (64.0 - 1024.0) / (1 << E))[:, :, None]
         p0, p1, p2, p3 = tl.inline_asm_elementwise(
             _pairs_asm(BITS, E), CON, [units, _cpair(c0)[:, :, None], c4],

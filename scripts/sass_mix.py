@@ -6,7 +6,8 @@ For every weight format (fp16, int{8,4,3,2}-group, anyprec at 2..8 bits) and eac
 GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), and for decode attention over
 an fp16/int8/int4 KV cache (counted per cached K or V element), compile the kernel for sm_90a
 and for sm_80 (the `arch` column: Ampere and Ada devices are priced from the sm_80 rows, Hopper and
-Blackwell from the sm_90a rows, mpsim/sim/gpu/arch.py SASS_ARCH) on the CPU (Triton's compiler with its bundled ptxas: no GPU or driver needed), disassemble the cubin
+Blackwell from the sm_90a rows, mpsim/sim/gpu/arch.py SASS_ARCH)
+on the CPU (Triton's compiler with its bundled ptxas: no GPU or driver needed), disassemble the cubin
 with the bundled nvdisasm, find the main K loop (the backward branch whose body holds the most
 instructions) and count its instructions by issue pipe:
 
@@ -19,13 +20,14 @@ instructions) and count its instructions by issue pipe:
     other   branches, barriers, uniform-datapath ops (one issue slot each, no lane pipe)  -
 
 (rates: CUDA C++ Programming Guide, "Arithmetic Instructions", throughput table, compute capability
-9.0; the GPU model takes each device's own fp32 and integer rates from its hardware file; load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
+9.0; the GPU model takes each device's own fp32 and integer rates from its hardware file;
+load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
 once per K trip, so a pipe's thread-ops per weight are count x 32 lanes x num_warps / (BLOCK_N x
 BLOCK_K x T), T the K tiles one trip covers (the group GEMV's partial sums: 4; else 1); uniform
 and control instructions count once per warp (issue slots, `issue` below).
 
 It writes mpsim/sim/gpu/sass_table.py (a committed table the GPU model reads) and prints it.
-`--check` recompiles one case and exits non-zero if the committed table disagrees.
+`--check` recompiles one case of each architecture and exits non-zero if the committed table disagrees.
 """
 
 from __future__ import annotations
@@ -185,7 +187,8 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     # uniform/control instructions take one issue slot per warp, not 32 lanes
     issue = sum(counts[p] for p in PIPES) * lanes / weights
     fmt, bits = case[0], case[1]
-    return {"arch": arch, "kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec", "kv") else "group",
+    return {"arch": arch, "kernel": cfg.kernel,
+            "w_format": fmt if fmt in ("fp16", "anyprec", "kv") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
             "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}

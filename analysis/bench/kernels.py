@@ -6,7 +6,8 @@ of each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 fr
 on a GPU also the inline-asm one-row group GEMV (impl "triton-asm", kernels/gemv_group_asm.py, where
 the launcher's config takes it), of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
 the bytes the format reads (the bandwidth ceiling); achieved GB/s and the ratio to fp16 (mpsim's
-Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16). Cold L2 and CUDA-event medians (analysis/bench/timing.py). Writes a tidy CSV with
+Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16).
+Cold L2 and CUDA-event medians (analysis/bench/timing.py). Writes a tidy CSV with
 the device and the torch/triton versions on every row.
 
     python -m mpsim.analysis.bench.kernels --out out/bench_kernels.csv      # needs a CUDA device
@@ -82,7 +83,8 @@ MODULES = ("qkv", "o", "gate", "up", "gate_up", "down", "lm_head")
 def projections(d: ModelDims) -> list[tuple[str, int, int]]:
     """(module, N, K) of a Llama-family decoder's linears; y = x @ W.T with W N x K."""
     h, f = d.hidden, d.ffn
-    return [("qkv", h + 2 * (d.kv_hidden or h), h), ("o", h, h), ("gate", f, h), ("up", f, h), ("gate_up", 2 * f, h),
+    return [("qkv", h + 2 * (d.kv_hidden or h), h), ("o", h, h), ("gate", f, h), ("up", f, h),
+            ("gate_up", 2 * f, h),
             ("down", h, f), ("lm_head", d.vocab, h)]
 
 

@@ -27,7 +27,8 @@ def _f16(u: np.ndarray) -> np.ndarray:
 def _sub_f16x2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = []
     for shift in (0, 16):
-        ha, hb = _f16((a >> np.uint32(shift)) & np.uint32(0xFFFF)), _f16((b >> np.uint32(shift)) & np.uint32(0xFFFF))
+        low = np.uint32(0xFFFF)
+        ha, hb = _f16((a >> np.uint32(shift)) & low), _f16((b >> np.uint32(shift)) & low)
         out.append((ha - hb).view(np.uint16).astype(np.uint32) << np.uint32(shift))
     return out[0] | out[1]
 
