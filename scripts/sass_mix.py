@@ -47,9 +47,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "mpsim" / "sim" / "gpu" / "sass_table.py"  # COLUMNS and ROWS: both files' rows
 # one generated file of rows per architecture (a file under 400 lines each)
-ARCH_TABLES = {arch: TABLE.with_name(f"sass_table_{arch.replace('_', '')}.py") for arch in ("sm_90a", "sm_80")}
-PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
 ARCHES = ("sm_90a", "sm_80")
+ARCH_TABLES = {arch: TABLE.with_name(f"sass_table_{arch.replace('_', '')}.py") for arch in ARCHES}
+PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
 # tiled-GEMM tiles counted besides the heuristic's, per architecture: three of the candidate set of
 # kernels/launch_config.py (HOPPER_GEMM_TILES / AMPERE_GEMM_TILES)
 GEMM_TILES = {"sm_90a": ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 3)),
