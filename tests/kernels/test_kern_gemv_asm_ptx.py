@@ -124,3 +124,31 @@ def test_the_emulator_reads_every_instruction_of_the_blocks() -> None:
     ops = {line.split()[0] for e in (4, 5, 6) for text in (_pairs_asm(4, e), _pairs_asm(2, e),
            _three_asm(e)) for line in text.splitlines() if re.match(r"^[a-z]", line)}
     assert ops == {"shr.b32", "shl.b32", "lop3.b32", "sub.f16x2", "mov.b32"}
+
+
+def test_the_interpreter_never_takes_the_asm_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MPSIM_GEMV_ASM=1 is a GPU switch: the interpreter runs the pure twin (the same output as with
+    the switch off), and a hand-passed asm config is refused with a clear error."""
+    import torch
+
+    from mpsim.kernels.gemm_group import gemm_group
+    from mpsim.kernels.gemv_group_asm import ASM_SWITCH, asm_config, switch_on
+    from mpsim.kernels.launch_config import gemm_config
+
+    gen = torch.Generator().manual_seed(0)
+    n, k, bits = 64, 256, 4
+    words = torch.randint(-(2**31), 2**31, (n, k * bits // 32), dtype=torch.int32, generator=gen)
+    scales = (torch.rand(n, k // GROUP, generator=gen) * 0.01 + 1e-3).half()
+    zeros = torch.randint(0, 1 << bits, (n, k // GROUP), generator=gen).half()
+    x = torch.randn(1, k, generator=gen).half()
+    run = lambda **kw: gemm_group(x, words, scales, zeros, bits=bits, group_size=GROUP, **kw)  # noqa: E731
+    monkeypatch.setenv(ASM_SWITCH, "0")
+    off = run()
+    monkeypatch.setenv(ASM_SWITCH, "1")
+    assert switch_on() and torch.equal(run(), off)
+    cfg = gemm_config(1, n, k, f"int{bits}-group", bits, GROUP, on_gpu=True)
+    with pytest.raises(ValueError, match="interpreter"):
+        run(config=asm_config(cfg, bits, GROUP))
+    monkeypatch.setenv(ASM_SWITCH, "yes")
+    with pytest.raises(ValueError, match=ASM_SWITCH):
+        switch_on()
