@@ -81,8 +81,8 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         module = gemm_group
     fmt = {"fp16": "fp16", "anyprec": "anyprec"}.get(w_format, "group")
     if asm:
-        from mpsim.kernels.gemv_group_asm import asm_config, gemv_group_asm_kernel
-        return gemv_group_asm_kernel, args, asm_config(cfg, bits, group)
+        from mpsim.kernels.gemv_group_asm import asm_args, asm_config, gemv_group_asm_kernel
+        return gemv_group_asm_kernel, {**args, **asm_args(k, kp)}, asm_config(cfg, bits, group)
     return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
 
 

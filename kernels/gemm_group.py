@@ -27,7 +27,13 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.gemv_group import gemv_group_kernel
-from mpsim.kernels.gemv_group_asm import ASM_KERNEL, gemv_group_asm_kernel, switch_on, takes_asm
+from mpsim.kernels.gemv_group_asm import (
+    ASM_KERNEL,
+    asm_args,
+    gemv_group_asm_kernel,
+    switch_on,
+    takes_asm,
+)
 from mpsim.kernels.group_dequant import _group_w_tile
 from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemv_k_unit
 from mpsim.traces.accounting import padded_k
@@ -142,7 +148,7 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
 
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
-             variant=(gemv_group_asm_kernel, asm), **args)
+             variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)), **args)
     return out
 
 

@@ -131,6 +131,15 @@ def _group_d_asm(qw_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn, BITS: t
     base = qw_ptr + rows[:, None] * stride_qn + BITS * offs_c[None, :]
     offs_g = k_group // GROUP + tl.arange(0, 1)
     z = tl.load(z_ptr + rows[:, None] * stride_sn + offs_g[None, :])
+    return _d_asm(base, z, BITS, BLOCK_N, BLOCK_K, E)
+
+
+@triton.jit
+def _d_asm(base, z, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+           E: tl.constexpr):
+    """_group_d_asm from the tile's word pointers `base` ((BLOCK_N, BLOCK_K / 32): word 0 of each
+    chunk) and its rows' zeros z ((BLOCK_N, 1) fp16)."""
+    NC: tl.constexpr = BLOCK_K // 32
     c0 = (z + 1024.0) * (1.0 / (1 << E))  # (2^10 + z) 2^-E, exact
     w0 = tl.load(base).to(tl.uint32, bitcast=True)
     w1 = tl.load(base + 1).to(tl.uint32, bitcast=True)

@@ -34,8 +34,9 @@ CASES = [
     ("anyprec", 3, None, 2048, 4096, 4096),
 ]
 # the inline-asm one-row group GEMV at the launcher's tile (256 x 32: the fp16 partial sums)
+# (K = 4000 pads to KP = 4096: the masked activation load, EVEN_K False)
 ASM_CASES = [("int4-group", 4, 128, 1, 4096, 4096), ("int3-group", 3, 128, 1, 11008, 4096),
-             ("int2-group", 2, 128, 1, 4096, 11008)]
+             ("int2-group", 2, 128, 1, 4096, 11008), ("int4-group", 4, 128, 1, 4096, 4000)]
 ARCHES = (90, 80)
 
 
