@@ -18,10 +18,11 @@ import triton.language as tl
 
 from mpsim.kernels.gemm_group import gemm_group
 from mpsim.kernels.gemv_group import partial_exp
-from mpsim.kernels.gemv_group_asm import asm_config
+from mpsim.kernels.gemv_group_asm import ASM_SWITCH, asm_config
 from mpsim.kernels.group_dequant import _group_w_tile
 from mpsim.kernels.group_dequant_asm import _group_d_asm
 from mpsim.kernels.launch_config import gemm_config, gemv_partial_trips
+from mpsim.traces.accounting import padded_k
 
 pytestmark = [
     pytest.mark.gpu,
@@ -29,7 +30,8 @@ pytestmark = [
 ]
 
 GROUP = 128
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+# (K = 4000: padded to KP = 4096, the masked activation loads, EVEN_K False)
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008), (4096, 4000)]
 
 
 @triton.jit
@@ -55,11 +57,13 @@ def _d_tiles_kernel(qw_ptr, s_ptr, z_ptr, out_ptr, out_asm_ptr, N, KP, stride_qn
 
 
 def _random_weight(n: int, k: int, bits: int, gen: torch.Generator):
+    """Random packed words, scales and zeros of an N x k weight, packed at KP = k padded to G."""
     dev = torch.device("cuda")
-    words = torch.randint(-(2**31), 2**31, (n, k * bits // 32), dtype=torch.int32, generator=gen,
+    kp = padded_k(k, GROUP)
+    words = torch.randint(-(2**31), 2**31, (n, kp * bits // 32), dtype=torch.int32, generator=gen,
                           device=dev)
-    scales = (torch.rand(n, k // GROUP, generator=gen, device=dev) * 0.01 + 1e-3).half()
-    zeros = torch.randint(0, 1 << bits, (n, k // GROUP), generator=gen, device=dev).half()
+    scales = (torch.rand(n, kp // GROUP, generator=gen, device=dev) * 0.01 + 1e-3).half()
+    zeros = torch.randint(0, 1 << bits, (n, kp // GROUP), generator=gen, device=dev).half()
     return words, scales, zeros
 
 
@@ -79,7 +83,9 @@ def test_asm_dequant_tiles_are_the_twins_bits(bits: int) -> None:
 
 @pytest.mark.parametrize("bits", [4, 3, 2])
 @pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_asm_gemv_is_the_twins_bits(bits: int, n: int, k: int) -> None:
+def test_asm_gemv_is_the_twins_bits(bits: int, n: int, k: int,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ASM_SWITCH, "0")  # the twin run must be the pure kernel
     gen = torch.Generator(device="cuda").manual_seed(1000 * bits + n + k)
     words, scales, zeros = _random_weight(n, k, bits, gen)
     x = (torch.randn(1, k, generator=gen, device="cuda")).half()
