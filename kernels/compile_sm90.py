@@ -1,4 +1,4 @@
-"""Compile the GEMM/GEMV kernels for sm_90a on the CPU, with the arguments a launch would pass.
+"""Compile the GEMM/GEMV kernels for sm_90a (or sm_80) on the CPU, with the arguments a launch would pass.
 
 Triton's compiler and the ptxas and nvdisasm it bundles need no GPU: tests/kernels/test_kern_gemm_compile.py
 checks registers and spills this way, scripts/sass_mix.py counts the SASS instruction mix (of the
@@ -25,6 +25,9 @@ from mpsim.kernels.launch_config import (
 from mpsim.traces.accounting import padded_k
 
 ARCH = 90
+# the SASS architectures scripts/sass_mix.py counts (the `arch` column of mpsim/sim/gpu/sass_table.py)
+# and the compute capability Triton is asked to target for each ("sm_90a": Triton adds the "a")
+SASS_ARCHES = {"sm_90a": 90, "sm_80": 80}
 POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
             "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
             "z_ptr": "*fp16", "lut_ptr": "*fp16"}
@@ -32,10 +35,12 @@ POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr":
 
 def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
                 tile: tuple[int, ...] | None = None,
-                gemv_bias: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
+                gemv_bias: bool = False, asm: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
     """(kernel, its arguments as a launch passes them, config) for one shape: gemm_config's choice,
     or `tile` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) on the same path; `gemv_bias` gives the
-    GEMV path a bias. Pointers are the placeholder "ptr" (or None where the launch passes none)."""
+    GEMV path a bias; `asm` takes the inline-asm one-row group GEMV (kernels/gemv_group_asm.py) in
+    place of gemv_group_kernel. Pointers are the placeholder "ptr" (or None where the launch passes
+    none)."""
     cfg = gemm_config(m, n, k, w_format, bits, group)
     if tile is not None:
         bm, bn, bk, warps, stages = tile
@@ -75,6 +80,9 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
                     stride_sn=kp // group, BITS=bits, GROUP=group)
         module = gemm_group
     fmt = {"fp16": "fp16", "anyprec": "anyprec"}.get(w_format, "group")
+    if asm:
+        from mpsim.kernels.gemv_group_asm import asm_args, asm_config, gemv_group_asm_kernel
+        return gemv_group_asm_kernel, {**args, **asm_args(k, kp)}, asm_config(cfg, bits, group)
     return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
 
 
@@ -109,9 +117,12 @@ def attention_decode_args(bits: int, block_g: int, head_dim: int,
 
 
 def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int = ARCH) -> Any:
-    """triton.compile of `kernel` for sm_90a (or `arch`, e.g. 100 for sm_100a) with these arguments
-    (launch_args) and cfg's warps and stages; the result holds .asm["ptx"], .asm["cubin"] and
-    .metadata."""
+    """triton.compile of `kernel` for sm_90a (arch 90), sm_80 (arch 80) or sm_100a (arch 100, the
+    fp8/fp4 kernels' compile test) with these arguments (launch_args) and cfg's warps and stages; the
+    result holds .asm["ptx"], .asm["cubin"] and .metadata."""
+    known = sorted({*SASS_ARCHES.values(), 100})
+    if arch not in known:
+        raise ValueError(f"arch {arch}: expected one of {known}")
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

@@ -201,21 +201,29 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
 
 def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str, Any],
              device: torch.device, k_loop: int, check: Callable[[LaunchConfig], None],
-             k_unit: Callable[[LaunchConfig], int] | None = None, **args: Any) -> LaunchConfig:
+             k_unit: Callable[[LaunchConfig], int] | None = None,
+             variant: tuple[Any, Callable[[LaunchConfig], LaunchConfig], dict[str, Any]] | None = None,
+             **args: Any) -> LaunchConfig:
     """Launch one GEMM/GEMV (as one trace row when recording) and return the config it ran:
     `config` when given, else the heuristic gemm_config, or on a GPU with autotuning on the fastest
     candidate of the device's architecture (kernels/autotune.py; its trial launches are not
-    recorded). `record` holds the shape columns; `args` the kernel arguments but the block sizes."""
+    recorded). `record` holds the shape columns; `args` the kernel arguments but the block sizes.
+    `variant` (kernel, rename, extra arguments): a second GEMV kernel (the group GEMV's inline-asm
+    twin) run, with the extra arguments, where rename(cfg) names it (the trace row records it)."""
     m, n = record["m"], record["n"]
 
-    def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> None:
+    def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> LaunchConfig:
+        kernel, extra = gemv, {}
+        if variant is not None and variant[1](cfg).kernel == variant[0].__name__:
+            kernel, cfg, extra = variant[0], variant[1](cfg), variant[2]
         check(cfg)
-        launch_gemv_or_gemm(gemv, gemm, cfg, columns, device, m, n, k_loop, k_unit,
-                            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args)
+        launch_gemv_or_gemm(kernel, gemm, cfg, columns, device, m, n, k_loop, k_unit,
+                            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args,
+                            **extra)
+        return cfg
 
     cfg = config or choose_config(record, device, lambda c: run(c, None))
-    run(cfg, record)
-    return cfg
+    return run(cfg, record)
 
 
 def choose_config(record: dict[str, Any], device: torch.device,

@@ -9,6 +9,8 @@ reference/gemm_group.py (and reference/gemv_group.py for the one-row GEMV's part
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 import triton.language as tl
@@ -25,6 +27,13 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.gemv_group import gemv_group_kernel
+from mpsim.kernels.gemv_group_asm import (
+    ASM_KERNEL,
+    asm_args,
+    gemv_group_asm_kernel,
+    switch_on,
+    takes_asm,
+)
 from mpsim.kernels.group_dequant import _group_w_tile
 from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemv_k_unit
 from mpsim.traces.accounting import padded_k
@@ -67,7 +76,7 @@ def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, out_ptr,
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
 
-_KERNELS = ("gemv_group_kernel", "gemm_group_kernel")
+_KERNELS = ("gemv_group_kernel", "gemm_group_kernel", ASM_KERNEL)
 DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_group: a test/offline path, not timed
 
 
@@ -128,9 +137,18 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
         check_config(cfg, _KERNELS, m, n)
         _check_block_k(cfg.block_k, group_size)
 
+    def asm(cfg: LaunchConfig) -> LaunchConfig:
+        """The launcher switch: on a GPU with MPSIM_GEMV_ASM=1, the one-row partial-sum configs
+        run gemv_group_asm_kernel (inline PTX; the interpreter never takes it)."""
+        if cfg.kernel == ASM_KERNEL and not runtime.on_gpu():
+            raise ValueError(f"config: {ASM_KERNEL} runs inline PTX, which the interpreter cannot")
+        if runtime.on_gpu() and switch_on() and takes_asm(cfg, bits, group_size):
+            return dataclasses.replace(cfg, kernel=ASM_KERNEL)
+        return cfg
+
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
-             **args)
+             variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)), **args)
     return out
 
 

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from mpsim.kernels.gemm_common import gemv_acc, gemv_total, load_x_gemv, mma_rows, splitk_finish
 from mpsim.kernels.group_dequant import _group_w_tile
+from mpsim.kernels.group_dequant_asm import _group_d_asm
 from mpsim.kernels.launch_config import gemv_partial_trips
 
 partial_trips = triton.constexpr_function(gemv_partial_trips)
@@ -33,15 +34,21 @@ def partial_exp(bits, trips):
 @triton.jit
 def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
                   stride_sn, BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, T: tl.constexpr):
-    """fp32 lane sums (BLOCK_N, BLOCK_K) of one activation row over [k_lo, k_hi) (whole groups)."""
+                  BLOCK_K: tl.constexpr, T: tl.constexpr, ASM: tl.constexpr = False):
+    """fp32 lane sums (BLOCK_N, BLOCK_K) of one activation row over [k_lo, k_hi) (whole groups).
+    ASM (GPU only, gemv_group_asm.py): the same (q - z) 2^-E from inline PTX (group_dequant_asm.py)."""
     E: tl.constexpr = partial_exp(BITS, T)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BLOCK_K * T):
         p = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float16)
         for t in tl.static_range(T):
-            d = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP, stride_qn,
-                              stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False, E, k0)
+            if ASM:
+                d = _group_d_asm(qw_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP, stride_qn,
+                                 stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, E, k0)
+            else:
+                d = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP,
+                                  stride_qn, stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False,
+                                  E, k0)
             offs_k = k0 + t * BLOCK_K + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
             p += d * x[None, :]

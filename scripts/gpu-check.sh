@@ -9,8 +9,12 @@
 #      default .whl/; scripts/gpu-check-wheels.sh downloads them beforehand on a machine with pip),
 #      and makes the checkout importable as `mpsim` without pip (a folder of links, like the
 #      editable install's mapping);
-#   2. runs `pytest -m gpu` (the Triton kernels against their references on the GPU);
-#   3. runs the kernel and attention benchmarks (analysis/bench/kernels.py, attention.py);
+#   2. runs `pytest -m gpu` (the Triton kernels against their references on the GPU, and the
+#      inline-asm one-row group GEMV against its pure-Triton twin bit for bit:
+#      tests/kernels/test_kern_gemv_asm_gpu.py);
+#   3. runs the kernel and attention benchmarks (analysis/bench/kernels.py: every weight format and
+#      the asm GEMV at M = 1, 4, 16 on Llama-7B (vicuna-7b), Llama-3-8B and MobileLLaMA-1.4B shapes,
+#      achieved GB/s and the ratio to fp16; attention.py);
 #   4. captures vicuna-7b shapes with random weights: prompt 512, 128 new tokens, batch 1 and 16,
 #      policies fp16, w4, ap4-4@64-3, w4+kv8. --layers N (default 4) keeps N of the 32 layers:
 #      every launch has the model's exact shapes, the layer count only repeats them (32 for the
@@ -118,7 +122,8 @@ CONFIG=$(model_config)
 POLICIES=${POLICIES:-fp16 w4 ap4-4@64-3 w4+kv8}
 if [ "$DRY" = 1 ]; then
     PROMPT=4 GEN=2 BATCHES=${BATCHES:-1 2} BENCH=(--dry-run --repeats 2 --warmup 1)
-    GEMM_BENCH=(--modules o down) GPU_TESTS=(tests/kernels/test_kern_gemm_gpu.py tests/kernels/test_kern_attn_gpu.py)
+    GEMM_BENCH=(--modules o down) GPU_TESTS=(tests/kernels/test_kern_gemm_gpu.py tests/kernels/test_kern_attn_gpu.py
+               tests/kernels/test_kern_gemv_asm_gpu.py)
 else
     PROMPT=512 GEN=128 BATCHES=${BATCHES:-1 16} BENCH=() GEMM_BENCH=() GPU_TESTS=(tests)
 fi

@@ -1,10 +1,12 @@
-"""Count the per-weight instruction mix of the shipped GEMM/GEMV kernels from their sm_90a SASS.
+"""Count the per-weight instruction mix of the shipped GEMM/GEMV kernels from their sm_90a and sm_80 SASS.
 
-    python scripts/sass_mix.py [--jobs N] [--check]
+    python scripts/sass_mix.py [--jobs N] [--check] [--arch sm_80] [--kernel FMT [--rows M]]
 
 For every weight format (fp16, int{8,4,3,2}-group, anyprec at 2..8 bits) and each kernel path (the
 GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), and for decode attention over
 an fp16/int8/int4 KV cache (counted per cached K or V element), compile the kernel for sm_90a
+and for sm_80 (the `arch` column: Ampere and Ada devices are priced from the sm_80 rows, Hopper and
+Blackwell from the sm_90a rows, mpsim/sim/gpu/arch.py SASS_ARCH)
 on the CPU (Triton's compiler with its bundled ptxas: no GPU or driver needed), disassemble the cubin
 with the bundled nvdisasm, find the main K loop (the backward branch whose body holds the most
 instructions) and count its instructions by issue pipe:
@@ -18,13 +20,15 @@ instructions) and count its instructions by issue pipe:
     other   branches, barriers, uniform-datapath ops (one issue slot each, no lane pipe)  -
 
 (rates: CUDA C++ Programming Guide, "Arithmetic Instructions", throughput table, compute capability
-9.0; load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
+9.0; the GPU model takes each device's own fp32 and integer rates from its hardware file;
+load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
 once per K trip, so a pipe's thread-ops per weight are count x 32 lanes x num_warps / (BLOCK_N x
 BLOCK_K x T), T the K tiles one trip covers (the group GEMV's partial sums: 4; else 1); uniform
 and control instructions count once per warp (issue slots, `issue` below).
 
-It writes mpsim/sim/gpu/sass_table.py (a committed table the GPU model reads) and prints it.
-`--check` recompiles one case and exits non-zero if the committed table disagrees.
+It writes mpsim/sim/gpu/sass_table_sm90a.py and sass_table_sm80.py (committed tables, joined by
+mpsim/sim/gpu/sass_table.py, that the GPU model reads) and prints the rows.
+`--check` recompiles one case of each architecture and exits non-zero if the committed table disagrees.
 """
 
 from __future__ import annotations
@@ -41,8 +45,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT / "mpsim" / "sim" / "gpu" / "sass_table.py"
+TABLE = ROOT / "mpsim" / "sim" / "gpu" / "sass_table.py"  # COLUMNS and ROWS: both files' rows
+# one generated file of rows per architecture (a file under 400 lines each)
+ARCHES = ("sm_90a", "sm_80")
+ARCH_TABLES = {arch: TABLE.with_name(f"sass_table_{arch.replace('_', '')}.py") for arch in ARCHES}
 PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
+# tiled-GEMM tiles counted besides the heuristic's, per architecture: three of the candidate set of
+# kernels/launch_config.py (HOPPER_GEMM_TILES / AMPERE_GEMM_TILES)
+GEMM_TILES = {"sm_90a": ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 3)),
+              "sm_80": ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4))}
+# the inline-asm one-row group GEMV (kernels/gemv_group_asm.py): the widths and GEMV tiles that take
+# the fp16 partial sums (256 x 32: T = 4 K tiles per run; 64 x 64: T = 2)
+ASM_BITS = (4, 3, 2)
+ASM_TILES = ((256, 32), (64, 64))
 
 _FP32 = {"FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP", "FSET", "FCHK", "FSWZADD", "HADD2",
          "HMUL2", "HFMA2", "HMNMX2", "HSETP2", "HSET2", "FMNMX3", "FADD2", "FMUL2", "FFMA2"}
@@ -102,50 +117,61 @@ def main_loop(sass: str) -> list[str]:
     return [op for _, op, _ in instrs[best[0]:best[1] + 1]]
 
 
-def cases() -> list[tuple[Any, ...]]:
-    """(w_format, bits, group_size, M, N, K, tile) per table row: the GEMV at 1 and 16 rows and the
-    tiled GEMM, each at the launchers' heuristic tile (tile None) and the candidate tiles of
-    kernels/launch_config.py (GEMV: GEMV_TILES; GEMM: three of the Hopper tiles)."""
+def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
+    """(w_format, bits, group_size, M, N, K, tile, arch) per table row: the GEMV at 1 and 16 rows and
+    the tiled GEMM, each at the launchers' heuristic tile (tile None) and the candidate tiles of
+    kernels/launch_config.py (GEMV: GEMV_TILES; GEMM: three of the architecture's tiles), the
+    inline-asm one-row group GEMV ("intB-group-asm"), for each architecture."""
     from mpsim.kernels.launch_config import GEMV_TILES
 
     formats: list[tuple[str, int, int | None]] = [("fp16", 16, None)]
     formats += [(f"int{b}-group", b, 128) for b in (8, 4, 3, 2)]
     formats += [("anyprec", b, None) for b in range(2, 9)]
-    gemm_tiles = ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 3))
     out: list[tuple[Any, ...]] = []
-    for fmt, bits, group in formats:
-        for m in (1, 16):
-            for bn, bk in GEMV_TILES:
-                out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3)))
-        out.append((fmt, bits, group, 2048, 4096, 4096, None))
-        for tile in gemm_tiles:
-            out.append((fmt, bits, group, 2048, 4096, 4096, tile))
-    return out + kv_cases()
+    for arch in arches:
+        for fmt, bits, group in formats:
+            for m in (1, 16):
+                for bn, bk in GEMV_TILES:
+                    out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3), arch))
+            out.append((fmt, bits, group, 2048, 4096, 4096, None, arch))
+            for tile in GEMM_TILES[arch]:
+                out.append((fmt, bits, group, 2048, 4096, 4096, tile, arch))
+        for bits in ASM_BITS:
+            for bn, bk in ASM_TILES:
+                out.append((f"int{bits}-group-asm", bits, 128, 1, 4096, 4096, (1, bn, bk, 4, 3),
+                            arch))
+        out += kv_cases(arch)
+    return out
 
 
-def kv_cases() -> list[tuple[Any, ...]]:
+def kv_cases(arch: str) -> list[tuple[Any, ...]]:
     """Decode attention over fp16/int8/int4 K and V (contiguous cache), at its GPU config: one query
-    head (MHA) and a GQA group of 16 rows, head_dim 64 and 128: ("kv", bits, None, BLOCK_G, D)."""
-    return [("kv", bits, None, bg, d) for bits in (16, 8, 4) for bg in (1, 16) for d in (64, 128)]
+    head (MHA) and a GQA group of 16 rows, head_dim 64 and 128: ("kv", bits, None, BLOCK_G, D, arch)."""
+    return [("kv", bits, None, bg, d, arch) for bits in (16, 8, 4) for bg in (1, 16)
+            for d in (64, 128)]
 
 
 def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
-    """Compile one case for sm_90a and count its main loop's instructions per weight by pipe."""
+    """Compile one case for its architecture (the case's last field, sm_90a or sm_80) and count its
+    main loop's instructions per weight by pipe."""
     os.environ.pop("TRITON_INTERPRET", None)
     import triton
 
-    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
+    from mpsim.kernels.compile_sm90 import SASS_ARCHES, compile_sm90, launch_args
     from mpsim.kernels.launch_config import gemv_partial_trips
 
+    *shape, arch = case
     if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py), printed by --fp only
         from mpsim.kernels.compile_fp import all_cases
         kernel, args, cfg = all_cases()[case[1]]()
     elif case[0] == "kv":
         from mpsim.kernels.compile_sm90 import attention_decode_args
         kernel, args, cfg = attention_decode_args(case[1], case[3], case[4])
+    elif case[0].endswith("-asm"):
+        kernel, args, cfg = launch_args(case[0].removesuffix("-asm"), *shape[1:], asm=True)
     else:
-        kernel, args, cfg = launch_args(*case)
-    compiled = compile_sm90(kernel, args, cfg)
+        kernel, args, cfg = launch_args(*shape)
+    compiled = compile_sm90(kernel, args, cfg, SASS_ARCHES[arch])
     with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     try:
@@ -160,7 +186,7 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     lanes = 32 * cfg.num_warps
     # one trip of the group GEMV's partial-sum loop covers T K tiles (kernels/gemv_group.py)
     trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (
-        cfg.kernel == "gemv_group_kernel") else 1
+        cfg.kernel in ("gemv_group_kernel", "gemv_group_asm_kernel")) else 1
     # decode attention: per cached element, K and V (2 x BLOCK_N tokens x BLOCK_D per trip)
     if case[0] == "fp":
         from mpsim.kernels.compile_fp import elements_per_trip
@@ -171,21 +197,25 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     # uniform/control instructions take one issue slot per warp, not 32 lanes
     issue = sum(counts[p] for p in PIPES) * lanes / weights
     fmt, bits = case[0], case[1]
-    return {"kernel": cfg.kernel, "w_format": fmt if fmt in ("fp16", "anyprec", "kv", "fp") else "group",
+    return {"arch": arch, "kernel": cfg.kernel,
+            "w_format": fmt if fmt in ("fp16", "anyprec", "kv", "fp") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
             "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    cols = ("kernel", "w_format", "bits", "block_m", "block_n", "block_k", "num_warps",
+def render(rows: list[dict[str, Any]], arch: str) -> str:
+    """The generated file of one architecture's rows (mpsim/sim/gpu/sass_table_<arch>.py)."""
+    cols = ("arch", "kernel", "w_format", "bits", "block_m", "block_n", "block_k", "num_warps",
             "loop_instructions", *PIPES, "issue")
     lines = [
-        '"""Per-weight instruction mix of the shipped GEMM/GEMV kernels\' K loops, by issue pipe.',
+        f'"""Per-weight instruction mix of the shipped GEMM/GEMV kernels\' K loops, by issue pipe: {arch}.',
         "",
-        "Generated by scripts/sass_mix.py from the kernels' sm_90a SASS (Triton's compiler, bundled",
+        f"Generated by scripts/sass_mix.py from the kernels' {arch} SASS (Triton's compiler, bundled",
         "ptxas and nvdisasm); do not edit by hand: rerun the script after changing a kernel. Values are",
         "thread-instructions per weight (lane-ops; `issue` counts every instruction of the loop body).",
+        "mpsim/sim/gpu/sass_table.py joins the architectures' rows; mpsim/sim/gpu/arch.py SASS_ARCH",
+        "says which rows price which GPU.",
         '"""',
         "",
         "# ruff: noqa: E501",
@@ -194,24 +224,26 @@ def render(rows: list[dict[str, Any]]) -> str:
         "ROWS = [",
     ]
     for r in rows:
-        lines.append(f"    {tuple(r[c] for c in cols)!r},")
+        if r["arch"] == arch:
+            lines.append(f"    {tuple(r[c] for c in cols)!r},")
     lines.append("]")
     return "\n".join(lines) + "\n"
 
 
-def _recount(todo: list[tuple[Any, ...]], fmt: str, jobs: int,
+def _recount(todo: list[tuple[Any, ...]], fmt: str | None, jobs: int,
              rows: int | None = None) -> list[dict[str, Any]]:
-    """The committed rows, those of format `fmt`'s cases (with `rows` activation rows) recounted."""
+    """The committed rows, those of format `fmt`'s cases (every format's if None; with `rows`
+    activation rows) among `todo` recounted."""
     sys.path.insert(0, str(ROOT))
     from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
     old = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
-    mine = [c for c in todo if c[0] == fmt and (rows is None or c[3] == rows)]
+    mine = [c for c in todo if (fmt is None or c[0] == fmt) and (rows is None or c[3] == rows)]
     if not mine:
         raise SystemExit(f"--kernel {fmt!r}: no case of that format; formats: "
                          f"{sorted({c[0] for c in todo})}")
     with ProcessPoolExecutor(jobs) as pool:
         new = list(pool.map(count_case, mine))
-    tile = ("kernel", "bits", "block_m", "block_n", "block_k", "num_warps")
+    tile = ("arch", "kernel", "bits", "block_m", "block_n", "block_k", "num_warps")
     done = {tuple(r[c] for c in tile) for r in new}
     return [r for r in old if tuple(r[c] for c in tile) not in done] + new
 
@@ -226,13 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp", action="store_true", help="print the fp8 / fp4 kernels' rows (per weight, "
                     "per cached K/V element or per activation); write nothing")
     ap.add_argument("--rows", type=int, help="with --kernel: only the cases with this many rows (M)")
+    ap.add_argument("--arch", choices=ARCHES, help="count only this architecture's cases and keep the"
+                    " committed table's other rows")
     args = ap.parse_args(argv)
-    todo = cases()
+    todo = cases((args.arch,) if args.arch else ARCHES)
     if args.fp:
         from mpsim.kernels.compile_fp import all_cases
         names = list(all_cases())
+        fp_arch = args.arch or "sm_90a"
         with ProcessPoolExecutor(args.jobs) as pool:
-            for name, r in zip(names, pool.map(count_case, [("fp", n) for n in names]), strict=True):
+            for name, r in zip(names, pool.map(count_case, [("fp", n, fp_arch) for n in names]),
+                               strict=True):
                 print(json.dumps({"case": name, **r}))
         return 0
     if args.only:
@@ -243,17 +279,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         sys.path.insert(0, str(ROOT))
         from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
-        got = count_case(todo[len(todo) // 2])
         want = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
-        ok = got in want
-        print(json.dumps(got), "matches the table" if ok else "DIFFERS from the table")
+        ok = True
+        for arch in sorted({c[-1] for c in todo}):  # one case of each architecture
+            mine = [c for c in todo if c[-1] == arch]
+            got = count_case(mine[len(mine) // 2])
+            ok = ok and got in want
+            print(json.dumps(got), "matches the table" if got in want else "DIFFERS from the table")
         return 0 if ok else 1
-    if args.kernel:
+    if args.kernel or args.arch:
         rows = _recount(todo, args.kernel, args.jobs, args.rows)
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(count_case, todo))
-    TABLE.write_text(render(rows))
+    for arch, path in ARCH_TABLES.items():
+        path.write_text(render(rows, arch))
     for r in rows:
         print(json.dumps(r))
     return 0

@@ -1,9 +1,13 @@
-"""GPU benchmark of the weight-only GEMV/GEMM kernels at Vicuna-7B and MobileLLaMA-1.4B shapes.
+"""GPU benchmark of the weight-only GEMV/GEMM kernels at Llama-7B (Vicuna-7B), Llama-3-8B and
+MobileLLaMA-1.4B shapes.
 
-For every projection (qkv, o, gate, up, gate_up, down, lm_head) and M in {1, 16}: the median time of
-each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 from a parent of 4), of
-torch's fp16 linear (cuBLAS), and of a device-to-device copy of the bytes the format reads (the
-bandwidth ceiling). Cold L2 and CUDA-event medians (analysis/bench/timing.py). Writes a tidy CSV with
+For every projection (qkv, o, gate, up, gate_up, down, lm_head) and M in {1, 4, 16}: the median time
+of each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 from a parent of 4),
+on a GPU also the inline-asm one-row group GEMV (impl "triton-asm", kernels/gemv_group_asm.py, where
+the launcher's config takes it), of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
+the bytes the format reads (the bandwidth ceiling); achieved GB/s and the ratio to fp16 (mpsim's
+Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16).
+Cold L2 and CUDA-event medians (analysis/bench/timing.py). Writes a tidy CSV with
 the device and the torch/triton versions on every row.
 
     python -m mpsim.analysis.bench.kernels --out out/bench_kernels.csv      # needs a CUDA device
@@ -36,10 +40,14 @@ class ModelDims:
     hidden: int
     ffn: int
     vocab: int
+    kv_hidden: int | None = None  # K and V width (GQA); None: hidden (MHA)
 
 
 MODELS = {
     "vicuna-7b": ModelDims(4096, 11008, 32000),
+    # meta-llama/Meta-Llama-3-8B config.json: hidden 4096, intermediate 14336, 8 of 32 heads for K/V
+    # (head_dim 128: 1024 wide), vocab 128256
+    "llama-3-8b": ModelDims(4096, 14336, 128256, 1024),
     "mobilellama-1.4b": ModelDims(2048, 5632, 32000),
     "tiny": ModelDims(128, 256, 160),  # the --dry-run model: interpreter-sized, K % 128 == 0
 }
@@ -65,6 +73,7 @@ COLUMNS = (
     "k", "impl", "format", "w_format", "w_bits", "group_size", "kernel", "config", "bytes_moved",
     "median_us", "p10_us", "p90_us", "repeats", "timer", "achieved_GBps", "weight_bytes",
     "copy_us", "copy_GBps", "fraction_of_copy", "torch_fp16_us", "speedup_vs_torch_fp16",
+    "triton_fp16_us", "speedup_vs_triton_fp16",
 )
 
 
@@ -74,7 +83,8 @@ MODULES = ("qkv", "o", "gate", "up", "gate_up", "down", "lm_head")
 def projections(d: ModelDims) -> list[tuple[str, int, int]]:
     """(module, N, K) of a Llama-family decoder's linears; y = x @ W.T with W N x K."""
     h, f = d.hidden, d.ffn
-    return [("qkv", 3 * h, h), ("o", h, h), ("gate", f, h), ("up", f, h), ("gate_up", 2 * f, h),
+    return [("qkv", h + 2 * (d.kv_hidden or h), h), ("o", h, h), ("gate", f, h), ("up", f, h),
+            ("gate_up", 2 * f, h),
             ("down", h, f), ("lm_head", d.vocab, h)]
 
 
@@ -97,8 +107,10 @@ def random_weight(fmt: Format, n: int, k: int, device: torch.device) -> Any:
 
 
 def table_row(shape: dict[str, Any], fmt: Format, impl: str, kernel: str, config: str,
-              t: Timing, copy: Timing, torch_fp16: Timing | None) -> dict[str, Any]:
-    """One CSV row: the timing plus its bandwidth, against the copy ceiling and cuBLAS fp16."""
+              t: Timing, copy: Timing, torch_fp16: Timing | None,
+              triton_fp16: Timing | None = None) -> dict[str, Any]:
+    """One CSV row: the timing plus its bandwidth, against the copy ceiling, cuBLAS fp16 and mpsim's
+    Triton fp16 kernel."""
     m, n, k = shape["m"], shape["n"], shape["k"]
     cost = launch_cost({"op": "gemm", "kernel": kernel, "m": m, "n": n, "k": k, "bias": False,
                         "w_format": fmt.w_format, "w_bits": fmt.bits,
@@ -113,7 +125,10 @@ def table_row(shape: dict[str, Any], fmt: Format, impl: str, kernel: str, config
                 fraction_of_copy=copy.median_us / t.median_us,
                 torch_fp16_us=None if torch_fp16 is None else torch_fp16.median_us,
                 speedup_vs_torch_fp16=None if torch_fp16 is None
-                else torch_fp16.median_us / t.median_us)
+                else torch_fp16.median_us / t.median_us,
+                triton_fp16_us=None if triton_fp16 is None else triton_fp16.median_us,
+                speedup_vs_triton_fp16=None if triton_fp16 is None
+                else triton_fp16.median_us / t.median_us)
 
 
 def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
@@ -121,6 +136,8 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
     """torch fp16 first (the baseline of every row), then each format with its copy ceiling."""
     from mpsim.kernels import runtime
     from mpsim.kernels.gemm import linear
+    from mpsim.kernels.gemm_group import gemm_group
+    from mpsim.kernels.gemv_group_asm import asm_config, takes_asm
     from mpsim.kernels.launch_config import gemm_config
 
     m, n, k = shape["m"], shape["n"], shape["k"]
@@ -137,27 +154,37 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
     t_torch = timer.time(lambda: torch.nn.functional.linear(x, w16))
     table.write(table_row(shape, FORMATS[0], "torch", "torch.nn.functional.linear", "",
                           t_torch, copy_time(FORMATS[0]), t_torch))
+    t_fp16: Timing | None = None
     for fmt in FORMATS:
         weight = random_weight(fmt, n, k, device)
         cfg = gemm_config(m, n, k, fmt.w_format, fmt.bits, fmt.group_size,
                           on_gpu=runtime.on_gpu())
         t = timer.time(lambda w=weight: linear(x, w))
-        row = table_row(shape, fmt, "triton", cfg.kernel, json.dumps(cfg.config_dict()), t,
-                        copy_time(fmt), t_torch)
-        table.write(row)
-        print(f"{shape['model']:>16} {shape['module']:>7} M={m:<3} {fmt.label:>9} "
-              f"{t.median_us:9.1f} us {row['achieved_GBps']:8.1f} GB/s "
-              f"x{row['speedup_vs_torch_fp16']:.2f} vs torch", flush=True)
+        t_fp16 = t_fp16 or t  # FORMATS[0] is fp16
+        runs = [("triton", cfg, t)]
+        if runtime.on_gpu() and fmt.group_size and takes_asm(cfg, fmt.bits, fmt.group_size):
+            fast = asm_config(cfg, fmt.bits, fmt.group_size)
+            runs.append(("triton-asm", fast, timer.time(lambda w=weight, c=fast: gemm_group(
+                x, w.qweight, w.scales, w.zeros, bits=w.bits, group_size=w.group_size,
+                config=c))))
+        for impl, c, tc in runs:
+            row = table_row(shape, fmt, impl, c.kernel, json.dumps(c.config_dict()), tc,
+                            copy_time(fmt), t_torch, t_fp16)
+            table.write(row)
+            print(f"{shape['model']:>16} {shape['module']:>7} M={m:<3} {fmt.label:>9} {impl:>10} "
+                  f"{tc.median_us:9.1f} us {row['achieved_GBps']:8.1f} GB/s "
+                  f"x{row['speedup_vs_triton_fp16']:.2f} vs fp16 "
+                  f"x{row['speedup_vs_torch_fp16']:.2f} vs torch", flush=True)
         del weight
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--out", type=Path, default=Path("out/bench_kernels.csv"))
-    p.add_argument("--models", nargs="+", default=["vicuna-7b", "mobilellama-1.4b"],
+    p.add_argument("--models", nargs="+", default=["vicuna-7b", "llama-3-8b", "mobilellama-1.4b"],
                    choices=sorted(MODELS))
     p.add_argument("--modules", nargs="+", default=list(MODULES), choices=MODULES)
-    p.add_argument("--rows", nargs="+", type=int, default=[1, 16], help="M values")
+    p.add_argument("--rows", nargs="+", type=int, default=[1, 4, 16], help="M values")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--dry-run", action="store_true",

@@ -21,7 +21,10 @@ from mpsim.traces.schema import KV_FORMAT_OF_BITS
 FORMAT_TAGS = ("fp16", "group", "anyprec")
 ROWWISE_KERNELS = ("rms_norm_kernel", "layer_norm_kernel", "rope_kernel", "residual_add_kernel",
                    "silu_mul_kernel", "gelu_kernel", "embedding_kernel", "argmax_kernel")
+# gemv_group_asm_kernel: the group GEMV's inline-asm twin (kernels/gemv_group_asm.py; GPU only, with
+# MPSIM_GEMV_ASM=1): a captured trace may name it; the SASS table prices it from its own rows
 KERNELS = (*(f"gemv_{t}_kernel" for t in FORMAT_TAGS), *(f"gemm_{t}_kernel" for t in FORMAT_TAGS),
+           "gemv_group_asm_kernel",
            lc.DECODE_ATTENTION_KERNEL, "attention_prefill_kernel", "kv_quant_kernel",
            *ROWWISE_KERNELS)
 

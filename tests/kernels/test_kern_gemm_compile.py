@@ -1,4 +1,5 @@
-"""The GEMM kernels compile for Hopper (sm_90a) at the configs gemm_config picks, without spills.
+"""The GEMM kernels compile for Hopper (sm_90a) and Ampere (sm_80) at the configs gemm_config picks,
+without spills; so does the inline-asm one-row group GEMV (kernels/gemv_group_asm.py) at 4, 3, 2 bits.
 
 Triton's compiler and the ptxas it ships need no GPU, so this runs on the CPU machine: it catches
 what the interpreter cannot (unsupported layouts, shared-memory overflow, register spills from the
@@ -32,9 +33,14 @@ CASES = [
     ("int2-group", 2, 128, 2048, 11008, 4096),
     ("anyprec", 3, None, 2048, 4096, 4096),
 ]
+# the inline-asm one-row group GEMV at the launcher's tile (256 x 32: the fp16 partial sums)
+# (K = 4000 pads to KP = 4096: the masked activation load, EVEN_K False)
+ASM_CASES = [("int4-group", 4, 128, 1, 4096, 4096), ("int3-group", 3, 128, 1, 11008, 4096),
+             ("int2-group", 2, 128, 1, 4096, 11008), ("int4-group", 4, 128, 1, 4096, 4000)]
+ARCHES = (90, 80)
 
 
-def test_gpu_configs_compile_for_sm90_without_spills() -> None:
+def test_gpu_configs_compile_for_sm90_and_sm80_without_spills() -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
                           timeout=900)
@@ -42,25 +48,28 @@ def test_gpu_configs_compile_for_sm90_without_spills() -> None:
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == len(CASES)
+    assert len(results) == (len(CASES) + len(ASM_CASES)) * len(ARCHES)
+    assert sum(r["kernel"] == "gemv_group_asm_kernel" for r in results) == 2 * len(ASM_CASES)
     for r in results:
         assert r["error"] is None, r
         assert r["spill_bytes"] == 0 and r["registers"] <= 255, r
 
 
-def _compile_case(case: tuple[Any, ...], ptxas: str) -> dict[str, Any]:
-    from mpsim.kernels.compile_sm90 import ARCH, compile_sm90, launch_args
+def _compile_case(case: tuple[Any, ...], ptxas: str, arch: int, asm: bool) -> dict[str, Any]:
+    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
 
-    kernel, args, cfg = launch_args(*case, gemv_bias=True)
-    result: dict[str, Any] = {"case": case, "config": cfg.config_dict(), "error": None}
+    kernel, args, cfg = launch_args(*case, gemv_bias=True, asm=asm)
+    result: dict[str, Any] = {"case": case, "arch": arch, "kernel": cfg.kernel,
+                              "config": cfg.config_dict(), "error": None}
     try:
-        compiled = compile_sm90(kernel, args, cfg)
+        compiled = compile_sm90(kernel, args, cfg, arch)
     except Exception as exc:  # reported, with the case, by the test in the parent process
         result["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
         return result
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(compiled.asm["ptx"])
-    out = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{ARCH}a", f.name, "-o", os.devnull],
+    gpu = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+    out = subprocess.run([ptxas, "-v", f"--gpu-name={gpu}", f.name, "-o", os.devnull],
                          capture_output=True, text=True, check=True).stderr
     os.unlink(f.name)
     result["registers"] = int(re.search(r"Used (\d+) registers", out).group(1))  # type: ignore[union-attr]
@@ -76,7 +85,8 @@ def main() -> int:
     if not ptxas or not os.path.exists(ptxas):
         print("no ptxas bundled with this Triton install; cannot compile for sm_90")
         return 3
-    print(json.dumps([_compile_case(case, ptxas) for case in CASES]))
+    print(json.dumps([_compile_case(case, ptxas, arch, asm) for arch in ARCHES
+                      for cases, asm in ((CASES, False), (ASM_CASES, True)) for case in cases]))
     return 0
 
 

@@ -1,6 +1,7 @@
 """The committed per-weight instruction table (mpsim/sim/gpu/sass_table.py) is what the shipped
-kernels compile to: one case recompiled for sm_90a on the CPU must match its row exactly, and the
-table covers every kernel, format and candidate tile the GPU model prices."""
+kernels compile to: one case per architecture recompiled (sm_90a, sm_80) on the CPU must match its
+row exactly, and the table covers every kernel, format and candidate tile the GPU model prices on
+each architecture."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_mix.py"
 
 
-def test_the_table_covers_every_kernel_and_width() -> None:
-    rows = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_the_table_covers_every_kernel_and_width(arch: str) -> None:
+    rows = [r for r in (dict(zip(COLUMNS, r, strict=True)) for r in ROWS) if r["arch"] == arch]
     kinds = {(r["kernel"], r["bits"]) for r in rows}
+    # the inline-asm one-row group GEMV at the launcher's tile (kernels/gemv_group_asm.py)
+    assert {("gemv_group_asm_kernel", b) for b in (4, 3, 2)} <= kinds
     for path in ("gemv", "gemm"):
         assert (f"{path}_fp16_kernel", 16) in kinds
         assert all((f"{path}_group_kernel", b) in kinds for b in (8, 4, 3, 2))

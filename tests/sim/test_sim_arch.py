@@ -51,3 +51,26 @@ def test_b200_autotunes_over_hoppers_tiles() -> None:
     best = best_gemm_row(2048, 4096, 4096, hw=b200)
     assert (best.config.block_m, best.config.block_n) in {(bm, bn) for bm, bn, *_ in lc.HOPPER_GEMM_TILES}
     assert 0 < best.predicted_s < best_gemm_row(2048, 4096, 4096, hw=h200).predicted_s
+
+
+@pytest.mark.parametrize(("name", "arch"), [
+    ("a100-sxm-80gb", "sm_80"), ("l40s", "sm_80"), ("rtx-4090", "sm_80"),
+    ("h100-sxm", "sm_90a"), ("h200-sxm", "sm_90a"), ("b200-sxm", "sm_90a"),
+])
+def test_each_gpu_is_priced_from_its_architectures_sass_rows(name: str, arch: str) -> None:
+    """Ampere and Ada from the sm_80 count, Hopper and (an assumption) Blackwell from sm_90a's."""
+    from mpsim.sim.gpu.arch import sass_arch
+    from mpsim.sim.gpu.rates import gpu_rates
+    from mpsim.sim.params import DEFAULT_PARAMS
+
+    assert sass_arch(gpu(name)) == arch == gpu_rates(gpu(name), DEFAULT_PARAMS).sass_arch
+
+
+def test_the_sass_rows_differ_by_architecture_and_an_unknown_one_is_refused() -> None:
+    from mpsim.sim.gpu.sass import per_weight_mix
+
+    tile = ("gemv_group_kernel", 4, 1, 256, 32, 4)
+    sm80, sm90 = per_weight_mix(*tile, arch="sm_80"), per_weight_mix(*tile, arch="sm_90a")
+    assert sm80["alu"] > sm90["alu"]  # sm_80's one-row 4-bit loop: about one more ALU lane/weight
+    with pytest.raises(ValueError, match="sm_100"):
+        per_weight_mix(*tile, arch="sm_100")

@@ -11,8 +11,15 @@ kernels (kernels/launch_config.py: "hopper" or "ampere"). `CANDIDATE_FAMILY` map
 its candidate set. **Blackwell runs Hopper's set.** That is an explicit assumption until issue 24/23
 give it tcgen05 tiles with 2-CTA MMA. cuBLAS runs per generation (mpsim/library/cublas.py: Ampere/Ada
 mma.sync tiles with split-K, Hopper wgmma with stream-K, Blackwell tcgen05 with CTA pairs; issue 24).
-Everything else in the GPU model is Hopper's on every GPU today: the FA3 and TRT-LLM kernels and the
-SASS instruction mix counted for sm_90a. Issue 24 point 1 owns making those per generation.
+The SASS instruction mix of mpsim's own kernels (mpsim/sim/gpu/sass_table.py, scripts/sass_mix.py)
+is counted for two architectures, and `SASS_ARCH` picks the rows per generation: Ampere-class devices
+(A100 sm_80; Ada sm_89, L40S and RTX 4090, which run sm_80-class code: mma.sync, no wgmma or TMA,
+and the same CUDA-core pipes; consumer Blackwell sm_120, in this class by its tensor rate) are priced
+from the sm_80 rows; Hopper from the sm_90a rows; **Blackwell (sm_100) from the sm_90a rows**, an
+assumption: Triton's sm_100 code for these GEMV loops is CUDA-core code like sm_90a's, and no sm_100
+compile is counted yet. Each device's own fp32/integer issue rates come from its hardware file.
+Everything else in the GPU model is Hopper's on every GPU today: the FA3 and TRT-LLM kernels. Issue 24
+point 1 owns making those per generation.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from mpsim.hw_models.schema import GpuSpec
 
 Generation = Literal["ampere", "hopper", "blackwell"]
 CandidateFamily = Literal["ampere", "hopper"]
+SassArch = Literal["sm_80", "sm_90a"]
 
 # Smallest dense fp16 FLOP/clk/SM of each tensor-core generation, highest first.
 GENERATION_MIN_FP16_RATE: tuple[tuple[Generation, float], ...] = (
@@ -31,6 +39,13 @@ CANDIDATE_FAMILY: dict[Generation, CandidateFamily] = {
     "ampere": "ampere",
     "hopper": "hopper",
     "blackwell": "hopper",  # assumption: Hopper's tiles until Blackwell's tcgen05 tiles are modelled
+}
+
+
+SASS_ARCH: dict[Generation, SassArch] = {
+    "ampere": "sm_80",    # A100; Ada (sm_89) runs sm_80-class code (mma.sync, no wgmma)
+    "hopper": "sm_90a",
+    "blackwell": "sm_90a",  # assumption: no sm_100 count yet (see the module docstring)
 }
 
 
@@ -43,3 +58,8 @@ def generation(hw: GpuSpec) -> Generation:
 def candidate_family(hw: GpuSpec) -> CandidateFamily:
     """The candidate set of mpsim's GEMM kernels on `hw` (see CANDIDATE_FAMILY)."""
     return CANDIDATE_FAMILY[generation(hw)]
+
+
+def sass_arch(hw: GpuSpec) -> SassArch:
+    """Which rows of mpsim/sim/gpu/sass_table.py price mpsim's kernels on `hw` (see SASS_ARCH)."""
+    return SASS_ARCH[generation(hw)]

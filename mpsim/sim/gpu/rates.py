@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, UnsupportedDtypeError
+from mpsim.sim.gpu.arch import SassArch, sass_arch
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
@@ -64,6 +65,7 @@ class GpuRates:
     max_regs_per_thread: int
     max_warps: int
     max_ctas: int
+    sass_arch: SassArch      # the SASS table rows that price mpsim's kernels (arch.py SASS_ARCH)
 
     @property
     def fp32_lanes(self) -> float:
@@ -121,5 +123,5 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         smem_bytes=hw.sm.shared_memory_KiB * 1024,
         smem_per_cta_bytes=hw.sm.max_shared_memory_per_cta_KiB * 1024,
         registers=hw.sm.registers_32bit, max_regs_per_thread=hw.sm.max_registers_per_thread,
-        max_warps=hw.sm.max_warps, max_ctas=hw.sm.max_ctas,
+        max_warps=hw.sm.max_warps, max_ctas=hw.sm.max_ctas, sass_arch=sass_arch(hw),
     )

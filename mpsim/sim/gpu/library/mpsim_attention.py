@@ -59,7 +59,7 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     # one query head: vector dots on CUDA cores; a GQA group: QK^T and PV on the tensor cores
     mma = 0.0 if bg == 1 else 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
     trip = Trip(bn * token_bytes + table + q_share, mma,
-                pipes=decode_trip_pipes(k_bits, v_bits, cfg), serial=True,
+                pipes=decode_trip_pipes(k_bits, v_bits, cfg, r.sass_arch), serial=True,
                 overhead_cycles=p.mpsim.iter_overhead_cycles)
     total = b * hkv * splits
     partial = (bg * bd + 2 * bg) * FP32
@@ -75,13 +75,15 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     return KernelWork(trip, epi, iters, "outer", inner, total, res, reads), occ
 
 
-def decode_trip_pipes(k_bits: int, v_bits: int, cfg: Mapping[str, int]) -> dict[str, float]:
-    """Lanes by pipe (and issue slots) of one BLOCK_N-token trip: the kernel's sm_90a SASS mix per
+def decode_trip_pipes(k_bits: int, v_bits: int, cfg: Mapping[str, int],
+                      arch: str = "sm_90a") -> dict[str, float]:
+    """Lanes by pipe (and issue slots) of one BLOCK_N-token trip: the kernel's SASS mix (on `arch`,
+    the device's GpuRates.sass_arch) per
     cached element (scripts/sass_mix.py, rows per K = V width) times the trip's 2 x BLOCK_N x
     BLOCK_D K and V elements. K and V of different widths: the mean of the two widths' mixes (an
     assumption: each row's loop spends half its elements on K, half on V)."""
     bg, bn, bd, warps = (int(cfg[k]) for k in ("block_m", "block_n", "block_k", "num_warps"))
-    mixes = [per_weight_mix(DECODE_ATTENTION_KERNEL, bits, bg, bn, bd, warps)
+    mixes = [per_weight_mix(DECODE_ATTENTION_KERNEL, bits, bg, bn, bd, warps, arch)
              for bits in {k_bits, v_bits}]
     elements = 2.0 * bn * bd
     return {key: elements * sum(m[key] for m in mixes) / len(mixes) for key in mixes[0]}

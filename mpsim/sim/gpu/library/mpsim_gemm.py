@@ -39,10 +39,12 @@ def loop_k(k: int, w_format: str, group_size: int | None) -> int:
     return padded_k(k, group_size if w_format.endswith("-group") else None)
 
 
-def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int]) -> dict[str, float]:
-    """Lanes by pipe of one K trip of a BLOCK_N x BLOCK_K weight tile (the kernel's SASS mix)."""
+def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int],
+               arch: str = "sm_90a") -> dict[str, float]:
+    """Lanes by pipe of one K trip of a BLOCK_N x BLOCK_K weight tile (the kernel's SASS mix on
+    `arch`, the device's GpuRates.sass_arch)."""
     bm, bn, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
-    mix = per_weight_mix(kernel, bits, bm, bn, bk, int(cfg["num_warps"]))
+    mix = per_weight_mix(kernel, bits, bm, bn, bk, int(cfg["num_warps"]), arch)
     return {k: v * bn * bk for k, v in mix.items()}
 
 
@@ -84,7 +86,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     trip = Trip(
         load_bytes=w_total / (n_blocks * trips_per_row_block) + m * bk * FP16,
         mma_flops=0.0 if bm == 1 else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
-        pipes=trip_pipes(str(row["kernel"]), bits, cfg), serial=False)
+        pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch), serial=False)
     written = float(row["bytes_written"])
     total = n_blocks * split
     epi = Epilogue(written / total, ws_bytes=2.0 * bn * m * FP32 if split > 1 else 0.0,
@@ -107,7 +109,7 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
     iters = -(-loop_k(k, fmt, _group(row)) // bk)
     trip = Trip(
         load_bytes=(m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters),
-        mma_flops=2.0 * bm * bn * bk, pipes=trip_pipes(str(row["kernel"]), bits, cfg),
+        mma_flops=2.0 * bm * bn * bk, pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch),
         serial=False,
         # swap-AB wgmma: the W tile from registers, the activation tile from shared memory
         smem_bytes=(bn / 64) * (bk / 16) * bm * 16 * FP16)
