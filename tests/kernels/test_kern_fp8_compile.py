@@ -51,7 +51,7 @@ def main() -> int:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
     import sass_mix  # scripts/sass_mix.py --fp's counting of one case
 
-    mix = sass_mix.count_case(("fp", "gemm_fp8 m=1"))
+    mix = sass_mix.count_case(("fp", "gemm_fp8 m=1", "sm_90a"))
     results.append(dict(name="sass gemm_fp8 m=1", spill_bytes=0, registers=0, **mix))
     print(json.dumps(results))
     return 0
