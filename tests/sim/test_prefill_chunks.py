@@ -25,8 +25,8 @@ ROOMS = [("fa3", "h200-sxm"), ("sglang", "h200-sxm"), ("fa2", "l40s"),
 
 
 def _work(row: dict[str, Any], hw: str) -> list[tuple[Any, ...]]:
-    """The part of each kernel's work that no clock or fitted constant sets: trips by CTA class, CTAs, DRAM reads,
-    a trip's bytes and MMA FLOPs, a CTA's output bytes."""
+    """The part of each kernel's work that no clock or fitted constant sets: trips by CTA class,
+    CTAs, DRAM reads, a trip's bytes and MMA FLOPs, a CTA's output bytes."""
     spec = load_hardware(hw)
     parts = launch_work(row, gpu_rates(spec, DEFAULT_PARAMS), DEFAULT_PARAMS, 0.0)
     return [(p.work.iters_by_class, p.work.total_ctas, p.work.dram_read_bytes, p.work.trip.load_bytes,
@@ -122,3 +122,21 @@ def test_fa3_splits_count_the_cached_keys() -> None:
     (8 query tiles on 132 SMs) splits its keys, as a prompt of that chunk's length does not."""
     assert fa3.fa3_prefill_config(1, 128, 32, 8, 128, sms=132).split_k == 1
     assert fa3.fa3_prefill_config(1, 128, 32, 8, 128, sms=132, kv_len=16384).split_k > 1
+
+
+def test_an_engine_chunk_in_a_pass_reads_the_paged_cache() -> None:
+    """In a pass (serving's iterations), an engine's chunk after cached tokens carries the pass's
+    block size (its block table read); the prompt's own row and mpsim's own kernel carry none."""
+    from dataclasses import replace
+
+    from mpsim.engines import engine_target, model_heads
+    from mpsim.launch_plan import PassShape, pass_attention_row
+    from mpsim.models import get_model
+    from mpsim.policy import FP16_WEIGHTS, parse_policy
+
+    spec = get_model("mobilellama-1.4b")
+    target = engine_target("vllm", parse_policy("fp16"), model_heads(spec.as_dict()), sms=132)
+    chunk = PassShape("prefill", 0, 1, 256, 1280, FP16_WEIGHTS, 16, 16, target=target)
+    assert pass_attention_row(spec, chunk, 0)["kv_block"] == 16
+    assert pass_attention_row(spec, replace(chunk, kv_len=256), 0)["kv_block"] is None
+    assert pass_attention_row(spec, replace(chunk, target=None), 0)["kv_block"] is None
