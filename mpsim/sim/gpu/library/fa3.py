@@ -5,7 +5,8 @@ Rows: `fa3_decode`: op attention, q_len 1, k_bits = v_bits 16 or 8 (8 is FA3's f
 byte an element, a per-tensor scale); config `fa3_decode_config`: split_k = FA3's splits,
 `kv_append` 0/1 (the op also appended the new token's K/V: a second kernel), `l2_warm` 0/1
 (replayed back to back: a KV cache that fits the usable L2 is read from it). `fa3_prefill`: op
-attention, q_len = kv_len > 1, 16-bit K/V, causal; config `fa3_prefill_config` (`kv_append`).
+attention, 1 < q_len <= kv_len (the queries last), 16-bit K/V, causal; config
+`fa3_prefill_config` (`kv_append`).
 A row with `kv_append` stands for two kernels (`launch_kernels`).
 
 Decode (pack-GQA): one CTA per (sequence, KV head, KV split) holds the KV head's query group padded
