@@ -104,6 +104,8 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
         row["kv_format"] = p.cache_format
     if p.target is None:
         return row
+    if not decode and p.kv_len > p.q_len:  # an engine's chunk reads its cached prefix from the paged
+        row["kv_block"] = p.kv_block        # cache (mpsim's own prefill kernel reads contiguous K/V)
     built = as_engine(row, p.target)
     assert built is not None, "attention is never fused away"
     return built

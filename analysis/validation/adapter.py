@@ -23,7 +23,8 @@ measurements ran, priced by name (the library rooms, mpsim/library/ and mpsim/si
   unrepresentable, never priced as another. Decode keeps the KV cache warm in L2 across the
   repeated calls of every protocol except `trt-profiler` (one profiled run, L2 cold); a 4-bit
   cache: mpsim's decode kernel (its KV append a separate `kv_quant_kernel` launch); a prefill over
-  a longer cache (chunked prefill) is unrepresentable;
+  a longer cache (q_len < kv_len, a chunk after cached tokens: no published table has one) is
+  priced by the same kernel's room, its queries the last q_len positions;
 - the `rope` scope of an FA3-priced row: a `vllm_rotary_embedding` launch first;
 - rmsnorm, silu_mul, rope, add: vLLM's `vllm_rms_norm`, `vllm_silu_and_mul`,
   `vllm_rotary_embedding` and PyTorch's `torch_add`; an add measured inside a model's forward
@@ -264,9 +265,6 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
     batch, q_len, kv_len = _int(row, "batch"), _int(row, "q_len"), _int(row, "kv_len")
     heads, kv_heads, d = _int(row, "heads"), _int(row, "kv_heads"), _int(row, "head_dim")
     bits = _int(row, "kv_bits")
-    if q_len > 1 and kv_len != q_len:
-        raise UnrepresentableError(f"prefill over a longer cache (q_len {q_len} < kv_len {kv_len}): "
-                                   "prefill rows attend within the prompt")
     if bits == 4:  # no published kernel has a 4-bit cache: mpsim's own decode kernel
         before = [_kv_quant(batch, q_len, kv_heads, d, bits)] if "kv_append" in scope else []
         return LaunchGroup([*before, attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits)],

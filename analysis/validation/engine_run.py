@@ -134,8 +134,8 @@ def served(run: Run, spec: ModelSpec, hw: GpuSpec) -> float:
     reqs = Requests(np.zeros(n), np.full(n, s.prompt_len, dtype=np.int64),
                     np.full(n, s.gen_len, dtype=np.int64), np.full(n, NO_SWITCH, dtype=np.int64),
                     f"engine row {s.row}: {n} prompts at 0 s")
-    sched = SchedulerConfig(max_num_seqs=s.scheduler[0], max_num_batched_tokens=s.scheduler[1],
-                            chunked_prefill=False)
+    # chunked prefill on: the scheduler of vLLM's V1 engine (SchedulerConfig's default)
+    sched = SchedulerConfig(max_num_seqs=s.scheduler[0], max_num_batched_tokens=s.scheduler[1])
     cfg = ServeConfig(scheduler=sched, engine=s.engine, tp=run.precision.tp)
     summary = run_serve(spec, parse_policy(run.precision.policy), hw, reqs, cfg).summary
     return float(summary["output_tokens_per_s"])

@@ -24,7 +24,14 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    attention_shape,
+    check_fp16_prefill,
+    check_prefill_chunk,
+    prefill_kv_block,
+)
 
 FA2_DECODE = "fa2_decode"
 FA2_PREFILL = "fa2_prefill"
@@ -85,7 +92,8 @@ def fa2_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
 def fa2_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
                        *, kv_append: bool = False, l2_warm: bool = False) -> LaunchConfig:
     """vLLM's FA2 causal prefill over the paged cache: the one-split split-KV kernel, 64-row query
-    tiles per (sequence, query head) over kBlockN-key tiles up to the diagonal."""
+    tiles per (sequence, query head) over kBlockN-key tiles up to the diagonal (a chunk after cached
+    tokens: the diagonal shifted by them; the grid is the query tiles', the same)."""
     m_blocks = cdiv(q_len, FA2_BLOCK_M)
     return LaunchConfig(FA2_PREFILL, (m_blocks, 1, batch * num_q_heads), FA2_BLOCK_M,
                         align_block_n(head_dim), head_dim, FA2_WARPS, 2, 1,
@@ -95,8 +103,9 @@ def fa2_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
-    """An `fa2_decode` (q_len 1) or `fa2_prefill` (kv_len == q_len) row; 16-bit K/V only (FA2 has
-    no fp8 cache: vLLM runs FlashInfer for one, the `flashinfer_attention` room)."""
+    """An `fa2_decode` (q_len 1) or `fa2_prefill` (q_len <= kv_len: the queries are the last q_len
+    positions, flash_fwd_kernel.h compute_attn_1rowblock_splitkv's causal n_block_max) row; 16-bit
+    K/V only (FA2 has no fp8 cache: vLLM runs FlashInfer for one, the `flashinfer_attention` room)."""
     check_fp16_prefill(q_len, kv_bits)
     if fp8_attention or kv_bits != 16:
         raise MpsimInputError("attention: FlashAttention-2 runs a 16-bit KV cache and bf16/fp16 "
@@ -108,11 +117,9 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = fa2_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
                                 l2_warm=l2_warm, sms=sms)
     else:
-        if kv_len != q_len:
-            raise MpsimInputError("attention: FA2 prefill rows attend within the prompt "
-                                  "(kv_len == q_len)")
+        check_prefill_chunk("FA2", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = fa2_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
                                  l2_warm=l2_warm)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
-    row["kv_block"] = None
+    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape, check_fp16_prefill, fp8_cache
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    attention_shape,
+    check_fp16_prefill,
+    check_prefill_chunk,
+    fp8_cache,
+    prefill_kv_block,
+)
 
 FA3_DECODE = "fa3_decode"
 FA3_PREFILL = "fa3_prefill"
@@ -48,15 +56,20 @@ def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
 
 
 def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
-                       *, kv_append: bool = False, sms: int = GPU_SMS) -> LaunchConfig:
+                       *, kv_append: bool = False, sms: int = GPU_SMS,
+                       kv_len: int | None = None) -> LaunchConfig:
     """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
     heuristic when the query tiles cannot fill the SMs. Pack-GQA (hopper/flash_api.cpp get_pack_gqa:
     a paged or varlen call with heads != kv_heads packs the KV head's query group into the rows of
-    one tile): the tiles then run over q_len x group rows per (sequence, KV head)."""
+    one tile): the tiles then run over q_len x group rows per (sequence, KV head). `kv_len` (None:
+    q_len): the keys, a chunk's cached prefix included (vLLM's varlen call with seqused_k and the
+    block table); the split heuristic counts their tiles (flash_api.cpp: num_n_blocks over
+    max_seqlen_k)."""
     pack = num_q_heads != num_kv_heads
     heads = num_kv_heads if pack else num_q_heads
     q_tiles = cdiv(q_len * (num_q_heads // heads), FA3_BLOCK_M)
-    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(q_len, FA3_BLOCK_N))
+    keys = q_len if kv_len is None else kv_len
+    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(keys, FA3_BLOCK_N))
     return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
                         head_dim, 12, 2, splits,
                         extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack))))
@@ -65,7 +78,9 @@ def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
-    """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` (kv_len == q_len) row."""
+    """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` row: q_len queries, the last
+    of kv_len keys (kv_len > q_len: a chunk after cached tokens, causal over the last q_len
+    positions, hopper/block.h get_n_block_min_max)."""
     check_fp16_prefill(q_len, kv_bits)
     if fp8_attention:
         raise MpsimInputError("attention: FP8 attention compute is not modelled for FA3")
@@ -75,11 +90,9 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
                                 l2_warm=l2_warm, sms=sms)
     else:
-        if kv_len != q_len:
-            raise MpsimInputError("attention: FA3 prefill rows attend within the prompt "
-                                  "(kv_len == q_len)")
+        check_prefill_chunk("FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
-                                 sms=sms)
+                                 sms=sms, kv_len=kv_len)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
-    row["kv_block"] = None
+    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    attention_shape,
+    check_prefill_chunk,
+    prefill_kv_block,
+)
 
 FI_DECODE = "flashinfer_decode"
 FI_PREFILL = "flashinfer_prefill"
@@ -72,18 +78,19 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
     """A `flashinfer_decode` / `flashinfer_prefill` row (FlashInfer's FA2-template kernels) over a
-    16-bit or fp8 e4m3 KV cache (prefill reads the prompt's K/V from the cache in its format)."""
+    16-bit or fp8 e4m3 KV cache (prefill reads the prompt's K/V from the cache in its format; q_len
+    <= kv_len: BatchPrefillWithPagedKVCache's causal mask puts the queries last, a chunk after
+    kv_len - q_len cached tokens)."""
     if fp8_attention or kv_bits not in (16, 8):
         raise MpsimInputError("attention: FlashInfer rows have a 16-bit or fp8 KV cache and bf16 "
                               "attention compute")
     if head_dim not in (64, 128, 256):
         raise MpsimInputError(f"attention: FlashInfer (vLLM's backend) takes head_dim 64, 128 or "
                               f"256; got {head_dim}")
-    if q_len > 1 and kv_len != q_len:
-        raise MpsimInputError("attention: FlashInfer prefill rows attend within the prompt "
-                              "(kv_len == q_len)")
+    if q_len > 1:
+        check_prefill_chunk("FlashInfer", batch, q_len, kv_len, heads, kv_heads, head_dim)
     cfg = fi_config(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
                 l2_warm=l2_warm, sms=sms)
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
-    row["kv_block"] = None
+    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

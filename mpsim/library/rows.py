@@ -60,6 +60,24 @@ def check_fp16_prefill(q_len: int, kv_bits: int) -> None:
                               "applies to decode (q_len 1)")
 
 
+def check_prefill_chunk(what: str, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int,
+                        head_dim: int) -> None:
+    """A prefill row's q_len queries are the last of its kv_len keys (a chunk after kv_len - q_len
+    cached tokens, chunked prefill); more queries than keys is one error naming the row."""
+    if q_len > kv_len:
+        raise MpsimInputError(f"attention: {what} prefill row (batch {batch}, q_len {q_len}, kv_len "
+                              f"{kv_len}, heads {heads}/{kv_heads}, head_dim {head_dim}) has more "
+                              f"queries than keys; expected q_len <= kv_len (the queries are the "
+                              f"last q_len of the kv_len positions)")
+
+
+def prefill_kv_block(q_len: int, kv_len: int, kv_block: int | None) -> int | None:
+    """The `kv_block` a prefill row keeps: a chunk over cached tokens reads them from the paged cache
+    (its block table counted where the block size is given); a prompt attending within itself has
+    none (its K/V are read as written, the rows' convention before chunks)."""
+    return kv_block if q_len > 1 and kv_len > q_len else None
+
+
 def check_kernel(cfg: LaunchConfig, *kernels: str) -> None:
     """A given config must be one of these kernels' (ValueError otherwise)."""
     if cfg.kernel not in kernels:

@@ -38,7 +38,14 @@ from dataclasses import replace
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.rows import Row, apply_config, attention_shape, fp8_cache
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    attention_shape,
+    check_prefill_chunk,
+    fp8_cache,
+    prefill_kv_block,
+)
 
 TRTLLM_XQA = "trtllm_xqa_decode"
 TRTLLM_MMHA = "trtllm_mmha_decode"
@@ -134,15 +141,16 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
     """A TensorRT-LLM attention op row: the context FMHA for a prompt (q_len = kv_len; a one-token
-    prompt included), else XQA or MMHA by the dispatch rule; 8-bit KV is e4m3 (decode and the
+    prompt included) or a chunk of one after kv_len - q_len cached tokens (1 < q_len < kv_len: the
+    chunked context, the paged context FMHA reading the prefix from the cache), else XQA or MMHA by
+    the dispatch rule; 8-bit KV is e4m3 (decode and the
     context's append), `fp8_attention` the FP8 context FMHA. RoPE and the KV append are inside the
     op (`kv_append` is implied); `l2_warm`: replayed back to back."""
     if kv_bits not in (16, 8):
         raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
                               f"got {kv_bits} bits")
-    if q_len > 1 and kv_len != q_len:
-        raise MpsimInputError("attention: TensorRT-LLM context rows attend within the prompt "
-                              "(kv_len == q_len)")
+    if q_len > 1:
+        check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)
     fp8_kv = kv_bits == 8
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         cfg = fmha_config(batch, q_len, heads, kv_heads, head_dim, fp8_attention, fp8_kv)
@@ -154,5 +162,5 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
-    row["kv_block"] = None
+    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

@@ -85,3 +85,22 @@ def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source
     row = {**BASE, "framework": framework, "kernel_source": source, "includes": "kv_append"}
     with pytest.raises(UnrepresentableError, match=why):
         launch_rows(row, load_hardware(hw))
+
+
+@pytest.mark.parametrize(("framework", "source", "hw", "kernel"), [
+    ("vllm", "vllm_flash_attn_fa3", "h200-sxm", "fa3_prefill"),
+    ("sglang", "fa3", "h200-sxm", "sglang_fa3_prefill"),
+    ("trtllm", "torch_flow", "h200-sxm", "trtllm_context_fmha"),
+    ("vllm", "vllm_flash_attn_fa2", "l40s", "fa2_prefill"),
+    ("vllm", "vllm_flashinfer_trtllmprefill", "b200-sxm", "flashinfer_trtllm_prefill"),
+])
+def test_a_prefill_row_over_cached_tokens_is_priced_by_its_kernel(framework: str, source: str,
+                                                                 hw: str, kernel: str) -> None:
+    """A measured chunk after cached tokens (q_len < kv_len; none is published) is its kernel's
+    prefill row with the keys of the whole cache, not unrepresentable (as it was before chunks)."""
+    row = {**BASE, "q_len": 256, "kv_len": 1280, "framework": framework, "kernel_source": source,
+           "includes": "kv_append"}
+    main = launch_rows(row, load_hardware(hw)).launches[-1]
+    assert (main["kernel"], main["q_len"], main["kv_len"]) == (kernel, 256, 1280)
+    with pytest.raises(UnrepresentableError, match="kv_len >= q_len"):
+        launch_rows({**row, "q_len": 1280, "kv_len": 256}, load_hardware(hw))

@@ -14,7 +14,11 @@ Occupancy follows from the tile's shared memory (Q + K + V) and 255 registers a 
 Decode: one CTA per (query tile, split, sequence x head); splits > 1 add FA2's combine kernel
 (`combine_us`). Prefill (causal, `prefill_eta`): query tile j of 64 rows visits the key tiles up to
 its last row; the grid deals the CTAs in waves over the slots (SMs x CTAs an SM), so a slot's share
-is the larger of (all tile pairs / slots) and the longest CTA, plus a prologue per CTA it runs.
+is the larger of (all tile pairs / slots) and the longest CTA, plus a prologue per CTA it runs. A
+chunk after cached tokens (q_len < kv_len): the queries are the last q_len positions, so tile j
+reaches min(q_len, 64 (j + 1)) + kv_len - q_len keys (flash_fwd_kernel.h
+compute_attn_1rowblock_splitkv: n_block_max = ceil(((m_block + 1) kBlockM + seqlen_k - seqlen_q) /
+kBlockN)), each visited tile a full trip, and the cached K/V are read once (FA3's assumption).
 Every launch pays the rest of vLLM's attention op (`decode_scope_us`,
 `prefill_scope_us`); a `kv_append` row also runs vLLM's reshape_and_cache_flash first (FA3's room,
 the same kernel). A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
-from mpsim.sim.gpu.library.fa3 import kv_append_part
+from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -97,20 +101,21 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
 
 def fa2_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                      p: SimParams, resident: float) -> LaunchWork:
-    b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
-                                             "head_dim"))
+    b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
+                                                 "num_kv_heads", "head_dim"))
     bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
     m_blocks = cdiv(q, bm)
     res = _resources(bm, bn, d)
     occ = _occupancy(res, r)
     slots = r.sms * occ.ctas_per_sm
-    # key tiles up to the diagonal, all query tiles of all (sequence, head); the grid deals the
-    # CTAs in waves, so a slot's share is the larger of (all tiles / slots) and the longest CTA
-    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm), bn) for j in range(m_blocks))
+    # key tiles up to the (shifted) diagonal, all query tiles of all (sequence, head); the grid deals
+    # the CTAs in waves, so a slot's share is the larger of (all tiles / slots) and the longest CTA
+    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm) + kv - q, bn) for j in range(m_blocks))
     ctas = m_blocks * b * hq
     workers = min(ctas, slots)
-    per_worker = max(math.ceil(pairs / slots), cdiv(q, bn))
-    io = FP16 * b * q * d * (hq + 2 * hk)   # Q, K, V read once (re-reads of K/V hit in L2)
+    per_worker = max(math.ceil(pairs / slots), cdiv(kv, bn))
+    # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
+    io = FP16 * b * q * d * hq + prefill_kv_bytes(row, FP16)
     if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
         io = 0.0                            # replayed: Q, K, V still in L2
     trip = replace(_trip(bm, bn, d, p), mma_eta=p.fa2.prefill_eta)

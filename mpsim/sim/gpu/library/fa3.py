@@ -5,7 +5,8 @@ Rows: `fa3_decode`: op attention, q_len 1, k_bits = v_bits 16 or 8 (8 is FA3's f
 byte an element, a per-tensor scale); config `fa3_decode_config`: split_k = FA3's splits,
 `kv_append` 0/1 (the op also appended the new token's K/V: a second kernel), `l2_warm` 0/1
 (replayed back to back: a KV cache that fits the usable L2 is read from it). `fa3_prefill`: op
-attention, q_len = kv_len > 1, 16-bit K/V, causal; config `fa3_prefill_config` (`kv_append`).
+attention, 1 < q_len <= kv_len (the queries last), 16-bit K/V, causal; config
+`fa3_prefill_config` (`kv_append`).
 A row with `kv_append` stands for two kernels (`launch_kernels`).
 
 Decode (pack-GQA): one CTA per (sequence, KV head, KV split) holds the KV head's query group padded
@@ -25,7 +26,14 @@ qt(qt+1)/2 tile pairs per (sequence, head); with pack-GQA a tile holds the rows 
 heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate
 (softmax hidden by the ping-pong warpgroups); the persistent scheduler deals CTAs longest first, so
 each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a prologue/epilogue per
-query-tile CTA.
+query-tile CTA. A chunk after cached tokens (q_len < kv_len, vLLM's varlen call with seqused_k and
+the block table): its queries are the last q_len positions, so a query tile's keys end at its last
+row's token plus the kv_len - q_len cached ones (hopper/block.h get_n_block_min_max: n_block_max =
+ceil((m_idx_max + seqlen_k - seqlen_q) / kBlockN), n_block_min 0 without a window); every tile it
+visits costs a full trip (the masked tiles on the diagonal as before); the cached K/V are read once
+from HBM (the same assumption as the prompt's: re-reads by the other query tiles hit in L2), with
+the block table's entries where the row has `kv_block`. Assumed: the paged K/V loads stream at the
+rate of the prompt's (no separate cost for the page gather).
 
 KV append (`kv_append` in the config: the measured op also wrote the new tokens' K and V with
 reshape_and_cache_flash): one block of min(kv_heads x head_dim, 512) threads per token, latency
@@ -46,7 +54,7 @@ from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
-from mpsim.traces.accounting import FP16
+from mpsim.traces.accounting import FP16, PAGED_BLOCK_ENTRY
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -120,27 +128,40 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
-def causal_tiles(q: int, group: int, bm: int, bn: int) -> int:
+def causal_tiles(q: int, group: int, bm: int, bn: int, kv: int | None = None) -> int:
     """Key tiles a causal prefill's query tiles visit, one (sequence, head): a tile of `bm` rows
-    (packed: `group` query heads per token) reaches the keys up to its last row's token."""
-    return sum(cdiv(min(q, ((j + 1) * bm - 1) // group + 1), bn) for j in range(cdiv(q * group, bm)))
+    (packed: `group` query heads per token) reaches the keys up to its last row's token, shifted by
+    the kv - q cached tokens before the queries (kv None: q, a prompt within itself)."""
+    before = 0 if kv is None else kv - q
+    return sum(cdiv(min(q, ((j + 1) * bm - 1) // group + 1) + before, bn)
+               for j in range(cdiv(q * group, bm)))
+
+
+def prefill_kv_bytes(row: Mapping[str, Any], elem: float) -> float:
+    """K and V of a prefill row's kv_len keys over its batch and KV heads, `elem` bytes an element,
+    plus the block table's entries where the row reads a paged cache (`kv_block`)."""
+    b, kv, hk, d = (int(row[c]) for c in ("batch", "kv_len", "num_kv_heads", "head_dim"))
+    block = row.get("kv_block")
+    table = b * cdiv(kv, int(block)) * PAGED_BLOCK_ENTRY if block is not None and block == block else 0
+    return b * hk * kv * d * 2 * elem + table
 
 
 def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                      p: SimParams, resident: float) -> LaunchWork:
-    b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
-                                             "head_dim"))
+    b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
+                                                 "num_kv_heads", "head_dim"))
     bm, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
     heads = hk if int(cfg.get("pack_gqa", 0)) else hq
     group = hq // heads
     qt = cdiv(q * group, bm)
-    pairs = b * heads * causal_tiles(q, group, bm, bn)
+    pairs = b * heads * causal_tiles(q, group, bm, bn, kv)
     ctas = b * heads * qt * splits
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(q, bn), splits))
+    per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(kv, bn), splits))
     trip = Trip(load_bytes=bn * d * 2 * FP16, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_eta=p.fa3.prefill_eta)
-    io = FP16 * b * q * d * (hq + 2 * hk)   # Q, K, V read once (re-reads of K/V hit in L2)
+    # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
+    io = FP16 * b * q * d * hq + prefill_kv_bytes(row, FP16)
     out = FP16 * b * q * d * hq
     fixed = p.fa3.prefill_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0)
     res = CtaResources(12, 2 * bn * d * FP16, bm * d * FP16, 2, 168)

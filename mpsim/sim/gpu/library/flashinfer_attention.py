@@ -11,7 +11,10 @@ warps along KV. Per tile: K and V loaded (fp8 e4m3: one byte an element, dequant
 registers on the CUDA cores, `cvt_ops` lane-ops an element), QK^T and PV as mma.sync at
 fa2.mma_eta of the fp16 rate (each warp along Q reads the whole tile from shared memory), the
 online softmax on the fp32 lanes (fa2.softmax_ops a score: the same FA2 loop). KV chunks > 1 add
-the merge kernel (`merge_us`). Prefill: a tile reaches the keys up to its last packed row's token.
+the merge kernel (`merge_us`). Prefill: a tile reaches the keys up to its last packed row's token,
+plus the kv_len - q_len cached tokens before the queries when the row is a chunk after them
+(prefill.cuh's causal mask puts the queries last: kv_len - qo_len + row // group_size), each
+visited tile a full trip, the cached K/V read once (FA3's assumption).
 
 The trtllm-gen kernels' work models (their constants `tg_*` sit here, in FlashinferParams):
 mpsim/sim/gpu/library/flashinfer_trtllm.py.
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
-from mpsim.sim.gpu.library.fa3 import kv_append_part
+from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -94,12 +97,12 @@ def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     if decode:
         iters: tuple[int, ...] = (cdiv(cdiv(max(kv, 1), chunks), bn),)
     else:
-        iters = tuple(cdiv(cdiv(min(q, ((j + 1) * tile - 1) // group + 1), chunks), bn)
+        iters = tuple(cdiv(cdiv(min(q, ((j + 1) * tile - 1) // group + 1) + kv - q, chunks), bn)
                       for j in range(cdiv(q * group, tile)))
     lanes = tile * bn * p.fa2.softmax_ops + (bn * d * 2 * f.cvt_ops if elem == 1 else 0.0)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * tile * bn * d, pipes={"fp32": lanes},
                 serial=True, mma_eta=p.fa2.mma_eta, smem_bytes=warps_q * bn * d * 2 * elem)
-    kv_bytes = b * hk * kv * d * 2 * elem
+    kv_bytes = b * hk * kv * d * 2 * elem if decode else prefill_kv_bytes(row, elem)
     q_bytes = b * q * hq * d * FP16
     cached = kv_bytes if decode else kv_bytes + q_bytes   # what a replay finds in L2 when it fits
     warm = bool(int(cfg.get("l2_warm", 0))) and cached <= usable_l2(r, p)

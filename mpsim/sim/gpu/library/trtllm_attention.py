@@ -20,7 +20,11 @@ rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
   128-key loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
   qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
-  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`).
+  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`). A chunk of a prompt
+  after kv_len - q_len cached tokens (chunked context: the paged context FMHA reads them from the
+  cache): the diagonal shifts by the cached tokens, query tile j visits ceil((min(q_len, 128 (j +
+  1)) + kv_len - q_len) / 128) key tiles (assumed: FA3's rule, the causal mask putting the queries
+  last), the cached K/V read once; the preprocessing appends the chunk's q_len tokens only.
 
 A KV cache that fits the usable L2 stays there across the benchmark's back-to-back replays
 (`l2_warm`, as FA3's). Constants: TrtllmParams (mpsim/sim/gpu/library/trtllm.py, SimParams.trtllm).
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
-from mpsim.sim.gpu.library.fa3 import kv_append_part
+from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -107,19 +111,21 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> LaunchWork:
     t = p.trtllm
-    b, q, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "num_q_heads", "num_kv_heads",
-                                             "head_dim"))
+    b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
+                                                 "num_kv_heads", "head_dim"))
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
     qt = cdiv(q, bm)
-    pairs = b * hq * qt * (qt + 1) // 2 * bm // bn
+    # key tiles up to the diagonal shifted by the cached tokens (a prompt within itself: qt (qt + 1)
+    # / 2 a (sequence, head), the tiles being square); the longest CTA walks all kv_len keys
+    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm) + kv - q, bn) for j in range(qt))
     ctas = b * hq * qt
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), qt)
+    per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16", mma_eta=t.fmha_fp8_eta if fp8 else t.fmha_eta)
-    io = elem * b * q * d * (hq + 2 * hk)
+    io = elem * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
