@@ -35,7 +35,8 @@ def chrome_events(rows: pd.DataFrame, start_us: Sequence[float], dur_us: Sequenc
         name = f"{row.module or row.kernel}" + (f" L{row.layer}" if row.layer >= 0 else "")
         if staged:
             args["micro_batch"] = plain(getattr(row, "micro_batch", 0))
-        events.append({"ph": "X", "pid": int(row.stage) if staged else 0, "tid": int(row.stream), "name": name,
+        events.append({"ph": "X", "pid": int(row.stage) if staged else 0, "tid": int(row.stream),
+                       "name": name,
                        "cat": str(row.op), "ts": float(start_us[i]), "dur": float(dur_us[i]),
                        "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ns"}

@@ -27,8 +27,8 @@ from mpsim.workload import Workload
 
 # Column order of the results table (speedup_vs_fp16 is added when points are merged).
 COLUMNS = (
-    "key", "model", "policy", "engine", "tp", "pp", "micro_batches", "hw", "hw_kind", "perf_model", "prompt_len",
-    "gen_len", "batch",
+    "key", "model", "policy", "engine", "tp", "pp", "micro_batches", "hw", "hw_kind", "perf_model",
+    "prompt_len", "gen_len", "batch",
     "ttft_s", "tpot_s", "tpot_p50_s", "tpot_p99_s", "total_s", "lower_bound_s", "tokens_per_s",
     "decode_tokens_per_s", "weights_bytes", "kv_cache_bytes", "peak_activation_bytes", "memory_bytes",
     "device_memory_bytes", "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits",

@@ -237,5 +237,6 @@ def rows_and_workload(t: Trace | pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     decode = rows["phase"] == "decode"
     gen_len = int(rows.loc[decode, "step"].max()) + 1 if decode.any() else 1
     batches = rows["batch"].dropna()
-    micro = int(rows["micro_batch"].max()) + 1 if "micro_batch" in rows and rows["micro_batch"].notna().any() else 1
+    mbs = rows["micro_batch"].dropna() if "micro_batch" in rows else pd.Series([], dtype="Int64")
+    micro = int(mbs.max()) + 1 if len(mbs) else 1  # micro-batches of batch/M sequences each
     return rows, int(batches.max()) * micro if len(batches) else 1, gen_len

@@ -67,8 +67,8 @@ def summarize(rows: pd.DataFrame, launch_s: np.ndarray, batch: int, gen_len: int
         tokens_per_s=batch * gen_len / total if total > 0 else float("nan"),
         decode_tokens_per_s=batch * len(steps) / decode_total if decode_total > 0 else float("nan"),
         time_by_op_s=by_op, **energy,
-        **({} if pipeline is None else {"stage_busy_s": pipeline.stage_busy_s,
-                                         "bubble_fraction": pipeline.bubble_fraction}),
+        stage_busy_s=() if pipeline is None else pipeline.stage_busy_s,
+        bubble_fraction=0.0 if pipeline is None else pipeline.bubble_fraction,
     )
 
 

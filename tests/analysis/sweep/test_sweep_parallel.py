@@ -1,5 +1,5 @@
-"""Sweeps over parallel plans (issue 25): `tp`, `pp` and `micro_batches` axes beside `policies`, for trace points
-and serve points, checked against every model before any work."""
+"""Sweeps over parallel plans (issue 25): `tp`, `pp` and `micro_batches` axes beside `policies`,
+for trace points and serve points, checked against every model before any work."""
 
 from __future__ import annotations
 
