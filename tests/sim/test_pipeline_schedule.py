@@ -122,3 +122,18 @@ def test_micro_batches_split_the_batch() -> None:
         pd.testing.assert_frame_equal(part[cols], whole[cols])
     with pytest.raises(MpsimInputError, match="--micro-batches 3 does not divide the batch of 4"):
         synthesize(SMALL, parse_policy("w4"), wl, pp=2, micro_batches=3)
+
+
+def test_timeline_puts_each_stage_on_its_own_track() -> None:
+    from mpsim.traces.chrome import chrome_events
+
+    trace = synthesize(SMALL, parse_policy("w4"), Workload(16, 2, 2), pp=2, micro_batches=2)
+    run = simulate(trace, load_hardware("h100-sxm"), "roofline", cache_dir=None)
+    rows = trace.rows.reset_index(drop=True)
+    events = chrome_events(rows, run.column("start_s").to_numpy() * 1e6,
+                           run.column("time_s").to_numpy() * 1e6, "roofline on h100-sxm")["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}  # type: ignore[index]
+    assert names == {0: "roofline on h100-sxm stage 0", 1: "roofline on h100-sxm stage 1"}
+    launches = [e for e in events if e["ph"] == "X"]  # type: ignore[index]
+    assert [e["pid"] for e in launches] == list(rows["stage"].astype(int))  # type: ignore[index]
+    assert {e["args"]["micro_batch"] for e in launches} == {0, 1}  # type: ignore[index]
