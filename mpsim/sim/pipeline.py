@@ -54,10 +54,7 @@ def _int_column(rows: pd.DataFrame, name: str) -> np.ndarray:
     """A stage or micro-batch column as int64 (absent or <NA>: 0, as files before it read)."""
     if name not in rows.columns:
         return np.zeros(len(rows), dtype=np.int64)
-    col = rows[name]
-    if col.hasnans:
-        col = col.fillna(0)
-    return col.to_numpy(dtype=np.int64)
+    return rows[name].to_numpy(dtype=np.int64, na_value=0)
 
 
 def segment_starts(rows: pd.DataFrame, stage: np.ndarray, micro: np.ndarray) -> np.ndarray:
@@ -74,10 +71,11 @@ def segment_starts(rows: pd.DataFrame, stage: np.ndarray, micro: np.ndarray) -> 
 def schedule(rows: pd.DataFrame, time_s: np.ndarray) -> PipelineSchedule:
     """The launches of `rows`, priced `time_s` each, placed on their stages' timelines."""
     time_s = np.asarray(time_s, dtype=float)
-    stage, micro = _int_column(rows, "stage"), _int_column(rows, "micro_batch")
+    stage = _int_column(rows, "stage")
     stages = int(stage.max()) + 1 if len(stage) else 1
     busy = tuple(float(b) for b in np.bincount(stage, weights=time_s, minlength=stages))
     end = np.cumsum(time_s)
+    micro = _int_column(rows, "micro_batch") if stages > 1 else stage
     if stages == 1 or not (micro != micro[0]).any():  # one chain: back to back, the serial sum
         start = np.concatenate([[0.0], end[:-1]])
         return PipelineSchedule(start, end, stage, busy, float(end[-1]) if len(end) else 0.0, False)
