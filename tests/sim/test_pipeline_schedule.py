@@ -3,8 +3,13 @@ must give on one stage or one micro-batch, through `simulate` (sim and roofline)
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from mpsim.errors import MpsimInputError
@@ -14,6 +19,8 @@ from mpsim.policy import parse_policy
 from mpsim.sim import simulate
 from mpsim.sim.pipeline import schedule
 from mpsim.synth import synthesize
+from mpsim.traces.io import META_KEY, read_trace
+from mpsim.traces.schema import SCHEMA_VERSION
 from mpsim.workload import Workload
 
 T, C = 3.0e-3, 0.25e-3  # a stage's compute and a send/recv, seconds
@@ -137,3 +144,15 @@ def test_timeline_puts_each_stage_on_its_own_track() -> None:
     launches = [e for e in events if e["ph"] == "X"]  # type: ignore[index]
     assert [e["pid"] for e in launches] == list(rows["stage"].astype(int))  # type: ignore[index]
     assert {e["args"]["micro_batch"] for e in launches} == {0, 1}  # type: ignore[index]
+
+
+def test_a_version_5_file_reads_as_micro_batch_0(tmp_path: Path) -> None:
+    rows = synthesize(SMALL, parse_policy("w4"), Workload(8, 2, 2), pp=2).rows
+    table = pa.Table.from_pandas(rows.drop(columns=["micro_batch"]), preserve_index=False)
+    meta = {"schema_version": 5, "source": "synth", "engine": "mpsim"}
+    pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}),
+                   tmp_path / "v5.parquet")
+    back = read_trace(tmp_path / "v5.parquet")
+    assert back.meta.schema_version == SCHEMA_VERSION == 6
+    assert (back.rows["micro_batch"] == 0).all()
+    pd.testing.assert_frame_equal(back.rows, rows)
