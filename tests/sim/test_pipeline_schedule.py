@@ -156,3 +156,15 @@ def test_a_version_5_file_reads_as_micro_batch_0(tmp_path: Path) -> None:
     assert back.meta.schema_version == SCHEMA_VERSION == 6
     assert (back.rows["micro_batch"] == 0).all()
     pd.testing.assert_frame_equal(back.rows, rows)
+
+
+def test_synth_cli_refuses_micro_batches_that_do_not_divide_the_batch(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bad_input_cases import clear_error
+
+    clear_error(["synth", "--model", "tiny", "--policy", "fp16", "--prompt-len", "8", "--gen-len", "2",
+                 "--batch", "4", "--pp", "2", "--micro-batches", "3", "--out", str(tmp_path / "t.parquet")],
+                capsys, "--micro-batches 3 does not divide the batch of 4 sequences")
+    clear_error(["synth", "--model", "tiny", "--policy", "fp16", "--prompt-len", "8", "--gen-len", "2",
+                 "--batch", "4", "--micro-batches", "0",
+                 "--out", str(tmp_path / "t.parquet")], capsys, "--micro-batches 0: expected a whole number")
