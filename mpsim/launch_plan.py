@@ -188,6 +188,7 @@ def pass_rows(spec: ModelSpec, p: PassShape) -> list[Row]:
         r.update(phase=p.phase, step=p.step)
         r.setdefault("stage", 0)
         r.setdefault("tp", plan.tp)
+        r.setdefault("micro_batch", 0)
     return rows
 
 

@@ -20,8 +20,9 @@ Pipeline parallelism splits the layers into `pp` stages as vLLM's get_pp_indices
 (vllm/distributed/utils.py: num_layers // pp each, the remainder one more each on the stages before
 the last); stage 0 also runs the embedding, the last stage the final norm, lm_head and sampling.
 After the last layer of each stage but the last, a send/recv of the m x hidden activations to the
-next stage (one tensor: mpsim's residual stream is one tensor after the residual add). One batch
-goes through the stages in turn (no micro-batches: a stage idles while the others run).
+next stage (one tensor: mpsim's residual stream is one tensor after the residual add). A batch
+may be split into micro-batches (mpsim/synth.py, `micro_batch` rows), which the simulator runs
+through the stages concurrently (mpsim/sim/pipeline.py); one batch goes through the stages in turn.
 """
 
 from __future__ import annotations

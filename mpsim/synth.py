@@ -40,24 +40,29 @@ TEXT = tuple(c for c, t in COLUMNS.items() if t == "string")
 
 def synthesize(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
                kv_block: int | None = None, cuda_graphs: bool = False,
-               engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1) -> Trace:
+               engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1,
+               micro_batches: int = 1) -> Trace:
     """The trace a generation would record, with analytic bytes/FLOPs and no measured times.
     `cuda_graphs`: decode attention configured as under CUDA-graph replay (mpsim/engine/graphs.py).
     `engine`: whose kernels the rows are (default mpsim's own, what capture runs). `tp`, `pp`: the
-    parallel plan (mpsim/parallel.py): one rank's launches per TP group, stages, collectives."""
+    parallel plan (mpsim/parallel.py): one rank's launches per TP group, stages, collectives.
+    `micro_batches`: the batch split into that many micro-batches of batch/M sequences, each pass
+    launched micro-batch after micro-batch (its own rows and send/recvs, column `micro_batch`)."""
     from mpsim.traces.trace import Trace  # pandas: the rows as a DataFrame
 
     columns, meta = synthesize_columns(spec, policy, workload, on_gpu=on_gpu, kv_block=kv_block,
-                                       cuda_graphs=cuda_graphs, engine=engine, tp=tp, pp=pp)
+                                       cuda_graphs=cuda_graphs, engine=engine, tp=tp, pp=pp,
+                                       micro_batches=micro_batches)
     return Trace(to_frame(columns), meta)
 
 
 def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, on_gpu: bool = True,
                        kv_block: int | None = None, cuda_graphs: bool = False,
-                       engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1
-                       ) -> tuple[TraceColumns, TraceMeta]:
+                       engine: EngineChoice = MPSIM_KERNELS, tp: int = 1, pp: int = 1,
+                       micro_batches: int = 1) -> tuple[TraceColumns, TraceMeta]:
     """`synthesize`'s trace as numpy columns and its metadata, without pandas."""
-    b, L = workload.batch, workload.prompt_len
+    L, M = workload.prompt_len, micro_batches
+    b = micro_batch_size(workload.batch, M)
     plan = parallel_plan(spec, engine.name, tp, pp)
     target = engine_target(engine.name, policy, model_heads(rank_spec(spec, tp).as_dict()),
                            arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
@@ -68,18 +73,20 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
     table = _Columns()
     prefill = PassShape("prefill", 0, b, L, L, policy.weights_at("prefill", 0), policy.kv_bits,
                         kv_block, on_gpu, target=target, plan=plan, kv_format=policy.kv_format)
-    prefill_rows = pass_launches(spec, prefill)
+    prefill_rows = micro_batched(pass_launches(spec, prefill), M)
     check_size(len(prefill_rows), workload)
     table.add_pass(prefill_rows, np.array([0]))
     for weights, steps in decode_segments(policy, workload):
         first = PassShape("decode", int(steps[0]), b, 1, L + int(steps[0]), weights,
                           policy.kv_bits, kv_block, on_gpu, capacity, target, plan, policy.kv_format)
-        table.add_pass(pass_launches(spec, first), steps, decode_attention_costs(spec, first, steps))
+        table.add_pass(micro_batched(pass_launches(spec, first), M), steps,
+                       decode_attention_costs(spec, first, steps))
     meta = TraceMeta("synth", spec.as_dict(), policy.spelling, workload.as_dict(),
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {})
                      | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {})
-                     | ({"parallel": plan.describe()} if not plan.single else {}),
+                     | ({"parallel": plan.describe() | {"micro_batches": M}}
+                        if not plan.single or M > 1 else {}),
                      engine=engine.name)
     return table.columns(), meta
 
@@ -92,6 +99,26 @@ def parallel_plan(spec: ModelSpec, engine: str, tp: int = 1, pp: int = 1) -> Par
     plan = ParallelPlan(tp, pp, allreduce_library(get_engine(engine)))
     check_plan(spec, plan)
     return plan
+
+
+def micro_batch_size(batch: int, micro_batches: int) -> int:
+    """Sequences per micro-batch; `micro_batches` must be a whole number >= 1 dividing the batch."""
+    M = micro_batches
+    if isinstance(M, bool) or not isinstance(M, int) or M < 1:
+        raise MpsimInputError(f"--micro-batches {M!r}: expected a whole number >= 1")
+    if batch % M:
+        raise MpsimInputError(f"--micro-batches {M} does not divide the batch of {batch} sequences; "
+                              f"expected a divisor of {batch}")
+    return batch // M
+
+
+def micro_batched(rows: list[Row], micro_batches: int) -> list[Row]:
+    """One pass's rows (at batch/M sequences) once per micro-batch, in launch order: micro-batch 0's
+    whole pass through every stage, then micro-batch 1's, ... (the engine issues them so; the
+    simulator runs the stages concurrently, mpsim/sim/pipeline.py)."""
+    if micro_batches == 1:
+        return rows
+    return [{**r, "micro_batch": m} for m in range(micro_batches) for r in rows]
 
 
 def decode_segments(policy: Policy, workload: Workload) -> Iterator[tuple[WeightChoice, np.ndarray]]:

@@ -1,12 +1,12 @@
 """Parquet read/write of traces. The file's schema metadata carries TraceMeta as JSON under b"mpsim".
 
-Files are written at SCHEMA_VERSION (5), by traces/write.py (from columns, without pandas); every
+Files are written at SCHEMA_VERSION (6), by traces/write.py (from columns, without pandas); every
 version in READABLE_VERSIONS is read and upgraded: version 1 has no `kv_tokens` column (filled on
 read), versions 1 and 2 no `protocol` field (it comes from a capture's environment["protocol"] when
 that names one), versions 1 to 3 no `engine` field (they read as "mpsim", whose kernels they ran),
 versions 1 to 4 no parallel-plan columns (`with_parallel_columns`: tp 1, stage 0, no collectives) and no
 `kv_format` column (`with_kv_format`: from k_bits, fp16, int8, int4, on attention and KV-write rows;
-<NA> elsewhere).
+<NA> elsewhere), versions 1 to 5 no `micro_batch` column (`with_micro_batch`: 0, one batch).
 
 Writes are atomic (temporary file in the same folder, then rename); reads validate before returning.
 Columns are stored in their storage types (schema.STORAGE: narrow integers, dictionary-encoded text),
@@ -42,7 +42,8 @@ from mpsim.traces.trace import SOURCES, Trace, TraceMeta
 from mpsim.traces.validate import typed_frame, validate_frame
 from mpsim.traces.write import META_KEY, write_columns
 
-__all__ = ["META_KEY", "read_trace", "with_kv_format", "with_kv_tokens", "with_parallel_columns",
+__all__ = ["META_KEY", "read_trace", "with_kv_format", "with_kv_tokens", "with_micro_batch",
+           "with_parallel_columns",
            "write_trace"]
 
 
@@ -74,6 +75,8 @@ def read_trace(path: str | Path) -> Trace:
         frame = with_kv_tokens(frame)
     if version < 5:  # before parallel plans (one GPU, one stage) and kv_format (int caches, from k_bits)
         frame = with_kv_format(with_parallel_columns(frame))
+    if version < 6:  # before pipeline micro-batches: every launch in micro-batch 0
+        frame = with_micro_batch(frame)
     return Trace(validate_frame(frame, str(path)), meta)
 
 
@@ -96,6 +99,13 @@ def with_parallel_columns(frame: pd.DataFrame) -> pd.DataFrame:
              "msg_bytes": pd.array([pd.NA] * n, dtype="Int64"),
              "comm_library": pd.array([pd.NA] * n, dtype="string")}
     return frame.assign(**{c: v for c, v in added.items() if c not in frame.columns})
+
+
+def with_micro_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    """A launch table from before version 6 with its `micro_batch` column: 0 (the batch unsplit)."""
+    if "micro_batch" in frame.columns:
+        return frame
+    return frame.assign(micro_batch=pd.array([0] * len(frame), dtype="Int64"))
 
 
 def with_kv_format(frame: pd.DataFrame) -> pd.DataFrame:

@@ -127,6 +127,7 @@ class Recorder:
         kv = ({"kv_format": KV_FORMAT_OF_BITS[int(pending.fields["k_bits"])]}
               if pending.fields.get("op") in ("attention", "kv_quant") else {})  # mpsim's int caches
         return {**dict.fromkeys(COLUMNS), **kv, "launch_id": launch_id, "stream": 0, "tp": 1, "stage": 0,
+                "micro_batch": 0,
                 "flops": cost.flops,
                 "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written,
                 "measured_us": measured, "device": self.device_name, **pending.fields}

@@ -29,8 +29,13 @@ from __future__ import annotations
 # Version 5 also adds the `kv_format` column (issue 26: the KV cache's element format, since k_bits = 8 cannot
 # tell int8 from fp8 e4m3); files before 5 read it from k_bits (16 fp16, 8 int8, 4 int4) on
 # attention and KV-write rows, <NA> elsewhere (traces/io.py).
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# Version 6 (issue 25, pipeline micro-batches) adds the column `micro_batch`: which of a pipelined
+# batch's micro-batches the row belongs to (`mpsim synth --pp N --micro-batches M`: the batch split
+# into M micro-batches of batch/M sequences, each with its own launches and send/recvs between stages;
+# the simulator schedules the stages concurrently, mpsim/sim/pipeline.py); files before 6 read with
+# micro_batch 0 (one batch, traces/io.py).
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 DEFAULT_ENGINE = "mpsim"  # mpsim's own kernels: what capture runs, what files before version 4 ran
 
 # How a trace's measured_us were timed (docs/validation.md#measurement-protocols): `kernel` (the
@@ -83,18 +88,21 @@ COLUMNS: dict[str, str] = {
     "measured_us": "Float64", "device": "string",
     # parallel plan (version 5): tensor-parallel group size, pipeline stage, collective message
     "tp": "Int64", "stage": "Int64", "msg_bytes": "Int64", "comm_library": "string",
+    # pipeline micro-batch (version 6): 0 for a batch that is not split
+    "micro_batch": "Int64",
 }
 
 _NARROW = {
     **dict.fromkeys(("stream", "step", "layer", "m", "n", "k", "group_size", "batch", "q_len", "kv_len",
                      "num_q_heads", "num_kv_heads", "head_dim", "kv_block"), "Int32"),
     **dict.fromkeys(("w_bits", "k_bits", "v_bits"), "Int8"),
-    **dict.fromkeys(("tp", "stage"), "Int16"),
+    **dict.fromkeys(("tp", "stage", "micro_batch"), "Int16"),
 }  # launch_id, FLOPs and bytes stay Int64; measured_us Float64; bias, causal boolean
 STORAGE: dict[str, str] = {c: "category" if t == "string" else _NARROW.get(c, t) for c, t in COLUMNS.items()}
 
 REQUIRED = ("launch_id", "stream", "kernel", "op", "phase", "step", "layer", "module",
-            "grid", "config", "flops", "bytes_read", "bytes_written", "tp", "stage")
+            "grid", "config", "flops", "bytes_read", "bytes_written", "tp", "stage",
+            "micro_batch")
 REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "w_format", "w_bits"),
     "attention": ("batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads", "head_dim",
@@ -107,5 +115,5 @@ REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
 NON_NEGATIVE = ("step", "m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len",
                 "num_q_heads", "num_kv_heads", "head_dim", "k_bits", "v_bits", "kv_block",
                 "kv_tokens", "flops", "bytes_read", "bytes_written", "measured_us", "launch_id", "stream",
-                "stage", "msg_bytes")
+                "stage", "msg_bytes", "micro_batch")
 POSITIVE = ("tp",)  # a group has at least one rank

@@ -34,9 +34,10 @@ def rows_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
     A key that is not a trace column, or a missing required one, is a TraceError naming the launch
     (the guard a typo in a launcher's recorded fields would otherwise slip past). A row that names
-    no parallel plan runs on one GPU in one stage (tp 1, stage 0: what every row before schema 5 was).
+    no parallel plan runs on one GPU in one stage (tp 1, stage 0) in micro-batch 0: what every row
+    before schema 5 was.
     """
-    rows = [{"tp": 1, "stage": 0, **r} for r in rows]
+    rows = [{"tp": 1, "stage": 0, "micro_batch": 0, **r} for r in rows]
     for i, r in enumerate(rows):
         unknown = sorted(set(r) - set(COLUMNS))
         missing = [c for c in REQUIRED if c not in r]

@@ -27,13 +27,13 @@ from mpsim.workload import Workload
 
 # Column order of the results table (speedup_vs_fp16 is added when points are merged).
 COLUMNS = (
-    "key", "model", "policy", "engine", "tp", "pp", "hw", "hw_kind", "perf_model", "prompt_len",
-    "gen_len", "batch",
+    "key", "model", "policy", "engine", "tp", "pp", "micro_batches", "hw", "hw_kind", "perf_model",
+    "prompt_len", "gen_len", "batch",
     "ttft_s", "tpot_s", "tpot_p50_s", "tpot_p99_s", "total_s", "lower_bound_s", "tokens_per_s",
     "decode_tokens_per_s", "weights_bytes", "kv_cache_bytes", "peak_activation_bytes", "memory_bytes",
     "device_memory_bytes", "hw_memory_bytes", "fits_in_memory", "weight_bits_per_param", "prefill_bits",
     "avg_bits_pmpd", "avg_bits_mean", "kv_bits", "launches", "energy_j", "j_per_token", "j_per_prompt_token",
-    "avg_power_w", "decode_dram_j_per_token",
+    "avg_power_w", "decode_dram_j_per_token", "bubble_fraction",
 )
 
 
@@ -56,7 +56,7 @@ def run_group(task: GroupTask) -> list[str]:
     policy = parse_policy(g.policy)
     traces: dict[EngineChoice, Trace] = {}  # the engine's kernels follow the GPU: one per (arch, SMs)
     common = _static_columns(g.model, policy, g.workload) | {
-        "engine": g.engine, "tp": g.tp, "pp": g.pp,
+        "engine": g.engine, "tp": g.tp, "pp": g.pp, "micro_batches": g.micro_batches,
         "device_memory_bytes": device_memory_bytes(g.model, policy, g.workload, g.tp, g.pp)}
     store = PointStore(task.out_dir)
     written = []
@@ -65,7 +65,8 @@ def run_group(task: GroupTask) -> list[str]:
         hw = task.hardware[point.hw]
         choice = EngineChoice.on(g.engine, hw) if g.engine != DEFAULT_ENGINE else MPSIM_KERNELS
         if choice not in traces:
-            traces[choice] = synthesize(g.model, policy, g.workload, engine=choice, tp=g.tp, pp=g.pp)
+            traces[choice] = synthesize(g.model, policy, g.workload, engine=choice, tp=g.tp, pp=g.pp,
+                                         micro_batches=g.micro_batches)
         trace = traces[choice]
         run = simulate(trace, hw, point.perf_model)
         row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows),
@@ -81,6 +82,7 @@ def _label(g: Group, p: Point) -> str:
     w = g.workload
     engine = "" if g.engine == DEFAULT_ENGINE else f" {g.engine}"
     engine += "" if (g.tp, g.pp) == (1, 1) else f" tp{g.tp} pp{g.pp}"
+    engine += "" if g.micro_batches == 1 else f" mb{g.micro_batches}"
     return f"{g.model.name} {g.policy}{engine} {p.hw} {p.perf_model} p{w.prompt_len} g{w.gen_len} b{w.batch}"
 
 
@@ -105,7 +107,7 @@ def _point_columns(point: Point, hw: HardwareSpec, run: SimResult) -> dict[str, 
         "tokens_per_s": s.tokens_per_s, "decode_tokens_per_s": s.decode_tokens_per_s,
         "hw_memory_bytes": int(_memory_gb(hw) * 1e9), "energy_j": s.energy_j,
         "j_per_token": s.j_per_token, "j_per_prompt_token": s.j_per_prompt_token,
-        "avg_power_w": s.avg_power_w,
+        "avg_power_w": s.avg_power_w, "bubble_fraction": s.bubble_fraction,
     }
 
 

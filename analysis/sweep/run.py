@@ -111,7 +111,8 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
         todo = tuple(p for p in g.points if p.key not in done)
         if todo:
             hardware = {p.hw: spec.hardware[p.hw] for p in todo}
-            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine, g.tp, g.pp),
+            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine, g.tp, g.pp,
+                                         g.micro_batches),
                                    hardware, str(store.root)))
     return tasks
 
@@ -202,6 +203,8 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
     if spec.plans != ((1, 1),):
         data["tp"] = list(dict.fromkeys(tp for tp, _ in spec.plans))
         data["pp"] = list(dict.fromkeys(pp for _, pp in spec.plans))
+    if spec.micro_batches != (1,):
+        data["micro_batches"] = list(spec.micro_batches)
     if spec.serve is not None:
         data["serve"] = serve.spec_copy(spec.serve)
     write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"

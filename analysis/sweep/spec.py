@@ -10,7 +10,10 @@ per group (per hardware architecture for an engine other than mpsim: its kernels
 and replayed on every (hardware, performance model) point of it. `engines` (optional, default
 [mpsim]) names engine files (`mpsim engines`); a policy an engine of the spec cannot run is the
 spec's error. `tp` and `pp` (optional lists, default [1]) are the parallel plans' axes (their
-product; mpsim/parallel.py): a plan a model cannot take is the spec's error. Each point has a stable
+product; mpsim/parallel.py): a plan a model cannot take is the spec's error. `micro_batches`
+(optional list, default [1]) splits each trace point's batch into pipeline micro-batches (mpsim
+synth --micro-batches; every value must divide every workload's batch; serving points do not take
+it). Each point has a stable
 key, a hash
 of everything that decides its numbers, so a rerun recognises the points it already has.
 """
@@ -45,7 +48,8 @@ from mpsim.workload import Workload, check_context
 # Bump when a change to the point computation makes old point files stale.
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
-OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines", "tp", "pp")
+OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines", "tp", "pp",
+                 "micro_batches")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
@@ -71,6 +75,7 @@ class Group:
     engine: str = DEFAULT_ENGINE
     tp: int = 1
     pp: int = 1
+    micro_batches: int = 1
 
 
 @dataclass(frozen=True)
@@ -86,16 +91,17 @@ class SweepSpec:
     warnings: tuple[str, ...] = ()  # workloads past a model's context, run because the spec allows it
     engines: tuple[str, ...] = (DEFAULT_ENGINE,)
     plans: tuple[tuple[int, int], ...] = ((1, 1),)  # (tp, pp) of the `tp` x `pp` axes
+    micro_batches: tuple[int, ...] = (1,)  # the pipeline micro-batches of the trace points
 
     def groups(self) -> list[Group]:
-        """Every group in grid order: model, workload, policy, engine, plan; inside: hardware, perf
-        model."""
+        """Every group in grid order: model, workload, policy, engine, plan, micro-batches; inside:
+        hardware, perf model."""
         out = []
-        for model, wl, pol, eng, (tp, pp) in itertools.product(self.models, self.workloads, self.policies,
-                                                               self.engines, self.plans):
-            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp), name, pm)
+        for model, wl, pol, eng, (tp, pp), mb in itertools.product(
+                self.models, self.workloads, self.policies, self.engines, self.plans, self.micro_batches):
+            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp, mb), name, pm)
                            for name, hw in self.hardware.items() for pm in self.perf_models)
-            out.append(Group(model, pol, wl, points, eng, tp, pp))
+            out.append(Group(model, pol, wl, points, eng, tp, pp, mb))
         return out
 
     def keys(self) -> list[str]:
@@ -103,11 +109,11 @@ class SweepSpec:
 
     def __len__(self) -> int:
         return (len(self.models) * len(self.policies) * len(self.hardware) * len(self.workloads)
-                * len(self.perf_models) * len(self.engines) * len(self.plans))
+                * len(self.perf_models) * len(self.engines) * len(self.plans) * len(self.micro_batches))
 
 
 def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str,
-              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> str:
+              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1, micro_batches: int = 1) -> str:
     """A stable hash of everything that decides a point's numbers (not of names alone; the engine
     only when it is not the default, so the default's keys are those of specs before engines)."""
     spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
@@ -120,6 +126,8 @@ def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpe
         ident["engine"] = engine
     if (tp, pp) != (1, 1):  # one device's keys stay those of specs before parallel plans
         ident["parallel"] = [tp, pp]
+    if micro_batches != 1:  # unsplit batches keep the keys of specs before micro-batches
+        ident["micro_batches"] = micro_batches
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -168,16 +176,19 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
     engines = _engines(source, data, policies)
     plans = _plans(source, data, models)
     workloads = _workloads(source, data["workloads"]) if "workloads" in data else ()
+    micro = _micro_batches(source, data, workloads)
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
     serve = parse_section(source, data["serve"]) if "serve" in data else None
     grid = len(models) * len(policies) * len(hardware) * len(engines) * len(plans)
-    limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) + len(serve.rates if serve else ())),
+    limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) * len(micro)
+                                      + len(serve.rates if serve else ())),
                               f"{source}: the grid")
     return SweepSpec(
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
         perf_models=perf_models, source=source, serve=serve,
         warnings=_context_warnings(source, models, workloads, beyond), engines=engines, plans=plans,
+        micro_batches=micro,
     )
 
 
@@ -272,6 +283,23 @@ def _plans(source: str, data: dict[str, Any], models: tuple[ModelSpec, ...]) -> 
             except MpsimInputError as exc:
                 raise MpsimInputError(f"{source}: tp/pp on {model.name}: {exc}") from None
     return plans
+
+
+def _micro_batches(source: str, data: dict[str, Any], workloads: tuple[Workload, ...]) -> tuple[int, ...]:
+    """The `micro_batches` axis (a list of whole numbers >= 1, default [1]), each dividing every
+    workload's batch (mpsim/synth.py micro_batch_size)."""
+    value = data.get("micro_batches", [1])
+    value = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(value, list) or not value or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+        raise MpsimInputError(f"{source}: micro_batches: expected a non-empty list of whole numbers "
+                              f">= 1, got {value!r}")
+    for m in value:
+        for wl in workloads:
+            if wl.batch % m:
+                raise MpsimInputError(f"{source}: micro_batches: {m} does not divide the batch of "
+                                      f"{wl.batch} sequences of workload {wl.as_dict()}")
+    return _unique(source, "micro_batches", value)
 
 
 def _hardware(source: str, data: dict[str, Any]) -> dict[str, HardwareSpec]:

@@ -36,7 +36,8 @@ from mpsim.traces.errors import OutputError
 # The group a point's speedup is measured within: same model, engine, hardware, perf model and
 # workload (an engine's w4 over that engine's own fp16).
 BASELINE_POLICY = "fp16"
-SPEEDUP_KEYS = ["model", "engine", "tp", "pp", "hw", "perf_model", "prompt_len", "gen_len", "batch"]
+SPEEDUP_KEYS = ["model", "engine", "tp", "pp", "micro_batches", "hw", "perf_model", "prompt_len", "gen_len",
+                "batch"]
 SEAL = b"mpsim.point"  # Parquet metadata: {"key": the point's key, "sum": point_checksum}
 
 

@@ -104,7 +104,9 @@ def describe_plan(plan: dict[str, Any], rows: pd.DataFrame, result: SimResult) -
     comm = rows["op"].isin(COLLECTIVE_OPS).to_numpy(dtype=bool)
     times = result.column("time_s").to_numpy()
     share = times[comm].sum() / times.sum() if times.sum() > 0 else 0.0
-    return (f"  parallel plan: tp {plan.get('tp')} x pp {plan.get('pp')} ({plan.get('allreduce')} "
+    micro = plan.get("micro_batches", 1)
+    return (f"  parallel plan: tp {plan.get('tp')} x pp {plan.get('pp')}"
+            + (f", {micro} micro-batches" if micro != 1 else "") + f" ({plan.get('allreduce')} "
             f"all-reduce); times are one rank's; collectives {times[comm].sum() * 1e3:.3f} ms "
             f"({share:.1%}) in {int(comm.sum())} launches")
 

@@ -47,6 +47,10 @@ def register(sub: Any) -> None:
                    help="decode attention launched as under CUDA-graph replay (splits sized for the cache "
                         "capacity), as `mpsim capture --decode graphs` records it")
     add_parallel_args(p)
+    p.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                   help="split the batch into M micro-batches of batch/M sequences, each with its own "
+                        "launches and send/recvs between stages; the simulator runs the --pp stages "
+                        "concurrently (docs/parallelism.md; M must divide the batch; default 1)")
     add_context_arg(p)
     p.set_defaults(func=run)
 
@@ -59,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
                        allow_beyond=args.allow_beyond_context))
     engine = _engine(args)
     if args.config == "best":
-        if args.tp != 1 or args.pp != 1:
+        if args.tp != 1 or args.pp != 1 or args.micro_batches != 1:
             raise MpsimInputError("synth --config best tunes the configs of one GPU's trace; drop "
-                                  "--tp/--pp or use --config heuristic")
+                                  "--tp/--pp/--micro-batches or use --config heuristic")
         if args.engine != DEFAULT_ENGINE:
             raise MpsimInputError(f"synth --config best tunes mpsim's own GEMM configs; engine "
                                   f"{args.engine!r} launches its libraries' own")
@@ -78,13 +82,16 @@ def run(args: argparse.Namespace) -> int:
 
         columns, meta = synthesize_columns(spec, policy, workload, on_gpu=args.launch_configs == "gpu",
                                            kv_block=args.kv_block, cuda_graphs=args.cuda_graphs,
-                                           engine=engine, tp=args.tp, pp=args.pp)
+                                           engine=engine, tp=args.tp, pp=args.pp,
+                                           micro_batches=args.micro_batches)
         path = write_columns(columns, meta, args.out)
         totals = (len(columns["launch_id"].na), _total(columns["bytes_read"]), _total(columns["flops"]))
     launches, bytes_read, flops = totals
     kernels = "" if engine.arch is None else f", {engine.name}'s kernels on {engine.arch}"
     if args.tp != 1 or args.pp != 1:
         kernels += f", tp {args.tp} x pp {args.pp}: one rank's launches and the collectives"
+    if args.micro_batches != 1:
+        kernels += f", {args.micro_batches} micro-batches"
     print(f"wrote {path}: {launches} launches ({spec.name}, {policy}{kernels}, prompt {workload.prompt_len}, "
           f"{workload.gen_len} new tokens, batch {workload.batch}); "
           f"{bytes_read / 1e9:.2f} GB read, {flops / 1e12:.2f} TFLOP")

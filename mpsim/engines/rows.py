@@ -76,7 +76,7 @@ for _op, _kernels in KERNELS_BY_OP.items():  # every one a kernel of the dispatc
 # The op of a pass a row-wise kernel's row is (the norm and activation kernels of each kind).
 ROWWISE_OP = {k: op for op in ("rms_norm", "layer_norm", "rope", "silu_mul", "gelu", "residual_add",
                                "embed", "sample") for k in KERNELS_BY_OP[op]}
-IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module", "tp", "stage")
+IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module", "tp", "stage", "micro_batch")
 
 
 @dataclass(frozen=True)

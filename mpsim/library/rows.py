@@ -36,6 +36,7 @@ def single(row: Row) -> Row:
     row.update(launch_id=0, stream=0, step=0, layer=0)
     row.setdefault("tp", 1)  # one GPU, one stage unless the row is a collective's (mpsim/parallel.py)
     row.setdefault("stage", 0)
+    row.setdefault("micro_batch", 0)
     ctas = 1
     grid = row["grid"]
     for extent in json.loads(grid) if isinstance(grid, str) else grid:

@@ -7,13 +7,24 @@ end of the iteration that computes them (the first one when a request's prefill 
 that time - arrival), and a request finishes with its last token. With nothing to run the engine
 waits for the next arrival. Everything is deterministic: the seed decides the requests, and SimPy
 orders simultaneous events by the order they were scheduled.
+
+Under pipeline parallelism (`--pp N`) the engine keeps N batches in flight, as vLLM's virtual
+engines do (vllm/engine/llm_engine.py, V0: one Scheduler per pipeline stage count; a new request
+goes to the scheduler with the fewest unfinished requests; vllm/core/scheduler.py gives each
+num_gpu_blocks // pipeline_parallel_size KV blocks): N engine processes, each with its own scheduler
+and its share of the KV blocks, and one SimPy resource per stage. An iteration is priced as before
+(the sum of its stages, the pricer's) and passes through the stages in turn, each stage taking the
+share of its layers (mpsim/parallel.py stage_layers: the embedding, the lm_head and the sends
+counted in proportion, an assumption); a stage serves the next batch, of any virtual engine, as soon
+as it is free. The iteration table's rows are each virtual engine's (its running, waiting and KV
+blocks over its share); `time_s` is the iteration's price, not the wait for a busy stage.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +34,7 @@ import simpy
 from mpsim.engines import EngineChoice, engine_target, model_heads
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec
-from mpsim.parallel import ParallelPlan, rank_spec
+from mpsim.parallel import ParallelPlan, rank_spec, stage_layers
 from mpsim.policy import Policy
 from mpsim.progress import progress_bar
 from mpsim.serve.arrivals import Requests
@@ -33,7 +44,7 @@ from mpsim.serve.kv import KvCapacity, kv_capacity
 from mpsim.serve.outputs import IterationLog, request_table, summarize
 from mpsim.serve.precision import PrecisionPlan
 from mpsim.serve.pricing import IterationPricer
-from mpsim.serve.scheduler import Scheduler, Step
+from mpsim.serve.scheduler import Scheduler, Step, merged
 from mpsim.synth import parallel_plan
 
 
@@ -105,20 +116,27 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     cap = kv_capacity(spec, policy, hw, cfg.scheduler, budget, serve_plan(spec, cfg))
     plan = PrecisionPlan(policy, reqs.switch_step, cfg.scheduler.mixed_precision)
     pricer = pricer or make_pricer(spec, policy, hw, cfg)
-    sched = Scheduler(reqs, cfg.scheduler, cap, budget)
+    n = cfg.pp  # virtual engines: one batch in flight per pipeline stage
+    share = cap if n == 1 else replace(cap, num_blocks=cap.num_blocks // n,
+                                       watermark_blocks=cap.watermark_blocks // n)
+    scheds = [Scheduler(reqs, cfg.scheduler, share, budget) for _ in range(n)]
     log = IterationLog(pricer.protocols)
     env = simpy.Environment()
-    wake = _Wake(env)
-    env.process(_arrivals(env, sched, reqs.arrival_s, wake))
+    wakes = [_Wake(env) for _ in scheds]
+    env.process(_arrivals(env, scheds, reqs.arrival_s, wakes))
     audit = Audit(audit_every)
+    pipe = _Pipeline(env, spec.num_layers, n, scheds)
     with progress_bar(len(reqs), f"serve {spec.name} {policy.spelling}", "request", progress) as bar:
-        env.process(_engine(env, sched, pricer, plan, log, wake, len(reqs), audit, bar))
+        for sched, wake in zip(scheds, wakes, strict=True):
+            env.process(_engine(env, sched, pricer, plan, log, wake, len(reqs), audit, bar, pipe))
         env.run()
+    sched = merged(scheds)
     if sched.finished < len(reqs):  # a scheduler bug, not a user error: say so loudly
         raise RuntimeError(f"serve: the scheduler stalled with {len(reqs) - sched.finished} requests "
-                           f"unfinished ({len(sched.running)} running, {len(sched.waiting)} waiting)")
+                           f"unfinished ({sum(len(s.running) for s in scheds)} running, "
+                           f"{sum(len(s.waiting) for s in scheds)} waiting)")
     requests = request_table(reqs, sched)
-    iterations = log.table(cap.num_blocks)
+    iterations = log.table(share.num_blocks)
     info = {"model": spec.name, "policy": policy.spelling, "hw": hw.name,
             "perf_model": cfg.perf_model, "budget_tokens": budget, "tp": cfg.tp, "pp": cfg.pp,
             **(run_info or {})}
@@ -127,13 +145,39 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     return ServeResult(requests, iterations, summary, cap)
 
 
-def _arrivals(env: simpy.Environment, sched: Scheduler, times: np.ndarray,
-              wake: _Wake) -> Generator[simpy.Event, Any, None]:
+def _arrivals(env: simpy.Environment, scheds: list[Scheduler], times: np.ndarray,
+              wakes: list[_Wake]) -> Generator[simpy.Event, Any, None]:
+    """Each request, at its arrival, to the scheduler with the fewest unfinished requests (the first
+    of equals: vLLM's _add_processed_request); one scheduler without pipeline parallelism."""
     for rid, t in enumerate(times.tolist()):
         if t > env.now:
             yield env.timeout(t - env.now)
-        sched.arrive(rid)
-        wake.ring()
+        v = min(range(len(scheds)), key=lambda i: scheds[i].in_system)
+        scheds[v].arrive(rid)
+        wakes[v].ring()
+
+
+class _Pipeline:
+    """The stages an iteration passes through (one SimPy resource each, none on one stage), each
+    taking its layers' share of the iteration's price, and the virtual engines' schedulers."""
+
+    def __init__(self, env: simpy.Environment, layers: int, pp: int, scheds: list[Scheduler]) -> None:
+        self.stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else []
+        self.shares = [c / layers for c in stage_layers(layers, pp)]
+        self.scheds = scheds
+
+    @property
+    def finished(self) -> int:
+        return sum(s.finished for s in self.scheds)
+
+    def run(self, env: simpy.Environment, seconds: float) -> Generator[simpy.Event, Any, None]:
+        if not self.stages:
+            yield env.timeout(seconds)
+            return
+        for stage, share in zip(self.stages, self.shares, strict=True):
+            with stage.request() as turn:
+                yield turn
+                yield env.timeout(seconds * share)
 
 
 class Audit:
@@ -161,8 +205,8 @@ class Audit:
 
 def _engine(env: simpy.Environment, sched: Scheduler, pricer: IterationPricer, plan: PrecisionPlan,
             log: IterationLog, wake: _Wake, total: int, audit: Audit,
-            bar: Any) -> Generator[simpy.Event, Any, None]:
-    while sched.finished < total:
+            bar: Any, pipe: _Pipeline) -> Generator[simpy.Event, Any, None]:
+    while pipe.finished < total:
         step = sched.plan(env.now)
         if step is None:
             yield wake.wait()
@@ -170,7 +214,7 @@ def _engine(env: simpy.Environment, sched: Scheduler, pricer: IterationPricer, p
         seconds, launches = pricer.price(step, sched, plan)
         audit.check(pricer, step, sched, plan, seconds)
         log.add(env.now, seconds, step, sched, launches)
-        yield env.timeout(seconds)
+        yield from pipe.run(env, seconds)
         done = sched.finished
         sched.complete(step, env.now)
         bar.update(sched.finished - done)

@@ -20,6 +20,7 @@ sequence. State is per request in NumPy arrays; the common path of an iteration 
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from dataclasses import dataclass
 
@@ -233,3 +234,21 @@ class Scheduler:
             self.running = [r for r in self.running if self.in_running[r]]
             self.finished += len(done)
         return len(done)
+
+
+def merged(scheds: list[Scheduler]) -> Scheduler:
+    """The requests' outcomes of several schedulers that each served some of them (vLLM's virtual
+    engines under pipeline parallelism, mpsim/serve/engine.py): per request, the times and
+    preemptions of the one that served it, as one scheduler's arrays (a copy of the first's)."""
+    if len(scheds) == 1:
+        return scheds[0]
+    out = copy.copy(scheds[0])
+    for name in ("first_token_s", "finish_s", "scheduled_s"):
+        stacked = np.stack([getattr(s, name) for s in scheds])
+        served = ~np.isnan(stacked)
+        setattr(out, name, np.where(served.any(axis=0), np.nansum(np.where(served, stacked, 0.0), axis=0),
+                                    np.nan))
+    out.preemptions = np.sum([s.preemptions for s in scheds], axis=0)
+    out.finished = sum(s.finished for s in scheds)
+    out.arrived = sum(s.arrived for s in scheds)
+    return out

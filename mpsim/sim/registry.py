@@ -145,7 +145,8 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     launches = finish(rows, per_launch, hw)
     prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,
-                        launches["energy_j"].to_numpy(), None if prompt is None else int(prompt))
+                        launches["energy_j"].to_numpy(), None if prompt is None else int(prompt),
+                        launches.schedule)
     stats = {"launches": len(rows), "memo_hits": memo.hits - hits,
              "simulated": memo.misses - misses, "simpy_s": memo.sim_seconds - sim_s,
              "wall_s": time.perf_counter() - start}

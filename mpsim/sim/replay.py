@@ -3,7 +3,8 @@
 `replay_sim` (the SimPy GPU or NPU model, by the hardware's kind) simulates each distinct launch key
 once (mpsim.sim.keys) through the memo (mpsim.sim.memo) and broadcasts the outcomes to every row;
 `replay_roofline` gives each launch max(t_math, t_mem). `finish` lays the launches back to back in
-launch order on one timeline (all streams serialized) next to their roofline bounds. Every row
+launch order on one timeline per pipeline stage (all streams serialized; the stages concurrent,
+micro-batch by micro-batch: mpsim/sim/pipeline.py) next to their roofline bounds. Every row
 carries its roofline bound. On a GPU the bound is residency-aware (mpsim/sim/roofline.py: t_mem
 counts only the DRAM bytes the launch must move after what the previous launch left in L2) and a
 simulated time below it is a model error, raised naming the launch (`BelowBoundError`), never
@@ -41,6 +42,7 @@ from mpsim.sim.keys import distinct, key_text, launch_keys, rep_row
 from mpsim.sim.launch import REL, BelowBoundError, resident_cap, simulate_launch
 from mpsim.sim.memo import LaunchMemo, namespace
 from mpsim.sim.params import SimParams
+from mpsim.sim.pipeline import PipelineSchedule, schedule
 from mpsim.sim.result import BODY_PARTS, LAUNCH_COLUMNS, UNITS, LaunchOutcome, latency_part
 from mpsim.sim.roofline import roofline, roofline_terms
 from mpsim.traces.schema import COLLECTIVE_OPS
@@ -169,6 +171,7 @@ class LaunchTable:
         self.launch_id = rows["launch_id"].to_numpy()
         keyed = None if per.codes is None else (first_of_codes(per.codes), per.codes)
         _, _, self.t_math, self.t_mem, self.t_lower = roofline_terms(rows, hw, resident=True, keyed=keyed)
+        self.schedule: PipelineSchedule | None = None
         if "end_s" in per.per_key:  # a step model: ends come from overlapped steps, shares not floored
             self.end = np.asarray(self._outcome("end_s"), dtype=float)
             self.time_s = np.diff(self.end, prepend=0.0)
@@ -179,7 +182,9 @@ class LaunchTable:
                 self.time_s = raw
             else:  # the NPU launch model: its bound (no SRAM residency credit) is a floor
                 self.time_s = np.maximum(raw, self.t_lower)
-            self.end = np.cumsum(self.time_s)
+            # the stages' timelines (mpsim/sim/pipeline.py): back to back on one stage or one batch
+            self.schedule = schedule(rows, self.time_s)
+            self.end = self.schedule.end
         dynamic = dynamic_energy_j(per.per_key, hw)  # per distinct launch, then per launch
         self.energy_j = (dynamic if per.codes is None else dynamic[per.codes]) + static_w(hw) * self.time_s
 
@@ -196,7 +201,10 @@ class LaunchTable:
 
     def column(self, name: str) -> Any:
         """One of LAUNCH_COLUMNS as an array aligned with the rows."""
-        start = np.concatenate([[0.0], self.end[:-1]]) if name in ("start_s", "busy_start_s") else None
+        start = None
+        if name in ("start_s", "busy_start_s"):
+            start = (self.schedule.start if self.schedule is not None
+                     else np.concatenate([[0.0], self.end[:-1]]))
         if name in ("busy_start_s", "busy_end_s") and name in self.per.per_key:
             return self._outcome(name)
         if name in ("part_launch_s", "part_latency_s"):
@@ -229,4 +237,6 @@ def rows_and_workload(t: Trace | pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     decode = rows["phase"] == "decode"
     gen_len = int(rows.loc[decode, "step"].max()) + 1 if decode.any() else 1
     batches = rows["batch"].dropna()
-    return rows, int(batches.max()) if len(batches) else 1, gen_len
+    mbs = rows["micro_batch"].dropna() if "micro_batch" in rows else pd.Series([], dtype="Int64")
+    micro = int(mbs.max()) + 1 if len(mbs) else 1  # micro-batches of batch/M sequences each
+    return rows, int(batches.max()) * micro if len(batches) else 1, gen_len

@@ -133,7 +133,7 @@ def test_memory_counts_the_new_formats() -> None:
 
 def _as_version_4(trace_rows: object, path: Path) -> Path:
     """A file as mpsim wrote it before schema 5: no kv_format column, schema_version 4."""
-    table = pa.Table.from_pandas(trace_rows.drop(columns=["kv_format"]), preserve_index=False)  # type: ignore[attr-defined]
+    table = pa.Table.from_pandas(trace_rows.drop(columns=["kv_format", "micro_batch"]), preserve_index=False)  # type: ignore[attr-defined]
     meta = {"schema_version": 4, "source": "synth", "engine": "mpsim"}
     pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}), path)
     return path
@@ -149,9 +149,9 @@ def test_kv_format_round_trips_and_older_files_read_it_from_k_bits(tmp_path: Pat
     assert rows.loc[~kv, "kv_format"].isna().all()
     back = read_trace(write_trace(trace, tmp_path / "t.parquet"))
     assert back.rows["kv_format"].equals(rows["kv_format"])
-    assert back.meta.schema_version == SCHEMA_VERSION == 5
+    assert back.meta.schema_version == SCHEMA_VERSION == 6
     old = read_trace(_as_version_4(rows, tmp_path / "v4.parquet"))
-    assert old.meta.schema_version == 5
+    assert old.meta.schema_version == 6
     assert list(old.rows["kv_format"].astype(object).where(kv, None)) == list(
         rows["kv_format"].astype(object).where(kv, None))
 

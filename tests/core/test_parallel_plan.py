@@ -110,15 +110,15 @@ def test_schema_5_round_trip_and_version_4_upgrade(tmp_path: Path) -> None:
     assert trace.meta.environment["parallel"]["tp"] == 2
     back = read_trace(write_trace(trace, tmp_path / "tp2.parquet"))
     pd.testing.assert_frame_equal(back.rows, trace.rows)
-    assert back.meta == trace.meta and back.meta.schema_version == SCHEMA_VERSION == 5
+    assert back.meta == trace.meta and back.meta.schema_version == SCHEMA_VERSION == 6
     # a version-4 file: no parallel columns; read as one GPU, one stage, no collectives
     one = synthesize(SMALL, parse_policy("w4"), Workload(8, 2, 1)).rows
-    old = one.drop(columns=["tp", "stage", "msg_bytes", "comm_library"])
+    old = one.drop(columns=["tp", "stage", "msg_bytes", "comm_library", "micro_batch"])
     table = pa.Table.from_pandas(old, preserve_index=False).replace_schema_metadata(
         {META_KEY: json.dumps({"schema_version": 4, "source": "synth", "engine": "mpsim"}).encode()})
     pq.write_table(table, tmp_path / "v4.parquet")
     upgraded = read_trace(tmp_path / "v4.parquet")
-    assert upgraded.meta.schema_version == 5
+    assert upgraded.meta.schema_version == 6
     assert (upgraded.rows["tp"] == 1).all() and (upgraded.rows["stage"] == 0).all()
     assert upgraded.rows["msg_bytes"].isna().all() and upgraded.rows["comm_library"].isna().all()
     pd.testing.assert_frame_equal(upgraded.rows, one)

@@ -18,8 +18,8 @@ from mpsim.traces.schema import KV_FORMAT_OF_BITS, SCHEMA_VERSION
 
 EXPECTED: dict[str, Any] = json.loads(FIXTURE.read_text())["cases"]
 NEW_MODEL_KEYS = ("max_context_len", "context_source")
-# schema 2 and 5, after the fixture: checked against their definitions below
-NEW_COLUMNS = ("kv_tokens", "kv_format", "tp", "stage", "msg_bytes", "comm_library")
+# schema 2, 5 and 6, after the fixture: checked against their definitions below
+NEW_COLUMNS = ("kv_tokens", "kv_format", "tp", "stage", "msg_bytes", "comm_library", "micro_batch")
 
 
 @pytest.mark.parametrize("case", cases(), ids=case_id)
@@ -31,7 +31,7 @@ def test_synthesis_matches_the_old_code(case: dict[str, Any]) -> None:
     tokens = rows["kv_tokens"]  # a uniform batch: batch x kv_len on decode attention, NA elsewhere
     assert tokens[~decode].isna().all()
     assert (tokens[decode] == (rows["batch"] * rows["kv_len"])[decode]).all()
-    assert (rows["tp"] == 1).all() and (rows["stage"] == 0).all()
+    assert (rows["tp"] == 1).all() and (rows["stage"] == 0).all() and (rows["micro_batch"] == 0).all()
     assert rows["msg_bytes"].isna().all() and rows["comm_library"].isna().all()
     kv = rows["op"].isin(["attention", "kv_quant"]).to_numpy(dtype=bool)  # schema 5: int caches by bits
     assert rows["kv_format"][~kv].isna().all()

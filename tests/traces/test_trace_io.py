@@ -166,7 +166,7 @@ def test_protocol_round_trips_and_old_files_stay_readable(small_trace: Trace, tm
                            {"schema_version": version, "source": "capture",
                             "environment": {"protocol": "kernel"}})
         back = read_trace(old)
-        assert back.meta.schema_version == SCHEMA_VERSION == 5 and back.meta.protocol == "kernel"
+        assert back.meta.schema_version == SCHEMA_VERSION == 6 and back.meta.protocol == "kernel"
         assert read_trace(write_trace(back, tmp_path / "v4.parquet")).meta.protocol == "kernel"
     plain = _write_frame(small_trace.rows, tmp_path / "p.parquet", {"schema_version": 2, "source": "synth"})
     assert read_trace(plain).meta.protocol is None

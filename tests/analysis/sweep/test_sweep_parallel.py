@@ -1,5 +1,5 @@
-"""Sweeps over parallel plans (issue 25): `tp` and `pp` axes beside `policies`, for trace points
-and serve points, checked against every model before any work."""
+"""Sweeps over parallel plans (issue 25): `tp`, `pp` and `micro_batches` axes beside `policies`,
+for trace points and serve points, checked against every model before any work."""
 
 from __future__ import annotations
 
@@ -58,3 +58,29 @@ def test_a_plan_a_model_cannot_take_is_the_specs_error() -> None:
         parse_spec(bad, "tp.yaml")
     with pytest.raises(MpsimInputError, match=r"tp.yaml: pp: expected a non-empty list of whole numbers"):
         parse_spec(SPEC + "pp: [0]\n", "tp.yaml")
+
+
+MICRO = """
+name: mb
+models: [mobilellama-1.4b]
+policies: [w4]
+hardware: [h200-sxm]
+pp: [2]
+micro_batches: [1, 2]
+workloads: [{prompt_len: 32, gen_len: 3, batch: 4}]
+perf_models: [roofline]
+"""
+
+
+def test_micro_batches_axis_runs_pipelined_points(tmp_path: Path) -> None:
+    spec = parse_spec(MICRO, "mb.yaml")
+    assert spec.micro_batches == (1, 2) and len(spec) == 2
+    table = run_sweep(spec, tmp_path, workers=1, progress=False).table.set_index("micro_batches")
+    assert len(set(table["key"])) == 2
+    assert table.loc[2, "launches"] == 2 * table.loc[1, "launches"]  # each micro-batch its own rows
+    assert table.loc[2, "bubble_fraction"] < table.loc[1, "bubble_fraction"]  # the stages overlap
+    assert (table["speedup_vs_fp16"].isna()).all()
+    with pytest.raises(MpsimInputError, match=r"mb.yaml: micro_batches: 3 does not divide the batch of 4"):
+        parse_spec(MICRO.replace("[1, 2]", "[1, 3]"), "mb.yaml")
+    with pytest.raises(MpsimInputError, match=r"mb.yaml: micro_batches: expected a non-empty list"):
+        parse_spec(MICRO.replace("[1, 2]", "[0]"), "mb.yaml")
