@@ -167,6 +167,7 @@ def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "tp": [r.get("tp") or 1 for r in costed_rows],
             "stage": [r.get("stage") or 0 for r in costed_rows],
+            "micro_batch": [r.get("micro_batch") or 0 for r in costed_rows],
             "phase": [r.get("phase") or "decode" for r in costed_rows],
             "step": [r.get("step") or 0 for r in costed_rows]}
     return pd.DataFrame({c: pd.array(list(fill[c]) if c in fill else [r.get(c) for r in costed_rows],
