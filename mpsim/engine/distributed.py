@@ -229,8 +229,10 @@ def rank_main(rank: int, job: RankJob, init: str, backend: str, tmp: str) -> Non
         with (Path(tmp) / f"rank{rank}.tmp").open("wb") as f:
             pickle.dump(result, f)
         (Path(tmp) / f"rank{rank}.tmp").rename(out)
-    except BaseException:
-        (Path(tmp) / f"rank{rank}.err").write_text(traceback.format_exc())
+    except BaseException as e:  # a known error as its message; anything else with its traceback
+        known = isinstance(e, DistributedError | MpsimInputError)
+        (Path(tmp) / f"rank{rank}.err").write_text(f"{type(e).__name__}: {e}" if known
+                                                   else traceback.format_exc())
         sys.exit(1)
     finally:
         if dist.is_initialized():
