@@ -97,3 +97,16 @@ def test_a_world_that_cannot_start_names_backend_and_port(monkeypatch: pytest.Mo
         with pytest.raises(DistributedError, match=rf"(?s)torch.distributed gloo, rendezvous "
                            rf"tcp://127.0.0.1:{port}: rank 0 failed.*could not start"):
             run_ranks(job)
+
+
+@pytest.mark.slow
+def test_generate_tp2_prints_the_tp1_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """`mpsim generate --tp 2` on the tiny model (numba references on two ranks) prints TP 1's text
+    (a difference would have to be a near-tie; none occurs on this prompt)."""
+    from mpsim.cli import main
+
+    args = ["generate", "--prompt", "import os", "--gen-len", "8"]
+    assert main(args) == 0
+    one = capsys.readouterr().out
+    assert main([*args, "--tp", "2"]) == 0
+    assert capsys.readouterr().out == one and one.startswith("import os")
