@@ -110,3 +110,19 @@ def test_generate_tp2_prints_the_tp1_text(capsys: pytest.CaptureFixture[str]) ->
     one = capsys.readouterr().out
     assert main([*args, "--tp", "2"]) == 0
     assert capsys.readouterr().out == one and one.startswith("import os")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["capture", "--model", "tiny", "--tp", "3"], "--tp 3 does not divide the 4 query heads of mpsim-tiny"),
+    (["capture", "--model", "tiny", "--tp", "0"], "--tp 0: expected a whole number >= 1"),
+    (["capture", "--model", "tiny", "--tp", "2", "--decode", "graphs"], "ranks decode eagerly"),
+    (["generate", "--prompt", "x", "--tp", "3"], "--tp 3 does not divide the 4 query heads"),
+])
+def test_cli_tp_errors_come_before_any_process(args: list[str], message: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from mpsim.cli import main
+
+    out = (["--policy", "w4", "--prompt-len", "4", "--gen-len", "2", "--out", str(tmp_path / "t.parquet")]
+           if args[0] == "capture" else [])
+    assert main([*args, *out]) == 2
+    assert message in capsys.readouterr().err
