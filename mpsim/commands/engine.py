@@ -33,6 +33,7 @@ def register(sub: Any) -> None:
                      "(gzip-compressed when the name ends in .gz)")
     cap.add_argument("--decode", choices=("auto", "graphs", "eager"), default="auto",
                      help="decode steps as CUDA-graph replays (auto: on a CUDA device) or launched eagerly")
+    add_tp_arg(cap)
     cap.set_defaults(func=_capture)
 
     gen = sub.add_parser("generate", help="greedy continuation of a prompt (tiny, or a model folder)")
@@ -45,6 +46,7 @@ def register(sub: Any) -> None:
     gen.add_argument("--gen-len", type=int, default=64, help="new tokens per prompt (default 64)")
     gen.add_argument("--backend", choices=("reference", "triton"), default="reference",
                      help="generations on the numba references (CPU) or mpsim's Triton kernels (GPU)")
+    add_tp_arg(gen)
     gen.set_defaults(func=_generate)
 
     q = sub.add_parser("quality", help="quality of a policy against fp16 (held-out text, or --prompts)")
@@ -74,6 +76,12 @@ def register(sub: Any) -> None:
     t.set_defaults(func=_train_tiny)
 
 
+def add_tp_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tp", type=int, default=1, metavar="N",
+                   help="run tensor-parallel on N ranks, one process each (torch.distributed: gloo over "
+                        "loopback on CPUs, NCCL on GPUs; docs/parallelism.md); default 1")
+
+
 def _capture(args: argparse.Namespace) -> int:
     from mpsim.engine.capture import capture
     from mpsim.engine.quantized import is_quantized
@@ -94,6 +102,8 @@ def _capture(args: argparse.Namespace) -> int:
     if model is not None:
         model.check_policy(policy)
     check_outputs(args.out, args.profile)
+    if args.tp != 1:
+        return _capture_tp(args, spec, policy, weights, model)
     trace = capture(spec, policy, Workload(args.prompt_len, args.gen_len, args.batch),
                     weights=weights, profile=args.profile, decode=args.decode, model=model)
     path = write_trace(trace, args.out)
@@ -102,6 +112,26 @@ def _capture(args: argparse.Namespace) -> int:
     print(f"wrote {path}: {len(trace.rows)} launches, {total_ms:.1f} ms measured "
           f"({env['timer']}, {env['device']}); decode {env['decode']}, protocol {env['protocol']}, "
           f"{env['tokens_per_s']:.1f} tokens/s over the whole generation")
+    return 0
+
+
+def _capture_tp(args: argparse.Namespace, spec: Any, policy: Any, weights: Any, model: Any) -> int:
+    from mpsim.engine.capture_tp import capture_tp
+    from mpsim.traces.io import write_trace
+
+    if model is not None:
+        raise MpsimInputError(f"capture --tp {args.tp} --model {args.model}: a quantized folder's stored "
+                              "weights are not split across ranks; give the fp16 folder (quantized at load)")
+    if args.profile is not None or args.decode == "graphs":
+        raise MpsimInputError(f"capture --tp {args.tp}: ranks decode eagerly without a profiler; drop "
+                              "--profile / --decode graphs")
+    trace, _ = capture_tp(spec, policy, Workload(args.prompt_len, args.gen_len, args.batch), args.tp,
+                          weights=weights)
+    path = write_trace(trace, args.out)
+    env = trace.meta.environment
+    print(f"wrote {path}: {len(trace.rows)} launches of rank 0 of {args.tp} "
+          f"({env['parallel']['comm_backend']}), {trace.rows['measured_us'].sum() / 1e3:.1f} ms measured "
+          f"({env['timer']}, {env['device']}); {env['tokens_per_s']:.1f} tokens/s over the whole generation")
     return 0
 
 
@@ -127,9 +157,18 @@ def _generate(args: argparse.Namespace) -> int:
         check_context(model, len(ids), args.gen_len, r.where)
         texts.append(text)
         prompts.append(ids)
-    decoder = model.decoder(policy, make_backend(args.backend))
-    out = generate(decoder, prompts, args.gen_len, FixedScheduler(policy), eos=model.tokenizer.eos_ids)
-    for i, (text, ids, new) in enumerate(zip(texts, prompts, out.tokens, strict=True)):
+    if args.tp != 1:
+        from mpsim.engine.capture_tp import generate_tp
+
+        model.params()  # the fp16 checkpoint the ranks split (one clear error if it is not there)
+        assert model.fp16_folder is not None
+        tokens = generate_tp(model.spec, policy, prompts, args.gen_len, args.tp, weights=model.fp16_folder,
+                             backend=args.backend, eos=tuple(model.tokenizer.eos_ids))
+    else:
+        decoder = model.decoder(policy, make_backend(args.backend))
+        tokens = generate(decoder, prompts, args.gen_len, FixedScheduler(policy),
+                          eos=model.tokenizer.eos_ids).tokens
+    for i, (text, ids, new) in enumerate(zip(texts, prompts, tokens, strict=True)):
         if i:
             print("\n---")
         print(text + continuation_text(model.tokenizer, ids, new))

@@ -58,6 +58,14 @@ def capture_protocol(gpu: bool, decode_mode: str) -> str:
     return "kernel" if gpu and decode_mode == "graphs" else "eager"
 
 
+def capture_prompts(spec: ModelSpec, workload: Workload, seed: int) -> list[list[int]]:
+    """The prompts a capture generates from: random token ids, `seed` fixed."""
+    rng = np.random.default_rng(seed)
+    size = (workload.batch, workload.prompt_len)
+    prompts: list[list[int]] = rng.integers(0, spec.vocab, size=size).tolist()
+    return prompts
+
+
 def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str | Path | None = None,
             seed: int = 0, profile: str | Path | None = None, decode: str = "auto",
             model: Any = None) -> Trace:
@@ -80,8 +88,7 @@ def capture(spec: ModelSpec, policy: Policy, workload: Workload, *, weights: str
         params = load_hf_weights(weights, spec) if weights is not None else dummy_weights(spec, seed)
         decoder = Decoder(params, policy, backend, dummy_seed=None if weights is not None else seed)
     mode = use_decode_mode(decoder, decode)
-    rng = np.random.default_rng(seed)
-    prompts = rng.integers(0, spec.vocab, size=(workload.batch, workload.prompt_len)).tolist()
+    prompts = capture_prompts(spec, workload, seed)
     if mode == "graphs":  # warm-up, unrecorded: JIT compilation, and every graph captured
         generate(decoder, prompts, workload.gen_len, FixedScheduler(policy))
         decoder.graphs.replay_log.clear()  # only the recorded generation's replays are reported

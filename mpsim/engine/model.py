@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -33,6 +33,16 @@ def scope(**context: object) -> Iterator[None]:
         return
     with rec.scope(**context):
         yield
+
+
+class TensorParallel(Protocol):
+    """One rank's side of a tensor-parallel group (mpsim/engine/distributed.py; docs/parallelism.md):
+    the vocab-parallel embedding's ids on this rank's shard, the all-reduce after it and after each
+    row-parallel GEMM, and the all-gather of the lm_head's vocab-shard logits."""
+
+    def local_ids(self, ids: torch.Tensor) -> torch.Tensor: ...
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor: ...
+    def gather_logits(self, logits: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,14 @@ class Decoder:
                                   else torch.from_numpy(head.weight).to(dev))
         self.lm_head_bias = None if head.bias is None else torch.from_numpy(head.bias).to(dev)
         self.graphs: Any = None  # mpsim.engine.graphs.DecodeGraphs when decode steps replay CUDA graphs
+        self.tp: TensorParallel | None = None  # set on a rank of a tensor-parallel group
+
+    def _reduce(self, x: torch.Tensor, module: str) -> torch.Tensor:
+        """The all-reduce after a row-parallel GEMM or the vocab-parallel embedding (TP only)."""
+        if self.tp is None:
+            return x
+        with scope(module=module):
+            return self.tp.all_reduce(x)
 
     def _norm(self, n: Norm) -> tuple[torch.Tensor, torch.Tensor | None]:
         dev = self.backend.device
@@ -104,8 +122,11 @@ class Decoder:
 
     def _forward(self, inp: PassInput, cache: list[LayerCache], b: int, t: int) -> torch.Tensor:
         ops, s = self.backend, self.spec
-        with scope(layer=-1, module="embed"):
-            x = ops.embedding(inp.ids.reshape(-1), self.embed)
+        with scope(layer=-1):
+            with scope(module="embed"):
+                ids = inp.ids.reshape(-1)
+                x = ops.embedding(ids if self.tp is None else self.tp.local_ids(ids), self.embed)
+            x = self._reduce(x, "embed_allreduce")
         for i in range(s.num_layers):
             with scope(layer=i):
                 x = self._layer(i, x, inp, cache[i], b, t)
@@ -117,7 +138,11 @@ class Decoder:
             with scope(module="final_norm"):
                 x = ops.norm(x, *self.final_norm, s.norm_eps, s.norm)
             with scope(module="lm_head"):
-                return ops.linear(x, self.lm_head, self.lm_head_bias)
+                logits = ops.linear(x, self.lm_head, self.lm_head_bias)
+            if self.tp is None:
+                return logits
+            with scope(module="logits_allgather"):
+                return self.tp.gather_logits(logits)
 
     def _layer(self, i: int, x: torch.Tensor, inp: PassInput, cache: LayerCache, b: int,
                t: int) -> torch.Tensor:
@@ -128,6 +153,7 @@ class Decoder:
         attn = self._attention(h, inp, cache, w["qkv"], b, t)
         with scope(module="o"):
             o = ops.linear(attn, w["o"].at(inp.bits), w["o"].bias)
+        o = self._reduce(o, "o_allreduce")
         mlp_in = h
         if not s.parallel_attn_mlp:
             with scope(module="attn_residual"):
@@ -142,6 +168,7 @@ class Decoder:
             act = ops.silu_mul(up) if s.mlp == "swiglu" else ops.gelu(up)
         with scope(module=down_name):
             down = ops.linear(act, w[down_name].at(inp.bits), w[down_name].bias)
+        down = self._reduce(down, f"{down_name}_allreduce")
         if s.parallel_attn_mlp:
             with scope(module="attn_residual"):
                 x = ops.residual_add(x, o)

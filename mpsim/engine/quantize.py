@@ -8,11 +8,12 @@ stores ONE parent model (the widest width it reads) and reads fewer bit-planes a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import torch
 
-from mpsim.engine.float_weights import EngineWeight, quantize_float
+from mpsim.engine.float_weights import EngineWeight, FloatWeight, quantize_float
 from mpsim.engine.kernel_weights import anyprec_weight, group_weight
 from mpsim.engine.weights import LayerParams, Linear, ModelParams
 from mpsim.kernels.gemm import Fp16Weight
@@ -43,27 +44,46 @@ def policy_widths(policy: Policy) -> list[int]:
     return sorted({policy.prefill_bits, *(b for _, b in policy.decode_schedule)})
 
 
+# What a linear is stored as before it goes onto the kernel device: fp16 numpy, a reference
+# quantized container, or a float (fp8/fp4) engine weight. Tensor parallelism shards this form
+# (mpsim/engine/shard.py), as vLLM shards a quantized checkpoint.
+Stored: TypeAlias = np.ndarray | GroupQuantWeight | RefAnyPrec | FloatWeight
+
+
+def stored_linear(lin: Linear, policy: Policy, *, rng: np.random.Generator | None = None) -> Stored:
+    """The linear's weight quantized per the policy (random codes at the real shape with `rng`)."""
+    if policy.family == "fp16":
+        return lin.weight
+    if policy.family == "float":  # one stored format (fp8 / fp4), the references' containers
+        w = policy.weights_at("prefill", 0)
+        return quantize_float(lin.weight.astype(np.float16), w.w_format, w.bits, w.group_size)
+    if policy.family == "uniform":
+        group = WHOLE_ROW if policy.group_size == 0 else int(policy.group_size or 128)
+        return (quantize_group(lin.weight, policy.prefill_bits, group) if rng is None
+                else random_group(lin.weight.shape, policy.prefill_bits, group, rng))
+    parent = max(4, policy.parent_bits)  # the any-precision parent is 4..8 bits (ap3 reads 3 of 4)
+    seed = min(SEED_BITS, min(policy_widths(policy)))
+    return (quantize_anyprec(lin.weight, parent_bits=parent, seed_bits=seed) if rng is None
+            else random_anyprec(lin.weight.shape, parent, seed, rng))
+
+
+def linear_set(stored: Stored, bias: np.ndarray | None, device: torch.device) -> LinearSet:
+    """A stored weight (and its fp16 bias) on the kernel device, keyed by every width it is read at."""
+    b = None if bias is None else torch.from_numpy(bias).to(device)
+    if isinstance(stored, np.ndarray):
+        return LinearSet({16: Fp16Weight(torch.from_numpy(stored).to(device))}, b)
+    if isinstance(stored, GroupQuantWeight):
+        return LinearSet({stored.bits: group_weight(stored, device)}, b)
+    if isinstance(stored, RefAnyPrec):
+        base = anyprec_weight(stored, stored.parent_bits, device)
+        return LinearSet({w: base.at_bits(w) for w in range(stored.seed_bits, stored.parent_bits + 1)}, b)
+    return LinearSet({stored.bits: stored}, b)
+
+
 def quantize_linear(lin: Linear, policy: Policy, device: torch.device, *,
                     rng: np.random.Generator | None = None) -> LinearSet:
     """Quantize per the policy; with `rng`, draw random codes at the real shapes instead (--dummy)."""
-    bias = None if lin.bias is None else torch.from_numpy(lin.bias).to(device)
-    if policy.family == "fp16":
-        return LinearSet({16: Fp16Weight(torch.from_numpy(lin.weight).to(device))}, bias)
-    if policy.family == "float":  # one stored format (fp8 / fp4), the references' containers
-        w = policy.weights_at("prefill", 0)
-        fw = quantize_float(lin.weight.astype(np.float16), w.w_format, w.bits, w.group_size)
-        return LinearSet({w.bits: fw}, bias)
-    if policy.family == "uniform":
-        group = WHOLE_ROW if policy.group_size == 0 else int(policy.group_size or 128)
-        gw = (quantize_group(lin.weight, policy.prefill_bits, group) if rng is None
-              else random_group(lin.weight.shape, policy.prefill_bits, group, rng))
-        return LinearSet({policy.prefill_bits: group_weight(gw, device)}, bias)
-    parent = max(4, policy.parent_bits)  # the any-precision parent is 4..8 bits (ap3 reads 3 of 4)
-    seed = min(SEED_BITS, min(policy_widths(policy)))
-    apw = (quantize_anyprec(lin.weight, parent_bits=parent, seed_bits=seed) if rng is None
-           else random_anyprec(lin.weight.shape, parent, seed, rng))
-    base = anyprec_weight(apw, parent, device)
-    return LinearSet({b: base.at_bits(b) for b in range(seed, parent + 1)}, bias)
+    return linear_set(stored_linear(lin, policy, rng=rng), lin.bias, device)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 import torch
+from engine_cases import TIE_GAP, first_divergence
 
 from mpsim.engine.backends import ReferenceBackend, TritonBackend
 from mpsim.engine.generate import generate
@@ -22,20 +23,10 @@ from mpsim.policy import parse_policy
 from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
 from mpsim.tiny.shipped import load_tiny
 
-TIE_GAP = 1e-2  # logits closer than this are a tie a summation-order difference may flip
-
 
 @pytest.fixture(scope="module")
 def params() -> ModelParams:
     return load_tiny()[1]
-
-
-def _first_divergence(a: list[list[int]], b: list[list[int]]) -> tuple[int, int] | None:
-    for seq, (x, y) in enumerate(zip(a, b, strict=True)):
-        for step, (u, v) in enumerate(zip(x, y, strict=True)):
-            if u != v:
-                return seq, step
-    return None
 
 
 def _two_layers(params: ModelParams) -> ModelParams:
@@ -60,7 +51,7 @@ def _backends_agree(params: ModelParams, policy: str, new_tokens: int) -> None:
     ref = generate(Decoder(params, p, ReferenceBackend()), prompts, new_tokens, FixedScheduler(p),
                    keep_logits=True)
     tri = generate(Decoder(params, p, TritonBackend()), prompts, new_tokens, FixedScheduler(p))
-    where = _first_divergence(ref.tokens, tri.tokens)
+    where = first_divergence(ref.tokens, tri.tokens)
     if where is not None:  # allowed only at a tie of the reference's top two logits
         seq, step = where
         top2 = torch.topk(ref.logits[step][seq].float(), 2).values
