@@ -49,14 +49,13 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "cublas.sk_fixup_us",   # stream-K / split-K fix-up pass
         "kernel_floor_us",      # smallest kernel's body (launch-to-exit floor)
     ),
-    "decode": (
-        "kernel_floor_us",
-        "trtllm.xqa_softmax_ops", "trtllm.xqa_head_ns", "trtllm.xqa_scope_us",  # TRT-LLM, every GPU
-        "trtllm.mmha_ops", "trtllm.mmha_scope_us",
-        "fa3.softmax_ops", "fa3.cta_ns", "fa3.decode_scope_us",                  # vLLM, Hopper
-        "fa2.softmax_ops", "fa2.cta_ns", "fa2.decode_scope_us",                  # vLLM, Ada
-        "flashinfer.cvt_ops", "flashinfer.decode_scope_us",                       # vLLM fp8, Ada
-        "flashinfer.tg_cta_ns", "flashinfer.tg_decode_scope_us",                  # vLLM, Blackwell
+    "decode": (  # per kernel: softmax work per score, fixed cost per call (its scope); the
+        # kernel floor is GEMM's alone, so each constant has one fitted value per fold
+        "trtllm.xqa_softmax_ops", "trtllm.xqa_scope_us",       # TRT-LLM's XQA, every GPU
+        "fa3.softmax_ops", "fa3.decode_scope_us",              # vLLM FA3, Hopper
+        "fa2.softmax_ops", "fa2.decode_scope_us",              # vLLM FA2, Ada
+        "flashinfer.decode_scope_us",                          # vLLM FlashInfer fp8, Ada
+        "flashinfer.tg_decode_scope_us",                       # vLLM FlashInfer-TRT-LLM, Blackwell
     ),
 }
 MAX_FACTOR = 4.0
