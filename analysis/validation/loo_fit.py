@@ -106,7 +106,8 @@ def _weights(pool: Pool) -> np.ndarray:
 
 def screen(pools: list[Pool], candidates: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(candidates some fitted row responds to, the others)."""
-    kept, out = [], []
+    kept: list[str] = []
+    out: list[str] = []
     for name in candidates:
         moved = False
         for p in pools:

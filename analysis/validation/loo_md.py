@@ -27,8 +27,8 @@ def markdown(t: pd.DataFrame, fits: Mapping[str, Mapping[str, Any]], sample: int
              f"(stratified, fixed seed); {wall_s / 60:.1f} min on this machine.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(c, r[c]) for c in cols) + " |" for r in t.to_dict("records")]
-    lines += ["", "Fitted constants per fold (shipped value in brackets; `-X`: X left out):", "",
-              "| class | fold | simulator constants | per-call costs (us) | not fitted (no fitted row responds) |",
+    lines += ["", "Fitted constants per fold (`-X`: X left out):", "",
+              "| class | fold | simulator constants | per-call costs (us) | not fitted (no row responds) |",
               "|---|---|---|---|---|"]
     for cls, by_fold in fits.items():
         for fold, f in by_fold.items():

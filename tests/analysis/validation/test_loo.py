@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from groundtruth_cases import GROUNDTRUTH, needs_groundtruth
+
 from mpsim.analysis.validation.calibration import Evaluator
 from mpsim.analysis.validation.loo import class_rows, folds, table
 from mpsim.analysis.validation.loo_fit import Pool, fit_shared
