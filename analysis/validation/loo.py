@@ -219,5 +219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _main() -> int:
+    try:
+        return main()
+    except MpsimInputError as exc:
+        print(f"mpsim: error: {exc}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())
