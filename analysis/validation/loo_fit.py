@@ -137,8 +137,9 @@ def fit_shared(pools: list[Pool], candidates: tuple[str, ...], max_iters: int = 
     weights = [_weights(p) for p in pools]
     n_rows = sum(int(np.isfinite(p.predict({}, {})).sum()) for p in pools)
     if n_rows < len(names) + len(protocols):
-        raise MpsimInputError(f"leave-one-out fit: {n_rows} predicted rows for {len(names) + len(protocols)} "
-                              "constants; give more rows")
+        raise MpsimInputError(f"leave-one-out fit on {'+'.join(p.gpu for p in pools)}: {n_rows} predicted "
+                              f"rows for {len(names) + len(protocols)} constants "
+                              f"({', '.join(names + protocols)}); give more rows (--sample)")
 
     def unpack(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
         k = len(names)
