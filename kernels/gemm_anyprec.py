@@ -32,9 +32,12 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.launch_config import LaunchConfig, cdiv
-from mpsim.traces.accounting import padded_k
+from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 MAX_PARENT_BITS = 8
+# PAIR_MAX_BITS (traces/accounting.py, 3): widths whose one-row GEMV reads the per-row pair table, as
+# Any-Precision LLM reads fp16 pairs at <= 3 bits with one activation row (4 bits would need 1 KiB a
+# row: docs/kernels.md)
 
 
 @triton.jit
@@ -242,9 +245,6 @@ def dequant_anyprec_kernel(qw_ptr, lut_ptr, pair_ptr, out_ptr,
 
 _KERNELS = ("gemv_anyprec_kernel", "gemm_anyprec_kernel")
 DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_anyprec: a test/offline path, not timed
-# Widths whose one-row GEMV reads the per-row pair table (Any-Precision LLM reads fp16 pairs at
-# <= 3 bits with one activation row; 4 bits would need (2^4)^2 x 4 B = 1 KiB a row, docs/kernels.md)
-PAIR_MAX_BITS = 3
 
 
 def _spread(c: torch.Tensor, bits: int) -> torch.Tensor:
