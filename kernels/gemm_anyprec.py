@@ -5,7 +5,10 @@ LUT (docs/formats.md), so the bytes read scale with b while one parent model ser
 Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
 in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _anyprec_codes), and looks
 the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1). The same @triton.jit
-tile helper serves the GEMV, the GEMM and `dequant_anyprec`.
+tile helper serves the GEMV, the GEMM and `dequant_anyprec`. The one-row GEMV at b <= PAIR_MAX_BITS
+(3) instead assembles the index of each pair of weights (the bit interleave of their codes) and
+reads both values with one 32-bit load from the row's pair table (pair_table, built when the weight
+is loaded; docs/formats.md), as Any-Precision LLM does at <= 3 bits with one activation row.
 Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
 """
 
