@@ -141,7 +141,7 @@ def _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_
     # fp16 entries: pair (lo, hi) at 2 * idx, 2 * idx + 1: one aligned 32-bit load; rows past N
     # read row N - 1 (their outputs are never stored), so the load needs no mask
     rows = tl.minimum(offs_n, N - 1)
-    ptrs = pair_ptr + rows[:, None, None, None] * stride_pn + 2 * idx[:, :, :, None] \
+    ptrs = pair_ptr + rows[:, None, None, None] * stride_pn + idx[:, :, :, None].to(tl.uint64) * 2 \
         + tl.arange(0, 2)[None, None, None, :]
     return tl.split(tl.load(ptrs))
 
