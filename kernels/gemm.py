@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from mpsim.kernels.gemm_anyprec import gemm_anyprec
+from mpsim.kernels.gemm_anyprec import PAIR_MAX_BITS, gemm_anyprec, pair_table
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
 from mpsim.kernels.launch_config import LaunchConfig
@@ -71,6 +71,9 @@ class AnyPrecWeight:
     luts: Mapping[int, torch.Tensor] = field(repr=False)  # b -> fp16 (N, 2^b)
     bits: int
     in_features: int  # K before padding
+    # b -> the pair table of luts[b] (gemm_anyprec.pair_table), b <= PAIR_MAX_BITS: built here, once,
+    # when the weight is loaded (None), and shared by at_bits' copies
+    pairs: Mapping[int, torch.Tensor] | None = field(default=None, repr=False)
 
     w_format = "anyprec"
     group_size = None
@@ -79,6 +82,9 @@ class AnyPrecWeight:
         if self.bits not in self.luts:
             raise ValueError(f"bits: expected one of the stored LUT widths {sorted(self.luts)}, "
                              f"got {self.bits!r}")
+        if self.pairs is None:
+            object.__setattr__(self, "pairs", {b: pair_table(t) for b, t in self.luts.items()
+                                               if b <= PAIR_MAX_BITS})
 
     @property
     def parent_bits(self) -> int:
@@ -118,6 +124,7 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None, *,
         y = gemm_group(x2, weight.qweight, weight.scales, weight.zeros, bits=weight.bits,
                        group_size=weight.group_size, bias=bias, config=config)
     else:
+        pairs = weight.pairs.get(weight.bits) if weight.pairs is not None else None
         y = gemm_anyprec(x2, weight.qweight, weight.luts[weight.bits], bits=weight.bits,
-                         bias=bias, config=config)
+                         pairs=pairs, bias=bias, config=config)
     return y.reshape(*x.shape[:-1], n)

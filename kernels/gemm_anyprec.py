@@ -5,7 +5,10 @@ LUT (docs/formats.md), so the bytes read scale with b while one parent model ser
 Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
 in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _anyprec_codes), and looks
 the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1). The same @triton.jit
-tile helper serves the GEMV, the GEMM and `dequant_anyprec`.
+tile helper serves the GEMV, the GEMM and `dequant_anyprec`. The one-row GEMV at b <= PAIR_MAX_BITS
+(3) instead assembles the index of each pair of weights (the bit interleave of their codes) and
+reads both values with one 32-bit load from the row's pair table (pair_table, built when the weight
+is loaded; docs/formats.md), as Any-Precision LLM does at <= 3 bits with one activation row.
 Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
 """
 
@@ -32,9 +35,12 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.launch_config import LaunchConfig, cdiv
-from mpsim.traces.accounting import padded_k
+from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 MAX_PARENT_BITS = 8
+# PAIR_MAX_BITS (traces/accounting.py, 3): widths whose one-row GEMV reads the per-row pair table, as
+# Any-Precision LLM reads fp16 pairs at <= 3 bits with one activation row (4 bits would need 1 KiB a
+# row: docs/kernels.md)
 
 
 @triton.jit
@@ -94,35 +100,120 @@ def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, st
 
 
 @triton.jit
-def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
+def _bytes(q):
+    """The 4 bytes of q as (..., 4), byte t at index t (join(join(b0, b2), join(b1, b3)))."""
+    return tl.join(tl.join(q & 0xFF, (q >> 16) & 0xFF), tl.join((q >> 8) & 0xFF, q >> 24))
+
+
+@triton.jit
+def _pair_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr):
+    """Plane j's bits of the weights 8t + 2s and 8t + 2s + 1, moved to bits 2m and 2m + 1 (m =
+    BITS-1-j) of every byte t: part of pair 4t + s's index, the bit interleave of its two codes."""
+    return ((p >> (2 * s)) & 0x03030303) << (2 * (BITS - 1 - j))
+
+
+@triton.jit
+def _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                         BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """(W_hat[offs_n, k0 + 2i], W_hat[offs_n, k0 + 2i + 1]) fp16, each (BLOCK_N, BLOCK_K/2), read
+    from the per-row pair table (BITS <= PAIR_MAX_BITS): pair i's index code_{2i} << BITS |
+    code_{2i+1} is assembled word-wide (byte t of the word for residue s holds the index of pair
+    4t + s, _pair_term), then one 32-bit load per two weights of pairs[n, index] = lut[code_{2i}] |
+    lut[code_{2i+1}] << 16, split into its halves."""
+    NW: tl.constexpr = BLOCK_K // 32
+    offs_w = k0 // 32 + tl.arange(0, NW)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
+    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
+    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        q0 |= _pair_term(p, j, 0, BITS)
+        q1 |= _pair_term(p, j, 1, BITS)
+        q2 |= _pair_term(p, j, 2, BITS)
+        q3 |= _pair_term(p, j, 3, BITS)
+    # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
+    idx = tl.join(tl.join(_bytes(q0), _bytes(q2)), tl.join(_bytes(q1), _bytes(q3)))
+    idx = tl.reshape(idx, (BLOCK_N, NW, 16))
+    # fp16 entries: pair (lo, hi) at 2 * idx, 2 * idx + 1: one aligned 32-bit load; rows past N
+    # read row N - 1 (their outputs are never stored), so the load needs no mask
+    rows = tl.minimum(offs_n, N - 1)
+    ptrs = pair_ptr + rows[:, None, None, None] * stride_pn + idx[:, :, :, None].to(tl.uint64) * 2 \
+        + tl.arange(0, 2)[None, None, None, :]
+    return tl.split(tl.load(ptrs))
+
+
+@triton.jit
+def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the pair table (_anyprec_pair_halves interleaved)."""
+    lo, hi = _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                                  stride_pn, BITS, BLOCK_N, BLOCK_K)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
+def _gemv_pairs(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp, stride_qn,
+                stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The one-row GEMV's K loop on the pair table, as (BLOCK_N, 1) fp32 sums: per-lane fp32
+    partial sums of the even and the odd weights (lane k mod BLOCK_K, one FFMA per weight, the
+    accumulation of gemm_common.mma_rows, kept in the pair layout), added and reduced once."""
+    NW: tl.constexpr = BLOCK_K // 32
+    acc_e = tl.zeros((BLOCK_N, NW, 16), dtype=tl.float32)
+    acc_o = tl.zeros((BLOCK_N, NW, 16), dtype=tl.float32)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        lo, hi = _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                                      stride_pn, BITS, BLOCK_N, BLOCK_K)
+        offs_k = k0 + 32 * tl.arange(0, NW)[:, None] + 2 * tl.arange(0, 16)[None, :]
+        xe = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+        xo = tl.load(x_ptr + offs_k + 1, mask=offs_k + 1 < K, other=0.0).to(tl.float32)
+        acc_e += lo.to(tl.float32) * xe[None, :, :]
+        acc_o += hi.to(tl.float32) * xo[None, :, :]
+    return tl.sum(tl.reshape(acc_e + acc_o, (BLOCK_N, BLOCK_K // 2)), axis=1)[:, None]
+
+
+@triton.jit
+def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
                         M, N, K, KP, K_PER_SPLIT,
-                        stride_xm, stride_qp, stride_qn, stride_ln, stride_om,
+                        stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
-    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP."""
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                        PAIR_BITS: tl.constexpr):
+    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP;
+    one row at BITS <= PAIR_BITS reads the values from the pair table, else from the LUT."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                            BITS, BLOCK_N, BLOCK_K)
-        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
-        acc = mma_rows(w, x, acc, BLOCK_M)
-    splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
+    if BLOCK_M == 1 and BITS <= PAIR_BITS:
+        total = _gemv_pairs(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp,
+                            stride_qn, stride_pn, BITS, BLOCK_N, BLOCK_K)
+    else:
+        acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                                stride_ln, BITS, BLOCK_N, BLOCK_K)
+            x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
+            acc = mma_rows(w, x, acc, BLOCK_M)
+        total = gemv_total(acc, BLOCK_M)
+    splitk_finish(total, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 
 
 @triton.jit
-def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr,
+def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
                         M, N, K, KP,
-                        stride_xm, stride_qp, stride_qn, stride_ln, stride_om,
+                        stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """Many rows: per output tile, look each W tile up to fp16 in registers, then tl.dot."""
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                        PAIR_BITS: tl.constexpr):
+    """Many rows: per output tile, look each W tile up to fp16 in registers, then tl.dot (the LUT:
+    pair_ptr, stride_pn and PAIR_BITS are the GEMV's, passed to both paths and unused here)."""
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -136,21 +227,63 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, bias_ptr, out_ptr,
 
 
 @triton.jit
-def dequant_anyprec_kernel(qw_ptr, lut_ptr, out_ptr,
-                           N, K, KP, stride_qp, stride_qn, stride_ln, stride_on,
-                           BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K)."""
+def dequant_anyprec_kernel(qw_ptr, lut_ptr, pair_ptr, out_ptr,
+                           N, K, KP, stride_qp, stride_qn, stride_ln, stride_pn, stride_on,
+                           BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           PAIRS: tl.constexpr):
+    """The exact parts alone: W_hat tile (the GEMM's own tile helper, or with PAIRS the one-row
+    GEMV's pair-table helper) stored as fp16 (N, K)."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
-    w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                        BITS, BLOCK_N, BLOCK_K)
+    if PAIRS:
+        w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                               stride_pn, BITS, BLOCK_N, BLOCK_K)
+    else:
+        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                            BITS, BLOCK_N, BLOCK_K)
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
 
 _KERNELS = ("gemv_anyprec_kernel", "gemm_anyprec_kernel")
 DEQUANT_BLOCK = (32, 32)  # (BLOCK_N, BLOCK_K) of dequant_anyprec: a test/offline path, not timed
+
+
+def _spread(c: torch.Tensor, bits: int) -> torch.Tensor:
+    """Bit m of c moved to bit 2m."""
+    return sum(((c >> m) & 1) << (2 * m) for m in range(bits))  # type: ignore[return-value]
+
+
+def pair_table(lut: torch.Tensor) -> torch.Tensor:
+    """The per-row pair table of an fp16 LUT (N, 2^b), b <= PAIR_MAX_BITS: fp16 (N, 4^b, 2), entry
+    spread(c_even) | spread(c_odd) << 1 (the bit interleave of the two codes, spread: bit m to bit
+    2m) = (lut[n, c_even], lut[n, c_odd]), one 4-byte-aligned pair the one-row GEMV loads as one
+    32-bit word. Built once when a weight is loaded (engine/kernel_weights.py), not per launch."""
+    if lut.dtype != torch.float16 or lut.dim() != 2 or lut.shape[1] & (lut.shape[1] - 1) or not (
+            2 <= lut.shape[1] <= 1 << PAIR_MAX_BITS):
+        raise ValueError(f"lut: expected fp16 (N, 2^bits), bits 1..{PAIR_MAX_BITS}, got "
+                         f"{lut.dtype} {tuple(lut.shape)}")
+    n, size = lut.shape
+    bits = size.bit_length() - 1
+    codes = torch.arange(size, device=lut.device)
+    index = (_spread(codes, bits)[:, None] | (_spread(codes, bits)[None, :] << 1)).reshape(-1)
+    pairs = torch.empty((n, size * size, 2), dtype=torch.float16, device=lut.device)
+    pairs[:, index, 0] = lut[:, :, None].expand(n, size, size).reshape(n, -1)
+    pairs[:, index, 1] = lut[:, None, :].expand(n, size, size).reshape(n, -1)
+    return pairs
+
+
+def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
+                 device: torch.device) -> torch.Tensor | None:
+    if pairs is None:
+        return None
+    pairs = check_weight("pairs", pairs, torch.float16, 3, device)
+    if bits > PAIR_MAX_BITS or tuple(pairs.shape) != (n, 1 << (2 * bits), 2):
+        raise ValueError(f"pairs: expected shape {(n, 1 << (2 * bits), 2)} (N x 4^bits x 2, the "
+                         f"pair table of lut{bits}; widths <= {PAIR_MAX_BITS} only), "
+                         f"got {tuple(pairs.shape)}")
+    return pairs
 
 
 def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits: int,
@@ -179,9 +312,10 @@ def _check_block_k(block_k: int | None) -> None:
 
 
 def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, bits: int,
-                 bias: torch.Tensor | None = None,
+                 pairs: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                  config: LaunchConfig | None = None) -> torch.Tensor:
-    """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits}.
+    """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits},
+    and at bits <= PAIR_MAX_BITS its pair table (pair_table(lut)), which the one-row GEMV reads.
 
     `config` overrides the choice (gemm_common.run_gemm: the heuristic, or autotuning on a GPU);
     tests use it to force split-K widths.
@@ -192,47 +326,55 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
     n = qweight.shape[1]
     bias = check_bias(bias, n, dev)
+    pairs = _check_pairs(pairs, n, bits, dev)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
     args = dict(
         # pointers
-        x_ptr=x, qw_ptr=qweight, lut_ptr=lut, bias_ptr=bias, out_ptr=out,
+        x_ptr=x, qw_ptr=qweight, lut_ptr=lut, pair_ptr=pairs, bias_ptr=bias, out_ptr=out,
         # sizes
         M=m, N=n, K=k, KP=kp,
         # strides
         stride_xm=x.stride(0), stride_qp=qweight.stride(0), stride_qn=qweight.stride(1),
-        stride_ln=lut.stride(0), stride_om=out.stride(0),
+        stride_ln=lut.stride(0), stride_pn=0 if pairs is None else pairs.stride(0),
+        stride_om=out.stride(0),
         # constexprs
-        BITS=bits, HAS_BIAS=bias is not None,
+        BITS=bits, HAS_BIAS=bias is not None, PAIR_BITS=PAIR_MAX_BITS,
     )
 
     def check(cfg: LaunchConfig) -> None:
         check_config(cfg, _KERNELS, m, n)
         _check_block_k(cfg.block_k)
+        if pairs is None and cfg.block_m == 1 and bits <= PAIR_MAX_BITS and (
+                cfg.kernel == "gemv_anyprec_kernel"):
+            raise ValueError(f"pairs: the one-row GEMV at {bits} bits reads the pair table "
+                             f"(pair_table(lut{bits}), built when the weight is loaded); got None")
 
     run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check, **args)
     return out
 
 
-def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int,
-                    bits: int) -> torch.Tensor:
-    """W_hat fp16 (N, k) at `bits`, looked up by the GEMM's own tile code (for bit-exact tests)."""
+def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int, bits: int,
+                    pairs: torch.Tensor | None = None) -> torch.Tensor:
+    """W_hat fp16 (N, k) at `bits`, looked up by the GEMM's own tile code, or given `pairs` by the
+    one-row GEMV's pair-table code (for bit-exact tests)."""
     dev = runtime.device()
     kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
     n = qweight.shape[1]
+    pairs = _check_pairs(pairs, n, bits, dev)
     block_n, block_k = DEQUANT_BLOCK
     out = torch.empty((n, k), dtype=torch.float16, device=qweight.device)
     grid = (cdiv(n, block_n), cdiv(k, block_k))
     dequant_anyprec_kernel[grid](
         # pointers
-        qw_ptr=qweight, lut_ptr=lut, out_ptr=out,
+        qw_ptr=qweight, lut_ptr=lut, pair_ptr=pairs, out_ptr=out,
         # sizes
         N=n, K=k, KP=kp,
         # strides
         stride_qp=qweight.stride(0), stride_qn=qweight.stride(1), stride_ln=lut.stride(0),
-        stride_on=out.stride(0),
+        stride_pn=0 if pairs is None else pairs.stride(0), stride_on=out.stride(0),
         # constexprs
-        BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k,
+        BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k, PAIRS=pairs is not None,
     )
     return out

@@ -139,7 +139,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
 # ms per token).
 GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {
     "fp16": (64, 64), ("group", 8): (64, 128), ("group", 4): (256, 32), ("group", 3): (256, 32),
-    ("group", 2): (256, 32), ("anyprec", 2): (32, 128), "anyprec": (64, 128)}
+    ("group", 2): (256, 32), "anyprec": (64, 128)}
 GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
     "fp16": (64, 128), ("group", 8): (64, 128), ("group", 4): (64, 128), ("group", 3): (64, 128),
     ("group", 2): (64, 128), ("anyprec", 8): (32, 128), "anyprec": (32, 256)}

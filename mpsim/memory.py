@@ -24,7 +24,7 @@ from typing import Any
 from mpsim.models import ModelSpec
 from mpsim.parallel import kv_heads_per_rank, rank_spec, stage_layers, vocab_shard
 from mpsim.policy import Policy, mean_decode_bits, pmpd_average_bits
-from mpsim.traces.accounting import FP16, kv_bytes_per_token_head, weight_bytes
+from mpsim.traces.accounting import FP16, anyprec_pair_bytes, kv_bytes_per_token_head, weight_bytes
 from mpsim.workload import Workload
 
 
@@ -66,9 +66,11 @@ def linear_bytes(n: int, k: int, policy: Policy) -> int:
     if policy.family == "float":
         w = policy.weights_at("prefill", 0)  # one stored format: every pass reads it
         return weight_bytes(n, k, w.w_format, w.bits, w.group_size)
-    # any-precision: the parent's planes and LUT, plus the LUT of each lower width read
+    # any-precision: the parent's planes and LUT, plus the LUT of each lower width read and the
+    # pair table of each width read at <= 3 bits (built when the weight is loaded, docs/formats.md)
     extra_luts = sum(n * (2**b) * FP16 for b in widths_read(policy)[1:])
-    return weight_bytes(n, k, "anyprec", parent, None) + extra_luts
+    pairs = sum(anyprec_pair_bytes(n, b) for b in widths_read(policy))
+    return weight_bytes(n, k, "anyprec", parent, None) + extra_luts + pairs
 
 
 def weights_bytes(spec: ModelSpec, policy: Policy) -> int:

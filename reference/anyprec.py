@@ -11,6 +11,9 @@ of a weight is its parent code >> (P - b). Storage, as docs/formats.md pins it:
   weights (float64 mean, one rounding to fp16).
 - Dequantization at b bits reads planes 0..b-1 only: code_b = sum_j bit_j << (b-1-j);
   w_hat = luts[b][n, code_b].
+- At b <= PAIR_MAX_BITS (3) the one-row GEMV reads ``pair_table(luts[b])`` fp16 (N, 4^b, 2) instead:
+  entry spread(c_even) | spread(c_odd) << 1 (spread: bit m of a code to bit 2m) holds the values of
+  weights 2i, 2i+1 whose codes are c_even, c_odd.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpsim.reference.anyprec_cluster import cluster_rows
-from mpsim.traces.accounting import padded_k
+from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 PARENT_BITS = (4, 5, 6, 7, 8)
 SEED_BITS = (1, 2, 3)
@@ -126,3 +129,31 @@ def dequantize_anyprec(apw: AnyPrecWeight, bits: int) -> np.ndarray:
     apw.check_bits(bits)
     codes = planes_to_codes(apw.qweight, bits, apw.k)
     return np.take_along_axis(apw.luts[bits], codes.astype(np.intp), axis=1)
+
+
+def spread_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Bit m of each code moved to bit 2m (int64)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    return sum(((codes >> m) & 1) << (2 * m) for m in range(bits))  # type: ignore[return-value]
+
+
+def pair_index(even: np.ndarray, odd: np.ndarray, bits: int) -> np.ndarray:
+    """The pair-table entry of two codes: their bit interleave, spread(even) | spread(odd) << 1."""
+    return spread_bits(even, bits) | (spread_bits(odd, bits) << 1)
+
+
+def pair_table(lut: np.ndarray) -> np.ndarray:
+    """fp16 (N, 4^b, 2) pair table of an fp16 LUT (N, 2^b), 1 <= b <= PAIR_MAX_BITS: entry
+    pair_index(ce, co) = (lut[n, ce], lut[n, co]) (docs/formats.md)."""
+    lut = np.asarray(lut)
+    size = lut.shape[1] if lut.ndim == 2 else 0
+    if lut.dtype != np.float16 or size < 2 or size & (size - 1) or size > 1 << PAIR_MAX_BITS:
+        raise ValueError(f"lut: expected fp16 (N, 2^bits) with bits 1..{PAIR_MAX_BITS}, "
+                         f"got {lut.dtype} {lut.shape}")
+    bits = size.bit_length() - 1
+    even, odd = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    index = pair_index(even.ravel(), odd.ravel(), bits)
+    out = np.empty((lut.shape[0], size * size, 2), dtype=np.float16)
+    out[:, index, 0] = lut[:, even.ravel()]
+    out[:, index, 1] = lut[:, odd.ravel()]
+    return out

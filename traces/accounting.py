@@ -3,7 +3,8 @@
 Bytes are analytic DRAM traffic assuming each operand is read once and each output written once
 (tiling re-reads that hit in cache are the simulator's business, not the accountant's). Weight bytes
 follow docs/formats.md: uniform group formats carry an fp16 scale and zero per group; any-precision at
-b bits reads b bit-planes plus the b-bit LUT of each row; quantized KV carries an fp16 scale and zero
+b bits reads b bit-planes plus the b-bit LUT of each row (the one-row GEMV at b <= 3: the row's pair
+table instead, gemm_weight_bytes); quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
 
 Floating-point formats (issue 26; docs/fp8-policies.md): the weights and a GEMM's activations below
@@ -32,6 +33,26 @@ class Cost:
     flops: int
     bytes_read: int
     bytes_written: int
+
+
+# Any-precision widths whose one-row GEMV reads the per-row pair table instead of the 2^b LUT
+# (kernels/gemm_anyprec.py, docs/formats.md): (2^b)^2 fp16 pairs a row, 256 B at 3 bits
+PAIR_MAX_BITS = 3
+
+
+def anyprec_pair_bytes(n: int, w_bits: int) -> int:
+    """Bytes of the pair tables of an N-row any-precision weight at w_bits (0 above PAIR_MAX_BITS)."""
+    return n * (4**w_bits) * 2 * FP16 if w_bits <= PAIR_MAX_BITS else 0
+
+
+def gemm_weight_bytes(m: int, n: int, k: int, w_format: str, w_bits: int,
+                      group_size: int | None) -> int:
+    """Weight bytes a GEMM/GEMV launch with m activation rows reads: weight_bytes, except that the
+    any-precision one-row GEMV at <= PAIR_MAX_BITS reads its pair table instead of the LUT."""
+    read = weight_bytes(n, k, w_format, w_bits, group_size)
+    if w_format == "anyprec" and m == 1 and w_bits <= PAIR_MAX_BITS:
+        read += anyprec_pair_bytes(n, w_bits) - n * (2**w_bits) * FP16
+    return read
 
 
 def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | None) -> int:
@@ -134,7 +155,7 @@ def _gemm(r: Mapping[str, Any]) -> Cost:
     bias = bool(r.get("bias") or False)
     a_dtype = str(r["a_dtype"]) if _given(r.get("a_dtype")) else "fp16"
     read = activation_bytes(m, k, a_dtype, str(r["w_format"])) \
-        + weight_bytes(n, k, r["w_format"], r["w_bits"], r.get("group_size"))
+        + gemm_weight_bytes(m, n, k, r["w_format"], r["w_bits"], r.get("group_size"))
     read += n * FP16 if bias else 0
     return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
 

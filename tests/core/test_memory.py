@@ -28,11 +28,12 @@ def test_uniform_weights_carry_a_scale_and_zero_per_group() -> None:
 
 
 def test_progressive_anyprec_stores_the_parent_and_every_lut_it_reads() -> None:
-    # ap4-4@10-3: parent 4 bit-planes, LUTs of 4 and 3 bits per output row; kv8 changes no weight
-    per_layer = sum(n * k * 4 // 8 + n * (16 + 8) * 2 for n, k in VICUNA_LINEARS)
+    # ap4-4@10-3: parent 4 bit-planes, LUTs of 4 and 3 bits per output row, and the 3-bit pair
+    # table (8 x 8 fp16 pairs a row: 256 B); kv8 changes no weight
+    per_layer = sum(n * k * 4 // 8 + n * (16 + 8) * 2 + n * 256 for n, k in VICUNA_LINEARS)
     spec = get_model("vicuna-7b")
     assert weights_bytes(spec, parse_policy("ap4-4@10-3+kv8")) == 32 * per_layer + 2 * VICUNA_EMBED
-    single = sum(n * k * 3 // 8 + n * 8 * 2 for n, k in VICUNA_LINEARS)
+    single = sum(n * k * 3 // 8 + n * 8 * 2 + n * 256 for n, k in VICUNA_LINEARS)
     assert weights_bytes(spec, parse_policy("ap3")) == 32 * single + 2 * VICUNA_EMBED
 
 

@@ -28,6 +28,7 @@ CASES = [
     ("int8-group", 8, 128, 16, 4096, 11008),
     ("anyprec", 4, None, 16, 4096, 11008),
     ("anyprec", 2, None, 1, 32000, 4096),
+    ("anyprec", 3, None, 1, 4096, 11008),  # the one-row pair-table path
     ("fp16", 16, None, 2048, 4096, 4096),
     ("int3-group", 3, 128, 512, 4096, 4096),
     ("int2-group", 2, 128, 2048, 11008, 4096),

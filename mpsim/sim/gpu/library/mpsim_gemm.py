@@ -23,7 +23,7 @@ from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, register
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.sass import per_weight_mix
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
-from mpsim.traces.accounting import FP16, padded_k, weight_bytes
+from mpsim.traces.accounting import FP16, gemm_weight_bytes, padded_k
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -61,7 +61,7 @@ def gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
 
 def _operands(row: Mapping[str, Any]) -> tuple[int, int, int, float, float, float]:
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    w = weight_bytes(n, k, row["w_format"], int(row["w_bits"]), _group(row))
+    w = gemm_weight_bytes(m, n, k, row["w_format"], int(row["w_bits"]), _group(row))
     bias = n * FP16 if bool(row.get("bias") or False) else 0
     return m, n, k, float(w), float(m * k * FP16), float(bias)
 
