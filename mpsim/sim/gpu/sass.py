@@ -14,10 +14,21 @@ import math
 from functools import cache
 from typing import Any
 
-from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
+from mpsim.sim.gpu import sass_table_fp
+from mpsim.sim.gpu.sass_table import COLUMNS
+from mpsim.sim.gpu.sass_table import ROWS as INT_ROWS
 from mpsim.sim.gpu.work import CUDA_PIPES
 
 MIX_KEYS = (*CUDA_PIPES, "issue")
+
+# ---- the fp8 / fp4 kernels' rows (issue 26; sass_table_fp.py, `scripts/sass_mix.py --fp --write`):
+# COLUMNS plus `arch`; the GPU model prices every device with the Hopper (sm_90a) counts, as it
+# does sass_table's, so the sm_90a rows join ROWS here with the arch column dropped.
+FP_ARCH = "sm_90a"
+_FP_ARCH_AT = sass_table_fp.COLUMNS.index("arch")
+assert sass_table_fp.COLUMNS[:_FP_ARCH_AT] == COLUMNS, "sass_table_fp.py: COLUMNS differ from sass_table.py"
+ROWS: list[tuple[Any, ...]] = [*INT_ROWS, *(r[:_FP_ARCH_AT] for r in sass_table_fp.ROWS
+                                        if r[_FP_ARCH_AT] == FP_ARCH)]
 
 
 def _distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps: int) -> float:
@@ -30,10 +41,12 @@ def _distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps
 
 @cache
 def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block_k: int = 0,
-                   warps: int = 0) -> dict[str, float]:
-    """Lanes per weight by pipe (fp32, alu, cvt, sfu, lsu, issue) for one kernel's K loop."""
+                   warps: int = 0, w_format: str | None = None) -> dict[str, float]:
+    """Lanes per weight by pipe (fp32, alu, cvt, sfu, lsu, issue) for one kernel's K loop;
+    `w_format`: only that format's rows (gemv_fp4_kernel runs nvfp4 and mxfp4 at 4 bits)."""
     rows: list[dict[str, Any]] = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS
-                                  if r[0] == kernel and r[2] == bits]
+                                  if r[0] == kernel and r[2] == bits
+                                  and (w_format is None or r[1] == w_format)]
     if not rows:
         known = sorted({(r[0], r[2]) for r in ROWS})
         raise ValueError(f"no SASS instruction mix for {kernel} at {bits} bits (rerun "
