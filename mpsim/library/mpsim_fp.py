@@ -64,3 +64,33 @@ def decode_attention(batch: int, kv_len: int, heads: int, kv_heads: int, head_di
     row = attention_shape(batch, 1, kv_len, heads, kv_heads, head_dim, 8, FP8_CACHE)
     row.update(kv_block=kv_block, kv_tokens=batch * kv_len)
     return apply_config(row, cfg)
+
+
+IDENTITY = ("module", "layer", "phase", "step", "stage", "tp")
+
+
+def as_own(row: Row, on_gpu: bool = True) -> list[Row]:
+    """A row built as a shape for an engine to rebuild (mpsim/launch_plan.py PassShape.rebuilt:
+    serving) as mpsim's own launches: an fp8 / fp4 GEMM's (kernel None) through `gemm_rows`, an fp8
+    cache's KV write and decode attention through the fp8 kernels; any other row as it is."""
+    if row.get("kernel") in KERNELS:  # built already
+        return [row]
+    keep = {c: row[c] for c in IDENTITY if c in row}
+    if row["op"] == "gemm" and row.get("kernel") is None:
+        rows = gemm_rows(int(row["m"]), int(row["n"]), int(row["k"]), str(row["w_format"]),
+                         int(row["w_bits"]), row.get("group_size"), bool(row.get("bias")), on_gpu)
+        module = str(row.get("module", "gemm"))
+        for r in rows:
+            r.update(keep, module=module if r["op"] == "gemm" else f"{module}_act_quant")
+        return rows
+    if row.get("kv_format") != FP8_CACHE:
+        return [row]
+    if row["op"] == "kv_quant":
+        return [{**kv_write(int(row["layer"]), int(row["batch"]), int(row["q_len"]),
+                            int(row["num_kv_heads"]), int(row["head_dim"]), row.get("kv_block")), **keep}]
+    if row["op"] == "attention" and int(row["q_len"]) == 1:
+        built = decode_attention(int(row["batch"]), int(row["kv_len"]), int(row["num_q_heads"]),
+                                 int(row["num_kv_heads"]), int(row["head_dim"]), row.get("kv_block"), on_gpu)
+        built.update(keep, kv_tokens=row.get("kv_tokens", built["kv_tokens"]))
+        return [built]
+    return [row]
