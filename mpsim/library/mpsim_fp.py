@@ -72,7 +72,8 @@ IDENTITY = ("module", "layer", "phase", "step", "stage", "tp")
 def as_own(row: Row, on_gpu: bool = True) -> list[Row]:
     """A row built as a shape for an engine to rebuild (mpsim/launch_plan.py PassShape.rebuilt:
     serving) as mpsim's own launches: an fp8 / fp4 GEMM's (kernel None) through `gemm_rows`, an fp8
-    cache's KV write and decode attention through the fp8 kernels; any other row as it is."""
+    cache's KV write and decode attention (built by mpsim's int-cache builders) through the fp8
+    kernels; any other row (another engine's launches included) as it is."""
     if row.get("kernel") in KERNELS:  # built already
         return [row]
     keep = {c: row[c] for c in IDENTITY if c in row}
@@ -83,8 +84,9 @@ def as_own(row: Row, on_gpu: bool = True) -> list[Row]:
         for r in rows:
             r.update(keep, module=module if r["op"] == "gemm" else f"{module}_act_quant")
         return rows
-    if row.get("kv_format") != FP8_CACHE:
-        return [row]
+    if row.get("kv_format") != FP8_CACHE or row.get("kernel") not in ("kv_quant_kernel",
+                                                                       lc.DECODE_ATTENTION_KERNEL):
+        return [row]  # not an fp8 cache's row of mpsim's int-cache kernels (another engine's: as is)
     if row["op"] == "kv_quant":
         return [{**kv_write(int(row["layer"]), int(row["batch"]), int(row["q_len"]),
                             int(row["num_kv_heads"]), int(row["head_dim"]), row.get("kv_block")), **keep}]

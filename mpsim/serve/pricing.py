@@ -258,7 +258,7 @@ class IterationPricer:
         parts = [self._launched(self._part(k)) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo,
+        result = simulate(frame(rows, launched=True), self.hw, self.perf_model, memo=self.memo,
                           protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1

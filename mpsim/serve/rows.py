@@ -161,11 +161,12 @@ def as_target(rows: list[Row], target: Target | None) -> list[tuple[int, Row]]:
             for b in ([r] if r.get("module") == STAND_IN else engine_rows(r, target))]
 
 
-def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
+def frame(rows: list[Row], target: Target | None = None, *, launched: bool = False) -> pd.DataFrame:
     """The trace-row table of launch-plan rows (costed here, once), in order, ready for `simulate`
     (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing).
-    `target`: the rows as that engine launches them (`as_target`)."""
-    rows = [r for _, r in as_target(rows, target)]
+    `target`: the rows as that engine launches them (`as_target`); `launched`: the rows are launches
+    already (a part through pricing.py's _launched), framed as they are."""
+    rows = rows if launched else [r for _, r in as_target(rows, target)]
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "tp": [r.get("tp") or 1 for r in costed_rows],
