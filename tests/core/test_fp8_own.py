@@ -131,3 +131,16 @@ def test_a_device_without_fp8_tensor_cores_is_one_error_naming_it() -> None:
         simulate(tr, load_hardware("a100-sxm-80gb"), cache_dir=None)
     assert simulate(synthesize(SPEC, parse_policy("nvfp4+kv8f"), Workload(8, 2, 1)),
                     load_hardware("a100-sxm-80gb"), cache_dir=None).summary.tpot_mean_s > 0
+
+
+def test_model_guided_configs_keep_the_fp_gemms_launcher_config() -> None:
+    """`synth --config best`: the fp16 lm_head is searched; the fp8 GEMMs (no candidate set) and
+    their quantization launches keep the launcher's config."""
+    from mpsim.sim.best_config import with_best_gemm_configs
+
+    tr = synthesize(SPEC, parse_policy("fp8+kv8f"), Workload(8, 2, 1))
+    best, info = with_best_gemm_configs(tr, load_hardware("h200-sxm"))
+    fp = (tr.rows["w_format"] == "fp8").to_numpy()
+    for col in ("kernel", "grid", "config"):
+        assert best.rows.loc[fp, col].astype(str).tolist() == tr.rows.loc[fp, col].astype(str).tolist()
+    assert info["shapes"] == 1  # lm_head alone
