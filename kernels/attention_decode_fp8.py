@@ -20,6 +20,7 @@ Reference twin: reference/attention_fp8kv.py::attention_decode_fp8_ref (numba).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +32,8 @@ from mpsim.kernels.fp8_act_quant import e4m3_code
 from mpsim.kernels.kv_cache import check_seq_vector, check_table_rows
 from mpsim.kernels.kv_quant import cache_rows
 from mpsim.kernels.launch_checks import check_positive, check_tensor, launch_recorded
-from mpsim.kernels.launch_config import LaunchConfig, attention_decode_config, decode_split_tokens, next_pow2
+from mpsim.kernels.launch_config import LaunchConfig, decode_split_tokens
+from mpsim.kernels.launch_config_fp import attention_decode_fp8_config, kv_fp8_quant_config
 from mpsim.kernels.runtime import on_gpu
 from mpsim.traces.recorder import active_recorder
 
@@ -119,17 +121,22 @@ def kv_fp8_quant_kernel(x_ptr, s_ptr, c_ptr, H, D, stride_xt, stride_xh, stride_
              mask=d < D)
 
 
-def kv_fp8_quant(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+def kv_fp8_quant(x: torch.Tensor, scales: torch.Tensor,
+                 record: dict[str, Any] | None = None) -> torch.Tensor:
     """New K or V rows x fp16 (T, H, D) -> e4m3 codes uint8 (T, H, D) with one fp32 scale per head
-    (H,) (a per-tensor scale: the same value H times). The caller places the rows in its cache."""
+    (H,) (a per-tensor scale: the same value H times). The caller places the rows in its cache; the
+    engine passes a layer's K and V heads stacked (H = 2 H_kv), one launch. `record`: the trace
+    columns of the KV write (op kv_quant) when a capture is running; None records nothing."""
     x = check_tensor("x", x, (torch.float16,), 3)
     t, h, d = (int(v) for v in x.shape)
     scales = check_tensor("scales", scales, (torch.float32,), 1, shape=(h,), device=x.device)
     codes = torch.empty((t, h, d), dtype=torch.uint8, device=x.device)
     if t == 0:
         return codes
-    kv_fp8_quant_kernel[(t, h)](x, scales, codes, h, d, x.stride(0), x.stride(1), codes.stride(0),
-                                codes.stride(1), BLOCK_D=next_pow2(d), HW_CVT=on_gpu())
+    cfg = kv_fp8_quant_config(t, h, d)
+    launch_recorded(cfg, "kv_quant", record, lambda: kv_fp8_quant_kernel[cfg.grid](
+        x, scales, codes, h, d, x.stride(0), x.stride(1), codes.stride(0), codes.stride(1),
+        BLOCK_D=cfg.block_n, HW_CVT=on_gpu(), num_warps=cfg.num_warps, num_stages=cfg.num_stages))
     return codes
 
 
@@ -169,17 +176,18 @@ def _check(q: torch.Tensor, k_codes: torch.Tensor, v_codes: torch.Tensor, k_scal
 def attention_decode_fp8(q: torch.Tensor, k_codes: torch.Tensor, v_codes: torch.Tensor,
                          k_scales: torch.Tensor, v_scales: torch.Tensor, kv_lens: torch.Tensor, *,
                          max_kv_len: int, block_table: torch.Tensor | None = None,
-                         sm_scale: float | None = None) -> torch.Tensor:
+                         sm_scale: float | None = None,
+                         config: LaunchConfig | None = None) -> torch.Tensor:
     """q (B, H_q, D) fp16 over the fp8 cache (module doc) -> o (B, H_q, D) fp16; kv_lens, max_kv_len,
     block_table and sm_scale as kernels/attention_decode.py's attention_decode (a paged cache's
-    block is its `tokens` axis)."""
+    block is its `tokens` axis); `config`: the launch config (None: attention_decode_fp8_config; the
+    engine's CUDA-graph replay passes the graph capacity's)."""
     _check(q, k_codes, v_codes, k_scales, v_scales, kv_lens, max_kv_len, block_table)
     b, hq, d = (int(x) for x in q.shape)
     hkv, tokens = int(k_codes.shape[1]), int(k_codes.shape[2])
     paged = block_table is not None
-    cfg = attention_decode_config(b, hq, hkv, d, max_kv_len, 8, tokens if paged else None, on_gpu=on_gpu())
-    cfg = LaunchConfig("attention_decode_fp8_kernel", cfg.grid, cfg.block_m, cfg.block_n, cfg.block_k,
-                       cfg.num_warps, cfg.num_stages, cfg.split_k)
+    cfg = config or attention_decode_fp8_config(b, hq, hkv, d, max_kv_len, tokens if paged else None,
+                                                on_gpu=on_gpu())
     scale = (1.0 / math.sqrt(d)) if sm_scale is None else float(sm_scale)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     columns = dict(batch=b, q_len=1, kv_len=max_kv_len, num_q_heads=hq, num_kv_heads=hkv, head_dim=d,

@@ -158,3 +158,21 @@ def elements_per_trip(name: str, cfg: LaunchConfig) -> int:
     if name.startswith("act_quant"):
         return cfg.block_n or 1
     return (cfg.block_n or 1) * (cfg.block_k or 1)
+
+
+def case_format(name: str) -> tuple[str, int]:
+    """(w_format, bits) of an all_cases() row in mpsim/sim/gpu/sass_table_fp.py: the trace's w_format
+    for the GEMMs (fp8, fp8-block, nvfp4, mxfp4), `kv-fp8` for decode attention over the e4m3 cache,
+    `act-fp8` for the per-token activation quantizer."""
+    if name.startswith("attention"):
+        return "kv-fp8", 8
+    if name.startswith("act_quant"):
+        return "act-fp8", 8
+    if name.startswith("gemm_fp8b"):
+        return "fp8-block", 8
+    if name.startswith("gemm_fp8"):
+        return "fp8", 8
+    kind = name.split()[0].removeprefix("gemv_")
+    if kind not in ("nvfp4", "mxfp4"):
+        raise ValueError(f"case {name!r}: no format known for it")
+    return kind, 4

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from mpsim.kernels.launch_checks import check_tensor, launch_recorded
-from mpsim.kernels.launch_config import LaunchConfig, rowwise_config
+from mpsim.kernels.launch_config_fp import act_quant_config, group_quant_config
 from mpsim.kernels.runtime import on_gpu
 from mpsim.reference.fp8 import E4M3_MAX
 from mpsim.reference.fp8_quant import FP8_TOKEN_MIN_SCALE
@@ -103,7 +103,7 @@ def quantize_fp8_tokens(x: torch.Tensor, *, hw_cvt: bool | None = None) -> tuple
                          "cvt.rn.satfinite; run the integer conversion (hw_cvt=False) on the CPU")
     codes = torch.empty((m, k), dtype=torch.uint8, device=x.device)
     scales = torch.empty((m,), dtype=torch.float32, device=x.device)
-    cfg = rowwise_config("fp8_act_quant_kernel", m, k, on_gpu=gpu)
+    cfg = act_quant_config(m, k, on_gpu=gpu)
     record = dict(m=m, n=k, k=None, a_dtype="fp16", out_dtype="fp8-e4m3")
     launch_recorded(cfg, "other", record, lambda: fp8_act_quant_kernel[cfg.grid](
         x, codes, scales, k, x.stride(0), codes.stride(0), BLOCK=cfg.block_n, HW_CVT=hw_cvt,
@@ -140,7 +140,7 @@ def quantize_fp8_groups(x: torch.Tensor, group: int = 128) -> tuple[torch.Tensor
     codes = torch.empty((m, k), dtype=torch.uint8, device=x.device)
     scales = torch.empty((m, groups), dtype=torch.float32, device=x.device)
     gpu = on_gpu()
-    cfg = LaunchConfig("fp8_group_quant_kernel", (m, groups), None, group, None, 4, 1)
+    cfg = group_quant_config(m, k, group)
     record = dict(m=m, n=k, k=None, a_dtype="fp16", out_dtype="fp8-e4m3")
     launch_recorded(cfg, "other", record, lambda: fp8_group_quant_kernel[cfg.grid](
         x, codes, scales, k, x.stride(0), codes.stride(0), scales.stride(0), GROUP=group, HW_CVT=gpu,

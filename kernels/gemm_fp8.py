@@ -36,10 +36,9 @@ from mpsim.kernels.gemm_common import (
     splitk_finish,
 )
 from mpsim.kernels.launch_checks import check_tensor
-from mpsim.kernels.launch_config import GEMM_GROUP_M, LaunchConfig, cdiv
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.kernels.launch_config_fp import gemm_fp8_config
 from mpsim.kernels.runtime import device, on_gpu
-
-SPLIT_TARGET = 264  # programs: two waves of one CTA per SM on a 132-SM H100/H200 (as the fp16 GEMV)
 
 
 @triton.jit
@@ -79,28 +78,6 @@ def gemm_fp8_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, bias_ptr, out_ptr, ws_ptr, cnt
     acc = (acc * sw) * sa
     splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, tile, pid_k,
                   M, N, stride_om, HAS_BIAS, SPLIT_K)
-
-
-def gemm_fp8_config(m: int, n: int, k: int, *, on_gpu: bool = True) -> LaunchConfig:
-    """The launch config: GPU M <= 16: 16 x 64 x 128 tiles (4 warps, 3 stages), K split to about
-    SPLIT_TARGET programs keeping >= 2 BLOCK_K steps per split; M > 16: 128 x 128 x 128 (8 warps) when
-    that gives >= 132 tiles, else 64 x 64 x 128 (4 warps), no split. These tiles are the fp16 GEMM's
-    (docs/kernels.md) with BLOCK_K doubled (the same bytes per K step at one byte a code); they are
-    compiled for sm_90a without spills (tests/kernels/test_kern_fp8_compile.py) and untimed (no GPU).
-    Interpreter: 16 x 32 x 32, split 2 when K >= 128 (so the CPU tests run the split-K path)."""
-    if not on_gpu:
-        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
-        split = 2 if k >= 128 else 1
-    elif m <= 16:
-        bm, bn, bk, warps, stages = 16, 64, 128, 4, 3
-        split = max(1, min(cdiv(SPLIT_TARGET, cdiv(n, bn)), k // (2 * bk), 16))
-    else:
-        big = cdiv(m, 128) * cdiv(n, 128) >= 132
-        bm, bn, bk, warps, stages = (128, 128, 128, 8, 3) if big else (64, 64, 128, 4, 3)
-        split = 1
-    tiles = cdiv(m, bm) * cdiv(n, bn)
-    return LaunchConfig("gemm_fp8_kernel", (tiles, split), bm, bn, bk, warps, stages, split,
-                        group_m=GEMM_GROUP_M)
 
 
 def check_fp8_weight(codes: torch.Tensor, scales: torch.Tensor, dev: torch.device) -> bool:

@@ -26,9 +26,10 @@ from mpsim.kernels.gemm_common import (
     launch_split_k,
     splitk_finish,
 )
-from mpsim.kernels.gemm_fp8 import _codes, gemm_fp8_config
+from mpsim.kernels.gemm_fp8 import _codes
 from mpsim.kernels.launch_checks import check_tensor
 from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.kernels.launch_config_fp import gemm_fp8b_config
 from mpsim.kernels.runtime import device, on_gpu
 from mpsim.reference.fp8_quant import FP8_BLOCK
 
@@ -59,21 +60,6 @@ def gemm_fp8b_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, bias_ptr, out_ptr, ws_ptr, cn
         acc += tl.dot(w, tl.trans(a)) * s[None, :]
     splitk_finish(acc, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n, tile, pid_k,
                   M, N, stride_om, HAS_BIAS, SPLIT_K)
-
-
-def gemm_fp8b_config(m: int, n: int, k: int, *, on_gpu: bool = True) -> LaunchConfig:
-    """kernels/gemm_fp8.py's tiles (BLOCK_N 64 or 128, BLOCK_K 128 on the GPU; 32 x 32 under the
-    interpreter), so every tile lies inside one 128 x 128 scale block; except that its 128 x 128
-    tile (8 warps) spills here (255 registers, 84 bytes: the scaled partial is a second accumulator),
-    so that one becomes 64 token rows x 128 weight rows, 8 warps (183 registers, no spills, sm_90a)."""
-    cfg = gemm_fp8_config(m, n, k, on_gpu=on_gpu)
-    bm = cfg.block_m or 1
-    if bm == 128:
-        bm = 64
-        cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, cfg.block_n or 1), 1), bm, cfg.block_n,
-                           cfg.block_k, 8, cfg.num_stages, 1, group_m=cfg.group_m)
-    return LaunchConfig("gemm_fp8b_kernel", cfg.grid, cfg.block_m, cfg.block_n, cfg.block_k,
-                        cfg.num_warps, cfg.num_stages, cfg.split_k, group_m=cfg.group_m)
 
 
 def gemm_fp8b_codes(a_codes: torch.Tensor, a_scales: torch.Tensor, w_codes: torch.Tensor,

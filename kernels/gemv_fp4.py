@@ -41,12 +41,12 @@ from mpsim.kernels.gemm_common import (
     splitk_finish,
 )
 from mpsim.kernels.launch_checks import check_tensor
-from mpsim.kernels.launch_config import GEMM_GROUP_M, LaunchConfig, cdiv
+from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.kernels.launch_config_fp import gemv_fp4_config
 from mpsim.kernels.runtime import device, on_gpu
 from mpsim.reference.fp4_quant import FP4_BLOCK, Fp4Weight
 
 MX_MAX_CODE = 240  # 2^(c - 113) must be a normal fp32: c + 14 <= 254
-SPLIT_TARGET = 264  # as kernels/gemm_fp8.py
 
 
 @triton.jit
@@ -150,24 +150,6 @@ def dequant_fp4_kernel(qw_ptr, s_ptr, out_ptr, N, KP, g, stride_qn, stride_sn, s
         offs_k = k0 + tl.arange(0, BLOCK_K)
         tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w,
                  mask=(offs_n[:, None] < N) & (offs_k[None, :] < KP))
-
-
-def gemv_fp4_config(m: int, n: int, kp: int, kind: str, *, on_gpu: bool = True) -> LaunchConfig:
-    """GPU: BLOCK_N 64, BLOCK_K 128 (MXFP4 with more than one row: 32, one block a step), 16 rows a
-    tile up to M = 16, else 64; 4 warps, 3 stages; K split to about SPLIT_TARGET programs keeping >= 2
-    K steps a split. Compiled for sm_90a without spills (tests/kernels/test_kern_fp8_compile.py),
-    untimed. Interpreter: 32 x 32 tiles (BLOCK_M 1 for one row, else 16), split 2 when KP >= 128."""
-    mx = kind == "mxfp4"
-    bm = 1 if m == 1 else (16 if m <= 16 else 64)
-    if on_gpu:
-        bn, bk, warps, stages = 64, (32 if mx and bm > 1 else 128), 4, 3
-    else:
-        bm = min(bm, 16)
-        bn, bk, warps, stages = 32, 32, 4, 1
-    tiles = cdiv(m, bm) * cdiv(n, bn)
-    split = max(1, min(cdiv(SPLIT_TARGET, tiles), kp // (2 * bk), 16)) if on_gpu else 1 + (kp >= 128)
-    return LaunchConfig("gemv_fp4_kernel", (tiles, split), bm, bn, bk, warps, stages, split,
-                        group_m=GEMM_GROUP_M)
 
 
 def fp4_weight_tensors(fw: Fp4Weight, dev: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:

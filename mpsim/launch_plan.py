@@ -26,7 +26,9 @@ from mpsim.engines.rows import Target, as_engine, engine_rows
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import mpsim as own
+from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import collective_row
+from mpsim.library.mpsim_fp import FP8_CACHE
 from mpsim.library.rows import Row, apply_config, check_sizes, costed, gemm_shape, single
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers, vocab_shard
@@ -68,13 +70,24 @@ class PassShape:
         return self.batch * self.q_len
 
 
+def pass_gemm_rows(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
+                   bias: bool) -> list[Row]:
+    """The launches of one GEMM of the pass: mpsim's own fp8 / fp4 kernels (mpsim/library/mpsim_fp.py:
+    a W8A8 GEMM is its activation quantization, `{module}_act_quant`, then the GEMM), or one row."""
+    if w.w_format in FLOAT_FORMATS and p.target is None and not p.rebuilt:
+        rows = own_fp.gemm_rows(m, n, k, w.w_format, w.bits, w.group_size, bias, p.on_gpu)
+        for r in rows:
+            r.update(module=module if r["op"] == "gemm" else f"{module}_act_quant", layer=layer)
+        return rows
+    return [pass_gemm_row(p, module, layer, m, n, k, w, bias)]
+
+
 def pass_gemm_row(p: PassShape, module: str, layer: int, m: int, n: int, k: int, w: WeightChoice,
                   bias: bool) -> Row:
-    if w.w_format in FLOAT_FORMATS:  # fp8 / fp4: no kernel of mpsim's; the engine's builds the row
+    if w.w_format in FLOAT_FORMATS:  # an engine's fp8 / fp4 kernel builds the row from this shape
         if p.target is None and not p.rebuilt:
-            raise MpsimInputError(f"{w.w_format} weights: synthesis does not build rows of mpsim's "
-                                  "fp8/fp4 kernels yet; build the pass with an engine that runs it "
-                                  "(--engine)")
+            raise MpsimInputError(f"{w.w_format} weights: mpsim's own kernels take these as more than "
+                                  "one launch (pass_gemm_rows)")
         row = {**gemm_shape(m, n, k, w.w_format, w.bits, w.group_size, bias), "kernel": None,
                "grid": [], "config": {}}
         row.update(module=module, layer=layer)
@@ -93,6 +106,11 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     spec = rank_spec(spec, p.plan.tp)
     decode = p.phase == "decode"
     bits = p.kv_bits if decode else 16  # prefill attends over the fresh fp16 K/V of the prompt
+    if decode and p.cache_format == FP8_CACHE and p.target is None and not p.rebuilt:
+        row = own_fp.decode_attention(p.batch, p.kv_len, spec.num_heads, spec.num_kv_heads,
+                                      spec.head_dim, p.kv_block, p.on_gpu, p.graph_capacity)
+        row["layer"] = layer
+        return row
     row = own.attention(p.batch, p.q_len, p.kv_len, spec.num_heads, spec.num_kv_heads, spec.head_dim,
                      bits, p.kv_block, p.on_gpu)
     if decode and p.graph_capacity is not None:  # CUDA-graph replay: the grid follows the capacity
@@ -113,6 +131,8 @@ def pass_attention_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
 
 def kv_write_row(spec: ModelSpec, p: PassShape, layer: int) -> Row:
     spec = rank_spec(spec, p.plan.tp)
+    if p.cache_format == FP8_CACHE and p.target is None and not p.rebuilt:
+        return own_fp.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_block)
     row = own.kv_write(layer, p.batch, p.q_len, spec.num_kv_heads, spec.head_dim, p.kv_bits,
                        p.kv_block, p.on_gpu)
     row["kv_format"] = p.cache_format
@@ -129,21 +149,21 @@ def layer_rows(spec: ModelSpec, p: PassShape, layer: int) -> Iterator[Row]:
     shapes = rank_spec(spec, p.plan.tp).linear_shapes()
     mlp_up, mlp_down = ("gate_up", "down") if spec.mlp == "swiglu" else ("fc1", "fc2")
     yield rowwise_row(p, "norm", _norm_kernel(spec), "attn_norm", layer, m, h)
-    yield pass_gemm_row(p, "qkv", layer, m, *shapes["qkv"][:2], w, shapes["qkv"][2])
+    yield from pass_gemm_rows(p, "qkv", layer, m, *shapes["qkv"][:2], w, shapes["qkv"][2])
     rank = rank_spec(spec, p.plan.tp)
     yield rowwise_row(p, "rope", "rope_kernel", "rope", layer, m, rank.q_dim + rank.kv_dim, spec.rot_dim)
     yield kv_write_row(spec, p, layer)
     yield pass_attention_row(spec, p, layer)
-    yield pass_gemm_row(p, "o", layer, m, *shapes["o"][:2], w, shapes["o"][2])
+    yield from pass_gemm_rows(p, "o", layer, m, *shapes["o"][:2], w, shapes["o"][2])
     if not spec.parallel_attn_mlp:
         yield rowwise_row(p, "other", "residual_add_kernel", "attn_residual", layer, m, h)
         yield rowwise_row(p, "norm", _norm_kernel(spec), "mlp_norm", layer, m, h)
-    yield pass_gemm_row(p, mlp_up, layer, m, *shapes[mlp_up][:2], w, shapes[mlp_up][2])
+    yield from pass_gemm_rows(p, mlp_up, layer, m, *shapes[mlp_up][:2], w, shapes[mlp_up][2])
     if spec.mlp == "swiglu":
         yield rowwise_row(p, "act", "silu_mul_kernel", "act", layer, m, rank.ffn, 2 * rank.ffn)
     else:
         yield rowwise_row(p, "act", "gelu_kernel", "act", layer, m, rank.ffn, rank.ffn)
-    yield pass_gemm_row(p, mlp_down, layer, m, *shapes[mlp_down][:2], w, shapes[mlp_down][2])
+    yield from pass_gemm_rows(p, mlp_down, layer, m, *shapes[mlp_down][:2], w, shapes[mlp_down][2])
     if spec.parallel_attn_mlp:
         yield rowwise_row(p, "other", "residual_add_kernel", "attn_residual", layer, m, h)
     yield rowwise_row(p, "other", "residual_add_kernel", "mlp_residual", layer, m, h)

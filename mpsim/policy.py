@@ -197,20 +197,6 @@ def _check_anyprec(text: str, prefill: int, schedule: tuple[tuple[int, int], ...
         raise _bad(text, "switch steps must increase")
 
 
-def check_own_kernels(policy: Policy, what: str, reference: bool = False) -> None:
-    """mpsim's own engine and synthesis do not run its fp8/fp4 and fp8-KV kernels yet (issue 26
-    point 3 built the kernels, not their use), and its engine has no fp8 KV cache (`reference`: the
-    engine on the references, which run fp8/fp4 weights: mpsim/engine/float_weights.py): one error
-    naming `what` and the engines."""
-    off = [x for x, has in ((f"{policy.float_format} weights", policy.family == "float" and not reference),
-                            ("an fp8 KV cache", policy.kv_format == "fp8-e4m3")) if has]
-    if off:
-        raise MpsimInputError(f"{what}: policy {policy.spelling!r} needs {' and '.join(off)}, which "
-                              "mpsim's own Triton kernels do not have yet (fp8/fp4 weights run on "
-                              "--backend reference); synthesize it with an engine that runs it (--engine "
-                              "vllm, trtllm or sglang: `mpsim engines`)")
-
-
 def pmpd_average_bits(decode_bits_per_step: list[list[int]]) -> float:
     """PMPD's count: per sample, the mean over decode passes 2..n; then the mean over samples."""
     per_sample = [sum(s[1:]) / len(s[1:]) for s in decode_bits_per_step if len(s) > 1]

@@ -280,6 +280,9 @@ _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "fp8_act_quant": _act_quant(None, fp4=False),
     "fp8_block_act_quant": _act_quant(FP8_BLOCK, fp4=False),
     "nvfp4_act_quant": _act_quant(None, fp4=True),
+    # mpsim's own (kernels/fp8_act_quant.py): per token, and per 1 x 128 group (fp8b)
+    "fp8_act_quant_kernel": _act_quant(None, fp4=False),
+    "fp8_group_quant_kernel": _act_quant(FP8_BLOCK, fp4=False),
 }
 SMALL_OP_KERNELS = tuple(_SMALL_OPS)
 

@@ -14,7 +14,16 @@ import numpy as np
 import torch
 
 from mpsim.engine.float_weights import EngineWeight, FloatWeight, float_linear_ref
-from mpsim.errors import MpsimInputError
+from mpsim.engine.fp_ops import (
+    Fp8KV,
+    KernelTensors,
+    kernel_tensors,
+    reference_fp8_decode,
+    reference_fp8_kv_write,
+    triton_float_linear,
+    triton_fp8_decode,
+    triton_fp8_kv_write,
+)
 from mpsim.kernels import runtime
 from mpsim.kernels.activations import gelu, silu_mul
 from mpsim.kernels.attention_decode import attention_decode
@@ -41,8 +50,8 @@ from mpsim.reference.sampling import argmax_ref
 
 @dataclass(frozen=True)
 class LayerCache:
-    k: KVCache
-    v: KVCache
+    k: KVCache | Fp8KV  # Fp8KV: the fp8 e4m3 cache (+kv8f, mpsim/engine/fp_ops.py)
+    v: KVCache | Fp8KV
 
 
 class Backend(Protocol):
@@ -75,6 +84,7 @@ class TritonBackend:
     def __init__(self) -> None:
         self.device = runtime.device()
         self._rope_tables: dict[tuple[int, float], object] = {}
+        self._float: dict[int, tuple[FloatWeight, KernelTensors]] = {}  # by id, the weight kept alive
 
     def embedding(self, ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         return embedding(ids, table, check_ids=False)
@@ -85,9 +95,9 @@ class TritonBackend:
 
     def linear(self, x: torch.Tensor, w: EngineWeight, bias: torch.Tensor | None) -> torch.Tensor:
         if isinstance(w, FloatWeight):
-            raise MpsimInputError(f"{w.w_format} weights: the engine's Triton backend does not run "
-                                  "mpsim's fp8/fp4 kernels yet; --backend reference runs them through "
-                                  "the references")
+            if id(w) not in self._float:  # the kernel's tensors, made once per weight
+                self._float[id(w)] = (w, kernel_tensors(w, self.device))
+            return triton_float_linear(x, w, self._float[id(w)][1], bias)
         return linear(x, w, bias)
 
     def rope(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rot_dim: int,
@@ -103,6 +113,10 @@ class TritonBackend:
 
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
                  lens: torch.Tensor | None) -> None:
+        if isinstance(cache.k, Fp8KV) and isinstance(cache.v, Fp8KV):
+            triton_fp8_kv_write(k, v, cache.k, cache.v, start, lens)
+            return
+        assert isinstance(cache.k, KVCache) and isinstance(cache.v, KVCache)
         # Positions are in range by construction (the cache holds prompt + gen_len): no host sync.
         kv_quant(k, v, cache.k, cache.v, start, new_lens=lens, check_positions=False)
 
@@ -112,6 +126,9 @@ class TritonBackend:
 
     def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
                          max_kv_len: int) -> torch.Tensor:
+        if isinstance(cache.k, Fp8KV) and isinstance(cache.v, Fp8KV):
+            return triton_fp8_decode(q, cache.k, cache.v, kv_lens, max_kv_len)
+        assert isinstance(cache.k, KVCache) and isinstance(cache.v, KVCache)
         return attention_decode(q, cache.k, cache.v, kv_lens, max_kv_len=max_kv_len)
 
     def silu_mul(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,6 +197,9 @@ class ReferenceBackend:
 
     def kv_write(self, k: torch.Tensor, v: torch.Tensor, cache: LayerCache, start: torch.Tensor,
                  lens: torch.Tensor | None) -> None:
+        if isinstance(cache.k, Fp8KV) and isinstance(cache.v, Fp8KV):
+            reference_fp8_kv_write(k, v, cache.k, cache.v, start, lens)
+            return
         b, t = k.shape[:2]
         for x, c in ((k, cache.k), (v, cache.v)):
             rows = x.permute(0, 2, 1, 3)  # (B, H, T, D)
@@ -203,6 +223,8 @@ class ReferenceBackend:
     def attention_decode(self, q: torch.Tensor, cache: LayerCache, kv_lens: torch.Tensor,
                          max_kv_len: int) -> torch.Tensor:
         k, v = cache.k, cache.v
+        if isinstance(k, Fp8KV) and isinstance(v, Fp8KV):
+            return reference_fp8_decode(q, k, v, kv_lens)
         return _t(attention_decode_ref(_np(q), _np(k.data), _np(v.data), _np(kv_lens), k.bits, v.bits,
                                        _np(k.scale), _np(k.zero), _np(v.scale), _np(v.zero)))
 

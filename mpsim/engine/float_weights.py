@@ -1,6 +1,6 @@
-"""fp8 / fp4 decoder-block linears in mpsim's engine, on the CPU through the references (issue 26
-point 5: quality of the fp8 and fp4 policies; the engine's Triton backend does not run mpsim's
-fp8/fp4 kernels yet).
+"""fp8 / fp4 decoder-block linears in mpsim's engine: the stored weights, and the references'
+linear (issue 26 point 5; the Triton backend runs mpsim's fp8 / fp4 kernels on the stored codes:
+mpsim/engine/fp_ops.py).
 
 A `FloatWeight` holds the weight as the format stores it, dequantized once (reference/fp8_quant.py,
 fp4_quant.py: x_hat = the stored value, exactly as the kernels read it): `fp8` per tensor (group
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpsim.kernels.gemm import Weight
-from mpsim.reference.fp4_quant import dequantize_fp4, quantize_fp4
+from mpsim.reference.fp4_quant import Fp4Weight, dequantize_fp4, quantize_fp4
 from mpsim.reference.fp8_quant import (
     FP8_BLOCK,
+    Fp8Tensor,
     dequantize_fp8,
     quantize_fp8,
     quantize_fp8_tokens,
@@ -45,6 +46,7 @@ class FloatWeight:
     bits: int
     group_size: int | None
     w_hat: np.ndarray  # float32 (N, K)
+    stored: Fp8Tensor | Fp4Weight | None = None  # the codes and scales (the Triton kernels' input)
 
     @property
     def out_features(self) -> int:
@@ -60,15 +62,16 @@ def quantize_float(w: np.ndarray, w_format: str, bits: int, group_size: int | No
     tensor, 0 per row)."""
     w16 = np.asarray(w, dtype=np.float16)
     if w_format == "fp8":
-        w_hat = dequantize_fp8(quantize_fp8(w16, "tensor" if group_size is None else "channel"))
+        stored: Fp8Tensor | Fp4Weight = quantize_fp8(w16, "tensor" if group_size is None else "channel")
     elif w_format == "fp8-block":
-        w_hat = dequantize_fp8(quantize_fp8(w16, "block"))
+        stored = quantize_fp8(w16, "block")
     elif w_format in ("nvfp4", "mxfp4"):
-        w_hat = dequantize_fp4(quantize_fp4(w16, w_format))
+        stored = quantize_fp4(w16, w_format)
     else:
         raise ValueError(f"not a floating-point weight format: {w_format!r}; expected one of "
                          f"{list(FLOAT_W_FORMATS)}")
-    return FloatWeight(w_format, bits, group_size, np.ascontiguousarray(w_hat, dtype=np.float32))
+    w_hat = dequantize_fp4(stored) if isinstance(stored, Fp4Weight) else dequantize_fp8(stored)
+    return FloatWeight(w_format, bits, group_size, np.ascontiguousarray(w_hat, dtype=np.float32), stored)
 
 
 def activations(x: np.ndarray, w_format: str) -> np.ndarray:

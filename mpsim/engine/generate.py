@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from mpsim.engine.backends import LayerCache
+from mpsim.engine.fp_ops import Fp8KV
 from mpsim.engine.model import Decoder, PassInput, scope
 from mpsim.engine.scheduler import Bits, Scheduler, StepState
 from mpsim.errors import MpsimInputError
@@ -145,7 +146,9 @@ def prompt_kv(layer: LayerCache, t: int) -> tuple[torch.Tensor, torch.Tensor]:
     return _dense(layer.k, t), _dense(layer.v, t)
 
 
-def _dense(c: KVCache, t: int) -> torch.Tensor:
+def _dense(c: KVCache | Fp8KV, t: int) -> torch.Tensor:
+    if isinstance(c, Fp8KV):
+        return c.dense(t)
     if c.bits == 16:
         return c.data[:, :, :t].clone()
     from mpsim.reference.kv_quant import kv_dequant_ref

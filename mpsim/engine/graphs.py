@@ -180,6 +180,9 @@ def use_decode_mode(decoder: Decoder, requested: str) -> str:
     import sys
 
     mode, message = choose_decode_mode(requested)
+    if mode == "graphs" and decoder.policy.kv_format == "fp8-e4m3":
+        # the fp8 KV write places its codes by host indices (mpsim/engine/fp_ops.py): no graph capture
+        mode, message = "eager", "an fp8 KV cache (+kv8f) decodes eagerly: its write reads host indices"
     if message is not None and requested != "eager":
         print(message, file=sys.stderr)
     decoder.graphs = DecodeGraphs(decoder) if mode == "graphs" else None

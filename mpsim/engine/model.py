@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from mpsim.engine.backends import Backend, LayerCache
+from mpsim.engine.fp_ops import FP8_CACHE, Fp8KV
 from mpsim.engine.quantize import LinearSet, QuantizedLayer, quantize_layer
 from mpsim.engine.weights import ModelParams, Norm
 from mpsim.kernels.gemm import Fp16Weight
 from mpsim.kernels.kv_cache import KVCache
-from mpsim.policy import Policy, check_own_kernels
+from mpsim.policy import Policy
 from mpsim.traces.recorder import active_recorder
 
 
@@ -64,8 +65,6 @@ class Decoder:
                  dummy_seed: int | None = None, quantized: list[QuantizedLayer] | None = None) -> None:
         """`quantized`: the decoder-block linears already quantized (a quantized checkpoint); else
         they are quantized here, one layer at a time (a lazily loaded layer is read once)."""
-        check_own_kernels(policy, f"mpsim's engine ({backend.name} backend)",
-                          reference=backend.name == "reference")
         self.spec, self.policy, self.backend = params.spec, policy, backend
         dev = backend.device
         self.embed = torch.from_numpy(params.embed).to(dev)
@@ -106,6 +105,10 @@ class Decoder:
 
     def eager_cache(self, batch: int, max_len: int) -> list[LayerCache]:
         s, dev, bits = self.spec, self.backend.device, self.policy.kv_bits
+        if self.policy.kv_format == FP8_CACHE:
+            return [LayerCache(Fp8KV.empty(batch, s.num_kv_heads, max_len, s.head_dim, dev),
+                               Fp8KV.empty(batch, s.num_kv_heads, max_len, s.head_dim, dev))
+                    for _ in range(s.num_layers)]
         return [LayerCache(KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev),
                            KVCache.empty(batch, s.num_kv_heads, max_len, s.head_dim, bits, device=dev))
                 for _ in range(s.num_layers)]

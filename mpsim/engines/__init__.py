@@ -87,10 +87,6 @@ def check_policy(engine: Engine, policy: Policy) -> None:
     why = _why_not(engine, policy)
     if why is None:
         return
-    if engine.name == DEFAULT_ENGINE and (policy.family == "float" or policy.kv_format == "fp8-e4m3"):
-        why += (" (mpsim's fp8/fp4 GEMM and fp8-KV attention kernels exist, kernels/gemm_fp8.py,"
-                " gemv_fp4.py, attention_decode_fp8.py, but its engine, synthesis and simulator do not"
-                " run them yet)")
     runs = [n for n in engine_names() if n != engine.name and _why_not(get_engine(n), policy) is None]
     elsewhere = f"; engines that run it: {', '.join(runs)}" if runs else ""
     raise MpsimInputError(f"engine {engine.name!r} cannot run policy {policy.spelling!r}: {why}; "

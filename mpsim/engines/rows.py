@@ -30,6 +30,7 @@ from mpsim.library import (
     vllm,
 )
 from mpsim.library import mpsim as own
+from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
 from mpsim.traces.schema import COLLECTIVE_OPS
@@ -53,12 +54,12 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "layer_norm": ("layer_norm_kernel",),
     "gemm": (*(k for k in own.KERNELS if k.startswith(("gemv_", "gemm_"))), *library.GEMM_KERNELS,
              *PENDING_KERNELS),
-    "act_quant": act_quant.KERNELS,
+    "act_quant": (*act_quant.KERNELS, *own_fp.ACT_QUANT_KERNELS),
     "rope": ("rope_kernel", vllm.VLLM_ROPE),
-    "kv_write": ("kv_quant_kernel",),
-    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA, TRTLLM_MMHA,
-                         sglang.SGLANG_FA3_DECODE, fa2.FA2_DECODE, flashinfer_attention.FI_DECODE,
-                         flashinfer_trtllm.TG_DECODE),
+    "kv_write": ("kv_quant_kernel", own_fp.KV_FP8_QUANT_KERNEL),
+    "decode_attention": (lc.DECODE_ATTENTION_KERNEL, own_fp.DECODE_FP8_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA,
+                         TRTLLM_MMHA, sglang.SGLANG_FA3_DECODE, fa2.FA2_DECODE,
+                         flashinfer_attention.FI_DECODE, flashinfer_trtllm.TG_DECODE),
     "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL, TRTLLM_FMHA,
                           sglang.SGLANG_FA3_PREFILL, fa2.FA2_PREFILL, flashinfer_attention.FI_PREFILL,
                           flashinfer_trtllm.TG_PREFILL),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
+from mpsim.library.mpsim_fp import KERNELS as FP_KERNELS
 from mpsim.library.rows import (
     Row,
     apply_config,
@@ -26,7 +27,7 @@ ROWWISE_KERNELS = ("rms_norm_kernel", "layer_norm_kernel", "rope_kernel", "resid
 KERNELS = (*(f"gemv_{t}_kernel" for t in FORMAT_TAGS), *(f"gemm_{t}_kernel" for t in FORMAT_TAGS),
            "gemv_group_asm_kernel",
            lc.DECODE_ATTENTION_KERNEL, "attention_prefill_kernel", "kv_quant_kernel",
-           *ROWWISE_KERNELS)
+           *ROWWISE_KERNELS, *FP_KERNELS)  # FP_KERNELS: the fp8 / fp4 kernels (mpsim_fp.py)
 
 
 def family(fmt: str) -> str:

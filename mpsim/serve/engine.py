@@ -62,8 +62,8 @@ def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeCon
     plan = serve_plan(spec, cfg)
     target = engine_target(choice.name, policy, model_heads(rank_spec(spec, plan.tp).as_dict()),
                            arch=choice.arch, sms=choice.sms)
-    # fp8 / fp4 weights: engine_target refused mpsim's own kernels (they have none); an engine's rows
-    # (with their activation-quantization launches) are built when the parts are framed (rows.py)
+    # fp8 / fp4 weights: the GEMM rows are shapes until the parts are framed (rows.py as_target): an
+    # engine's kernels with their activation-quantization launches, or mpsim's own (target None)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
                            cfg.scheduler.block_size, whole_iterations(cfg.pricing, hw), target, plan,
                            policy.kv_format)

@@ -258,7 +258,7 @@ class IterationPricer:
         parts = [self._launched(self._part(k)) for k in keys]
         rows = [r for p in parts for r in p.rows]
         start = time.perf_counter()
-        result = simulate(frame(rows), self.hw, self.perf_model, memo=self.memo,
+        result = simulate(frame(rows, launched=True), self.hw, self.perf_model, memo=self.memo,
                           protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
@@ -276,9 +276,8 @@ class IterationPricer:
         activation quantization before a W8A8 / A4 GEMM, at the weight of the row it comes from. A
         residency lead (weight 0) the engine fuses away (the KV write before attention, fused into
         TRT-LLM's attention op) becomes a stand-in writing its bytes, so the part does not take its
-        L2 state from whichever part the batch priced before it."""
-        if self.target is None:
-            return part
+        L2 state from whichever part the batch priced before it. mpsim's own kernels (target None):
+        an fp8 / fp4 GEMM's shape as its launches (mpsim_fp.as_own)."""
         launches: dict[int, list[Row]] = {}
         for i, row in as_target(part.rows, self.target):
             launches.setdefault(i, []).append(row)

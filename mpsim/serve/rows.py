@@ -29,6 +29,7 @@ from mpsim.launch_plan import (
     pass_rows,
     rowwise_row,
 )
+from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import NCCL_KERNELS, collective_row
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers
@@ -55,8 +56,8 @@ def base_pass(tokens: int, kv_bits: int, kv_block: int, phase: str = "decode",
               weights: WeightChoice = FP16_WEIGHTS, kv_format: str | None = None) -> PassShape:
     """A pass of `tokens` one-token sequences: the row-wise launches of `tokens` tokens (`kv_format`:
     the cache's, traces/schema.py KV_FORMATS; None: the int format of kv_bits). Its rows are mpsim's
-    own, rebuilt as the engine's kernels when framed (`as_target`): an fp8 / fp4 GEMM, which mpsim's
-    kernels do not run, is its shape until then (make_pricer refuses it without an engine)."""
+    own, rebuilt as the engine's kernels when framed (`as_target`): an fp8 / fp4 GEMM is its shape
+    until then (mpsim's own kernels: mpsim/library/mpsim_fp.py as_own)."""
     return PassShape(phase, 0 if phase == "prefill" else 1, tokens, 1, 1, weights, kv_bits, kv_block,
                      kv_format=kv_format, rebuilt=True)
 
@@ -71,7 +72,8 @@ def stand_in(pred: Row, layer: int = -1) -> Row:
 def decode_attention_row(spec: ModelSpec, n: int, kv_max: int, kv_tokens: int, kv_bits: int,
                          kv_block: int, layer: int = 0, kv_format: str | None = None) -> tuple[Row, Row]:
     """(KV write, decode attention) of n sequences: longest KV kv_max, kv_tokens over the batch."""
-    p = PassShape("decode", 1, n, 1, kv_max, FP16_WEIGHTS, kv_bits, kv_block, kv_format=kv_format)
+    p = PassShape("decode", 1, n, 1, kv_max, FP16_WEIGHTS, kv_bits, kv_block, kv_format=kv_format,
+                  rebuilt=True)
     attn = pass_attention_row(spec, p, layer)
     attn["kv_tokens"] = kv_tokens
     return kv_write_row(spec, p, layer), attn
@@ -81,7 +83,7 @@ def prefill_attention_row(spec: ModelSpec, count: int, chunk: int, before: int, 
                           kv_block: int, layer: int = 0, kv_format: str | None = None) -> tuple[Row, Row]:
     """(KV write, causal attention) of `count` chunks of `chunk` tokens after `before` cached ones."""
     p = PassShape("prefill", 0, count, chunk, before + chunk, FP16_WEIGHTS, kv_bits, kv_block,
-                  kv_format=kv_format)
+                  kv_format=kv_format, rebuilt=True)
     return kv_write_row(spec, p, layer), pass_attention_row(spec, p, layer)
 
 
@@ -151,18 +153,20 @@ def as_target(rows: list[Row], target: Target | None) -> list[tuple[int, Row]]:
     from: none for an op the engine fuses into its attention kernel (RoPE, KV append), the rebuilt
     row, or an activation-quantization launch and then the GEMM where the engine quantizes a W8A8 /
     A4 GEMM's input (mpsim/engines/rows.py engine_rows). The residency stand-ins stay mpsim's own
-    add (weight 0: only the bytes they leave in L2 matter). `target` None: the rows as they are."""
+    add (weight 0: only the bytes they leave in L2 matter). `target` None: mpsim's own launches
+    (an fp8 / fp4 GEMM's shape and an fp8 cache's rows as its fp8 / fp4 kernels: mpsim_fp.as_own)."""
     if target is None:
-        return list(enumerate(rows))
+        return [(i, b) for i, r in enumerate(rows) for b in own_fp.as_own(r)]
     return [(i, b) for i, r in enumerate(rows)
             for b in ([r] if r.get("module") == STAND_IN else engine_rows(r, target))]
 
 
-def frame(rows: list[Row], target: Target | None = None) -> pd.DataFrame:
+def frame(rows: list[Row], target: Target | None = None, *, launched: bool = False) -> pd.DataFrame:
     """The trace-row table of launch-plan rows (costed here, once), in order, ready for `simulate`
     (built column by column in the schema's dtypes: a frame-wide astype costs more than pricing).
-    `target`: the rows as that engine launches them (`as_target`)."""
-    rows = [r for _, r in as_target(rows, target)]
+    `target`: the rows as that engine launches them (`as_target`); `launched`: the rows are launches
+    already (a part through pricing.py's _launched), framed as they are."""
+    rows = rows if launched else [r for _, r in as_target(rows, target)]
     costed_rows = [costed(dict(r)) for r in rows]
     fill = {"launch_id": range(len(rows)), "stream": [0] * len(rows),
             "tp": [r.get("tp") or 1 for r in costed_rows],

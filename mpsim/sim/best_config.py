@@ -34,6 +34,7 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
 from mpsim.library import SCALED_CANDIDATES, WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
+from mpsim.policy import FLOAT_FORMATS
 from mpsim.sim.gpu.arch import candidate_family, generation
 from mpsim.sim.gpu.model import (
     launch_work,
@@ -148,9 +149,10 @@ def with_best_gemm_configs(trace: Trace, hw: HardwareSpec,
                            params: SimParams = DEFAULT_PARAMS) -> tuple[Trace, dict[str, Any]]:
     """The trace with every GEMM launch of mpsim's kernels given the config the simulator predicts
     fastest on `hw` (one search per distinct shape and format), and facts about the search. Shapes,
-    formats and the analytic accounting are unchanged; only kernel, grid and config move."""
+    formats and the analytic accounting are unchanged; only kernel, grid and config move. The fp8 /
+    fp4 GEMMs (issue 26) keep their launcher's one config: those kernels have no candidate set."""
     rows = trace.rows.copy()
-    gemm = (rows["op"] == "gemm").to_numpy()
+    gemm = ((rows["op"] == "gemm") & ~rows["w_format"].isin(FLOAT_FORMATS)).to_numpy()
     keys = ["m", "n", "k", "w_format", "w_bits", "group_size", "bias"]
     start = time.perf_counter()
     sub = rows.loc[gemm, keys]

@@ -44,7 +44,8 @@ MODEL_VERSION = "gpu-npu-3+cublas-arch-replay"  # a readable marker; the source 
 # row builders (mpsim.library).
 SOURCE_PACKAGES = ("mpsim.sim", "mpsim.library")
 SOURCE_MODULES = ("mpsim.traces.accounting", "mpsim.launch_plan", "mpsim.synth", "mpsim.policy",
-                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config")
+                  "mpsim.models", "mpsim.memory", "mpsim.kernels.launch_config",
+                  "mpsim.kernels.launch_config_fp")
 
 
 def source_files() -> list[Path]:

@@ -1,7 +1,7 @@
 """Issue 26's policies synthesized as the engines run them: the activation-quantization launch
 before each W8A8 / A4 GEMM, the GEMM kernel each engine file names per architecture and M (and
-DeepGEMM's shape rule), the policy's a_dtype and kv_format on the rows, and the one errors (mpsim's
-own kernels, a device an engine cannot run the format on).
+DeepGEMM's shape rule), the policy's a_dtype and kv_format on the rows, and the one errors (a device
+an engine cannot run the format on; mpsim's own fp8 / fp4 rows: tests/core/test_fp8_own.py).
 
 The fp8 / fp4 GEMM rooms (row builders, work models) are the fp8 GEMM work's (FP8 contract): where
 this build lacks them, `rooms` stands a minimal room in for them (shape columns and a one-CTA
@@ -143,10 +143,6 @@ def test_nvfp4_on_b200_runs_a4_gemms(engine: str, gemm: str) -> None:
 
 
 @pytest.mark.parametrize(("policy", "engine", "arch", "message"), [
-    ("fp8+kv8f", "mpsim", None, "its engine, synthesis and simulator do not run them yet"),
-    ("fp8", "mpsim", None, "engines that run it: sglang, trtllm, vllm"),
-    ("fp16+kv8f", "mpsim", None, "engines that run it: sglang, trtllm, vllm"),
-    ("nvfp4", "mpsim", None, "engines that run it: trtllm, vllm"),
     ("mxfp4", "vllm", "blackwell", "it has no mxfp4 weights"),
     ("fp8grow", "trtllm", "hopper", "it has no fp8 weights in scales per row; trtllm runs"),
     ("w4+kv8", "vllm", "hopper", "it has no int8 KV cache (kv8) (its 8-bit cache is fp8 e4m3: +kv8f)"),
@@ -161,11 +157,10 @@ def test_a_combination_that_cannot_run_is_one_error(policy: str, engine: str, ar
         synthesize(SPEC, parse_policy(policy), WL, engine=EngineChoice(engine, arch))
 
 
-def test_mpsim_engine_and_the_cli_refuse_fp8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_format_an_engine_cannot_run_on_the_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """mpsim's own kernels run fp8 (tests/core/test_fp8_own.py); vLLM has no nvfp4 on Hopper."""
     out = str(tmp_path / "x.parquet")
-    clear_error(["synth", "--model", "tiny", "--prompt-len", "8", "--gen-len", "2", "--policy", "fp8+kv8f",
-                 "--out", out], capsys, "engine 'mpsim' cannot run policy 'fp8+kv8f'",
-                "engines that run it: sglang, trtllm, vllm")
     clear_error(["synth", "--model", "tiny", "--prompt-len", "8", "--gen-len", "2", "--policy", "nvfp4",
                  "--engine", "vllm", "--hw", "h200-sxm", "--out", out], capsys,
                 "vllm does not run this there")

@@ -28,6 +28,9 @@ COMPARED = ["kernel", "op", "phase", "step", "layer", "module", "m", "n", "k", "
     (SMALL, "ap4-4@1-3+kv8", "kineto.json"),
     (variant(norm="layer", mlp="gelu", parallel_attn_mlp=True, qkv_bias=True, o_bias=True,
              mlp_bias=True, lm_head_bias=True, rotary_fraction=0.5), "w4g64+kv4", "kineto.json.gz"),
+    # issue 26: mpsim's fp8 W8A8 GEMMs (activation quantization first), fp8 e4m3 KV, FP4 weight-only
+    (SMALL, "fp8+kv8f", "kineto.json"),
+    (SMALL, "nvfp4", "kineto.json"),
 ])
 def test_capture_matches_synth_launch_for_launch(spec: ModelSpec, policy: str, profile_name: str,
                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
 """mpsim's engine running issue 26's fp8 / fp4 weights on the references (mpsim/engine/float_weights.py):
 the stored weight is exactly the reference's dequantized value, the activations are quantized as the
 GEMM reads them, the GEMM is within the fp32-accumulation bound of the exact product of those, and
-quality runs the policies on the tiny model; the Triton backend and an fp8 KV cache are one error."""
+quality runs the policies on the tiny model; the fp8 KV cache's codes are the same on both backends
+(the Triton backend against the references end to end: tests/engine/test_engine_tiny.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ from engine_cases import SMALL
 
 from mpsim.engine.backends import make_backend
 from mpsim.engine.float_weights import activations, float_linear_ref, quantize_float
-from mpsim.engine.model import Decoder
 from mpsim.engine.weights import dummy_weights
-from mpsim.errors import MpsimInputError
 from mpsim.policy import parse_policy
 from mpsim.quality.heldout import fp16_baseline, heldout_windows, measure_quality
 from mpsim.reference.fp4_quant import dequantize_fp4, quantize_fp4
@@ -76,11 +75,22 @@ def test_quality_runs_fp8_and_fp4_policies_on_the_references() -> None:
         assert 0.0 < r.agreement_with_fp16 <= 1.0 and np.isfinite(r.bits_per_byte)
 
 
-def test_the_triton_backend_and_an_fp8_cache_are_one_error() -> None:
-    params = dummy_weights(SMALL, seed=2)
-    with pytest.raises(MpsimInputError, match=r"mpsim's engine \(reference backend\): policy 'fp16\+kv8f' "
-                                              "needs an fp8 KV cache"):
-        Decoder(params, parse_policy("fp16+kv8f"), make_backend("reference"))
-    if torch.cuda.is_available():  # the Triton backend needs a GPU to be made at all
-        with pytest.raises(MpsimInputError, match="needs fp8 weights"):
-            Decoder(params, parse_policy("fp8"), make_backend("triton"))
+def test_the_fp8_kv_write_is_the_same_codes_on_both_backends() -> None:
+    """The Triton write (one kv_fp8_quant launch over the stacked K and V heads, codes placed at each
+    sequence's slots) and the reference write (kv_fp8_quant_ref) give the same cache bit for bit."""
+    from mpsim.engine.backends import LayerCache
+    from mpsim.engine.fp_ops import Fp8KV
+
+    rng = np.random.default_rng(5)
+    b, t, h, d, slots = 2, 3, 2, 32, 8
+    k, v = (torch.from_numpy((rng.standard_normal((b, t, h, d)) * 60).astype(np.float16)) for _ in "kv")
+    start, lens = torch.tensor([0, 4], dtype=torch.int32), torch.tensor([3, 2], dtype=torch.int32)
+    caches = []
+    for name in ("reference", "triton"):
+        be = make_backend(name)
+        c = LayerCache(*(Fp8KV.empty(b, h, slots, d, be.device) for _ in "kv"))
+        be.kv_write(k.to(be.device), v.to(be.device), c, start.to(be.device), lens.to(be.device))
+        caches.append(c)
+    for ref, tri in ((caches[0].k, caches[1].k), (caches[0].v, caches[1].v)):
+        assert torch.equal(ref.data, tri.data.cpu())
+    assert not caches[0].k.data[1, :, 6:].any() and caches[0].k.data[1, :, 4:6].any()  # slots 4, 5 only

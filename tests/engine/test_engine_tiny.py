@@ -1,9 +1,10 @@
 """The shipped tiny model: both backends generate the same text; quality falls as bits fall.
 
-Backend agreement runs by default on a two-layer slice of the model for two policies that together
+Backend agreement runs by default on a two-layer slice of the model for policies that together
 cover every weight and KV path (group-quantized weights with int4 KV; any-precision weights read at
-two widths with int8 KV; fp16 runs in lm_head every step); the whole model under four policies is
-the `slow` variant (`make test-slow`).
+two widths with int8 KV; fp8 W8A8 with an fp8 e4m3 KV cache, issue 26; fp16 runs in lm_head every
+step); NVFP4 weights on the slice and the whole model under four policies are the `slow` variants
+(`make test-slow`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,15 @@ def _two_layers(params: ModelParams) -> ModelParams:
     return dataclasses.replace(params, spec=spec, layers=params.layers[:2])
 
 
-@pytest.mark.parametrize("policy", ["w3+kv4", "ap4-4@1-3+kv8"])
+@pytest.mark.parametrize("policy", ["w3+kv4", "ap4-4@1-3+kv8", "fp8+kv8f"])
 def test_both_backends_generate_the_same_text(params: ModelParams, policy: str) -> None:
+    _backends_agree(_two_layers(params), policy, new_tokens=4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["nvfp4"])
+def test_both_backends_generate_the_same_text_fp4(params: ModelParams, policy: str) -> None:
+    """The FP4 weight-only GEMV under the interpreter: about 2.5 minutes on two CPU cores."""
     _backends_agree(_two_layers(params), policy, new_tokens=4)
 
 

@@ -73,6 +73,12 @@ def test_fp_kernels_compile_for_sm90_without_spills() -> None:
         assert results[f"act_quant sm_{arch}"]["satfinite"]
     mix = results["sass gemm_fp8 m=1"]  # the fp8 dot's QGMMA counted on the tensor pipe
     assert mix["kernel"] == "gemm_fp8_kernel" and mix["tensor"] > 0 and mix["issue"] > 0
+    # the committed row the GPU model reads (mpsim/sim/gpu/sass_table_fp.py) is this count
+    from mpsim.sim.gpu import sass_table_fp
+    cols = sass_table_fp.COLUMNS
+    committed = [dict(zip(cols, r, strict=True)) for r in sass_table_fp.ROWS
+                 if r[0] == "gemm_fp8_kernel" and r[cols.index("arch")] == "sm_90a" and r[3] == 16]
+    assert len(committed) == 1 and {k: mix[k] for k in cols} == committed[0]
 
 
 if __name__ == "__main__":

@@ -266,7 +266,8 @@ def test_the_memo_namespace_and_sweep_keys_follow_the_source(monkeypatch: pytest
 
     files = {p.name for p in memo_mod.source_files()}
     for name in ("cta.py", "mpsim_gemm.py", "roofline.py", "replay.py", "accounting.py",
-                 "launch_plan.py", "synth.py", "launch_config.py", "sass_table.py", "params.py"):
+                 "launch_plan.py", "synth.py", "launch_config.py", "sass_table.py", "params.py",
+                 "launch_config_fp.py", "sass_table_fp.py"):
         assert name in files, name
     # every library room, on both floors (configs and row builders; work models)
     paths = {p.as_posix() for p in memo_mod.source_files()}

@@ -16,10 +16,15 @@ import math
 from functools import cache
 from typing import Any
 
-from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
+from mpsim.sim.gpu import sass_table_fp
+from mpsim.sim.gpu.sass_table import COLUMNS
+from mpsim.sim.gpu.sass_table import ROWS as INT_ROWS
 from mpsim.sim.gpu.work import CUDA_PIPES
 
 MIX_KEYS = (*CUDA_PIPES, "issue")
+
+# the fp8 / fp4 kernels' rows (issue 26; sass_table_fp.py, `scripts/sass_mix.py --fp --write`) have
+# the same columns with `arch` last; they join the table by architecture like the others.
 
 
 def _distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps: int) -> float:
@@ -30,18 +35,23 @@ def _distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps
         + d(r["num_warps"], warps)
 
 
-TABLE: tuple[dict[str, Any], ...] = tuple(dict(zip(COLUMNS, r, strict=True)) for r in ROWS)
+TABLE: tuple[dict[str, Any], ...] = (
+    *(dict(zip(COLUMNS, r, strict=True)) for r in INT_ROWS),
+    *(dict(zip(sass_table_fp.COLUMNS, r, strict=True)) for r in sass_table_fp.ROWS))
 ARCHES = tuple(sorted({str(r["arch"]) for r in TABLE}))
 
 
 @cache
 def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block_k: int = 0,
-                   warps: int = 0, arch: str = "sm_90a") -> dict[str, float]:
+                   warps: int = 0, arch: str = "sm_90a",
+                   w_format: str | None = None) -> dict[str, float]:
     """Lanes per weight by pipe (fp32, alu, cvt, sfu, lsu, issue) for one kernel's K loop, counted
-    from `arch`'s SASS (sm_90a or sm_80)."""
+    from `arch`'s SASS (sm_90a, sm_80; the fp8/fp4 kernels also sm_100a); `w_format`: only that
+    format's rows (gemv_fp4_kernel runs nvfp4 and mxfp4 at 4 bits)."""
     if arch not in ARCHES:
         raise ValueError(f"no SASS instruction table for architecture {arch!r}; known: {ARCHES}")
-    rows = [r for r in TABLE if r["arch"] == arch and r["kernel"] == kernel and r["bits"] == bits]
+    rows = [r for r in TABLE if r["arch"] == arch and r["kernel"] == kernel and r["bits"] == bits
+            and (w_format is None or r["w_format"] == w_format)]
     if not rows:
         known = sorted({(r["kernel"], r["bits"]) for r in TABLE if r["arch"] == arch})
         raise ValueError(f"no {arch} SASS instruction mix for {kernel} at {bits} bits (rerun "

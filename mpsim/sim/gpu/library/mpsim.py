@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.library.mpsim import KERNELS
 from mpsim.sim.gpu.library.mpsim_attention import attention_work
+from mpsim.sim.gpu.library.mpsim_fp import act_quant_work, fp_gemm_work
 from mpsim.sim.gpu.library.mpsim_gemm import gemm_work
 from mpsim.sim.gpu.library.mpsim_rowwise import rowwise_work
 from mpsim.sim.gpu.occupancy import Occupancy
@@ -29,6 +30,10 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
                              float], tuple[KernelWork, Occupancy]]
 
 BY_OP: dict[str, PartBuilder] = {"gemm": gemm_work, "attention": attention_work}
+# the fp8 / fp4 kernels (issue 26, mpsim_fp.py): by kernel, before the op's builder
+BY_KERNEL: dict[str, PartBuilder] = {
+    **dict.fromkeys(("gemm_fp8_kernel", "gemm_fp8b_kernel", "gemv_fp4_kernel"), fp_gemm_work),
+    "fp8_act_quant_kernel": act_quant_work}
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class MpsimParams:
 def mpsim_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                p: SimParams, resident: float) -> LaunchWork:
     """One launch of mpsim's kernels: one kernel, its work by op."""
-    builder = BY_OP.get(str(row["op"]), rowwise_work)
+    builder = BY_KERNEL.get(str(row["kernel"])) or BY_OP.get(str(row["op"]), rowwise_work)
     work, occ = builder(row, cfg, grid, r, p, resident)
     return [KernelPart(work, occ)]
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import DECODE_ATTENTION_KERNEL
+from mpsim.kernels.launch_config_fp import DECODE_FP8_KERNEL
 from mpsim.sim.gpu.memory import prefill_kv_extra_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
@@ -33,7 +34,7 @@ MMA_MIN_ROWS = 16
 
 def attention_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                    p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
-    if row["kernel"] == DECODE_ATTENTION_KERNEL:
+    if row["kernel"] in (DECODE_ATTENTION_KERNEL, DECODE_FP8_KERNEL):
         return _decode(row, cfg, grid, r, p, resident)
     return _prefill(row, cfg, grid, r, p, resident)
 
@@ -52,14 +53,16 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
     tiles = -(-max(kv, 1) // bn)  # the longest sequence's tiles set the split length
     per = -(-tiles // splits)
     iters, inner = decode_trips(b, kv, decode_kv_tokens(row) or b * kv, hkv, bn, splits)
-    token_bytes = kv_bytes_per_token_head(d, k_bits) + kv_bytes_per_token_head(d, v_bits)
+    fp8 = row["kernel"] == DECODE_FP8_KERNEL  # the e4m3 cache: values alone (per-head scales)
+    fmt = "fp8-e4m3" if fp8 else None
+    token_bytes = kv_bytes_per_token_head(d, k_bits, fmt) + kv_bytes_per_token_head(d, v_bits, fmt)
     block = row.get("kv_block")
     table = bn / int(block) * PAGED_BLOCK_ENTRY if block else 0.0
     q_share = group * q * d * FP16 / per
     # one query head: vector dots on CUDA cores; a GQA group: QK^T and PV on the tensor cores
     mma = 0.0 if bg == 1 else 2.0 * 2.0 * max(bg, MMA_MIN_ROWS) * bn * bd
     trip = Trip(bn * token_bytes + table + q_share, mma,
-                pipes=decode_trip_pipes(k_bits, v_bits, cfg, r.sass_arch), serial=True,
+                pipes=decode_trip_pipes(k_bits, v_bits, cfg, r.sass_arch, fp8), serial=True,
                 overhead_cycles=p.mpsim.iter_overhead_cycles)
     total = b * hkv * splits
     partial = (bg * bd + 2 * bg) * FP32
@@ -76,13 +79,17 @@ def _decode(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: 
 
 
 def decode_trip_pipes(k_bits: int, v_bits: int, cfg: Mapping[str, int],
-                      arch: str = "sm_90a") -> dict[str, float]:
+                      arch: str = "sm_90a", fp8: bool = False) -> dict[str, float]:
     """Lanes by pipe (and issue slots) of one BLOCK_N-token trip: the kernel's SASS mix (on `arch`,
     the device's GpuRates.sass_arch) per
     cached element (scripts/sass_mix.py, rows per K = V width) times the trip's 2 x BLOCK_N x
     BLOCK_D K and V elements. K and V of different widths: the mean of the two widths' mixes (an
-    assumption: each row's loop spends half its elements on K, half on V)."""
+    assumption: each row's loop spends half its elements on K, half on V). `fp8`: the e4m3-cache
+    kernel's rows (sass_table_fp.py, kv-fp8)."""
     bg, bn, bd, warps = (int(cfg[k]) for k in ("block_m", "block_n", "block_k", "num_warps"))
+    if fp8:
+        mix = per_weight_mix(DECODE_FP8_KERNEL, 8, bg, bn, bd, warps, arch, w_format="kv-fp8")
+        return {key: 2.0 * bn * bd * v for key, v in mix.items()}
     mixes = [per_weight_mix(DECODE_ATTENTION_KERNEL, bits, bg, bn, bd, warps, arch)
              for bits in {k_bits, v_bits}]
     elements = 2.0 * bn * bd

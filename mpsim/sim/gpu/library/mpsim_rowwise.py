@@ -20,7 +20,8 @@ from mpsim.traces.accounting import FP16
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
 
-PASSES = {"rms_norm_kernel": 2, "layer_norm_kernel": 3}
+# fp8_act_quant_kernel (kernels/fp8_act_quant.py): an absmax pass, then the convert pass
+PASSES = {"rms_norm_kernel": 2, "layer_norm_kernel": 3, "fp8_act_quant_kernel": 2}
 REDUCTION_SCRATCH = 1024.0  # bytes of shared memory for a block reduction
 
 
