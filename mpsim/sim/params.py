@@ -91,9 +91,10 @@ class SimParams:
     # there) and checked on the L40S and B200 GEMM rows
     # (docs/validation.md#power-limited-clock-from-tdp-issue-24).
     power_overhead: float = 2.1
-    # voltage_slope: dV/V per df/f above the base clock (V(f)/V(f_base) = 1 + slope (f - f_base) /
-    # f_base), fitted on the L40S GEMM rows (the one device whose GEMMs run above its base clock:
-    # 1110 MHz base, 2520 boost) and checked on B200's; H200/H100 run below base and do not see it.
+    # voltage_slope: dV/V per df/f above the base clock (hardware file: compute.base_clock_MHz;
+    # V(f)/V(f_base) = 1 + slope (f - f_base) / f_base), fitted on the L40S GEMM rows (1110 MHz base,
+    # 2520 boost: its GEMMs run far above base) and checked on the B200 GEMM rows (1665 MHz base: its
+    # GEMMs run near the 1980 MHz boost); H200/H100 GEMMs run near their 1590 MHz base.
     voltage_slope: float = 0.72
     # The clock search runs the launch again at the clock its work allows, until the clock settles to
     # 1e-4 or this many times (a numerical limit, not physics).

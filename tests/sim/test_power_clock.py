@@ -7,16 +7,13 @@ import dataclasses
 
 import pytest
 
+from mpsim.analysis.bench.power import gemm_power
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import list_hardware, load_hardware
 from mpsim.hw_models.schema import GpuSpec
-from mpsim.launch_plan import gemm_row
-from mpsim.library import cublas
-from mpsim.sim import simulate
 from mpsim.sim.gpu.power import sustained_clock, voltage_sq
 from mpsim.sim.memo import LaunchMemo
 from mpsim.sim.params import DEFAULT_PARAMS
-from mpsim.traces.trace import rows_to_frame
 
 GPUS = [n for n in list_hardware() if isinstance(load_hardware(n), GpuSpec)]
 # The clock search (model.py) stops when the clock settles to 1e-4 or after power_iterations runs.
@@ -32,28 +29,14 @@ KNOWN = {
 }
 
 
-def _power(hw: GpuSpec, m: int, memo: LaunchMemo) -> tuple[float, float]:
-    """Average power and clock of an m x 8192 x 8192 GEMM by the kernel that keeps the tensor pipes
-    busiest (cuBLAS's or mpsim's Triton GEMM: the modelled cuBLAS runs at 60% of peak on A100)."""
-    best = (-1.0, 0.0, 0.0)
-    for kernel in (cublas.CUBLAS_GEMM, None):
-        res = simulate(rows_to_frame([gemm_row(m, 8192, 8192, kernel=kernel)]), hw, "sim", memo=memo)
-        la = res.launches
-        busy = float(la["util_tensor"].iloc[0])
-        if busy > best[0]:
-            best = (busy, res.summary.energy_j / res.summary.total_s,
-                    float(la["cycles"].iloc[0] / la["kernel_s"].iloc[0]))
-    return best[1], best[2]
-
-
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True))
                                   if n in KNOWN else n for n in GPUS])
 def test_saturating_gemm_draws_the_tdp_and_a_gemv_less(name: str) -> None:
     hw = load_hardware(name)
     assert isinstance(hw, GpuSpec) and hw.energy is not None
     memo = LaunchMemo(None)
-    gemm_w, gemm_hz = _power(hw, 8192, memo)
-    gemv_w, _ = _power(hw, 1, memo)
+    gemm_w, gemm_hz, _ = gemm_power(hw, 8192, memo)
+    gemv_w, _, _ = gemm_power(hw, 1, memo)
     assert gemm_w <= hw.energy.tdp_W * (1 + SETTLE)
     assert gemv_w < gemm_w and gemv_w < hw.energy.tdp_W
     assert abs(gemm_w / hw.energy.tdp_W - 1) <= 0.10, (gemm_w, gemm_hz)
