@@ -17,7 +17,7 @@ from mpsim.hw_models.energy import GpuEnergy, energy_lines
 class GpuCompute(Block):
     sm_count: int
     boost_clock_MHz: float  # the clock a launch starts at; the power limit lowers it (simulator)
-    base_clock_MHz: float | None = None  # optional (no model reads it)
+    base_clock_MHz: float | None = None  # the GPU model's power-limited clock needs it (sim/gpu/power.py)
     sustained_clock_MHz: float | None = None  # optional: a measured clock under load (reports only)
 
 

@@ -4,8 +4,9 @@
 Which constants. The GPU model's constants (SimParams, mpsim/sim/params.py) split in two:
 - per-device physics, which a leave-one-out fit must NOT move because on an unmeasured GPU they
   come from its datasheet (or, today, stay at the value shipped): the achievable DRAM bandwidth
-  (`bw_frac`) and the L2 port (`port_bytes_per_clk`), the power-limited clock
-  (`clock_sustained_frac`, `power_tau_us`), DRAM / L2 latencies, the shared-memory port, the usable
+  (`bw_frac`) and the L2 port (`port_bytes_per_clk`), the power-limited clock (mpsim/sim/gpu/
+  power.py from each file's TDP and clocks: `power_overhead`, `voltage_slope`), DRAM / L2
+  latencies, the shared-memory port, the usable
   L2 share (issue 24 names each one as physics of one device);
 - device-independent constants: work per element and fixed costs of a kernel library, the tensor
   pipe's efficiency relative to its datasheet peak, the smallest kernel's floor, and each timing

@@ -36,14 +36,7 @@ from mpsim.launch_plan import gemm_row
 from mpsim.library import SCALED_CANDIDATES, WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
 from mpsim.policy import FLOAT_FORMATS
 from mpsim.sim.gpu.arch import candidate_family, generation
-from mpsim.sim.gpu.model import (
-    launch_work,
-    lower_bound_s,
-    power_clock,
-    simulate_gpu_launch,
-    tensor_flops,
-)
-from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.gpu.model import lower_bound_s, power_clock, simulate_gpu_launch
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.result import LaunchOutcome
 from mpsim.traces.trace import Trace
@@ -83,16 +76,17 @@ def best_config(build: Callable[[lc.LaunchConfig], Row], candidates: Sequence[lc
     for _ in range(params.power_iterations + 1):
         bounds = [lower_bound_s(row, hw, params, resident, clock) for row in rows]
         best_t = math.inf
+        best_out = None
         for i in sorted(range(len(rows)), key=lambda j: (bounds[j], j)):
             if bounds[i] >= best_t:
                 break
-            t = simulate_gpu_launch(rows[i], hw, params, resident, clock_hz=clock).time_s
+            run = simulate_gpu_launch(rows[i], hw, params, resident, clock_hz=clock)
             runs += 1
-            if t < best_t or (t == best_t and i < best_i):
-                best_i, best_t = i, t
-        r = gpu_rates(hw, params, clock)
-        flops = tensor_flops(launch_work(rows[best_i], r, params, resident))
-        new_clock = power_clock(hw, params, flops, best_t, clock)
+            if run.time_s < best_t or (run.time_s == best_t and i < best_i):
+                best_i, best_t, best_out = i, run.time_s, run
+        if best_out is None:  # every bound at infinity: nothing ran at this clock
+            best_out = simulate_gpu_launch(rows[best_i], hw, params, resident, clock_hz=clock)
+        new_clock = power_clock(hw, params, best_out)
         if abs(new_clock - clock) <= 1e-4 * clock:
             break
         clock = new_clock

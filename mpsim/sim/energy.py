@@ -4,10 +4,13 @@ energy_j = dynamic + static_W x time_s, where time_s is the launch's share of th
 the sum over a run is the run's energy and its mean power is energy / time. Dynamic energy counts
 what each model already reports (the constants are the hardware file's `energy:` block, their
 sources in the file):
-- GPU, SimPy model: DRAM bytes x pJ/bit x 8 + L2 bytes x pJ/B + tensor FLOPs x pJ/FLOP + CUDA-core
-  lane-ops x pJ/op, the FLOPs and lane-ops being the units' busy share of the kernel body at their
-  peak rate (`util_tensor`, `util_cuda`: padded MMA work and dequantization included). Nothing of
-  the GPU time model is touched: energy reads its output columns.
+- GPU, SimPy model: DRAM bytes x pJ/bit x 8 + power_overhead x (V(f)/V(f_base))^2 x (L2 bytes x
+  pJ/B + tensor FLOPs x pJ/FLOP + CUDA-core lane-ops x pJ/op), the FLOPs and lane-ops being the
+  units' busy share of the launch's cycles at their peak rate per cycle (`util_tensor`,
+  `util_cuda`: padded MMA work and dequantization included) and f the clock it ran at (cycles /
+  kernel_s). It is the power model that sets the power-limited clock (mpsim/sim/gpu/power.py), so a
+  power-limited launch draws the TDP. Nothing of the GPU time model is touched: energy reads its
+  output columns.
 - NPU, SimPy model: DRAM bytes, SRAM bytes, MACs, decoded weights by stored width and vector ops of
   each launch, counted by the step model (mpsim/sim/npu/step.py, `npu_dynamic_j`).
 - roofline (either kind): the analytic DRAM bytes, matrix FLOPs (gemm, attention) and other FLOPs.
@@ -21,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuEnergy
-from mpsim.sim.energy_costs import PJ, gpu_joules_per_unit, roofline_joules_per_unit
+from mpsim.sim.energy_costs import PJ, roofline_joules_per_unit
+from mpsim.sim.gpu.power import base_hz, core_joules_per_cycle
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.roofline import MATRIX_OPS
 
 if TYPE_CHECKING:
@@ -33,22 +38,33 @@ def _f(column: Any) -> np.ndarray:
     return np.asarray(column, dtype=float)
 
 
-def gpu_components_j(per: Any, hw: GpuSpec) -> dict[str, np.ndarray]:
-    """Dynamic energy of GPU SimPy launches by part (dram, l2, tensor, cuda), from their bytes and
-    unit busy shares (J per unit: energy_costs.gpu_joules_per_unit)."""
-    j = gpu_joules_per_unit(hw)
+def gpu_components_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) -> dict[str, np.ndarray]:
+    """Dynamic energy of GPU SimPy launches by part (dram, l2, tensor, cuda), from their bytes, unit
+    busy shares and the clock they ran at (cycles / kernel_s), priced by the power model that sets
+    that clock (mpsim/sim/gpu/power.py: the file's energies x power_overhead x (V(f)/V(f_base))^2 on
+    the SM side)."""
+    cycles = _f(per["cycles"])
     body = _f(per["kernel_s"])
+    if hw.energy is None:
+        nan = np.full(len(cycles), np.nan)
+        return {"dram": nan, "l2": nan, "tensor": nan, "cuda": nan}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        clock = np.where(body > 0, cycles / np.where(body > 0, body, 1.0), base_hz(hw))
+    fb = base_hz(hw)
+    v = 1.0 + params.voltage_slope * np.maximum(0.0, clock - fb) / fb
+    side = params.power_overhead * v * v
+    j = core_joules_per_cycle(hw)
     return {
-        "dram": _f(per["bytes_dram"]) * j["bytes_dram"],
-        "l2": np.nan_to_num(_f(per["bytes_l2"])) * j["bytes_l2"],
-        "tensor": np.nan_to_num(_f(per["util_tensor"])) * body * j["tensor_s"],
-        "cuda": np.nan_to_num(_f(per["util_cuda"])) * body * j["cuda_s"],
+        "dram": _f(per["bytes_dram"]) * 8 * hw.energy.dram_pJ_per_bit * PJ,
+        "l2": side * np.nan_to_num(_f(per["bytes_l2"])) * j["l2"],
+        "tensor": side * np.nan_to_num(_f(per["util_tensor"])) * cycles * j["tensor"],
+        "cuda": side * np.nan_to_num(_f(per["util_cuda"])) * cycles * j["cuda"],
     }
 
 
-def gpu_dynamic_j(per: Any, hw: GpuSpec) -> np.ndarray:
+def gpu_dynamic_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) -> np.ndarray:
     """Dynamic energy of GPU SimPy launches (the sum of gpu_components_j)."""
-    parts = gpu_components_j(per, hw)
+    parts = gpu_components_j(per, hw, params)
     return parts["dram"] + parts["l2"] + parts["tensor"] + parts["cuda"]
 
 
@@ -93,11 +109,11 @@ def npu_dynamic_j(e: NpuEnergy | None, dram_bytes: float, sram_bytes: float, mac
             + vector_ops * e.vector_pJ_per_op) * PJ
 
 
-def dynamic_energy_j(per: pd.DataFrame, hw: HardwareSpec) -> np.ndarray:
+def dynamic_energy_j(per: pd.DataFrame, hw: HardwareSpec, params: SimParams | None = None) -> np.ndarray:
     """Dynamic energy of each row of a replay's outcomes (static power is added over time_s)."""
     if "energy_dyn_j" in per:  # the NPU step model and the roofline count their own
         return per["energy_dyn_j"].to_numpy(dtype=float)
     if isinstance(hw, GpuSpec):
-        return gpu_dynamic_j(per, hw)
+        return gpu_dynamic_j(per, hw, DEFAULT_PARAMS if params is None else params)
     return np.full(len(per), np.nan)
 

@@ -104,7 +104,7 @@ def price_launch(row: Mapping[str, Any], hw: HardwareSpec, model: str = "sim",
     else:
         time_s = max(raw, bound["t_lower_s"])
     if model == "sim":
-        dynamic = gpu_launch_dynamic_j(per, hw) if isinstance(hw, GpuSpec) else math.nan
+        dynamic = gpu_launch_dynamic_j(per, hw, params) if isinstance(hw, GpuSpec) else math.nan
     else:
         dynamic = roofline_launch_dynamic_j(row, hw)
     out = {"launch_id": row.get("launch_id", 0), "start_s": 0.0, "end_s": time_s, "time_s": time_s,

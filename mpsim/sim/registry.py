@@ -142,7 +142,7 @@ def simulate(trace_or_rows: Trace | pd.DataFrame, hw: HardwareSpec, model: str =
     priced = PERF_MODELS[model].launch_costs and isinstance(hw, GpuSpec)
     if priced:
         per_launch = _with_overhead(per_launch, rows, device_protocol(protocol, hw))
-    launches = finish(rows, per_launch, hw)
+    launches = finish(rows, per_launch, hw, params)
     prompt = trace_or_rows.meta.workload.get("prompt_len") if isinstance(trace_or_rows, Trace) else None
     summary = summarize(rows, launches["time_s"].to_numpy(), batch, gen_len,
                         launches["energy_j"].to_numpy(), None if prompt is None else int(prompt),

@@ -156,9 +156,11 @@ def first_of_codes(codes: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
 
 
-def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec) -> LaunchTable:
-    """The run's per-launch table: the replay's outcomes on one timeline beside the roofline."""
-    return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw)
+def finish(rows: pd.DataFrame, per: Broadcast | pd.DataFrame, hw: HardwareSpec,
+           params: SimParams | None = None) -> LaunchTable:
+    """The run's per-launch table: the replay's outcomes on one timeline beside the roofline (energy
+    priced with `params`' power model, default the shipped one)."""
+    return LaunchTable(rows, per if isinstance(per, Broadcast) else Broadcast(per, None), hw, params)
 
 
 class LaunchTable:
@@ -166,7 +168,8 @@ class LaunchTable:
     only time_s, the roofline terms and the launch id. `table["time_s"]` (any LAUNCH_COLUMNS
     name) is one column as a Series; `frame()` the whole DataFrame, built on demand."""
 
-    def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec) -> None:
+    def __init__(self, rows: pd.DataFrame, per: Broadcast, hw: HardwareSpec,
+                 params: SimParams | None = None) -> None:
         self.per, self.index = per, rows.index
         self.launch_id = rows["launch_id"].to_numpy()
         keyed = None if per.codes is None else (first_of_codes(per.codes), per.codes)
@@ -185,7 +188,7 @@ class LaunchTable:
             # the stages' timelines (mpsim/sim/pipeline.py): back to back on one stage or one batch
             self.schedule = schedule(rows, self.time_s)
             self.end = self.schedule.end
-        dynamic = dynamic_energy_j(per.per_key, hw)  # per distinct launch, then per launch
+        dynamic = dynamic_energy_j(per.per_key, hw, params)  # per distinct launch, then per launch
         self.energy_j = (dynamic if per.codes is None else dynamic[per.codes]) + static_w(hw) * self.time_s
 
     def __len__(self) -> int:

@@ -72,12 +72,14 @@ def test_no_launch_and_no_run_draws_more_than_the_tdp(model: str, hw_name: str) 
     for row in _shapes():
         res = simulate(rows_to_frame([row]), hw, model, memo=memo)
         power = res.summary.energy_j / res.summary.total_s
-        assert power <= hw.energy.tdp_W, (row["kernel"], row.get("m"), row.get("n"), power)
+        # the GPU model holds a power-limited launch at the TDP to within the clock search's settling
+        # (tests/sim/test_power_clock.py, SETTLE)
+        assert power <= hw.energy.tdp_W * (1 + 1e-2), (row["kernel"], row.get("m"), row.get("n"), power)
     for policy in ("fp16", "w4", "ap3"):  # whole runs: prefill-heavy and decode-heavy
         for wl in (Workload(256, 2, 2), Workload(64, 12, 1)):
             res = simulate(synthesize(PRESETS["vicuna-7b"], parse_policy(policy), wl), hw, model,
                            memo=memo)
-            assert res.summary.avg_power_w <= hw.energy.tdp_W
+            assert res.summary.avg_power_w <= hw.energy.tdp_W * (1 + 1e-2)
 
 
 @pytest.mark.parametrize("hw_name", ["npu-llm", "h200-sxm"])

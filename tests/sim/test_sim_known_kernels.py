@@ -115,7 +115,8 @@ def test_the_power_limited_clock_falls_for_long_tensor_bound_launches_only() -> 
                                DEFAULT_PARAMS)
     short = simulate_gpu_launch(gemm_row(1, 4096, 4096, kernel=cublas.CUBLAS_GEMM), H200, DEFAULT_PARAMS)
     norm = simulate_gpu_launch(framework_op_row(vllm.VLLM_RMS_NORM, 4096, 4096), H200, DEFAULT_PARAMS)
-    assert long.clock_hz < 0.8 * boost
+    # the 700 W limit holds a multi-ms GEMM near 1600 MHz (mpsim/sim/gpu/power.py; H200 GEMM rows)
+    assert long.clock_hz < 0.82 * boost
     assert short.clock_hz > 0.99 * boost and norm.clock_hz == boost
     # the datasheet peak assumes 1830 MHz: a multi-ms GEMM sustains 0.75-0.81 of it (GEMM rows)
     flops = 2 * 8192 * 16384 * 16384
