@@ -23,6 +23,7 @@ from mpsim.workload import Workload
 
 GPUS = ("a100-sxm-80gb", "b200-sxm", "h100-sxm", "h200-sxm", "l40s", "rtx-4090")
 SPECS: dict[str, GpuSpec] = {n: load_hardware(n) for n in GPUS}  # type: ignore[misc]
+CLOCK_SEARCH_REL = 2e-4  # two power-limited clock searches, each stopped within 1e-4 of its fixed point
 REL = 1e-9  # float noise of summing cycles in different orders
 
 formats = st.sampled_from([("fp16", 16), ("group", 8), ("group", 4), ("group", 3), ("group", 2),
@@ -91,7 +92,9 @@ def test_more_bandwidth_or_a_faster_clock_is_never_slower(hw_name: str, shape: t
     row = _gemm(shape, fmt)
     base = simulate_launch(row, hw).time_s
     assert simulate_launch(row, _more_bandwidth(hw, f)).time_s <= base * (1 + REL)
-    assert simulate_launch(row, _faster_clock(hw, f)).time_s <= base * (1 + REL)
+    # under the power limit both runs sit at the TDP clock, found by iteration to 1e-4 of itself
+    # (mpsim/sim/gpu/model.py simulate_gpu_launch): equal within that, never slower beyond it
+    assert simulate_launch(row, _faster_clock(hw, f)).time_s <= base * (1 + CLOCK_SEARCH_REL)
 
 
 @FAST
@@ -101,7 +104,7 @@ def test_attention_monotone_in_bandwidth_and_clock(hw_name: str, shape: tuple[An
     row = _attention(shape)
     base = simulate_launch(row, hw).time_s
     assert simulate_launch(row, _more_bandwidth(hw, f)).time_s <= base * (1 + REL)
-    assert simulate_launch(row, _faster_clock(hw, f)).time_s <= base * (1 + REL)
+    assert simulate_launch(row, _faster_clock(hw, f)).time_s <= base * (1 + CLOCK_SEARCH_REL)
 
 
 @pytest.mark.parametrize("hw_name", ["l40s", "rtx-4090"])
