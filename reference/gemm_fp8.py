@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from mpsim.reference.fp8 import decode_e4m3
-from mpsim.reference.fp16 import to_fp16
+from mpsim.reference.fp16 import to_fp16, widen_bias
 
 
 @njit(cache=True)
@@ -49,14 +49,7 @@ def gemm_fp8_ref(a_codes: np.ndarray, a_scales: np.ndarray, w_codes: np.ndarray,
     if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[1]:
         raise ValueError(f"codes: expected a (M, K) and w (N, K), got {a.shape} and {w.shape}")
     sa, sw = w8a8_scales(a_scales, w_scales, a.shape[0], w.shape[0])
-    n = w.shape[0]
-    if bias is None:
-        b = np.zeros(n, np.float32)
-    else:
-        bias = np.asarray(bias)
-        if bias.dtype != np.float16 or bias.shape != (n,):
-            raise ValueError(f"bias: expected float16 ({n},), got {bias.dtype} {bias.shape}")
-        b = bias.astype(np.float32)
+    b, _ = widen_bias(bias, w.shape[0])
     return to_fp16(_w8a8(a, sa, w, sw, b))
 
 

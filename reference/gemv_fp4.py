@@ -14,7 +14,7 @@ from numba import njit
 
 from mpsim.reference.fp4 import decode_e2m1, unpack_fp4
 from mpsim.reference.fp4_quant import Fp4Weight, block_scale_values
-from mpsim.reference.fp16 import to_fp16
+from mpsim.reference.fp16 import to_fp16, widen_bias
 
 
 def fp4_unscaled(fw: Fp4Weight) -> np.ndarray:
@@ -42,12 +42,5 @@ def gemv_fp4_ref(x: np.ndarray, fw: Fp4Weight, bias: np.ndarray | None = None) -
     if x.dtype != np.float16 or x.ndim != 2 or x.shape[1] != fw.k:
         raise ValueError(f"x: expected float16 (M, {fw.k}), got {x.dtype} {x.shape}")
     v = fp4_unscaled(fw)
-    n = v.shape[0]
-    if bias is None:
-        b = np.zeros(n, np.float32)
-    else:
-        bias = np.asarray(bias)
-        if bias.dtype != np.float16 or bias.shape != (n,):
-            raise ValueError(f"bias: expected float16 ({n},), got {bias.dtype} {bias.shape}")
-        b = bias.astype(np.float32)
+    b, _ = widen_bias(bias, v.shape[0])
     return to_fp16(_gemv(x.astype(np.float32), v, np.float32(fw.global_scale), b))
