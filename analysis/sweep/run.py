@@ -26,6 +26,7 @@ from mpsim.analysis.sweep.lock import worker_init
 from mpsim.analysis.sweep.point import GroupTask, run_group
 from mpsim.analysis.sweep.spec import Group, SweepSpec
 from mpsim.analysis.sweep.store import DiscardedPointsError, PointStore
+from mpsim.analysis.sweep.support import check_support
 from mpsim.errors import MpsimInputError
 from mpsim.traces.atomic import write_text_atomic
 from mpsim.traces.schema import DEFAULT_ENGINE
@@ -66,6 +67,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
         raise MpsimInputError(f"--workers must be >= 1, got {n}")
     if dask_address is not None:
         check_dask_address(dask_address)
+    check_support(spec)  # a policy a device cannot run is the spec's error before any point runs
     store, serve_store = PointStore(out_dir), PointStore(out_dir, serve.POINTS)
     t0 = time.perf_counter()
     with store.locked() as lock_fd:
@@ -205,6 +207,8 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
         data["pp"] = list(dict.fromkeys(pp for _, pp in spec.plans))
     if spec.micro_batches != (1,):
         data["micro_batches"] = list(spec.micro_batches)
+    if spec.exclude:
+        data["exclude"] = [e.as_dict() for e in spec.exclude]
     if spec.serve is not None:
         data["serve"] = serve.spec_copy(spec.serve)
     write_text_atomic(f"# the spec last run in this folder (from {spec.source})\n"

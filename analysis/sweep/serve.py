@@ -163,6 +163,8 @@ def tasks(spec: Any, done: set[str], out_dir: str) -> list[ServeTask]:
     for model, policy, engine, (tp, pp) in itertools.product(spec.models, spec.policies, spec.engines,
                                                              spec.plans):
         for name, hw in spec.hardware.items():
+            if spec.excludes(model.name, policy, engine, name):
+                continue
             points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine, tp, pp), r)
                            for r in section.rates)
             todo = tuple(p for p in points if p.key not in done)
@@ -175,7 +177,8 @@ def keys(spec: Any) -> list[str]:
     section: ServeSection = spec.serve
     return [point_key(m, p, hw, section, r, e, tp, pp) for m, p, e, (tp, pp) in itertools.product(
                 spec.models, spec.policies, spec.engines, spec.plans)
-            for hw in spec.hardware.values() for r in section.rates]
+            for name, hw in spec.hardware.items() if not spec.excludes(m.name, p, e, name)
+            for r in section.rates]
 
 
 def run_serve_task(task: ServeTask) -> list[str]:

@@ -13,7 +13,8 @@ spec's error. `tp` and `pp` (optional lists, default [1]) are the parallel plans
 product; mpsim/parallel.py): a plan a model cannot take is the spec's error. `micro_batches`
 (optional list, default [1]) splits each trace point's batch into pipeline micro-batches (mpsim
 synth --micro-batches; every value must divide every workload's batch; serving points do not take
-it). Each point has a stable
+it). `exclude` (optional) leaves (model, policy, engine, hardware) combinations out of the grid
+(analysis/sweep/exclude.py). Each point has a stable
 key, a hash
 of everything that decides its numbers, so a rerun recognises the points it already has.
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsim import limits
+from mpsim.analysis.sweep.exclude import Exclusion, excluded, parse_exclude
 from mpsim.analysis.sweep.serve import ServeSection, parse_section
 from mpsim.engines import check_policy, get_engine
 from mpsim.errors import MpsimInputError
@@ -49,7 +51,7 @@ from mpsim.workload import Workload, check_context
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
 OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines", "tp", "pp",
-                 "micro_batches")
+                 "micro_batches", "exclude")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
@@ -92,22 +94,30 @@ class SweepSpec:
     engines: tuple[str, ...] = (DEFAULT_ENGINE,)
     plans: tuple[tuple[int, int], ...] = ((1, 1),)  # (tp, pp) of the `tp` x `pp` axes
     micro_batches: tuple[int, ...] = (1,)  # the pipeline micro-batches of the trace points
+    exclude: tuple[Exclusion, ...] = ()  # holes in the grid (trace and serve points alike)
+
+    def excludes(self, model: str, policy: str, engine: str, hardware: str) -> bool:
+        return excluded(self.exclude, model, policy, engine, hardware)
 
     def groups(self) -> list[Group]:
         """Every group in grid order: model, workload, policy, engine, plan, micro-batches; inside:
-        hardware, perf model."""
+        hardware, perf model (less the excluded hardware; a group left with none is dropped)."""
         out = []
         for model, wl, pol, eng, (tp, pp), mb in itertools.product(
                 self.models, self.workloads, self.policies, self.engines, self.plans, self.micro_batches):
             points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp, mb), name, pm)
-                           for name, hw in self.hardware.items() for pm in self.perf_models)
-            out.append(Group(model, pol, wl, points, eng, tp, pp, mb))
+                           for name, hw in self.hardware.items() for pm in self.perf_models
+                           if not self.excludes(model.name, pol, eng, name))
+            if points:
+                out.append(Group(model, pol, wl, points, eng, tp, pp, mb))
         return out
 
     def keys(self) -> list[str]:
         return [p.key for g in self.groups() for p in g.points]
 
     def __len__(self) -> int:
+        if self.exclude:
+            return sum(len(g.points) for g in self.groups())
         return (len(self.models) * len(self.policies) * len(self.hardware) * len(self.workloads)
                 * len(self.perf_models) * len(self.engines) * len(self.plans) * len(self.micro_batches))
 
@@ -180,6 +190,9 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
     perf_models = _perf_models(source, data)
     beyond = allow_beyond_context or _flag(source, data, "allow_beyond_context")
     serve = parse_section(source, data["serve"]) if "serve" in data else None
+    exclude = parse_exclude(source, data["exclude"], {
+        "model": tuple(m.name for m in models), "policy": policies, "engine": engines,
+        "hardware": tuple(hardware)}) if "exclude" in data else ()
     grid = len(models) * len(policies) * len(hardware) * len(engines) * len(plans)
     limits.SWEEP_POINTS.check(grid * (len(workloads) * len(perf_models) * len(micro)
                                       + len(serve.rates if serve else ())),
@@ -188,7 +201,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
         perf_models=perf_models, source=source, serve=serve,
         warnings=_context_warnings(source, models, workloads, beyond), engines=engines, plans=plans,
-        micro_batches=micro,
+        micro_batches=micro, exclude=exclude,
     )
 
 

@@ -1,7 +1,7 @@
 """`mpsim demo --out out`: the main job (`make demo`): the default sweep, its tables and its charts.
 
-Runs analysis/specs/default.yaml (3 models x 9 policies x 4 devices x 2 workloads) on the simulator
-and the roofline, writes OUT/sweep/ (points, results.parquet), OUT/results.csv and
+Runs analysis/specs/default.yaml (3 models x 11 policies x 4 devices x 2 workloads, less fp8 on
+npu-edge) on the simulator and the roofline, writes OUT/sweep/ (points, results.parquet), OUT/results.csv and
 OUT/figures/*.png, runs a small scheduler evaluation on the tiny model (OUT/evaluation/, its Pareto
 chart copied to OUT/figures/pareto.png), and prints a short summary. Rerunning into the same OUT
 reuses finished sweep points.
