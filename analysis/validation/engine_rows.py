@@ -102,8 +102,9 @@ def e5(row: Row, table: dict[str, Row]) -> RowSetup:
                     f"batch's rate over all four, its ratio the scaling over the same precision at "
                     f"TP1; the figure is the last 'gen throughput' log line (the post: 'We reported "
                     f"the last throughput'): SGLang logs every decode_log_interval = {LOG_INTERVAL} "
-                    f"decode passes (server_args.py), counting the warm-up's {WARMUP_PASSES} "
-                    f"(bench_offline_throughput.py: 16 prompts of 256 in / 16 out before the run); "
+                    f"decode passes (python/sglang/srt/server_args.py), counting the warm-up's "
+                    f"{WARMUP_PASSES} (python/sglang/bench_offline_throughput.py: 16 prompts of 256 in "
+                    f"/ 16 out before the run); "
                     f"{SAME_SHAPES}", log=(LOG_INTERVAL, WARMUP_PASSES))
 
 
