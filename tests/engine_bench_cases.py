@@ -13,8 +13,9 @@ ROWS = {
           "tok/s per GPU: BF16 9, FP8 8, INT4-AWQ 8.5, W4A8-AWQ 9.5 | same | s |",
     "E4": "| E4 | blog | H100 80GB | Llama-2-7B, TP 1 | input 32, output 4 | speedup over FP16: FP8 1.1x "
           "(bs 1), 1.2x (bs 2); INT8 SmoothQuant 1.3x, 1.4x | same | s |",
-    "E5": "| E5 | sglang | H100 | Llama-3.1-8B-Instruct | random 48 in / 6 out, prompts = batch | TP1 bs1 "
-          "tok/s: bf16 100, int4 g64 (GemLite) 150, fp8 dynamic 120; TP1 bs4: 300 / 350 / 330; TP4 bs4: "
+    "E5": "| E5 | sglang, torch.compile | H100 | Llama-3.1-8B-Instruct | random 48 in / 70 out, "
+          "prompts = batch | TP1 bs1 tok/s: bf16 100, int4 g64 (GemLite) 150, fp8 dynamic 120; TP1 bs4: "
+          "300 / 350 / 330; TP4 bs4: "
           "1 / 2 / 3 | steady-state decode batch rate (not the whole run) | s |",
     "E6": "| E6 | vLLM `benchmark_latency --input-len 16 --output-len 4` | H100 | Llama-3.1-8B, TP 1 | "
           "batch 1 / 2 | seconds per request: BF16 0.2 / 0.3; Marlin int8 0.15 / 0.25; Marlin int4 "

@@ -55,10 +55,15 @@ def e4(row: Row, table: dict[str, Row]) -> RowSetup:
                     "ratio to it is (fp8: W8A8 e4m3, per-tensor scales, 16-bit KV: the blog names none)")
 
 
+LOG_INTERVAL = 40   # sgl-project/sglang python/sglang/srt/server_args.py: decode_log_interval = 40
+WARMUP_PASSES = 15  # python/sglang/bench_offline_throughput.py: warm-up output_len 16 (15 decode passes)
+
+
 def e5(row: Row, table: dict[str, Row]) -> RowSetup:
     Cell(row, "GPU").need("H100")
     Cell(row, "model").need("Llama-3.1-8B")
     Cell(row, "counts").need("steady-state decode")
+    Cell(row, "engine, tool").need("torch.compile")
     prompt, gen = Cell(row, "workload").ints(r"(\d+) in / (\d+) out", "'N in / N out'")
     pub = Cell(row, "published result")
     b1, first = pub.match(r"TP1 bs(\d+) tok/s: ([^;]+);", "'TP1 bsN tok/s: label value, ...;'").groups()
@@ -80,20 +85,27 @@ def e5(row: Row, table: dict[str, Row]) -> RowSetup:
             raise pub.error(f"a TP1 value labelled {label!r} (labels: {list(values)})")
         return values[label]
 
-    runs = (("bf16", "fp16", "23"), ("int4 g64 (GemLite)", "w4g64", "23"), ("fp8 dynamic", "fp8", "26"))
+    runs = (("bf16", "fp16", "23"), ("int4 g64 (GemLite)", "w4g64", "23"),
+            ("fp8 dynamic", "fp8grow", "26"))
     tp1 = tuple(Precision(lb, pol, published(lb), owner=own) for lb, pol, own in runs)
     tp4_runs = tuple(Precision(f"{lb} TP4", pol, (at_tp4[by_label[lb]],), tp=4,
                                owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),))
                      for lb, pol, own in runs)
-    return RowSetup("E5", "sglang", "h100-sxm", "llama-3-8b", prompt, gen, (int(b1), int(b2)),
-                    "decode-rate", tp1 + tp4_runs,
-                    f"GemLite's Triton W4A16 is not a modelled library: the sglang file's int4 kernel "
-                    f"(its Marlin path) stands in for it (`mpsim engines sglang`); torchao's fp8 dynamic "
-                    f"(float8 weights and per-token dynamic activations) as fp8 on the sglang file's fp8 "
-                    f"GEMM (per-tensor weight scales, torchao's default granularity: an assumption, the "
-                    f"post names none); a TP4 run is tensor-parallel over 4 GPUs (the sglang file's "
-                    f"all-reduce, the h100-sxm node's NVLink), its figure the batch's rate over all four, "
-                    f"its ratio the scaling over the same precision at TP1; {SAME_SHAPES}")
+    return RowSetup("E5", "sglang-torchnative", "h100-sxm", "llama-3-8b", prompt, gen,
+                    (int(b1), int(b2)), "decode-log", tp1 + tp4_runs,
+                    f"the post's SGLang (commit feb2b76, torch.compile, TorchNativeLlamaForCausalLM: "
+                    f"`mpsim engines sglang-torchnative`); GemLite's Triton W4A16 is not a modelled "
+                    f"library: the file's int4 kernel (Marlin) stands in for it; torchao's "
+                    f"fp8dq-per_row (float8 weights and activations, per-row scales, the post's "
+                    f"words) as fp8grow on the file's fp8 GEMM; a TP4 run is tensor-parallel over 4 "
+                    f"GPUs (DTensor's NCCL all-reduce, the h100-sxm node's NVLink), its figure the "
+                    f"batch's rate over all four, its ratio the scaling over the same precision at "
+                    f"TP1; the figure is the last 'gen throughput' log line (the post: 'We reported "
+                    f"the last throughput'): SGLang logs every decode_log_interval = {LOG_INTERVAL} "
+                    f"decode passes (python/sglang/srt/server_args.py), counting the warm-up's "
+                    f"{WARMUP_PASSES} (python/sglang/bench_offline_throughput.py: 16 prompts of 256 in "
+                    f"/ 16 out before the run); "
+                    f"{SAME_SHAPES}", log=(LOG_INTERVAL, WARMUP_PASSES))
 
 
 def e6(row: Row, table: dict[str, Row]) -> RowSetup:

@@ -7,6 +7,9 @@ so launches are priced under the `graph` protocol (mpsim/sim/protocols.yaml: the
 a graph replay), the simulator's default. The count:
 - whole-run: generated tokens of all sequences / the run's time (RunSummary.tokens_per_s);
 - decode-rate: decode tokens / the decode passes' time (RunSummary.decode_tokens_per_s);
+- decode-log: decode tokens / time over the last window an engine's decode log line reports
+  (`log_window`: SGLang logs "gen throughput" every decode_log_interval passes, counting the
+  warm-up's passes too; E5 reports the last such line);
 - latency: the run's time (RunSummary.total_s), what each request of the batch waits.
 A row without batches (E8: the engine's max-throughput batch) runs the largest batch whose weights,
 KV cache and peak activations fit mpsim/memory.py's share of the GPU (MEMORY_UTILIZATION).
@@ -19,6 +22,9 @@ prompts, all arriving at 0 s, scheduled with the row's (max_num_seqs, max_num_ba
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
 
 from mpsim.analysis.validation.engine_rows import Count, Precision, RowSetup
 from mpsim.engines import EngineChoice, architecture, get_engine
@@ -115,7 +121,35 @@ def predict(run: Run, memo: LaunchMemo) -> float:
     tp = run.precision.tp
     trace = synthesize(spec, parse_policy(run.precision.policy), run.workload,
                        engine=EngineChoice.on(run.setup.engine, hw), tp=tp)
-    return counted(run.setup.count, simulate(trace, hw, memo=memo).summary, tp)
+    result = simulate(trace, hw, memo=memo)
+    if run.setup.count == "decode-log":
+        return logged_rate(run, trace.rows["phase"], trace.rows["step"], result.time_s.to_numpy())
+    return counted(run.setup.count, result.summary, tp)
+
+
+def log_window(gen_len: int, interval: int, warm: int) -> tuple[int, int]:
+    """The decode passes (first, last; 1-based, the first token coming from the prefill) of the
+    last log line: the engine counts decode passes from its start, the warm-up's `warm` included,
+    and logs the rate of the `interval` passes since its last line whenever the count is a
+    multiple of `interval`."""
+    last = gen_len - 1
+    while last >= interval and (warm + last) % interval:
+        last -= 1
+    if last < interval:
+        raise MpsimInputError(f"a run of {gen_len} new tokens logs no full window of {interval} "
+                              f"decode passes (warm-up {warm})")
+    return last - interval + 1, last
+
+
+def logged_rate(run: Run, phase: pd.Series, step: pd.Series, time_s: np.ndarray) -> float:
+    """Decode tokens / s over the last logged window (`log_window`) of a simulated run."""
+    if run.setup.log is None:
+        raise MpsimInputError(f"engine row {run.setup.row}: a decode-log count needs the engine's "
+                              "(log interval, warm-up decode passes)")
+    first, last = log_window(run.setup.gen_len, *run.setup.log)
+    steps = step.to_numpy()
+    window = (phase.to_numpy() == "decode") & (steps >= first) & (steps <= last)
+    return run.batch * (last - first + 1) / float(time_s[window].sum())
 
 
 def served(run: Run, spec: ModelSpec, hw: GpuSpec) -> float:

@@ -11,12 +11,14 @@ from typing import Literal
 
 from mpsim.models import ModelSpec
 
-Count = Literal["whole-run", "whole-run-per-gpu", "decode-rate", "latency", "served"]
+Count = Literal["whole-run", "whole-run-per-gpu", "decode-rate", "decode-log", "latency", "served"]
 COUNTS: dict[Count, str] = {
     "whole-run": "output tokens / s over the whole run, prefill included",
     "whole-run-per-gpu": "output tokens / s per GPU over the whole run, prefill included (the run's "
                          "tokens / s over its tensor-parallel GPUs)",
     "decode-rate": "steady-state decode tokens / s (prefill left out)",
+    "decode-log": "decode tokens / s over the engine's last logged window of decode passes (the "
+                  "row's `log`: passes per log line and the warm-up's passes before the run)",
     "latency": "seconds per request (the whole batch's run, prefill included)",
     "served": "output tokens / s over the whole run of `mpsim serve` (every prompt arriving at 0 s, "
               "the engine's continuous batching); the batch column is the number of prompts",
@@ -52,6 +54,8 @@ class RowSetup:
     note: str
     spec: ModelSpec | None = None  # a model that is no mpsim preset, with its config's source
     scheduler: tuple[int, int] | None = None  # "served": (max_num_seqs, max_num_batched_tokens)
+    log: tuple[int, int] | None = None  # "decode-log": (decode passes per log line, warm-up
+                                        # decode passes counted before the run's)
     band: tuple[float, float] | None = None  # a qualitative row: each predicted ratio within this
                                              # band is its target (values and errors shown only)
 

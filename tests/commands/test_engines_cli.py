@@ -56,8 +56,8 @@ def test_simulate_never_reprices_unless_asked(tmp_path: Path, capsys: pytest.Cap
                 "holds the kernels of engine 'trtllm'", "add --reprice")
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice"], capsys, "name it with --engine")
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "lmdeploy"], capsys,
-                "unknown engine 'lmdeploy'; expected one of ['mpsim', 'sglang', 'trtllm', 'turbomind', "
-                "'vllm']")
+                "unknown engine 'lmdeploy'; expected one of ['mpsim', 'sglang', 'sglang-torchnative', "
+                "'trtllm', 'turbomind', 'vllm']")
     clear_error(["simulate", str(trt), "--hw", "h200-sxm", "--reprice", "--engine", "mpsim"], capsys,
                 "fuses kv_write, rope into its attention kernels on hopper")
     vllm = _synth(tmp_path, "vllm", "--policy", "w4", "--engine", "vllm")

@@ -31,7 +31,7 @@ from mpsim.sim.gpu.library import work_for
 from mpsim.synth import synthesize
 from mpsim.workload import Workload
 
-SHIPPED = ("mpsim", "sglang", "trtllm", "turbomind", "vllm")
+SHIPPED = ("mpsim", "sglang", "sglang-torchnative", "trtllm", "turbomind", "vllm")
 SPEC = PRESETS["mobilellama-1.4b"]
 
 
@@ -74,7 +74,8 @@ def test_every_named_kernel_is_in_both_dispatch_tables() -> None:
 
 def test_unknown_engine_names_the_known_ones() -> None:
     with pytest.raises(MpsimInputError, match=re.escape(
-            "unknown engine 'tensorrt'; expected one of ['mpsim', 'sglang', 'trtllm', 'turbomind', 'vllm']")):
+            "unknown engine 'tensorrt'; expected one of ['mpsim', 'sglang', 'sglang-torchnative', "
+            "'trtllm', 'turbomind', 'vllm']")):
         get_engine("tensorrt")
 
 

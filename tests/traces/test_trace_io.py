@@ -192,7 +192,7 @@ def test_engine_round_trips_and_files_before_version_4_read_as_mpsim(small_trace
 @pytest.mark.parametrize(("meta", "match"), [
     ({"schema_version": 4, "engine": "tensorrt"},
      r"bad.parquet: metadata engine is 'tensorrt'; "
-     r"expected one of \['mpsim', 'sglang', 'trtllm', 'turbomind', 'vllm'\]"),
+     r"expected one of \['mpsim', 'sglang', 'sglang-torchnative', 'trtllm', 'turbomind', 'vllm'\]"),
     ({"schema_version": 4}, r"metadata engine is None; expected one of"),
     ({"schema_version": 3, "engine": "vllm"}, r"metadata 'engine' in a version-3 file"),
 ])

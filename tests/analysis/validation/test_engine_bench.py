@@ -19,11 +19,11 @@ REAL = default_path()
 def test_the_real_file_gives_every_owned_row() -> None:
     got = {s.row: s for s in setups(read_table(REAL))}
     assert list(got) == list(READERS)
-    assert [got[r].count for r in got] == ["whole-run", "whole-run-per-gpu", "whole-run", "decode-rate",
+    assert [got[r].count for r in got] == ["whole-run", "whole-run-per-gpu", "whole-run", "decode-log",
                                            "latency", "served", "whole-run"]
     assert [(got[r].engine, got[r].hw, got[r].model) for r in got] == [
         ("trtllm", "h200-sxm", "llama-3-8b"), ("trtllm", "h200-sxm", "llama-3-70b"),
-        ("trtllm", "h100-sxm", "llama-2-7b"), ("sglang", "h100-sxm", "llama-3-8b"),
+        ("trtllm", "h100-sxm", "llama-2-7b"), ("sglang-torchnative", "h100-sxm", "llama-3-8b"),
         ("vllm", "h100-sxm", "llama-3-8b"), ("vllm", "h100-sxm", "qwen3-8b"),
         ("trtllm", "l40s", "llama-2-7b")]
     assert got["E8"].batches is None and got["E4"].baseline.published is None
@@ -55,10 +55,11 @@ def test_the_fake_file_reads_exactly(tmp_path: Path) -> None:
     assert (e4.prompt_len, e4.gen_len, e4.batches) == (32, 4, (1, 2))
     assert e4.precisions[1] == Precision("FP8", "fp8", None, owner="26", ratios=(1.1, 1.2))
     e5 = got["E5"]
-    assert (e5.prompt_len, e5.gen_len, e5.batches, e5.count) == (48, 6, (1, 4), "decode-rate")
+    assert (e5.prompt_len, e5.gen_len, e5.batches, e5.count) == (48, 70, (1, 4), "decode-log")
+    assert e5.log == (40, 15)
     assert [p.published for p in e5.precisions] == [(100.0, 300.0), (150.0, 350.0), (120.0, 330.0),
                                                     (1.0,), (2.0,), (3.0,)]
-    assert e5.precisions[5] == Precision("fp8 dynamic TP4", "fp8", (3.0,), tp=4, owner="25, 26",
+    assert e5.precisions[5] == Precision("fp8 dynamic TP4", "fp8grow", (3.0,), tp=4, owner="25, 26",
                                          base="fp8 dynamic", batches=(4,))
     assert e5.base_of(e5.precisions[4]).label == "int4 g64 (GemLite)"
     e7 = got["E7"]

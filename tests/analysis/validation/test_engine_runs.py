@@ -13,10 +13,20 @@ from engine_bench_cases import ROWS, fake_file
 from mpsim.analysis.validation import engines
 from mpsim.analysis.validation.engine_bench import read_table
 from mpsim.analysis.validation.engine_rows import NOT_OWNED, RowSetup, setups
-from mpsim.analysis.validation.engine_run import counted, gpu, memory_batch, model, predict, runs, stand_ins
+from mpsim.analysis.validation.engine_run import (
+    counted,
+    gpu,
+    log_window,
+    memory_batch,
+    model,
+    predict,
+    runs,
+    stand_ins,
+)
 from mpsim.analysis.validation.engine_table import block, outcomes
 from mpsim.analysis.validation.report_md import write_doc
 from mpsim.engines import get_engine
+from mpsim.errors import MpsimInputError
 from mpsim.memory import MEMORY_UTILIZATION, per_gpu_bytes, point_memory
 from mpsim.policy import parse_policy
 from mpsim.sim.memo import LaunchMemo
@@ -72,6 +82,28 @@ def test_the_three_counts_of_one_run(rows: dict[str, RowSetup]) -> None:
     decode = predict(replace(run, setup=replace(run.setup, count="decode-rate")), memo)
     assert whole == 2 * 4 / latency
     assert decode > whole > 0
+
+
+def test_the_last_log_window_counts_the_warm_up_passes() -> None:
+    """SGLang logs every 40 decode passes counted from its start: after 15 warm-up passes, a run of
+    512 new tokens (decode passes 1..511) logs last at pass 505 (15 + 505 = 520), over passes
+    466..505; a run too short for a full window after the warm-up is an error."""
+    assert log_window(512, 40, 15) == (466, 505)
+    assert log_window(70, 40, 15) == (26, 65)
+    assert log_window(41, 40, 0) == (1, 40)
+    with pytest.raises(MpsimInputError, match="no full window of 40"):
+        log_window(60, 40, 15)
+
+
+def test_the_logged_window_is_the_rate_of_its_passes(rows: dict[str, RowSetup]) -> None:
+    """The decode-log count is batch x passes over the window's time (passes 26..65 of 69): at 48
+    to 118 tokens of context every pass costs about the same, so it is the whole decode rate within
+    1% (the window leaves out the first and last passes, not a different kind of work)."""
+    memo = LaunchMemo(None)
+    run = runs(replace(rows["E5"], batches=(4,)))[0]
+    logged = predict(run, memo)
+    decode = predict(replace(run, setup=replace(run.setup, count="decode-rate")), memo)
+    assert logged > 0 and abs(logged / decode - 1) < 0.01
 
 
 def test_the_engine_prices_the_run(rows: dict[str, RowSetup]) -> None:
@@ -192,7 +224,7 @@ def text_of_none(setup: RowSetup) -> str:
 
 
 def test_the_command_fails_with_the_row_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = fake_file(tmp_path, E5=ROWS["E5"].replace("48 in / 6 out", "48 in, 6 out"))
+    bad = fake_file(tmp_path, E5=ROWS["E5"].replace("48 in / 70 out", "48 in, 70 out"))
     assert engines.main(["--benchmarks", str(bad), "--print", "--no-cache"]) == 2
     assert "row E5, column 'workload'" in capsys.readouterr().err
     assert engines.main(["--benchmarks", str(tmp_path / "none.md"), "--print"]) == 2
