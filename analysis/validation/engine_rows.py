@@ -34,7 +34,8 @@ def e1(row: Row, table: dict[str, Row]) -> RowSetup:
                      Precision("FP8", "fp8", pub.series("FP8", len(batches)), owner="26")),
                     f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128); FP8 as fp8 "
                     f"(W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the activations quantized "
-                    f"per tensor before each GEMM); every run with a 16-bit KV cache (the benchmark "
+                    f"with its static per-tensor scale inside the kernel that produces them: the "
+                    f"trtllm file's `act_quant: fused`); every run with a 16-bit KV cache (the benchmark "
                     f"names no KV format: an assumption)")
 
 

@@ -15,11 +15,17 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   block-scaled tiles; the autotuner's tactics): `trtllm_nvfp4_gemm`, candidates FlashInfer's
   tcgen05 tiles, persistent only (ASSUMPTION: the tactic list was not read; the published rows'
   time grows with K at small M as a kernel that does not split K).
+
+The end-to-end rows (E1, E2, E4: trtllm-bench on TensorRT-LLM v0.15) ran the TensorRT flow instead:
+FP8Linear (tensorrt_llm/quantization/layers.py) quantizes its input with the checkpoint's static
+per-tensor scale as a TensorRT Quantize layer fused into the producing kernel (the engine file's
+`act_quant: fused`), and without `gemm_plugin fp8` TensorRT runs its own fp8 matmul tactic, timed at
+build: priced as this room's `trtllm_fp8_gemm` at `fp8_heuristic`'s tile (an assumption, stated there).
 """
 
 from __future__ import annotations
 
-from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, next_pow2
 from mpsim.library.cublas import CUBLAS_MAX_ACC, CUBLAS_TOKEN_TILES, CUBLAS_WEIGHT_TILES
 from mpsim.library.flashinfer_gemm import nvfp4_candidates
 from mpsim.library.rows import Row
@@ -49,12 +55,26 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[
     return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))
 
 
+def fp8_heuristic(m: int, n: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """The fixed choice an engine run takes (no autotune): cuBLAS's Hopper rule
+    (mpsim/library/cublas.py `cublas_heuristic`, the one the bf16 GEMMs of the same engine file take):
+    the token tile the next power of two of M within 16..128, 256 weight rows, stream-K; swapped
+    operands (the weights on the MMA's M side). ASSUMPTION for TensorRT-LLM v0.15's TensorRT flow
+    (E1/E2/E4): FP8Linear without `gemm_plugin fp8` (PluginConfig's default gemm_plugin is None)
+    hands TensorRT a Q/DQ matmul whose fp8 tactic TensorRT times at build, per optimization profile
+    (tensorrt_llm/quantization/layers.py FP8Linear.forward); its tactic list is not public, so the
+    tile follows M as cuBLAS's does. A fixed 128-token tile at M = 1 moved 128 activation rows per
+    K step and left the grid on 16-112 SMs (1.1-1.8 TB/s on llama-3-8b's decode shapes, H200)."""
+    tt = min(128, max(16, next_pow2(m)))
+    return scaled_config(TRTLLM_FP8_GEMM, m, n, tt, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms, swap_ab=True)
+
+
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
-    """A TensorRT-LLM fp8 (per-tensor) or nvfp4 row; default config: stream-K 128 x 256 / 128 x 128."""
+    """A TensorRT-LLM fp8 (per-tensor) or nvfp4 row; default config: `fp8_heuristic` / stream-K
+    128 x 128."""
     if kernel == TRTLLM_FP8_GEMM:
-        cfg = config or scaled_config(kernel, m, n, 128, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms,
-                                      swap_ab=True)
+        cfg = config or fp8_heuristic(m, n, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
     cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))[1]
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

@@ -70,7 +70,8 @@ class Buckets:
     Token counts above 16 (a GEMM's rows, the T tokens of the row-wise launches, the S sampled rows,
     a prefill chunk, the decode batch) fall in segments of `step` = max(floor, 2^(floor(log2 x) -
     token_bits)) tokens (floor: 64 rows, the GEMM tile, for GEMMs, so a segment holds one tile
-    count; 16 otherwise; never reaching down into the GEMV rows, 16 and below, which are exact):
+    count; a GEMM's 17..64 is split at 32, where the token tile of cuBLAS's heuristic switches;
+    16 otherwise; never reaching down into the GEMV rows, 16 and below, which are exact):
     at most 1/16 of x wide with the default token_bits 4. KV lengths (decode attention's mean per
     sequence, a prefill chunk's cached tokens) fall in whole KV tiles of `kv_tile` (the decode
     kernel's BLOCK_N; the simulator rounds decode attention up to the same tile, so there it is
@@ -98,6 +99,8 @@ class Buckets:
         """The ends (lo, hi) of the segment x is interpolated in: (x, x) up to 16 or when disabled."""
         if not self.enabled or x <= 16:
             return x, x
+        if floor_step > 32 and x <= floor_step:  # a GEMM: the token tile of cuBLAS's / TRT-LLM's
+            return (17, 32) if x <= 32 else (33, floor_step)  # fp8 rule switches at 32 (16..128)
         hi = self.tokens(x, floor_step)
         return max(17, hi - self.step(x, floor_step) + 1), hi  # never across 16 (GEMV below)
 

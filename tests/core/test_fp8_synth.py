@@ -54,12 +54,16 @@ def _rows(policy: str, engine: str, arch: str) -> pd.DataFrame:
     return synthesize(SPEC, parse_policy(policy), WL, engine=EngineChoice(engine, arch)).rows
 
 
-def _check_quantized_gemms(rows: pd.DataFrame, gemm: str, quant: str, a_dtype: str) -> pd.DataFrame:
+def _check_quantized_gemms(rows: pd.DataFrame, gemm: str, quant: str | None, a_dtype: str) -> pd.DataFrame:
     """Every decoder GEMM is `gemm` reading `a_dtype`, right after its quantization launch over
-    the same M x K; lm_head stays a 16-bit cuBLAS GEMM with no quantization before it."""
+    the same M x K (quant None: fused into the producing kernel, no launch of its own); lm_head
+    stays a 16-bit cuBLAS GEMM with no quantization before it."""
     ordered = rows.sort_values("launch_id").reset_index(drop=True)
     gemms = ordered[(ordered["op"] == "gemm") & (ordered["module"] != "lm_head")]
     assert set(gemms["kernel"]) == {gemm} and set(gemms["a_dtype"]) == {a_dtype}
+    if quant is None:
+        assert not ordered["module"].astype(str).str.endswith("_act_quant").any()
+        return gemms
     before = ordered.loc[gemms.index - 1]
     assert set(before["kernel"]) == {quant} and set(before["op"]) == {"other"}
     assert (before["m"].to_numpy() == gemms["m"].to_numpy()).all()
@@ -72,14 +76,16 @@ def _check_quantized_gemms(rows: pd.DataFrame, gemm: str, quant: str, a_dtype: s
 
 
 @pytest.mark.usefixtures("rooms")
-@pytest.mark.parametrize(("engine", "gemm", "decode_attention"), [
-    ("vllm", "cutlass_fp8_gemm", {"fa3_decode"}),
-    ("sglang", "cutlass_fp8_gemm", {"sglang_fa3_decode"}),
-    ("trtllm", "trtllm_fp8_gemm", {"trtllm_xqa_decode", "trtllm_mmha_decode"}),
+@pytest.mark.parametrize(("engine", "gemm", "quant", "decode_attention"), [
+    ("vllm", "cutlass_fp8_gemm", "fp8_act_quant", {"fa3_decode"}),
+    ("sglang", "cutlass_fp8_gemm", "fp8_act_quant", {"sglang_fa3_decode"}),
+    # TensorRT-LLM's static per-tensor quantize is fused into the producing kernel (trtllm.yaml)
+    ("trtllm", "trtllm_fp8_gemm", None, {"trtllm_xqa_decode", "trtllm_mmha_decode"}),
 ])
-def test_fp8_with_an_fp8_cache_on_hopper(engine: str, gemm: str, decode_attention: set[str]) -> None:
+def test_fp8_with_an_fp8_cache_on_hopper(engine: str, gemm: str, quant: str | None,
+                                         decode_attention: set[str]) -> None:
     rows = _rows("fp8+kv8f", engine, "hopper")
-    gemms = _check_quantized_gemms(rows, gemm, "fp8_act_quant", "fp8-e4m3")
+    gemms = _check_quantized_gemms(rows, gemm, quant, "fp8-e4m3")
     assert set(gemms["w_format"]) == {"fp8"} and gemms["group_size"].isna().all()
     g = gemms.iloc[0]  # bytes: 1 B activations + a scale per token, 1 B weights + one per tensor
     m, n, k = int(g["m"]), int(g["n"]), int(g["k"])

@@ -17,7 +17,9 @@ from mpsim.sim.protocols import get_protocol
 def test_segments_hold_one_tile_count_and_stay_above_the_gemv_rows() -> None:
     b = Buckets()
     assert b.segment(7) == (7, 7) and b.segment(16) == (16, 16)
-    assert b.segment(49, 64) == (17, 64) and b.segment(65, 64) == (65, 128)
+    # a GEMM's first segments end where cuBLAS's (and TRT-LLM's fp8) token tile switches: 32, 64
+    assert b.segment(20, 64) == (17, 32) and b.segment(32, 64) == (17, 32)
+    assert b.segment(49, 64) == (33, 64) and b.segment(65, 64) == (65, 128)
     assert b.segment(300) == (289, 304) and b.segment(3000) == (2945, 3072)
     for x in (17, 63, 64, 100, 257, 1000, 4095):
         lo, hi = b.segment(x, 64)

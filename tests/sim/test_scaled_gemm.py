@@ -11,7 +11,7 @@ import pytest
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
-from mpsim.hw_models.schema import UnsupportedDtypeError
+from mpsim.hw_models.schema import HardwareSpec, UnsupportedDtypeError
 from mpsim.launch_plan import gemm_row
 from mpsim.library.cutlass_fp8 import CUTLASS_FP8_GEMM, cutlass_fp8_heuristic
 from mpsim.library.deepgemm import BLOCK_K, BLOCK_N_END, deepgemm_config, layouts
@@ -161,3 +161,23 @@ def test_the_roofline_prices_fp8_and_fp4_gemms_at_their_tensor_rate() -> None:
     frame = rows_to_frame([fp8, framework_op_row(VLLM_RMS_NORM, 16, 4096)])  # a_dtype <NA> on the norm
     assert frame["a_dtype"].isna().iloc[1]
     assert roofline(frame, H200)["t_math_s"].iloc[0] == launch_roofline(fp8, H200)["t_math_s"]
+
+
+@pytest.mark.parametrize("hw", [H200, load_hardware("h100-sxm")], ids=["h200", "h100"])
+@pytest.mark.parametrize(("n", "k"), [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)])
+def test_trtllm_fp8_fixed_choice_tiles_tokens_by_m_and_halves_the_weight_time(hw: HardwareSpec, n: int,
+                                                                              k: int) -> None:
+    """The engine's fixed fp8 choice (no autotune) takes cuBLAS's Hopper token tile (the next power
+    of two of M within 16..128) and, at M = 1, streams its 1-byte weight in less time than cuBLAS
+    streams the same shape's 2-byte one (a 128-token tile there moved 128 activation rows per K step
+    and left most SMs idle: slower than bf16 on qkv, o and down)."""
+    from mpsim.library.cublas import CUBLAS_GEMM, cublas_heuristic
+    from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, fp8_heuristic
+
+    for m, tile in ((1, 16), (16, 16), (17, 32), (64, 64), (200, 128), (8192, 128)):
+        assert fp8_heuristic(m, n, 132).block_m == tile == cublas_heuristic(m, n, k, 132).block_m
+    sms = hw.compute_units
+    fp8 = gemm_row(1, n, k, "fp8", 8, kernel=TRTLLM_FP8_GEMM, sms=sms)
+    bf16 = gemm_row(1, n, k, "fp16", 16, kernel=CUBLAS_GEMM, sms=sms)
+    assert json.loads(fp8["config"])["block_m"] == 16
+    assert price_launch(fp8, hw)["time_s"] < price_launch(bf16, hw)["time_s"]
