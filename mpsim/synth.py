@@ -65,7 +65,7 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
     b = micro_batch_size(workload.batch, M)
     plan = parallel_plan(spec, engine.name, tp, pp)
     target = engine_target(engine.name, policy, model_heads(rank_spec(spec, tp).as_dict()),
-                           arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
+                           arch=engine.arch, sms=engine.sms, on_gpu=on_gpu, method=engine.method)
     if target is not None and cuda_graphs:
         raise MpsimInputError(f"CUDA-graph decode (--cuda-graphs) sizes mpsim's own decode attention; "
                               f"engine {engine.name!r} launches its own attention kernels")

@@ -107,10 +107,11 @@ def e6(row: Row, table: dict[str, Row]) -> RowSetup:
     pub.need("seconds per request")
     labels = (("BF16", "fp16"), ("Marlin int8", "w8g128"), ("Marlin int4", "w4g128"))
     return RowSetup("E6", "vllm", "h100-sxm", "llama-3-8b", prompt, gen, batches, "latency",
-                    tuple(Precision(lb, pol, pub.series(lb, len(batches))) for lb, pol in labels),
-                    "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default), "
-                    "runs on Marlin; the vllm file picks its Hopper w8/w4 kernel (`mpsim engines vllm`: "
-                    f"Machete, vLLM's GPTQ/AWQ choice on Hopper), which prices these rows; {SAME_SHAPES}")
+                    tuple(Precision(lb, pol, pub.series(lb, len(batches)),
+                                    method=None if pol == "fp16" else "rtn") for lb, pol in labels),
+                    "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default): "
+                    "rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear, so the vllm file's "
+                    f"`rtn` method runs Marlin on Hopper too (Machete serves GPTQ there); {SAME_SHAPES}")
 
 
 def e8(row: Row, table: dict[str, Row]) -> RowSetup:

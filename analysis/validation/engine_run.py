@@ -114,7 +114,7 @@ def predict(run: Run, memo: LaunchMemo) -> float:
         return served(run, spec, hw)
     tp = run.precision.tp
     trace = synthesize(spec, parse_policy(run.precision.policy), run.workload,
-                       engine=EngineChoice.on(run.setup.engine, hw), tp=tp)
+                       engine=EngineChoice.on(run.setup.engine, hw, run.precision.method), tp=tp)
     return counted(run.setup.count, simulate(trace, hw, memo=memo).summary, tp)
 
 

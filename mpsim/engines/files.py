@@ -27,7 +27,14 @@ OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_at
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
 CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for", "a_dtype", "act_quant",
-               "n_multiple", "k_multiple")
+               "n_multiple", "k_multiple", "methods")
+# The checkpoint quantization methods a weight-only GEMM choice can be limited to (`methods`): an
+# engine dispatches by the checkpoint's method, not only by its format. vLLM: `gptq` (gptq_marlin
+# and compressed-tensors WNA16 go through choose_mp_linear_kernel, Machete first on sm90), `awq`
+# (awq_marlin.py AWQMarlinLinearMethod.apply calls apply_awq_marlin_linear: Marlin on every GPU),
+# `rtn` (rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear: Marlin). A choice without
+# `methods` serves every method; a run that names no method takes the first choice that fits.
+QUANT_METHODS = ("gptq", "awq", "rtn")
 # KV cache keys -> the trace's kv_format (traces/schema.py KV_FORMATS)
 KV_CACHES = {"kv16": "fp16", "kv8": "int8", "kv4": "int4", "kv8f": "fp8-e4m3"}
 # Weight formats whose scales are fixed by the format (no group sizes to list): fp8-block 128x128,
@@ -72,10 +79,15 @@ class Choice:
     act_quant: str | None = None  # gemm, a_dtype not fp16: the quantization kernel before it, or `fused`
     n_multiple: int | None = None  # gemm: the choice serves only N a multiple of this (a kernel's
     k_multiple: int | None = None  # shape requirement, e.g. DeepGEMM's), and K of this
+    methods: tuple[str, ...] | None = None  # the checkpoint methods it serves (None: every one)
 
-    def takes(self, arch: str, m: int, n: int | None = None, k: int | None = None) -> bool:
-        """Whether the choice serves an M (and N, K: None skips the shape test) on `arch`."""
+    def takes(self, arch: str, m: int, n: int | None = None, k: int | None = None,
+              method: str | None = None) -> bool:
+        """Whether the choice serves an M (and N, K: None skips the shape test) on `arch`, for a
+        checkpoint of quantization `method` (None: whichever the engine takes first)."""
         if arch not in self.arch or (self.max_m is not None and m > self.max_m):
+            return False
+        if method is not None and self.methods is not None and method not in self.methods:
             return False
         if self.n_multiple is not None and n is not None and n % self.n_multiple:
             return False
@@ -83,7 +95,8 @@ class Choice:
 
     @property
     def every_shape(self) -> bool:
-        return self.max_m is None and self.n_multiple is None and self.k_multiple is None
+        return (self.max_m is None and self.n_multiple is None and self.k_multiple is None
+                and self.methods is None)
 
 
 @dataclass(frozen=True)
@@ -278,14 +291,29 @@ def _choices(value: Any, where: str, kernels: tuple[str, ...],
         if kernel in (FUSED, NONE) and stands is not None:
             raise MpsimInputError(f"{here}: a {kernel} op stands in for nothing; drop stands_in_for")
         a_dtype, quant = _activations(doc, here, kernel, quantizers)
+        methods = None if "methods" not in doc else _methods(doc["methods"], f"{here}.methods")
         out.append(Choice(kernel, _text(doc["source"], f"{here}.source"), max_m, arch,
                           None if stands is None else _text(stands, f"{here}.stands_in_for"),
-                          a_dtype, quant, n_mult, k_mult))
+                          a_dtype, quant, n_mult, k_mult, methods))
     for a in ARCHES:
         if not any(c.every_shape and a in c.arch for c in out):
             raise MpsimInputError(f"{where}: no choice covers every M on {a}; end the list with a "
-                                  f"choice without max_m (or n_multiple, k_multiple) for {a}")
+                                  f"choice without max_m (or n_multiple, k_multiple, methods) for {a}")
     return tuple(out)
+
+
+def _methods(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or any(m not in QUANT_METHODS for m in value):
+        raise MpsimInputError(f"{where}: expected a non-empty list of {list(QUANT_METHODS)}, got "
+                              f"{value!r}")
+    return tuple(value)
+
+
+def check_method(method: str | None) -> None:
+    """One clear error for a quantization method no engine file knows."""
+    if method is not None and method not in QUANT_METHODS:
+        raise MpsimInputError(f"unknown quantization method {method!r}; expected one of "
+                              f"{list(QUANT_METHODS)}")
 
 
 def _arches(value: Any, where: str) -> tuple[str, ...]:

@@ -92,6 +92,7 @@ class Target:
     heads: tuple[int, int, int, int]
     sms: int = lc.GPU_SMS
     on_gpu: bool = True
+    method: str | None = None  # the checkpoint's quantization method (files.QUANT_METHODS), if named
 
 
 def allreduce_library(engine: Engine) -> str:
@@ -120,14 +121,15 @@ def op_of(row: Row) -> tuple[str, str, int]:
 
 
 def choose(engine: Engine, op: str, fmt: str, m: int, arch: str, n: int | None = None,
-           k: int | None = None) -> Choice:
-    """The first choice of (op, format) for `arch` whose cut-off takes M and whose shape
-    requirements (n_multiple, k_multiple) N and K meet (files.py makes sure one does)."""
+           k: int | None = None, method: str | None = None) -> Choice:
+    """The first choice of (op, format) for `arch` whose cut-off takes M, whose shape requirements
+    (n_multiple, k_multiple) N and K meet and that serves the checkpoint's quantization `method`
+    (None: any; files.py makes sure one does)."""
     if fmt not in engine.formats(op):
         raise MpsimInputError(f"engine {engine.name!r} has no {op} kernel for {fmt}; its file "
                               f"({engine.file}) covers {list(engine.formats(op))}")
     for c in engine.choices(op, fmt):
-        if c.takes(arch, m, n, k):
+        if c.takes(arch, m, n, k, method):
             return c
     raise AssertionError("engine files end every architecture with a choice for every M")
 
@@ -143,7 +145,7 @@ def as_engine(row: Row, target: Target) -> Row | None:
             out.update(kernel=ALLREDUCE_KERNELS[comm], comm_library=comm)
         return out
     op, fmt, m = op_of(row)
-    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row))
+    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row), target.method)
     if choice.kernel == FUSED:
         return None
     where = f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at M={m} on {target.arch}"
@@ -176,7 +178,7 @@ def engine_rows(row: Row, target: Target) -> list[Row]:
     if row["op"] != "gemm":
         return [out]
     op, fmt, m = op_of(row)
-    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row))
+    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row), target.method)
     if choice.act_quant in (None, FUSED):
         return [out]
     assert choice.act_quant is not None

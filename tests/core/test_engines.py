@@ -208,3 +208,34 @@ def test_a_file_cut_off_the_launcher_disagrees_with_is_an_error() -> None:
     with pytest.raises(MpsimInputError, match="the file names gemv_fp16_kernel but that library "
                                               "launches gemm_fp16_kernel there"):
         pass_rows(SPEC, PassShape("prefill", 0, 1, 24, 24, FP16_WEIGHTS, 16, target=target))
+
+
+def test_vllm_runs_the_kernel_its_quantization_method_calls() -> None:
+    """GPTQ goes through choose_mp_linear_kernel (Machete first on sm90); AWQ and RTN call Marlin
+    directly (awq_marlin.py apply_awq_marlin_linear, rtn.py apply_rtn_marlin_linear)."""
+    engine = get_engine("vllm")
+    for fmt in ("int4-group", "int8-group"):
+        picked = {method: choose(engine, "gemm", fmt, 8, "hopper", 4096, 4096, method).kernel
+                  for method in (None, "gptq", "awq", "rtn")}
+        assert picked == {None: "machete_gemm", "gptq": "machete_gemm", "awq": "marlin_gemm",
+                          "rtn": "marlin_gemm"}
+        assert choose(engine, "gemm", fmt, 8, "ampere", 4096, 4096, "gptq").kernel == "marlin_gemm"
+
+
+def test_a_synthesized_rtn_run_prices_marlin_and_an_unknown_method_is_an_error() -> None:
+    hw = load_hardware("h100-sxm")
+    wl, policy = Workload(16, 2, 1), parse_policy("w4g128")
+    kernels = {m: set(synthesize(SPEC, policy, wl, engine=EngineChoice.on("vllm", hw, m)).rows
+                      .query("op == 'gemm' and w_format == 'int4-group'")["kernel"])
+               for m in (None, "rtn")}
+    assert kernels == {None: {"machete_gemm"}, "rtn": {"marlin_gemm"}}
+    with pytest.raises(MpsimInputError, match=r"unknown quantization method 'squeezellm'; expected "
+                                              r"one of \['gptq', 'awq', 'rtn'\]"):
+        EngineChoice.on("vllm", hw, "squeezellm")
+
+
+def test_a_choice_limited_to_an_unknown_method_is_an_error() -> None:
+    text = _text("vllm").replace("methods: [gptq]", "methods: [exl2]", 1)
+    with pytest.raises(MpsimInputError, match=r"ops.gemm.int8-group\[0\].methods: expected a "
+                                              r"non-empty list of \['gptq', 'awq', 'rtn'\]"):
+        parse_engine(text, "v.yaml", KERNELS_BY_OP)
