@@ -30,12 +30,14 @@ def e1(row: Row, table: dict[str, Row]) -> RowSetup:
     pub = Cell(row, "published result")
     return RowSetup("E1", "trtllm", "h200-sxm", "llama-3-8b", prompt, gen, tuple(batches), "whole-run",
                     (Precision("BF16", "fp16", pub.series("BF16", len(batches))),
-                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches))),
+                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches)),
+                               method="awq"),
                      Precision("FP8", "fp8", pub.series("FP8", len(batches)), owner="26")),
-                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128); FP8 as fp8 "
-                    f"(W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the activations quantized "
-                    f"per tensor before each GEMM); every run with a 16-bit KV cache (the benchmark "
-                    f"names no KV format: an assumption)")
+                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128), an AWQ "
+                    f"checkpoint (the trtllm file's pre-quant scale launch before each CUTLASS "
+                    f"GEMM); FP8 as fp8 (W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the "
+                    f"activations quantized per tensor before each GEMM); every run with a 16-bit KV "
+                    f"cache (the benchmark names no KV format: an assumption)")
 
 
 def e4(row: Row, table: dict[str, Row]) -> RowSetup:

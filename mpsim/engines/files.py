@@ -243,14 +243,17 @@ def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str,
         per_format = _mapping(doc[op], here, formats, required=formats)
         kernels = (*kernels_by_op[op], FUSED) if op in FUSABLE_OPS else kernels_by_op[op]
         out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", (*kernels, NONE),
-                                           kernels_by_op["act_quant"] if op == "gemm" else None))
+                                           kernels_by_op["act_quant"] if op == "gemm" else None,
+                                           kernels_by_op["pre_scale"] if op == "gemm" else ()))
                               for f in formats)))
     return tuple(out)
 
 
-def _activations(doc: dict[str, Any], here: str, kernel: str,
-                 quantizers: tuple[str, ...] | None) -> tuple[str, str | None]:
-    """(a_dtype, act_quant) of a choice: 16-bit activations need no quantizer; others name one."""
+def _activations(doc: dict[str, Any], here: str, kernel: str, quantizers: tuple[str, ...] | None,
+                 prescalers: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    """(a_dtype, act_quant) of a choice: 16-bit activations need no quantizer, but may be scaled
+    per channel first by one of `prescalers` (a launch with a 16-bit output, e.g. AWQ's pre-quant
+    scale); others name their quantizer."""
     a_dtype, quant = doc.get("a_dtype", "fp16"), doc.get("act_quant")
     if quantizers is None:
         if "a_dtype" in doc or quant is not None:
@@ -259,9 +262,10 @@ def _activations(doc: dict[str, Any], here: str, kernel: str,
     if a_dtype not in A_DTYPES:
         raise MpsimInputError(f"{here}.a_dtype: {a_dtype!r} is not one of {list(A_DTYPES)}")
     if a_dtype == "fp16" or kernel == NONE:
-        if quant is not None:
-            raise MpsimInputError(f"{here}.act_quant: 16-bit activations are not quantized; drop it")
-        return a_dtype, None
+        if quant is not None and (quant not in prescalers or kernel == NONE):
+            raise MpsimInputError(f"{here}.act_quant: 16-bit activations are not quantized (only "
+                                  f"scaled per channel by one of {list(prescalers)}); got {quant!r}")
+        return a_dtype, quant
     if quant not in (*quantizers, FUSED):
         raise MpsimInputError(f"{here}.act_quant: {a_dtype} activations need the kernel that quantizes "
                               f"them; expected one of {[*quantizers, FUSED]}, got {quant!r}")
@@ -269,7 +273,8 @@ def _activations(doc: dict[str, Any], here: str, kernel: str,
 
 
 def _choices(value: Any, where: str, kernels: tuple[str, ...],
-             quantizers: tuple[str, ...] | None = None) -> tuple[Choice, ...]:
+             quantizers: tuple[str, ...] | None = None,
+             prescalers: tuple[str, ...] = ()) -> tuple[Choice, ...]:
     """The choices of one op and format, first match wins; every architecture must end with a
     choice for every M (no max_m)."""
     if not isinstance(value, list) or not value:
@@ -290,7 +295,7 @@ def _choices(value: Any, where: str, kernels: tuple[str, ...],
         stands = doc.get("stands_in_for")
         if kernel in (FUSED, NONE) and stands is not None:
             raise MpsimInputError(f"{here}: a {kernel} op stands in for nothing; drop stands_in_for")
-        a_dtype, quant = _activations(doc, here, kernel, quantizers)
+        a_dtype, quant = _activations(doc, here, kernel, quantizers, prescalers)
         methods = None if "methods" not in doc else _methods(doc["methods"], f"{here}.methods")
         out.append(Choice(kernel, _text(doc["source"], f"{here}.source"), max_m, arch,
                           None if stands is None else _text(stands, f"{here}.stands_in_for"),

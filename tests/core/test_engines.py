@@ -3,6 +3,7 @@ dispatch tables know, the policy-support error, and passes built as an engine's 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from importlib import resources
@@ -239,3 +240,41 @@ def test_a_choice_limited_to_an_unknown_method_is_an_error() -> None:
     with pytest.raises(MpsimInputError, match=r"ops.gemm.int8-group\[0\].methods: expected a "
                                               r"non-empty list of \['gptq', 'awq', 'rtn'\]"):
         parse_engine(text, "v.yaml", KERNELS_BY_OP)
+
+
+def test_trtllm_scales_an_awq_checkpoints_activations_before_each_cutlass_gemm() -> None:
+    """weightOnlyGroupwiseQuantMatmulPlugin: the pre-quant scale is a launch of its own before the
+    CUTLASS GEMM (M >= 5); the batched GEMV (M <= 4) applies it in its loads; no AWQ, no launch."""
+    hw = load_hardware("h200-sxm")
+    policy = parse_policy("w4g128")
+    for batch, method, expected in ((8, "awq", True), (8, None, False), (1, "awq", False)):
+        rows = synthesize(SPEC, policy, Workload(16, 2, batch),
+                          engine=EngineChoice.on("trtllm", hw, method)).rows
+        decode = rows[rows["phase"] == "decode"].reset_index(drop=True)
+        pre = decode.index[decode["kernel"] == "trtllm_awq_prescale"]
+        wo = decode.index[(decode["op"] == "gemm") & (decode["w_format"] == "int4-group")]
+        assert (len(pre) == len(wo)) is expected and (len(pre) == 0) is not expected
+        if expected:  # each right before its GEMM, over the GEMM's M x K input
+            assert list(pre + 1) == list(wo)
+            assert (decode.loc[pre, "n"].to_numpy() == decode.loc[wo, "k"].to_numpy()).all()
+            assert (decode.loc[pre, "m"] == batch).all()
+            assert set(decode.loc[pre, "module"]) == {f"{m}_act_quant" for m in decode.loc[wo, "module"]}
+
+
+def test_a_16_bit_gemm_takes_only_a_per_channel_scaler_before_it() -> None:
+    text = _text("trtllm").replace("act_quant: trtllm_awq_prescale", "act_quant: fp8_act_quant", 1)
+    with pytest.raises(MpsimInputError, match=r"ops.gemm.int4-group\[2\].act_quant: 16-bit "
+                                              r"activations are not quantized \(only scaled per "
+                                              r"channel by one of \['trtllm_awq_prescale'\]\)"):
+        parse_engine(text, "t.yaml", KERNELS_BY_OP)
+
+
+def test_the_awq_prescale_launch_is_trtllms_grid_and_streams_its_input_once() -> None:
+    """preQuantScaleKernel.cu: 128 threads of one float4 each, kProcessRows 1 / 4 / 8 / 16 rows by
+    size; M x K fp16 in (+ the K scales) and out."""
+    from mpsim.launch_plan import framework_op_row
+
+    for m, k, rows in ((8, 4096, 1), (1024, 4096, 4), (4096, 4096, 8), (16384, 4096, 16)):
+        row = framework_op_row("trtllm_awq_prescale", m, k)
+        assert json.loads(row["grid"]) == [-(-m // rows), k // (8 * 128)]
+        assert (row["bytes_read"], row["bytes_written"]) == (2 * m * k + 2 * k, 2 * m * k)
