@@ -83,14 +83,18 @@ def e5(row: Row, table: dict[str, Row]) -> RowSetup:
         return values[label]
 
     runs = (("bf16", "fp16", "23"), ("int4 g64 (GemLite)", "w4g64", "23"), ("fp8 dynamic", "fp8", "26"))
-    tp1 = tuple(Precision(lb, pol, published(lb), owner=own) for lb, pol, own in runs)
+    method = {"int4 g64 (GemLite)": "gemlite"}  # SGLang's --torchao-config gemlite-4-64
+    tp1 = tuple(Precision(lb, pol, published(lb), owner=own, method=method.get(lb))
+                for lb, pol, own in runs)
     tp4_runs = tuple(Precision(f"{lb} TP4", pol, (at_tp4[by_label[lb]],), tp=4,
-                               owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),))
+                               owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),),
+                               method=method.get(lb))
                      for lb, pol, own in runs)
     return RowSetup("E5", "sglang", "h100-sxm", "llama-3-8b", prompt, gen, (int(b1), int(b2)),
                     "decode-rate", tp1 + tp4_runs,
-                    f"GemLite's Triton W4A16 is not a modelled library: the sglang file's int4 kernel "
-                    f"(its Marlin path) stands in for it (`mpsim engines sglang`); torchao's fp8 dynamic "
+                    f"GemLite's Triton W4A16 is not a modelled library: the sglang file's `gemlite` "
+                    f"method runs mpsim's own Triton group-wise GEMV / GEMM in its place (`mpsim "
+                    f"engines sglang`); torchao's fp8 dynamic "
                     f"(float8 weights and per-token dynamic activations) as fp8 on the sglang file's fp8 "
                     f"GEMM (per-tensor weight scales, torchao's default granularity: an assumption, the "
                     f"post names none); a TP4 run is tensor-parallel over 4 GPUs (the sglang file's "

@@ -32,9 +32,11 @@ CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for", "a_dtype", 
 # engine dispatches by the checkpoint's method, not only by its format. vLLM: `gptq` (gptq_marlin
 # and compressed-tensors WNA16 go through choose_mp_linear_kernel, Machete first on sm90), `awq`
 # (awq_marlin.py AWQMarlinLinearMethod.apply calls apply_awq_marlin_linear: Marlin on every GPU),
-# `rtn` (rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear: Marlin). A choice without
+# `rtn` (rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear: Marlin). SGLang: `gemlite`
+# (--torchao-config gemlite-<bits>-<group>: torchao_utils.py apply_torchao_config_to_model
+# quantizes with torchao's gemlite_uintx_weight_only, GemLite's Triton kernels). A choice without
 # `methods` serves every method; a run that names no method takes the first choice that fits.
-QUANT_METHODS = ("gptq", "awq", "rtn")
+QUANT_METHODS = ("gptq", "awq", "rtn", "gemlite")
 # KV cache keys -> the trace's kv_format (traces/schema.py KV_FORMATS)
 KV_CACHES = {"kv16": "fp16", "kv8": "int8", "kv4": "int4", "kv8f": "fp8-e4m3"}
 # Weight formats whose scales are fixed by the format (no group sizes to list): fp8-block 128x128,

@@ -231,14 +231,14 @@ def test_a_synthesized_rtn_run_prices_marlin_and_an_unknown_method_is_an_error()
                for m in (None, "rtn")}
     assert kernels == {None: {"machete_gemm"}, "rtn": {"marlin_gemm"}}
     with pytest.raises(MpsimInputError, match=r"unknown quantization method 'squeezellm'; expected "
-                                              r"one of \['gptq', 'awq', 'rtn'\]"):
+                                              r"one of \['gptq', 'awq', 'rtn', 'gemlite'\]"):
         EngineChoice.on("vllm", hw, "squeezellm")
 
 
 def test_a_choice_limited_to_an_unknown_method_is_an_error() -> None:
     text = _text("vllm").replace("methods: [gptq]", "methods: [exl2]", 1)
     with pytest.raises(MpsimInputError, match=r"ops.gemm.int8-group\[0\].methods: expected a "
-                                              r"non-empty list of \['gptq', 'awq', 'rtn'\]"):
+                                              r"non-empty list of \['gptq', 'awq', 'rtn', 'gemlite'\]"):
         parse_engine(text, "v.yaml", KERNELS_BY_OP)
 
 
@@ -278,3 +278,16 @@ def test_the_awq_prescale_launch_is_trtllms_grid_and_streams_its_input_once() ->
         row = framework_op_row("trtllm_awq_prescale", m, k)
         assert json.loads(row["grid"]) == [-(-m // rows), k // (8 * 128)]
         assert (row["bytes_read"], row["bytes_written"]) == (2 * m * k + 2 * k, 2 * m * k)
+
+
+def test_sglang_runs_a_triton_stand_in_for_gemlite_and_marlin_for_awq() -> None:
+    """--torchao-config gemlite-4-64 runs GemLite's Triton kernels (mpsim's Triton group-wise GEMV /
+    GEMM stand in, split at M = 16 as mpsim's launcher splits); AWQ / GPTQ checkpoints run Marlin."""
+    engine = get_engine("sglang")
+    picked = {(m, method): choose(engine, "gemm", "int4-group", m, "hopper", 4096, 4096, method)
+              for m in (1, 16, 32) for method in ("gemlite", "awq", None)}
+    assert {k: c.kernel for k, c in picked.items()} == {
+        (1, "gemlite"): "gemv_group_kernel", (16, "gemlite"): "gemv_group_kernel",
+        (32, "gemlite"): "gemm_group_kernel", **{(m, x): "marlin_gemm" for m in (1, 16, 32)
+                                                 for x in ("awq", None)}}
+    assert "GemLite" in (picked[(32, "gemlite")].stands_in_for or "")
