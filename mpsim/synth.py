@@ -85,6 +85,7 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {})
                      | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {})
+                     | ({"quant_method": target.method} if target and target.method else {})
                      | ({"parallel": plan.describe() | {"micro_batches": M}}
                         if not plan.single or M > 1 else {}),
                      engine=engine.name)

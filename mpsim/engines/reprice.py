@@ -54,7 +54,10 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     if not policy:
         raise MpsimInputError("--reprice: the trace names no policy (its metadata), so whether "
                               f"engine {choice.name!r} can run it is unknown")
-    target = engine_target(choice.name, parse_policy(policy), heads, arch=choice.arch, sms=choice.sms)
+    # the checkpoint's quantization method: the choice's, else the one the trace was built for
+    method = choice.method or trace.meta.environment.get("quant_method")
+    target = engine_target(choice.name, parse_policy(policy), heads, arch=choice.arch, sms=choice.sms,
+                           method=method)
     if target is None:  # the default engine: mpsim's own launchers rebuild the rows
         target = Target(get_engine(DEFAULT_ENGINE), choice.arch or DEFAULT_ARCH, heads,
                         choice.sms or lc.GPU_SMS)

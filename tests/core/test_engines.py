@@ -291,3 +291,16 @@ def test_sglang_runs_a_triton_stand_in_for_gemlite_and_marlin_for_awq() -> None:
         (32, "gemlite"): "gemm_group_kernel", **{(m, x): "marlin_gemm" for m in (1, 16, 32)
                                                  for x in ("awq", None)}}
     assert "GemLite" in (picked[(32, "gemlite")].stands_in_for or "")
+
+
+def test_the_trace_records_the_method_and_a_reprice_keeps_it() -> None:
+    policy, wl = parse_policy("w4g128"), Workload(16, 2, 8)
+    rtn = synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper", 132, "rtn"))
+    assert rtn.meta.environment["quant_method"] == "rtn"
+    assert "quant_method" not in synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper",
+                                                                                  132)).meta.environment
+    again = reprice(rtn, EngineChoice("vllm", "hopper", 132))
+    assert list(again.rows["kernel"]) == list(rtn.rows["kernel"])  # Marlin, not Machete
+    awq = reprice(rtn, EngineChoice("trtllm", "hopper", 132, "awq"))
+    assert (awq.rows["kernel"] == "trtllm_awq_prescale").sum() == \
+        (awq.rows["kernel"] == "trtllm_fpaintb_gemm").sum() > 0
