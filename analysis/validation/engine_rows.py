@@ -116,7 +116,8 @@ def e6(row: Row, table: dict[str, Row]) -> RowSetup:
                     tuple(Precision(lb, pol, pub.series(lb, len(batches)),
                                     method=None if pol == "fp16" else "rtn") for lb, pol in labels),
                     "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default): "
-                    "rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear, so the vllm file's "
+                    "vllm/model_executor/layers/quantization/rtn.py: RTNLinearMethod.apply calls "
+                    "apply_rtn_marlin_linear, so the vllm file's "
                     f"`rtn` method runs Marlin on Hopper too (Machete serves GPTQ there); {SAME_SHAPES}")
 
 
