@@ -65,7 +65,7 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
     b = micro_batch_size(workload.batch, M)
     plan = parallel_plan(spec, engine.name, tp, pp)
     target = engine_target(engine.name, policy, model_heads(rank_spec(spec, tp).as_dict()),
-                           arch=engine.arch, sms=engine.sms, on_gpu=on_gpu)
+                           arch=engine.arch, sms=engine.sms, on_gpu=on_gpu, method=engine.method)
     if target is not None and cuda_graphs:
         raise MpsimInputError(f"CUDA-graph decode (--cuda-graphs) sizes mpsim's own decode attention; "
                               f"engine {engine.name!r} launches its own attention kernels")
@@ -85,6 +85,7 @@ def synthesize_columns(spec: ModelSpec, policy: Policy, workload: Workload, *, o
                      {"launch_configs": "gpu" if on_gpu else "interpreter"}
                      | ({"cuda_graphs_kv_capacity": capacity} if capacity is not None else {})
                      | ({"engine_arch": target.arch, "engine_sms": target.sms} if target else {})
+                     | ({"quant_method": target.method} if target and target.method else {})
                      | ({"parallel": plan.describe() | {"micro_batches": M}}
                         if not plan.single or M > 1 else {}),
                      engine=engine.name)

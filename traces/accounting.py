@@ -263,6 +263,8 @@ def _act_quant(group: int | None, fp4: bool) -> Callable[[Mapping[str, Any]], Co
 # count differs between RMSNorm (weight) and LayerNorm (weight, bias).
 _SMALL_OPS: dict[str, Callable[[Mapping[str, Any]], Cost]] = {
     "rms_norm_kernel": _rowwise(1, 1, 1, 4),
+    # TensorRT-LLM's AWQ pre-quant scale (preQuantScaleKernel.cu): x * s per channel, fp16 out
+    "trtllm_awq_prescale": _rowwise(1, 1, 1, 1),
     "layer_norm_kernel": _rowwise(1, 1, 2, 8),
     "silu_mul_kernel": _rowwise(1, 1, 0, 3),
     "gelu_kernel": _rowwise(1, 1, 0, 8),

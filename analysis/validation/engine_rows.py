@@ -30,13 +30,15 @@ def e1(row: Row, table: dict[str, Row]) -> RowSetup:
     pub = Cell(row, "published result")
     return RowSetup("E1", "trtllm", "h200-sxm", "llama-3-8b", prompt, gen, tuple(batches), "whole-run",
                     (Precision("BF16", "fp16", pub.series("BF16", len(batches))),
-                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches))),
+                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", len(batches)),
+                               method="awq"),
                      Precision("FP8", "fp8", pub.series("FP8", len(batches)), owner="26")),
-                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128); FP8 as fp8 "
-                    f"(W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the activations quantized "
-                    f"with its static per-tensor scale inside the kernel that produces them: the "
-                    f"trtllm file's `act_quant: fused`); every run with a 16-bit KV cache (the benchmark "
-                    f"names no KV format: an assumption)")
+                    f"{SAME_SHAPES}; INT4-AWQ as w4g128 (ModelOpt's AWQ block size 128), an AWQ "
+                    f"checkpoint (the trtllm file's pre-quant scale launch before each CUTLASS "
+                    f"GEMM); FP8 as fp8 (W8A8 e4m3, per-tensor scales: ModelOpt's FP8 recipe, the "
+                    f"activations quantized with its static per-tensor scale inside the kernel that "
+                    f"produces them: the trtllm file's `act_quant: fused`); every run with a 16-bit KV "
+                    f"cache (the benchmark names no KV format: an assumption)")
 
 
 def e4(row: Row, table: dict[str, Row]) -> RowSetup:
@@ -88,9 +90,12 @@ def e5(row: Row, table: dict[str, Row]) -> RowSetup:
 
     runs = (("bf16", "fp16", "23"), ("int4 g64 (GemLite)", "w4g64", "23"),
             ("fp8 dynamic", "fp8grow", "26"))
-    tp1 = tuple(Precision(lb, pol, published(lb), owner=own) for lb, pol, own in runs)
+    method = {"int4 g64 (GemLite)": "gemlite"}  # SGLang's --torchao-config gemlite-4-64
+    tp1 = tuple(Precision(lb, pol, published(lb), owner=own, method=method.get(lb))
+                for lb, pol, own in runs)
     tp4_runs = tuple(Precision(f"{lb} TP4", pol, (at_tp4[by_label[lb]],), tp=4,
-                               owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),))
+                               owner="25" if own == "23" else "25, 26", base=lb, batches=(int(b4),),
+                               method=method.get(lb))
                      for lb, pol, own in runs)
     return RowSetup("E5", "sglang-torchnative", "h100-sxm", "llama-3-8b", prompt, gen,
                     (int(b1), int(b2)), "decode-log", tp1 + tp4_runs,
@@ -120,10 +125,12 @@ def e6(row: Row, table: dict[str, Row]) -> RowSetup:
     pub.need("seconds per request")
     labels = (("BF16", "fp16"), ("Marlin int8", "w8g128"), ("Marlin int4", "w4g128"))
     return RowSetup("E6", "vllm", "h100-sxm", "llama-3-8b", prompt, gen, batches, "latency",
-                    tuple(Precision(lb, pol, pub.series(lb, len(batches))) for lb, pol in labels),
-                    "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default), "
-                    "runs on Marlin; the vllm file picks its Hopper w8/w4 kernel (`mpsim engines vllm`: "
-                    f"Machete, vLLM's GPTQ/AWQ choice on Hopper), which prices these rows; {SAME_SHAPES}")
+                    tuple(Precision(lb, pol, pub.series(lb, len(batches)),
+                                    method=None if pol == "fp16" else "rtn") for lb, pol in labels),
+                    "vLLM's RTN quantization (PR 23197), group size 128 (its RTN_GROUP_SIZE default): "
+                    "vllm/model_executor/layers/quantization/rtn.py: RTNLinearMethod.apply calls "
+                    "apply_rtn_marlin_linear, so the vllm file's "
+                    f"`rtn` method runs Marlin on Hopper too (Machete serves GPTQ there); {SAME_SHAPES}")
 
 
 def e8(row: Row, table: dict[str, Row]) -> RowSetup:

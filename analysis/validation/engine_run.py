@@ -120,7 +120,7 @@ def predict(run: Run, memo: LaunchMemo) -> float:
         return served(run, spec, hw)
     tp = run.precision.tp
     trace = synthesize(spec, parse_policy(run.precision.policy), run.workload,
-                       engine=EngineChoice.on(run.setup.engine, hw), tp=tp)
+                       engine=EngineChoice.on(run.setup.engine, hw, run.precision.method), tp=tp)
     result = simulate(trace, hw, memo=memo)
     if run.setup.count == "decode-log":
         return logged_rate(run, trace.rows["phase"], trace.rows["step"], result.time_s.to_numpy())

@@ -38,6 +38,8 @@ class Precision:
                                             # (None: the row's first, the engine's bf16/fp16 run)
     batches: tuple[int, ...] | None = None  # its own batches where it ran fewer than the row's
     ratios: tuple[float, ...] | None = None  # published ratios where the row gives only those
+    method: str | None = None               # the checkpoint's quantization method where the engine
+                                            # dispatches on it (engines/files.py QUANT_METHODS)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,17 @@ def add_engine_arg(p: argparse.ArgumentParser, what: str = "the launches") -> No
                         f"{DEFAULT_ENGINE}: mpsim's own, what capture runs)")
 
 
+def add_method_arg(p: argparse.ArgumentParser) -> None:
+    """--quant-method: the checkpoint's quantization method, where the engine dispatches on it."""
+    from mpsim.engines.files import QUANT_METHODS
+
+    p.add_argument("--quant-method", default=None, choices=QUANT_METHODS,
+                   help="the checkpoint's quantization method, for engines that pick their weight-"
+                        "only kernel by it (docs/engines.md: vllm gptq -> Machete on Hopper, awq / "
+                        "rtn -> Marlin; trtllm awq adds the pre-quant scale launch; sglang gemlite); "
+                        "default: the engine file's first choice")
+
+
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
     """--tp and --pp: the parallel plan (mpsim/parallel.py, docs/parallelism.md)."""
     p.add_argument("--tp", type=int, default=1, metavar="N",

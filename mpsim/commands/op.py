@@ -17,7 +17,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mpsim.commands.common import PERF_MODEL_NAMES, add_engine_arg, add_hw_arg, hardware
+from mpsim.commands.common import (
+    PERF_MODEL_NAMES,
+    add_engine_arg,
+    add_hw_arg,
+    add_method_arg,
+    hardware,
+)
 from mpsim.commands.op_comm import register_collective
 from mpsim.launch_plan import attention_row, gemm_row
 from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
@@ -66,6 +72,7 @@ def register(sub: Any) -> None:
 def _common(p: argparse.ArgumentParser, func: Any) -> None:
     add_hw_arg(p)
     add_engine_arg(p, "the op (the kernel its file names for this op, format and M on --hw)")
+    add_method_arg(p)
     p.add_argument("--perf-model", default="sim", choices=PERF_MODEL_NAMES,
                    help="performance model (default sim)")
     p.set_defaults(func=func)
@@ -124,14 +131,15 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
 
     engine, arch = get_engine(args.engine), architecture(hw)
     op, fmt, m = op_of(row)
-    shape = (int(row["n"]), int(row["k"])) if op == "gemm" else (None, None)
-    picked = choose(engine, op, fmt, m, arch, *shape)
+    n, k = (int(row["n"]), int(row["k"])) if op == "gemm" else (None, None)
+    method = getattr(args, "quant_method", None)
+    picked = choose(engine, op, fmt, m, arch, n, k, method)
     stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
     print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
     d = int(row.get("head_dim") or 0)
     heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
     built = as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
-                                  or hw.compute_units))
+                                  or hw.compute_units, method=method))
     assert built is not None, "op prices GEMMs and attention, which no engine fuses away"
     return costed(built)
 

@@ -10,6 +10,7 @@ from mpsim.commands.common import (
     add_context_arg,
     add_engine_arg,
     add_generation_args,
+    add_method_arg,
     add_parallel_args,
     check_outputs,
     check_trace_out,
@@ -36,6 +37,7 @@ def register(sub: Any) -> None:
                    help="record the launch configs of the GPU kernels (default) or of the CPU interpreter")
     p.add_argument("--kv-block", type=int, default=None, help="paged KV block size (default contiguous)")
     add_engine_arg(p, "the synthesized launches")
+    add_method_arg(p)
     p.add_argument("--hw", default=None,
                    help="with --config best: the device the configs are tuned for; with --engine: the "
                         "GPU whose architecture and SMs pick the engine's kernels (default hopper, "
@@ -104,10 +106,10 @@ def _engine(args: argparse.Namespace) -> EngineChoice:
 
     get_engine(args.engine)  # an unknown name: the error naming the known ones
     if args.engine == DEFAULT_ENGINE:
-        return EngineChoice()
+        return EngineChoice(method=args.quant_method)
     if args.hw is None or args.config == "best":
-        return EngineChoice(args.engine, DEFAULT_ARCH)
-    return EngineChoice.on(args.engine, hardware(args.hw))
+        return EngineChoice(args.engine, DEFAULT_ARCH, method=args.quant_method)
+    return EngineChoice.on(args.engine, hardware(args.hw), args.quant_method)
 
 
 def _total(column: Column) -> int:

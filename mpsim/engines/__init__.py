@@ -15,7 +15,16 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from mpsim.engines.files import ARCHES, FIXED_SCALES, OPS, Choice, Engine, Supports, parse_engine
+from mpsim.engines.files import (
+    ARCHES,
+    FIXED_SCALES,
+    OPS,
+    Choice,
+    Engine,
+    Supports,
+    check_method,
+    parse_engine,
+)
 from mpsim.engines.rows import KERNELS_BY_OP, Target
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec
@@ -126,17 +135,20 @@ class EngineChoice:
     name: str = DEFAULT_ENGINE
     arch: str | None = None
     sms: int | None = None
+    method: str | None = None  # the checkpoint's quantization method (files.QUANT_METHODS); None:
+                               # the engine's first choice for the format
 
     @classmethod
-    def on(cls, name: str, hw: object) -> EngineChoice:
-        """Engine `name` on the hardware `hw` (its architecture and SMs); the default engine on any
-        hardware, another engine on a GPU only."""
+    def on(cls, name: str, hw: object, method: str | None = None) -> EngineChoice:
+        """Engine `name` on the hardware `hw` (its architecture and SMs), running a checkpoint of
+        quantization `method`; the default engine on any hardware, another engine on a GPU only."""
+        check_method(method)
         if isinstance(hw, GpuSpec):
-            return cls(name, architecture(hw), hw.compute_units)
+            return cls(name, architecture(hw), hw.compute_units, method)
         if name != DEFAULT_ENGINE:
             raise MpsimInputError(f"engine {name!r} runs on NVIDIA GPUs; {getattr(hw, 'name', hw)} is "
                                   "not one (its rows are mpsim's own kernels: --engine mpsim)")
-        return cls(name)
+        return cls(name, method=method)
 
 
 MPSIM_KERNELS = EngineChoice()  # the default: mpsim's own kernels, as captured
@@ -156,7 +168,7 @@ def model_heads(model: Mapping[str, Any]) -> tuple[int, int, int, int]:
 
 def engine_target(name: str, policy: Policy, heads: tuple[int, int, int, int], *,
                   arch: str | None = None, sms: int | None = None,
-                  on_gpu: bool = True) -> Target | None:
+                  on_gpu: bool = True, method: str | None = None) -> Target | None:
     """What rows are built for with engine `name` running `policy` on `arch` (default hopper, the
     architecture the GPU model prices every library kernel as today: mpsim/sim/gpu/arch.py) with
     `sms` SMs: None for the default engine (mpsim's own launchers build the rows, as captured).
@@ -167,4 +179,5 @@ def engine_target(name: str, policy: Policy, heads: tuple[int, int, int, int], *
         raise MpsimInputError(f"unknown architecture {arch!r}; expected one of {list(ARCHES)}")
     if name == DEFAULT_ENGINE:
         return None
-    return Target(engine, arch or DEFAULT_ARCH, heads, sms or lc.GPU_SMS, on_gpu)
+    check_method(method)
+    return Target(engine, arch or DEFAULT_ARCH, heads, sms or lc.GPU_SMS, on_gpu, method)

@@ -27,7 +27,16 @@ OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_at
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
 CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for", "a_dtype", "act_quant",
-               "n_multiple", "k_multiple")
+               "n_multiple", "k_multiple", "methods")
+# The checkpoint quantization methods a weight-only GEMM choice can be limited to (`methods`): an
+# engine dispatches by the checkpoint's method, not only by its format. vLLM: `gptq` (gptq_marlin
+# and compressed-tensors WNA16 go through choose_mp_linear_kernel, Machete first on sm90), `awq`
+# (awq_marlin.py AWQMarlinLinearMethod.apply calls apply_awq_marlin_linear: Marlin on every GPU),
+# `rtn` (rtn.py RTNLinearMethod.apply calls apply_rtn_marlin_linear: Marlin). SGLang: `gemlite`
+# (--torchao-config gemlite-<bits>-<group>: torchao_utils.py apply_torchao_config_to_model
+# quantizes with torchao's gemlite_uintx_weight_only, GemLite's Triton kernels). A choice without
+# `methods` serves every method; a run that names no method takes the first choice that fits.
+QUANT_METHODS = ("gptq", "awq", "rtn", "gemlite")
 # KV cache keys -> the trace's kv_format (traces/schema.py KV_FORMATS)
 KV_CACHES = {"kv16": "fp16", "kv8": "int8", "kv4": "int4", "kv8f": "fp8-e4m3"}
 # Weight formats whose scales are fixed by the format (no group sizes to list): fp8-block 128x128,
@@ -72,10 +81,15 @@ class Choice:
     act_quant: str | None = None  # gemm, a_dtype not fp16: the quantization kernel before it, or `fused`
     n_multiple: int | None = None  # gemm: the choice serves only N a multiple of this (a kernel's
     k_multiple: int | None = None  # shape requirement, e.g. DeepGEMM's), and K of this
+    methods: tuple[str, ...] | None = None  # the checkpoint methods it serves (None: every one)
 
-    def takes(self, arch: str, m: int, n: int | None = None, k: int | None = None) -> bool:
-        """Whether the choice serves an M (and N, K: None skips the shape test) on `arch`."""
+    def takes(self, arch: str, m: int, n: int | None = None, k: int | None = None,
+              method: str | None = None) -> bool:
+        """Whether the choice serves an M (and N, K: None skips the shape test) on `arch`, for a
+        checkpoint of quantization `method` (None: whichever the engine takes first)."""
         if arch not in self.arch or (self.max_m is not None and m > self.max_m):
+            return False
+        if method is not None and self.methods is not None and method not in self.methods:
             return False
         if self.n_multiple is not None and n is not None and n % self.n_multiple:
             return False
@@ -83,7 +97,8 @@ class Choice:
 
     @property
     def every_shape(self) -> bool:
-        return self.max_m is None and self.n_multiple is None and self.k_multiple is None
+        return (self.max_m is None and self.n_multiple is None and self.k_multiple is None
+                and self.methods is None)
 
 
 @dataclass(frozen=True)
@@ -230,14 +245,17 @@ def _ops(value: Any, where: str, supports: Supports, kernels_by_op: Mapping[str,
         per_format = _mapping(doc[op], here, formats, required=formats)
         kernels = (*kernels_by_op[op], FUSED) if op in FUSABLE_OPS else kernels_by_op[op]
         out.append((op, tuple((f, _choices(per_format[f], f"{here}.{f}", (*kernels, NONE),
-                                           kernels_by_op["act_quant"] if op == "gemm" else None))
+                                           kernels_by_op["act_quant"] if op == "gemm" else None,
+                                           kernels_by_op["pre_scale"] if op == "gemm" else ()))
                               for f in formats)))
     return tuple(out)
 
 
-def _activations(doc: dict[str, Any], here: str, kernel: str,
-                 quantizers: tuple[str, ...] | None) -> tuple[str, str | None]:
-    """(a_dtype, act_quant) of a choice: 16-bit activations need no quantizer; others name one."""
+def _activations(doc: dict[str, Any], here: str, kernel: str, quantizers: tuple[str, ...] | None,
+                 prescalers: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    """(a_dtype, act_quant) of a choice: 16-bit activations need no quantizer, but may be scaled
+    per channel first by one of `prescalers` (a launch with a 16-bit output, e.g. AWQ's pre-quant
+    scale); others name their quantizer."""
     a_dtype, quant = doc.get("a_dtype", "fp16"), doc.get("act_quant")
     if quantizers is None:
         if "a_dtype" in doc or quant is not None:
@@ -246,9 +264,10 @@ def _activations(doc: dict[str, Any], here: str, kernel: str,
     if a_dtype not in A_DTYPES:
         raise MpsimInputError(f"{here}.a_dtype: {a_dtype!r} is not one of {list(A_DTYPES)}")
     if a_dtype == "fp16" or kernel == NONE:
-        if quant is not None:
-            raise MpsimInputError(f"{here}.act_quant: 16-bit activations are not quantized; drop it")
-        return a_dtype, None
+        if quant is not None and (quant not in prescalers or kernel == NONE):
+            raise MpsimInputError(f"{here}.act_quant: 16-bit activations are not quantized (only "
+                                  f"scaled per channel by one of {list(prescalers)}); got {quant!r}")
+        return a_dtype, quant
     if quant not in (*quantizers, FUSED):
         raise MpsimInputError(f"{here}.act_quant: {a_dtype} activations need the kernel that quantizes "
                               f"them; expected one of {[*quantizers, FUSED]}, got {quant!r}")
@@ -256,7 +275,8 @@ def _activations(doc: dict[str, Any], here: str, kernel: str,
 
 
 def _choices(value: Any, where: str, kernels: tuple[str, ...],
-             quantizers: tuple[str, ...] | None = None) -> tuple[Choice, ...]:
+             quantizers: tuple[str, ...] | None = None,
+             prescalers: tuple[str, ...] = ()) -> tuple[Choice, ...]:
     """The choices of one op and format, first match wins; every architecture must end with a
     choice for every M (no max_m)."""
     if not isinstance(value, list) or not value:
@@ -277,15 +297,30 @@ def _choices(value: Any, where: str, kernels: tuple[str, ...],
         stands = doc.get("stands_in_for")
         if kernel in (FUSED, NONE) and stands is not None:
             raise MpsimInputError(f"{here}: a {kernel} op stands in for nothing; drop stands_in_for")
-        a_dtype, quant = _activations(doc, here, kernel, quantizers)
+        a_dtype, quant = _activations(doc, here, kernel, quantizers, prescalers)
+        methods = None if "methods" not in doc else _methods(doc["methods"], f"{here}.methods")
         out.append(Choice(kernel, _text(doc["source"], f"{here}.source"), max_m, arch,
                           None if stands is None else _text(stands, f"{here}.stands_in_for"),
-                          a_dtype, quant, n_mult, k_mult))
+                          a_dtype, quant, n_mult, k_mult, methods))
     for a in ARCHES:
         if not any(c.every_shape and a in c.arch for c in out):
             raise MpsimInputError(f"{where}: no choice covers every M on {a}; end the list with a "
-                                  f"choice without max_m (or n_multiple, k_multiple) for {a}")
+                                  f"choice without max_m (or n_multiple, k_multiple, methods) for {a}")
     return tuple(out)
+
+
+def _methods(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or any(m not in QUANT_METHODS for m in value):
+        raise MpsimInputError(f"{where}: expected a non-empty list of {list(QUANT_METHODS)}, got "
+                              f"{value!r}")
+    return tuple(value)
+
+
+def check_method(method: str | None) -> None:
+    """One clear error for a quantization method no engine file knows."""
+    if method is not None and method not in QUANT_METHODS:
+        raise MpsimInputError(f"unknown quantization method {method!r}; expected one of "
+                              f"{list(QUANT_METHODS)}")
 
 
 def _arches(value: Any, where: str) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from mpsim.engines.rows import Target, engine_rows
 from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import costed
-from mpsim.library import act_quant
+from mpsim.library import act_quant, trtllm
 from mpsim.policy import parse_policy
 from mpsim.traces.cells import plain
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 IDENTITY = ("launch_id", "stream", "phase", "step", "layer", "module")
 MEASURED = ("measured_us", "device")
+# the launches an engine makes before a GEMM (its input quantized, or scaled per channel)
+BEFORE_GEMM = (*act_quant.KERNELS, *trtllm.PRESCALE_KERNELS)
 
 
 def reprice(trace: Trace, choice: EngineChoice) -> Trace:
@@ -52,7 +54,10 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     if not policy:
         raise MpsimInputError("--reprice: the trace names no policy (its metadata), so whether "
                               f"engine {choice.name!r} can run it is unknown")
-    target = engine_target(choice.name, parse_policy(policy), heads, arch=choice.arch, sms=choice.sms)
+    # the checkpoint's quantization method: the choice's, else the one the trace was built for
+    method = choice.method or trace.meta.environment.get("quant_method")
+    target = engine_target(choice.name, parse_policy(policy), heads, arch=choice.arch, sms=choice.sms,
+                           method=method)
     if target is None:  # the default engine: mpsim's own launchers rebuild the rows
         target = Target(get_engine(DEFAULT_ENGINE), choice.arch or DEFAULT_ARCH, heads,
                         choice.sms or lc.GPU_SMS)
@@ -61,14 +66,14 @@ def reprice(trace: Trace, choice: EngineChoice) -> Trace:
     out = []
     for values in trace.rows[columns].itertuples(index=False, name=None):
         row = {c: plain(v) for c, v in zip(columns, values, strict=True)}
-        if row["kernel"] in act_quant.KERNELS:  # the old engine's; the new one's come with its GEMMs
+        if row["kernel"] in BEFORE_GEMM:  # the old engine's; the new one's come with its GEMMs
             continue
         key = tuple(v for c, v in row.items() if c not in IDENTITY)
         if key not in built:  # none for a fused op (RoPE, KV append); a quantization before a GEMM
             built[key] = [costed(r) for r in engine_rows(row, target)]
         for done in built[key]:
             ident = {c: row[c] for c in IDENTITY}
-            if done["kernel"] in act_quant.KERNELS:
+            if done["kernel"] in BEFORE_GEMM:
                 ident["module"] = f"{row['module']}_act_quant"
             out.append(done | ident)
     env = trace.meta.environment | {"repriced_from": trace.meta.engine, "engine_arch": target.arch,

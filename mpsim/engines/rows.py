@@ -27,6 +27,7 @@ from mpsim.library import (
     flashinfer_trtllm,
     sglang,
     torch,
+    trtllm,
     vllm,
 )
 from mpsim.library import mpsim as own
@@ -55,6 +56,9 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "gemm": (*(k for k in own.KERNELS if k.startswith(("gemv_", "gemm_"))), *library.GEMM_KERNELS,
              *PENDING_KERNELS),
     "act_quant": (*act_quant.KERNELS, *own_fp.ACT_QUANT_KERNELS),
+    # launches before a 16-bit-activation GEMM that scale its input per channel (AWQ's pre-quant
+    # scale where the engine does not fold it into the GEMM)
+    "pre_scale": trtllm.PRESCALE_KERNELS,
     "rope": ("rope_kernel", vllm.VLLM_ROPE),
     "kv_write": ("kv_quant_kernel", own_fp.KV_FP8_QUANT_KERNEL),
     "decode_attention": (lc.DECODE_ATTENTION_KERNEL, own_fp.DECODE_FP8_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA,
@@ -92,6 +96,7 @@ class Target:
     heads: tuple[int, int, int, int]
     sms: int = lc.GPU_SMS
     on_gpu: bool = True
+    method: str | None = None  # the checkpoint's quantization method (files.QUANT_METHODS), if named
 
 
 def allreduce_library(engine: Engine) -> str:
@@ -120,14 +125,15 @@ def op_of(row: Row) -> tuple[str, str, int]:
 
 
 def choose(engine: Engine, op: str, fmt: str, m: int, arch: str, n: int | None = None,
-           k: int | None = None) -> Choice:
-    """The first choice of (op, format) for `arch` whose cut-off takes M and whose shape
-    requirements (n_multiple, k_multiple) N and K meet (files.py makes sure one does)."""
+           k: int | None = None, method: str | None = None) -> Choice:
+    """The first choice of (op, format) for `arch` whose cut-off takes M, whose shape requirements
+    (n_multiple, k_multiple) N and K meet and that serves the checkpoint's quantization `method`
+    (None: any; files.py makes sure one does)."""
     if fmt not in engine.formats(op):
         raise MpsimInputError(f"engine {engine.name!r} has no {op} kernel for {fmt}; its file "
                               f"({engine.file}) covers {list(engine.formats(op))}")
     for c in engine.choices(op, fmt):
-        if c.takes(arch, m, n, k):
+        if c.takes(arch, m, n, k, method):
             return c
     raise AssertionError("engine files end every architecture with a choice for every M")
 
@@ -143,7 +149,7 @@ def as_engine(row: Row, target: Target) -> Row | None:
             out.update(kernel=ALLREDUCE_KERNELS[comm], comm_library=comm)
         return out
     op, fmt, m = op_of(row)
-    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row))
+    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row), target.method)
     if choice.kernel == FUSED:
         return None
     where = f"engine {target.engine.name!r} ({target.engine.file}), {op} {fmt} at M={m} on {target.arch}"
@@ -168,19 +174,20 @@ def as_engine(row: Row, target: Target) -> Row | None:
 
 def engine_rows(row: Row, target: Target) -> list[Row]:
     """The launches the target engine makes for `row`: none (fused into its attention op), the
-    rebuilt row, or, for a GEMM whose activations the engine quantizes first (the file's
-    `act_quant`), that quantization launch and then the GEMM."""
+    rebuilt row, or, for a GEMM whose activations the engine quantizes (or scales per channel)
+    first (the file's `act_quant`), that launch and then the GEMM."""
     out = as_engine(row, target)
     if out is None:
         return []
     if row["op"] != "gemm":
         return [out]
     op, fmt, m = op_of(row)
-    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row))
+    choice = choose(target.engine, op, fmt, m, target.arch, *_nk(row), target.method)
     if choice.act_quant in (None, FUSED):
         return [out]
     assert choice.act_quant is not None
-    quant = act_quant.rowwise_row(choice.act_quant, int(row["m"]), int(row["k"]), sms=target.sms)
+    build = trtllm.rowwise_row if choice.act_quant in trtllm.PRESCALE_KERNELS else act_quant.rowwise_row
+    quant = build(choice.act_quant, int(row["m"]), int(row["k"]), sms=target.sms)
     quant.update({c: row[c] for c in IDENTITY if c in row})
     quant["module"] = f"{row.get('module', 'gemm')}_act_quant"
     return [quant, out]

@@ -64,7 +64,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "and CUTLASS fpA_intB GEMM (M >= 5), and its attention op (XQA / MMHA decode with RoPE "
             "and KV append fused, context FMHA)",
             "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, cutlass_kernels/fpA_intB_gemm, "
-            "decoderMaskedMultiheadAttention/", gemm=trtllm.gemm_row, attention=trtllm.attention_row),
+            "decoderMaskedMultiheadAttention/, preQuantScaleKernel.cu", gemm=trtllm.gemm_row,
+            attention=trtllm.attention_row, rowwise=trtllm.rowwise_row, ops=tuple(trtllm.OPS.items())),
     Library("marlin", marlin.KERNELS, "vLLM's Marlin W4A16/W8A16 GEMM (gptq_marlin, awq_marlin)",
             "vllm csrc/quantization/gptq_marlin, IST-DASLab/marlin", gemm=marlin.gemm_row),
     Library("machete", machete.KERNELS, "vLLM's Machete W4A16/W8A16 GEMM for Hopper",

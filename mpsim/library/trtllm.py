@@ -11,11 +11,18 @@ from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 from mpsim.library.trtllm_attention import ATTENTION_KERNELS
 from mpsim.library.trtllm_attention import attention_row as attention_row
-from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
+from mpsim.library.trtllm_fpaintb import (
+    TRTLLM_AWQ_PRESCALE,
+    TRTLLM_FPAINTB,
+    fpaintb_candidates,
+    prescale_config,
+)
 from mpsim.library.wo_tiled import check_format, wave_pick, wo_row
 
 TRTLLM_WO_GEMV = "trtllm_wo_gemv"
-KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB, *ATTENTION_KERNELS)
+KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB, TRTLLM_AWQ_PRESCALE, *ATTENTION_KERNELS)
+OPS = {TRTLLM_AWQ_PRESCALE: "other"}  # its row-wise kernel: AWQ's pre-quant scale (trtllm_fpaintb.py)
+PRESCALE_KERNELS = (TRTLLM_AWQ_PRESCALE,)  # quantizers whose output stays 16-bit (engine files)
 
 TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
 
@@ -45,3 +52,13 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
     cfg = config or trtllm_wo_config(m, n, k, bits)
     check_kernel(cfg, kernel)
     return apply_config(gemm_shape(m, n, k, fmt, bits, k, bias), cfg)  # per channel: G = K
+
+
+def rowwise_row(kernel: str, tokens: int, hidden: int, *, heads: int = 0, kv_heads: int = 0,
+                head_dim: int = 0, sms: int = 0) -> Row:
+    """A `trtllm_awq_prescale` row: `tokens` rows of a GEMM's `hidden` (= K) wide input multiplied
+    by AWQ's per-channel pre-quant scale (op other, m tokens, n = K)."""
+    if kernel != TRTLLM_AWQ_PRESCALE:
+        raise ValueError(f"not a TensorRT-LLM row-wise kernel: {kernel!r}; expected {TRTLLM_AWQ_PRESCALE}")
+    row: Row = {"op": OPS[kernel], "module": kernel, "m": tokens, "n": hidden, "k": None}
+    return apply_config(row, prescale_config(tokens, hidden))

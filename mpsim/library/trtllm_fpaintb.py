@@ -8,6 +8,13 @@ WeightOnly, get_candidate_configs: stages and split-K); fpA_intB_gemm/fpA_intB_g
 and launchers/fpA_intB_launcher_sm90.inl (A and B swapped: CTA shape = weight rows 64|128 x tokens
 16..256 x 128 bytes of K; 64-row tiles ping-pong on PersistentScheduler, 128-row tiles cooperative
 on StreamKScheduler); fpA_intB_gemm.h (SPLIT_K_LIMIT 7).
+
+AWQ's pre-quant scale (`trtllm_awq_prescale`): plugins/weightOnlyGroupwiseQuantMatmulPlugin
+(enqueue: with PRE_QUANT_SCALE and the CUTLASS path, pre_quant_scale_for_act multiplies the
+activations by the per-channel scale into the workspace before the GEMM; the batched GEMV fuses it)
+and kernels/preQuantScaleKernel.cu (apply_per_channel_scale_kernel_launcher: blocks of 128 threads,
+one float4 (8 halves) of a row per thread and kProcessRows rows: 1 below 2048 x 2048 values, 4
+below 4096 x 4096, 8 below 8192 x 8192, else 16).
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ from mpsim.library.wo_tiled import (
 )
 
 TRTLLM_FPAINTB = "trtllm_fpaintb_gemm"
+TRTLLM_AWQ_PRESCALE = "trtllm_awq_prescale"
+PRESCALE_THREADS = 128            # preQuantScaleKernel.cu: dim3 block(128)
+PRESCALE_VECTOR = 8               # float4 of fp16 per thread and row
+# (values below which, kProcessRows): apply_per_channel_scale_kernel_launcher
+PRESCALE_ROWS = ((2048 * 2048, 1), (4096 * 4096, 4), (8192 * 8192, 8))
 FPAINTB_MIN_ROWS = 5              # weightOnlyQuantMatmulPlugin: m < SMALL_M_FAST_PATH (5) -> GEMV
 FPAINTB_WEIGHT_TILES = (64, 128)
 FPAINTB_TOKEN_TILES = (16, 32, 64, 128, 256)
@@ -77,3 +89,18 @@ def fpaintb_candidates_sm80(m: int, n: int, k: int, bits: int,
     if not out:
         raise ValueError(f"{TRTLLM_FPAINTB}: K={k} is not a multiple of {FPAINTB_BLOCK_K}")
     return out
+
+
+def prescale_rows_per_thread(tokens: int, width: int) -> int:
+    """kProcessRows of TensorRT-LLM's apply_per_channel_scale_kernel_launcher."""
+    return next((r for below, r in PRESCALE_ROWS if tokens * width < below), 16)
+
+
+def prescale_config(tokens: int, width: int) -> LaunchConfig:
+    """The pre-quant scale's launch: grid (rows / kProcessRows, K / 8 / 128) of 128 threads."""
+    if width % PRESCALE_VECTOR:
+        raise ValueError(f"{TRTLLM_AWQ_PRESCALE}: K = {width} is not a multiple of {PRESCALE_VECTOR}")
+    rows = prescale_rows_per_thread(tokens, width)
+    grid = (-(-tokens // rows), -(-width // (PRESCALE_VECTOR * PRESCALE_THREADS)))
+    return LaunchConfig(TRTLLM_AWQ_PRESCALE, grid, rows, PRESCALE_THREADS, None,
+                        PRESCALE_THREADS // 32, 1)

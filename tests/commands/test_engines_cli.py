@@ -158,3 +158,19 @@ def test_plot_prices_a_trace_as_another_engine_only_when_asked(tmp_path: Path,
     assert main([*plot, "--engine", "trtllm", "--reprice", "--out", str(out)]) == 0
     assert "repriced" in capsys.readouterr().out and out.stat().st_size > 1000
     clear_error([*plot, "--engine", "trtllm", "--out", str(tmp_path / "x.png")], capsys, "add --reprice")
+
+
+def test_quant_method_on_synth_and_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--quant-method picks the kernel the engine runs for that checkpoint (vLLM RTN: Marlin on
+    Hopper, GPTQ: Machete; TRT-LLM AWQ: the pre-quant scale launch before each CUTLASS GEMM)."""
+    gemm = ["op", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--w-format", "group", "--bits",
+            "4", "--hw", "h100-sxm", "--engine", "vllm"]
+    for method, kernel in (("rtn", "marlin_gemm"), ("gptq", "machete_gemm")):
+        assert main([*gemm, "--quant-method", method]) == 0
+        assert f"runs {kernel}" in capsys.readouterr().out
+    kernels = {}
+    for method in ("awq", "gptq"):
+        trace = _synth(tmp_path, method, "--policy", "w4g128", "--batch", "8", "--engine", "trtllm",
+                       "--quant-method", method)
+        kernels[method] = set(read_trace(trace).rows["kernel"])
+    assert "trtllm_awq_prescale" in kernels["awq"] - kernels["gptq"]

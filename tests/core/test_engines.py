@@ -3,6 +3,7 @@ dispatch tables know, the policy-support error, and passes built as an engine's 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from importlib import resources
@@ -209,3 +210,98 @@ def test_a_file_cut_off_the_launcher_disagrees_with_is_an_error() -> None:
     with pytest.raises(MpsimInputError, match="the file names gemv_fp16_kernel but that library "
                                               "launches gemm_fp16_kernel there"):
         pass_rows(SPEC, PassShape("prefill", 0, 1, 24, 24, FP16_WEIGHTS, 16, target=target))
+
+
+def test_vllm_runs_the_kernel_its_quantization_method_calls() -> None:
+    """GPTQ goes through choose_mp_linear_kernel (Machete first on sm90); AWQ and RTN call Marlin
+    directly (awq_marlin.py apply_awq_marlin_linear, rtn.py apply_rtn_marlin_linear)."""
+    engine = get_engine("vllm")
+    for fmt in ("int4-group", "int8-group"):
+        picked = {method: choose(engine, "gemm", fmt, 8, "hopper", 4096, 4096, method).kernel
+                  for method in (None, "gptq", "awq", "rtn")}
+        assert picked == {None: "machete_gemm", "gptq": "machete_gemm", "awq": "marlin_gemm",
+                          "rtn": "marlin_gemm"}
+        assert choose(engine, "gemm", fmt, 8, "ampere", 4096, 4096, "gptq").kernel == "marlin_gemm"
+
+
+def test_a_synthesized_rtn_run_prices_marlin_and_an_unknown_method_is_an_error() -> None:
+    hw = load_hardware("h100-sxm")
+    wl, policy = Workload(16, 2, 1), parse_policy("w4g128")
+    kernels = {m: set(synthesize(SPEC, policy, wl, engine=EngineChoice.on("vllm", hw, m)).rows
+                      .query("op == 'gemm' and w_format == 'int4-group'")["kernel"])
+               for m in (None, "rtn")}
+    assert kernels == {None: {"machete_gemm"}, "rtn": {"marlin_gemm"}}
+    with pytest.raises(MpsimInputError, match=r"unknown quantization method 'squeezellm'; expected "
+                                              r"one of \['gptq', 'awq', 'rtn', 'gemlite'\]"):
+        EngineChoice.on("vllm", hw, "squeezellm")
+
+
+def test_a_choice_limited_to_an_unknown_method_is_an_error() -> None:
+    text = _text("vllm").replace("methods: [gptq]", "methods: [exl2]", 1)
+    with pytest.raises(MpsimInputError, match=r"ops.gemm.int8-group\[0\].methods: expected a "
+                                              r"non-empty list of \['gptq', 'awq', 'rtn', 'gemlite'\]"):
+        parse_engine(text, "v.yaml", KERNELS_BY_OP)
+
+
+def test_trtllm_scales_an_awq_checkpoints_activations_before_each_cutlass_gemm() -> None:
+    """weightOnlyGroupwiseQuantMatmulPlugin: the pre-quant scale is a launch of its own before the
+    CUTLASS GEMM (M >= 5); the batched GEMV (M <= 4) applies it in its loads; no AWQ, no launch."""
+    hw = load_hardware("h200-sxm")
+    policy = parse_policy("w4g128")
+    for batch, method, expected in ((8, "awq", True), (8, None, False), (1, "awq", False)):
+        rows = synthesize(SPEC, policy, Workload(16, 2, batch),
+                          engine=EngineChoice.on("trtllm", hw, method)).rows
+        decode = rows[rows["phase"] == "decode"].reset_index(drop=True)
+        pre = decode.index[decode["kernel"] == "trtllm_awq_prescale"]
+        wo = decode.index[(decode["op"] == "gemm") & (decode["w_format"] == "int4-group")]
+        assert (len(pre) == len(wo)) is expected and (len(pre) == 0) is not expected
+        if expected:  # each right before its GEMM, over the GEMM's M x K input
+            assert list(pre + 1) == list(wo)
+            assert (decode.loc[pre, "n"].to_numpy() == decode.loc[wo, "k"].to_numpy()).all()
+            assert (decode.loc[pre, "m"] == batch).all()
+            assert set(decode.loc[pre, "module"]) == {f"{m}_act_quant" for m in decode.loc[wo, "module"]}
+
+
+def test_a_16_bit_gemm_takes_only_a_per_channel_scaler_before_it() -> None:
+    text = _text("trtllm").replace("act_quant: trtllm_awq_prescale", "act_quant: fp8_act_quant", 1)
+    with pytest.raises(MpsimInputError, match=r"ops.gemm.int4-group\[2\].act_quant: 16-bit "
+                                              r"activations are not quantized \(only scaled per "
+                                              r"channel by one of \['trtllm_awq_prescale'\]\)"):
+        parse_engine(text, "t.yaml", KERNELS_BY_OP)
+
+
+def test_the_awq_prescale_launch_is_trtllms_grid_and_streams_its_input_once() -> None:
+    """preQuantScaleKernel.cu: 128 threads of one float4 each, kProcessRows 1 / 4 / 8 / 16 rows by
+    size; M x K fp16 in (+ the K scales) and out."""
+    from mpsim.launch_plan import framework_op_row
+
+    for m, k, rows in ((8, 4096, 1), (1024, 4096, 4), (4096, 4096, 8), (16384, 4096, 16)):
+        row = framework_op_row("trtllm_awq_prescale", m, k)
+        assert json.loads(row["grid"]) == [-(-m // rows), k // (8 * 128)]
+        assert (row["bytes_read"], row["bytes_written"]) == (2 * m * k + 2 * k, 2 * m * k)
+
+
+def test_sglang_runs_a_triton_stand_in_for_gemlite_and_marlin_for_awq() -> None:
+    """--torchao-config gemlite-4-64 runs GemLite's Triton kernels (mpsim's Triton group-wise GEMV /
+    GEMM stand in, split at M = 16 as mpsim's launcher splits); AWQ / GPTQ checkpoints run Marlin."""
+    engine = get_engine("sglang")
+    picked = {(m, method): choose(engine, "gemm", "int4-group", m, "hopper", 4096, 4096, method)
+              for m in (1, 16, 32) for method in ("gemlite", "awq", None)}
+    assert {k: c.kernel for k, c in picked.items()} == {
+        (1, "gemlite"): "gemv_group_kernel", (16, "gemlite"): "gemv_group_kernel",
+        (32, "gemlite"): "gemm_group_kernel", **{(m, x): "marlin_gemm" for m in (1, 16, 32)
+                                                 for x in ("awq", None)}}
+    assert "GemLite" in (picked[(32, "gemlite")].stands_in_for or "")
+
+
+def test_the_trace_records_the_method_and_a_reprice_keeps_it() -> None:
+    policy, wl = parse_policy("w4g128"), Workload(16, 2, 8)
+    rtn = synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper", 132, "rtn"))
+    assert rtn.meta.environment["quant_method"] == "rtn"
+    assert "quant_method" not in synthesize(SPEC, policy, wl, engine=EngineChoice("vllm", "hopper",
+                                                                                  132)).meta.environment
+    again = reprice(rtn, EngineChoice("vllm", "hopper", 132))
+    assert list(again.rows["kernel"]) == list(rtn.rows["kernel"])  # Marlin, not Machete
+    awq = reprice(rtn, EngineChoice("trtllm", "hopper", 132, "awq"))
+    assert (awq.rows["kernel"] == "trtllm_awq_prescale").sum() == \
+        (awq.rows["kernel"] == "trtllm_fpaintb_gemm").sum() > 0

@@ -54,6 +54,7 @@ EXTERNAL_ROWS = [
     gemm_row(8, 4096, 4096, "fp8-block", 8, kernel="flashinfer_fp8_block_gemm"),
     gemm_row(512, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm"),
     *(framework_op_row(k, 512, 4096) for k in ("fp8_act_quant", "fp8_block_act_quant", "nvfp4_act_quant")),
+    framework_op_row("trtllm_awq_prescale", 512, 4096),
     attention_row(8, 1, 4096, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
     attention_row(2, 512, 512, 32, 8, 128, kernel="fa2", kv_append=True, l2_warm=True),
     attention_row(1, 1, 8192, 32, 8, 128, 8, kernel="flashinfer_attention", kv_append=True),

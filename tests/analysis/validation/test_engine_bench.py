@@ -43,7 +43,7 @@ def test_the_fake_file_reads_exactly(tmp_path: Path) -> None:
     assert (e1.engine, e1.hw, e1.model, e1.prompt_len, e1.gen_len, e1.batches) == \
         ("trtllm", "h200-sxm", "llama-3-8b", 64, 8, (1, 2))
     assert e1.precisions == (Precision("BF16", "fp16", (10.5, 20.0)),
-                             Precision("INT4-AWQ", "w4g128", (12.0, 18.0)),
+                             Precision("INT4-AWQ", "w4g128", (12.0, 18.0), method="awq"),
                              Precision("FP8", "fp8", (11.0, 21.0), owner="26"))
     e2 = got["E2"]  # E1's workload at batch 1; the BF16 run's tokens/s are two GPUs'
     assert (e2.model, e2.prompt_len, e2.gen_len, e2.batches, e2.count) == \
@@ -69,8 +69,8 @@ def test_the_fake_file_reads_exactly(tmp_path: Path) -> None:
     assert [(p.policy, p.published) for p in e7.precisions] == [("fp16", (500.0,)), ("fp8b", (490.0,))]
     e6 = got["E6"]
     assert (e6.prompt_len, e6.gen_len, e6.batches, e6.count) == (16, 4, (1, 2), "latency")
-    assert [(p.policy, p.published) for p in e6.precisions] == \
-        [("fp16", (0.2, 0.3)), ("w8g128", (0.15, 0.25)), ("w4g128", (0.1, 0.2))]
+    assert [(p.policy, p.published, p.method) for p in e6.precisions] == \
+        [("fp16", (0.2, 0.3), None), ("w8g128", (0.15, 0.25), "rtn"), ("w4g128", (0.1, 0.2), "rtn")]
     assert [(p.policy, p.published) for p in got["E8"].precisions] == \
         [("fp16", (400.0,)), ("w4g128", (600.0,))]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.library.trtllm import TRTLLM_FPAINTB, TRTLLM_WO_GEMV
+from mpsim.library.trtllm import TRTLLM_AWQ_PRESCALE, TRTLLM_FPAINTB, TRTLLM_WO_GEMV
 from mpsim.sim.gpu.library.trtllm_attention import WORK as ATTENTION_WORK
-from mpsim.sim.gpu.library.trtllm_fpaintb import fpaintb_work
+from mpsim.sim.gpu.library.trtllm_fpaintb import fpaintb_work, prescale_work
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -104,4 +104,5 @@ def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
 
 
-WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work, **ATTENTION_WORK}
+WORK = {TRTLLM_WO_GEMV: trtllm_wo_work, TRTLLM_FPAINTB: fpaintb_work,
+        TRTLLM_AWQ_PRESCALE: prescale_work, **ATTENTION_WORK}

@@ -14,6 +14,14 @@ weights) and issue a register-sourced wgmma against the activations in shared me
 its fragments, serial split-K; ASSUMPTION: the Hopper kernel's latency constants (no Ampere/Ada rows
 were fitted). The latency constants (TrtllmParams fpaintb_*) are fitted on H200 rows
 (docs/kernels-weight-only.md names them).
+
+AWQ's pre-quant scale before it (`trtllm_awq_prescale` rows, op other, m tokens, n = K;
+preQuantScaleKernel.cu): every thread loads one float4 of the scale and of each of its kProcessRows
+rows, multiplies (hmul2) and stores: a streaming pass of M x K x 2 bytes in and out. Priced as
+PyTorch's vectorized elementwise stream (mpsim/sim/gpu/library/torch.py): its bytes at HBM
+bandwidth over the SMs, one round trip `torch.add_iter_ns` (fitted on Vidur's add rows) per
+kProcessRows row group. ASSUMPTION: no TensorRT-LLM pre-scale rows are published, the add's
+measured round trip stands for it.
 """
 
 from __future__ import annotations
@@ -22,9 +30,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.library.wo_tiled import Converter, WoLoop, wo_tiled_work
+from mpsim.sim.gpu.memory import residency_credit
+from mpsim.sim.gpu.occupancy import CtaResources
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
+from mpsim.sim.gpu.work import Epilogue, KernelWork, LaunchWork, Trip
+from mpsim.traces.accounting import FP16
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -47,3 +59,16 @@ def fpaintb_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
                   mma_token_cycles=t.fpaintb_mma_token_cycles, tile_ns=t.fpaintb_tile_ns,
                   fixup_ns=t.fpaintb_fixup_ns, fixed_ns=t.fpaintb_fixed_ns)
     return wo_tiled_work(row, cfg, r, FPAINTB_SM80 if cfg.get("sm80") else FPAINTB, loop, resident)
+
+
+def prescale_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                  p: SimParams, resident: float) -> LaunchWork:
+    tokens, width = int(row["m"]), int(row["n"])
+    act = tokens * width * FP16
+    moved = 2 * act + width * FP16 - residency_credit(resident, act)
+    count = r.sms
+    trip = Trip(moved / count, 0.0, latency_ns=p.torch.add_iter_ns)
+    res = CtaResources(4, 0.0, 0.0, 1, 32)
+    work = KernelWork(trip, Epilogue(0.0), (1,), "single", count, count, res, moved - act,
+                      dram_write_bytes=float(act), name="trtllm awq prescale")
+    return one_part(work)
