@@ -53,14 +53,15 @@ def e2(row: Row, table: dict[str, Row]) -> RowSetup:
     return RowSetup("E2", "trtllm", "h200-sxm", "llama-3-70b", prompt, gen, (1,), "whole-run-per-gpu",
                     (Precision("BF16 TP2", "fp16", (bf16 / 2,), tp=2, owner="25"),
                      Precision("FP8", "fp8", pub.series("FP8", 1), owner="25, 26"),
-                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", 1), owner="25")),
+                     Precision("INT4-AWQ", "w4g128", pub.series("INT4-AWQ", 1), owner="25",
+                               method="awq")),
                     f"the published tokens/s are each run's (ModelOpt's benchmark.md, whose speedups "
                     f"are normalized to the GPU count: FP8's 1.90x is 43.46 / (45.81 / 2)), so BF16's "
                     f"45.81 is the TP 2 run's, {bf16 / 2:.2f} per GPU (45.81 per GPU would be 91.6 "
                     f"tokens/s on two GPUs, above the 68 of streaming 141 GB of weights at 2 x 4.8 "
                     f"TB/s); BF16 on 2 GPUs (TensorRT-LLM's custom all-reduce over NVLink, the "
-                    f"h200-sxm node), FP8 (per-tensor W8A8 e4m3) and INT4-AWQ (w4g128) on one, "
-                    f"16-bit KV (an assumption, as E1); {SAME_70B}")
+                    f"h200-sxm node), FP8 (per-tensor W8A8 e4m3) and INT4-AWQ (w4g128, an AWQ "
+                    f"checkpoint as E1's) on one, 16-bit KV (an assumption, as E1); {SAME_70B}")
 
 
 def e7(row: Row, table: dict[str, Row]) -> RowSetup:
