@@ -57,7 +57,14 @@ XQA_ENABLE_MIN_BLOCK_FACTOR = 4   # kEnableMinBlockFactor
 XQA_TARGET_WAVE_FACTOR = 8        # kTargetWaveFactor
 XQA_MAX_SUB_SEQ = 6000            # getXqaMaxNumSubSeq (non-MLA)
 XQA_MAX_GROUP = 32                # head_grp_size x beam_width <= 32 (kernelUtils.cpp)
-XQA_TILE = 64                     # keys per inner-loop tile (assumption: the kernels' source not read)
+XQA_GMMA_TILE = 64                # GMMA kernel: keys per CTA tile (mha_sm90.cu gemm0CtaTileNbTokens:
+#                                   64-token warp-group tile x gemm0NbGmmaGrps 1)
+XQA_HMMA_TILE = 256               # HMMA kernel: keys per CTA iteration (mha.cu ctaTile.x = warpTile.x 64
+#                                   x ctaShapeInWarps.x 4; a split walks every nbSubSeq-th such tile)
+XQA_GMMA_ROWS = 64                # GMMA: priced as 64 query rows whatever the group. The kernel swaps A/B
+#                                   (mha_sm90.cu SWAP_AB: the tile's 64 keys are the MMA's M, the group
+#                                   its N padded to 8), so a tile's work hardly depends on the group; the
+#                                   group padded to 8 priced 16.2% MAPE on 140 H200 GMMA rows, 64 14.2%
 MMHA_THREADS = 256                # threads per block for head_dim <= 128 (assumption)
 MMHA_BLOCKS_PER_SM = 4            # occupancy of the MMHA kernel (assumption, not read)
 MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
@@ -97,15 +104,17 @@ def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) 
 
 def xqa_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
                sms: int = GPU_SMS) -> LaunchConfig:
-    """XQA: one CTA per (multi-block split, KV head, sequence); the KV head's query group padded to
-    the MMA's M (GMMA: 64 rows; HMMA: 16, or 32 for groups over 16, the cubins' m_16 / m_32);
-    `gmma` 1 for the Hopper fp8-cache kernel (RoPE + KV append fused), 0 for HMMA after the
-    preprocessing kernel."""
+    """XQA: one CTA per (multi-block split, KV head, sequence) holding the KV head's query group:
+    GMMA (the Hopper fp8-cache kernel, RoPE + KV append fused; 3 warp groups) over 64-key tiles,
+    priced as 64 rows (XQA_GMMA_ROWS); HMMA (after the preprocessing kernel;
+    256 threads, mha.cu) pads it to 16 or 32 rows (warpTile.y = roundUp(group, 16)) over 256-key
+    CTA tiles. `gmma` 1 for GMMA, 0 for HMMA."""
     group = heads // kv_heads
     gmma = kv_fp8
-    rows = 64 if gmma else (16 if group <= 16 else 32)
+    rows = XQA_GMMA_ROWS if gmma else (16 if group <= 16 else 32)
     splits = xqa_multi_block(batch, kv_heads, kv_len, sms)
-    return LaunchConfig(TRTLLM_XQA, (splits, kv_heads, batch), rows, XQA_TILE, head_dim,
+    tile = XQA_GMMA_TILE if gmma else XQA_HMMA_TILE
+    return LaunchConfig(TRTLLM_XQA, (splits, kv_heads, batch), rows, tile, head_dim,
                         12 if gmma else 8, 2, splits, extra=(("gmma", int(gmma)),))
 
 
