@@ -22,7 +22,9 @@ rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
   128-key loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
   qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
-  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`). A chunk of a prompt
+  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`) and per query row
+  it holds (`fmha_row_ns`: the Q load, the output's normalization and store, not hidden by the main
+  loop; a short prompt's tile holds few rows). A chunk of a prompt
   after kv_len - q_len cached tokens (chunked context: the paged context FMHA reads them from the
   cache): the diagonal shifts by the cached tokens, query tile j visits ceil((min(q_len, 128 (j +
   1)) + kv_len - q_len) / 128) key tiles (assumed: FA3's rule, the causal mask putting the queries
@@ -141,7 +143,8 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
-                      io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns,
+                      io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns
+                      + b * hq * q / workers * t.fmha_row_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
     prep = kv_append_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r,
                           replace(p, fa3=replace(p.fa3, kv_append_round_ns=t.prep_round_ns)))
