@@ -65,8 +65,9 @@ XQA_GMMA_ROWS = 64                # GMMA: priced as 64 query rows whatever the g
 #                                   (mha_sm90.cu SWAP_AB: the tile's 64 keys are the MMA's M, the group
 #                                   its N padded to 8), so a tile's work hardly depends on the group; the
 #                                   group padded to 8 priced 16.2% MAPE on 140 H200 GMMA rows, 64 14.2%
-MMHA_THREADS = 256                # threads per block for head_dim <= 128 (assumption)
-MMHA_BLOCKS_PER_SM = 4            # occupancy of the MMHA kernel (assumption, not read)
+MMHA_THREADS = 256                # THDS_PER_BLOCK, the base block size (assumption: not read per head_dim)
+MMHA_BLOCKS_PER_SM = 4            # 256-thread blocks an SM ("the max number of warps we can launch per
+#                                   SM is 32 limited by registers", mmha_launch_kernel_ex)
 MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
 FMHA_BLOCK_M = 128                # context FMHA query rows per CTA (fmha_v2 sm90 warp-specialized)
 FMHA_BLOCK_N = 128                # keys per tile
@@ -118,19 +119,40 @@ def xqa_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int
                         12 if gmma else 8, 2, splits, extra=(("gmma", int(gmma)),))
 
 
+def mmha_threads(batch: int, heads: int, sms: int = GPU_SMS) -> int:
+    """The MMHA block size (decoderMaskedMultiheadAttentionLaunch.h `mmha_launch_kernel_ex`, multi-block
+    mode on): 256 threads x min(ceil(SMs x blocks/SM / (batch x heads)), blocks/SM), at most 1024,
+    then 256 below 512 threads, 512 below 1024 (the launch checks; resources assumed to allow it)."""
+    factor = min(cdiv(sms * MMHA_BLOCKS_PER_SM, batch * heads), MMHA_BLOCKS_PER_SM)
+    threads = min(MMHA_THREADS * factor, 1024)
+    return MMHA_THREADS if threads < 512 else (512 if threads < 1024 else 1024)
+
+
+def mmha_loop_keys(threads: int, head_dim: int) -> int:
+    """Keys per loop of a block: threads / threads-per-value x the unroll of 8 (`seq_len_per_kv_loop`);
+    threads_per_value: 16 bytes of a bf16 row each."""
+    per_value = max(1, head_dim * 2 // 16)
+    return cdiv(threads, per_value) * MMHA_UNROLL
+
+
 def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = GPU_SMS) -> int:
-    per_value = max(1, head_dim * 2 // 16)      # threads_per_value: 16 bytes of a bf16 row each
-    per_loop = cdiv(MMHA_THREADS, per_value) * MMHA_UNROLL
-    balanced = cdiv(sms * MMHA_BLOCKS_PER_SM, batch * heads)
-    return max(1, min(balanced, cdiv(kv_len, per_loop)))
+    """`multi_block_grid_setup`: clamp(ceil(SMs x resident blocks / (batch x heads)), 1, ceil(kv_len /
+    keys per loop)), the resident blocks at the chosen block size (MMHA_BLOCKS_PER_SM of 256 threads:
+    the kernel's register limit of 32 warps an SM)."""
+    threads = mmha_threads(batch, heads, sms)
+    resident = max(1, MMHA_BLOCKS_PER_SM * MMHA_THREADS // threads)
+    balanced = cdiv(sms * resident, batch * heads)
+    return max(1, min(balanced, cdiv(kv_len, mmha_loop_keys(threads, head_dim))))
 
 
 def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
                 sms: int = GPU_SMS) -> LaunchConfig:
-    """MMHA: one CTA of 256 threads per (KV tile, query head, sequence)."""
+    """MMHA: one CTA of 256-1024 threads (mmha_threads) per (KV tile, query head, sequence), each
+    loop over `block_n` keys."""
+    threads = mmha_threads(batch, heads, sms)
     splits = mmha_splits(batch, heads, head_dim, kv_len, sms)
-    return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, MMHA_UNROLL * 16, head_dim,
-                        MMHA_THREADS // 32, 1, splits)
+    return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, mmha_loop_keys(threads, head_dim),
+                        head_dim, threads // 32, 1, splits)
 
 
 def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,

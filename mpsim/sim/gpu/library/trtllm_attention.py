@@ -16,10 +16,11 @@ rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
   also pays a dependent round trip (`*_trip_ns`: paged-block lookup, then the load). Splits are
   merged inside the kernel by the last CTA of each (KV head, sequence) (`xqa_combine_us` GMMA,
   `hmma_combine_us` HMMA).
-- MMHA (`trtllm_mmha_decode`): one CTA of 256 threads per (KV tile, query head, sequence); each
+- MMHA (`trtllm_mmha_decode`): one CTA of 256-1024 threads (32 warps an SM) per (KV tile, query
+  head, sequence), `block_n` keys a loop (the block size / threads per value x 8); each
   query head re-reads its KV head's keys (the other heads of the group hit in L2), and the dot
   products run on the fp32 lanes (`mmha_ops` lane-ops per K/V element), a dependent round trip per
-  128-key loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
+  loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
   qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
   the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`) and per query row
@@ -116,10 +117,11 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     fixed = t.mmha_scope_us + (t.mmha_combine_us if splits > 1 else 0.0)
-    res = CtaResources(8, 0.0, d * 64, 1, 64)
+    warps = int(cfg["num_warps"])
+    res = CtaResources(warps, 0.0, d * 64, 1, 64)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (loops,), "single", ctas, ctas, res,
                       reads, setup_ns=t.mmha_cta_ns, fixed_ns=fixed * 1e3, name="trtllm mmha")
-    return [KernelPart(work, Occupancy(4, 1, False, "kernel"))]
+    return [KernelPart(work, Occupancy(max(1, 32 // warps), 1, False, "kernel"))]
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
