@@ -12,10 +12,10 @@ for a row" cites each file):
   not use XQA kernel for vanilla MHA case for performance reasons"), head_dim % 16 == 0 and
   16 <= head_dim <= 256, heads / kv_heads <= 32, beam width 1 and paged blocks of 8..128 tokens.
 - Among eligible calls, XQA runs when it "may have a perf gain" (decoderXQARunner.cpp
-  mayHavePerfGain): kv_heads x batch x max(1, history // 128) x 4 >= SMs (kMinHistoryTokensPerBlock
-  128, kEnableMinBlockFactor 4, decoderXQAConstants.h), or whatever the gain when the cache is fp8
-  e4m3 with a bf16/fp16 input ("MMHA does not support this combination", shouldUse); otherwise the
-  masked multi-head attention kernel (MMHA) runs.
+  mayHavePerfGain): kv_heads x batch x max(1, history // 128) x 4 >= SMs, history = kv_len
+  (kMinHistoryTokensPerBlock 128, kEnableMinBlockFactor 4, decoderXQAConstants.h), or whatever
+  the gain when the cache is fp8 e4m3 with a bf16/fp16 input ("MMHA does not support this
+  combination", shouldUse); otherwise the masked multi-head attention kernel (MMHA) runs.
 - XQA's kernel: on sm_90 with an e4m3 cache the Hopper warp-specialized GMMA kernel (RoPE and the
   KV append inside the kernel, appliesRoPEInXqaKernel), else the HMMA (mma.sync) kernel after the
   QKV-preprocessing kernel (RoPE + KV append, invokeQKVPreprocessing).
@@ -87,14 +87,18 @@ def trtllm_decode_kernel(batch: int, heads: int, kv_heads: int, head_dim: int, k
         return TRTLLM_MMHA
     if kv_fp8:   # MMHA has no bf16-input / e4m3-cache path: XQA whatever the gain
         return TRTLLM_XQA
-    blocks = max(1, (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK)
+    blocks = max(1, kv_len // XQA_MIN_HISTORY_PER_BLOCK)   # history = kv_len (xqa_multi_block)
     gain = kv_heads * batch * blocks * XQA_ENABLE_MIN_BLOCK_FACTOR >= sms
     return TRTLLM_XQA if gain else TRTLLM_MMHA
 
 
 def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) -> int:
-    """computeMultiBlockCount (decoderXQAImplCommon.h), history = the keys before the new one."""
-    count = (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK
+    """computeMultiBlockCount (decoderXQAImplCommon.h). Its history is `max_past_kv_length` (older
+    versions: `timestep`), taken as kv_len, the cache with the new token: the published H200 rows
+    (32 query / 8 KV heads, bf16, batch <= 64) double in time from 128 to 256 keys, the two splits
+    this gives (each split CTA pays its prologue), where the keys before the new one (255 // 128 = 1)
+    would give none."""
+    count = kv_len // XQA_MIN_HISTORY_PER_BLOCK
     count = min(count, round(math.sqrt(count * 8.0)))
     count = max(count, 1)
     adj = batch * kv_heads * count / sms / XQA_TARGET_WAVE_FACTOR

@@ -80,8 +80,9 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     elem = int(row["k_bits"]) / 8
     gmma = bool(int(cfg.get("gmma", 0)))
     rows, bn = int(cfg["block_m"]), int(cfg["block_n"])
-    # a split walks every splits-th tile: splits beyond the tiles hold none (they exit at once)
-    splits = min(int(cfg.get("split_k", 1)), cdiv(max(kv, 1), bn))
+    # a split walks every splits-th tile; a split beyond the tiles still loads Q and joins the merge
+    # (mha.cu), priced as one tile like the others
+    splits = int(cfg.get("split_k", 1))
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
     d_mma = 1 << (d - 1).bit_length()   # the MMAs run on the head padded to a power of two
