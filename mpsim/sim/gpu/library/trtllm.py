@@ -76,14 +76,15 @@ class TrtllmParams:
     xqa_combine_us: float = 2.412      # GMMA multi-block: the last CTA's merge of the partials
     xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 0.0          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
-    # MMHA (block size by mmha_threads): the six mmha_* refitted (issue 23, stop 31) on 180 MMHA rows
+    # MMHA (block size by mmha_threads, tiles ceil(kv_len / loop)): the six mmha_* refitted (issue 23,
+    # stop 31) on 180 MMHA rows
     # (bf16 and fp8 caches) of the stratified 1600-row H200 generation sample; checked on h100_sxm
-    mmha_ops: float = 2.870             # fp32 lane-ops per K or V element per query head
-    mmha_fp8_ops: float = 4.416        # extra lane-ops per e4m3 element: its conversion
-    mmha_trip_ns: float = 1079.6       # per key loop of a CTA: dependent loads
-    mmha_cta_ns: float = 901.6       # per CTA: Q load, RoPE, KV append, O write
-    mmha_combine_us: float = 6.370      # multi-block: reduction of the tiles' partials
-    mmha_scope_us: float = 2.347        # the op's fixed cost
+    mmha_ops: float = 2.790             # fp32 lane-ops per K or V element per query head
+    mmha_fp8_ops: float = 4.578        # extra lane-ops per e4m3 element: its conversion
+    mmha_trip_ns: float = 863.3       # per key loop of a CTA: dependent loads
+    mmha_cta_ns: float = 1073.0       # per CTA: Q load, RoPE, KV append, O write
+    mmha_combine_us: float = 6.346      # multi-block: reduction of the tiles' partials
+    mmha_scope_us: float = 2.561        # the op's fixed cost
     # context FMHA: fmha_eta, fmha_fp8_eta, fmha_tile_ns, fmha_row_ns, fmha_scope_us refitted
     # (issue 23, stop 31) on 160 bf16-attention rows (bf16 and fp8 caches) of a stratified 1600-row
     # sample of h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet (seed 23);
