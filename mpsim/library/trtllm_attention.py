@@ -12,10 +12,10 @@ for a row" cites each file):
   not use XQA kernel for vanilla MHA case for performance reasons"), head_dim % 16 == 0 and
   16 <= head_dim <= 256, heads / kv_heads <= 32, beam width 1 and paged blocks of 8..128 tokens.
 - Among eligible calls, XQA runs when it "may have a perf gain" (decoderXQARunner.cpp
-  mayHavePerfGain): kv_heads x batch x max(1, history // 128) x 4 >= SMs (kMinHistoryTokensPerBlock
-  128, kEnableMinBlockFactor 4, decoderXQAConstants.h), or whatever the gain when the cache is fp8
-  e4m3 with a bf16/fp16 input ("MMHA does not support this combination", shouldUse); otherwise the
-  masked multi-head attention kernel (MMHA) runs.
+  mayHavePerfGain): kv_heads x batch x max(1, history // 128) x 4 >= SMs, history = kv_len
+  (kMinHistoryTokensPerBlock 128, kEnableMinBlockFactor 4, decoderXQAConstants.h), or whatever
+  the gain when the cache is fp8 e4m3 with a bf16/fp16 input ("MMHA does not support this
+  combination", shouldUse); otherwise the masked multi-head attention kernel (MMHA) runs.
 - XQA's kernel: on sm_90 with an e4m3 cache the Hopper warp-specialized GMMA kernel (RoPE and the
   KV append inside the kernel, appliesRoPEInXqaKernel), else the HMMA (mma.sync) kernel after the
   QKV-preprocessing kernel (RoPE + KV append, invokeQKVPreprocessing).
@@ -57,9 +57,17 @@ XQA_ENABLE_MIN_BLOCK_FACTOR = 4   # kEnableMinBlockFactor
 XQA_TARGET_WAVE_FACTOR = 8        # kTargetWaveFactor
 XQA_MAX_SUB_SEQ = 6000            # getXqaMaxNumSubSeq (non-MLA)
 XQA_MAX_GROUP = 32                # head_grp_size x beam_width <= 32 (kernelUtils.cpp)
-XQA_TILE = 64                     # keys per inner-loop tile (assumption: the kernels' source not read)
-MMHA_THREADS = 256                # threads per block for head_dim <= 128 (assumption)
-MMHA_BLOCKS_PER_SM = 4            # occupancy of the MMHA kernel (assumption, not read)
+XQA_GMMA_TILE = 64                # GMMA kernel: keys per CTA tile (mha_sm90.cu gemm0CtaTileNbTokens:
+#                                   64-token warp-group tile x gemm0NbGmmaGrps 1)
+XQA_HMMA_TILE = 256               # HMMA kernel: keys per CTA iteration (mha.cu ctaTile.x = warpTile.x 64
+#                                   x ctaShapeInWarps.x 4; a split walks every nbSubSeq-th such tile)
+XQA_GMMA_ROWS = 64                # GMMA: priced as 64 query rows whatever the group. The kernel swaps A/B
+#                                   (mha_sm90.cu SWAP_AB: the tile's 64 keys are the MMA's M, the group
+#                                   its N padded to 8), so a tile's work hardly depends on the group; the
+#                                   group padded to 8 priced 16.2% MAPE on 140 H200 GMMA rows, 64 14.2%
+MMHA_THREADS = 256                # THDS_PER_BLOCK, the base block size (assumption: not read per head_dim)
+MMHA_BLOCKS_PER_SM = 4            # 256-thread blocks an SM ("the max number of warps we can launch per
+#                                   SM is 32 limited by registers", mmha_launch_kernel_ex)
 MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
 FMHA_BLOCK_M = 128                # context FMHA query rows per CTA (fmha_v2 sm90 warp-specialized)
 FMHA_BLOCK_N = 128                # keys per tile
@@ -79,14 +87,18 @@ def trtllm_decode_kernel(batch: int, heads: int, kv_heads: int, head_dim: int, k
         return TRTLLM_MMHA
     if kv_fp8:   # MMHA has no bf16-input / e4m3-cache path: XQA whatever the gain
         return TRTLLM_XQA
-    blocks = max(1, (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK)
+    blocks = max(1, kv_len // XQA_MIN_HISTORY_PER_BLOCK)   # history = kv_len (xqa_multi_block)
     gain = kv_heads * batch * blocks * XQA_ENABLE_MIN_BLOCK_FACTOR >= sms
     return TRTLLM_XQA if gain else TRTLLM_MMHA
 
 
 def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) -> int:
-    """computeMultiBlockCount (decoderXQAImplCommon.h), history = the keys before the new one."""
-    count = (kv_len - 1) // XQA_MIN_HISTORY_PER_BLOCK
+    """computeMultiBlockCount (decoderXQAImplCommon.h). Its history is `max_past_kv_length` (older
+    versions: `timestep`), taken as kv_len, the cache with the new token: the published H200 rows
+    (32 query / 8 KV heads, bf16, batch <= 64) double in time from 128 to 256 keys, the two splits
+    this gives (each split CTA pays its prologue), where the keys before the new one (255 // 128 = 1)
+    would give none."""
+    count = kv_len // XQA_MIN_HISTORY_PER_BLOCK
     count = min(count, round(math.sqrt(count * 8.0)))
     count = max(count, 1)
     adj = batch * kv_heads * count / sms / XQA_TARGET_WAVE_FACTOR
@@ -97,31 +109,58 @@ def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) 
 
 def xqa_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
                sms: int = GPU_SMS) -> LaunchConfig:
-    """XQA: one CTA per (multi-block split, KV head, sequence); the KV head's query group padded to
-    the MMA's M (GMMA: 64 rows; HMMA: 16, or 32 for groups over 16, the cubins' m_16 / m_32);
-    `gmma` 1 for the Hopper fp8-cache kernel (RoPE + KV append fused), 0 for HMMA after the
-    preprocessing kernel."""
+    """XQA: one CTA per (multi-block split, KV head, sequence) holding the KV head's query group:
+    GMMA (the Hopper fp8-cache kernel, RoPE + KV append fused; 3 warp groups) over 64-key tiles,
+    priced as 64 rows (XQA_GMMA_ROWS); HMMA (after the preprocessing kernel;
+    256 threads, mha.cu) pads it to 16 or 32 rows (warpTile.y = roundUp(group, 16)) over 256-key
+    CTA tiles. `gmma` 1 for GMMA, 0 for HMMA."""
     group = heads // kv_heads
     gmma = kv_fp8
-    rows = 64 if gmma else (16 if group <= 16 else 32)
+    rows = XQA_GMMA_ROWS if gmma else (16 if group <= 16 else 32)
     splits = xqa_multi_block(batch, kv_heads, kv_len, sms)
-    return LaunchConfig(TRTLLM_XQA, (splits, kv_heads, batch), rows, XQA_TILE, head_dim,
+    tile = XQA_GMMA_TILE if gmma else XQA_HMMA_TILE
+    return LaunchConfig(TRTLLM_XQA, (splits, kv_heads, batch), rows, tile, head_dim,
                         12 if gmma else 8, 2, splits, extra=(("gmma", int(gmma)),))
 
 
+def mmha_threads(batch: int, heads: int, sms: int = GPU_SMS) -> int:
+    """The MMHA block size (decoderMaskedMultiheadAttentionLaunch.h `mmha_launch_kernel_ex`, multi-block
+    mode on): 256 threads x min(ceil(SMs x blocks/SM / (batch x heads)), blocks/SM), at most 1024,
+    then 256 below 512 threads, 512 below 1024 (the launch checks; resources assumed to allow it)."""
+    factor = min(cdiv(sms * MMHA_BLOCKS_PER_SM, batch * heads), MMHA_BLOCKS_PER_SM)
+    threads = min(MMHA_THREADS * factor, 1024)
+    return MMHA_THREADS if threads < 512 else (512 if threads < 1024 else 1024)
+
+
+def mmha_loop_keys(threads: int, head_dim: int) -> int:
+    """Keys per loop of a block: threads / threads-per-value x the unroll of 8 (`seq_len_per_kv_loop`);
+    threads_per_value: 16 bytes of a bf16 row each."""
+    per_value = max(1, head_dim * 2 // 16)
+    return cdiv(threads, per_value) * MMHA_UNROLL
+
+
 def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = GPU_SMS) -> int:
-    per_value = max(1, head_dim * 2 // 16)      # threads_per_value: 16 bytes of a bf16 row each
-    per_loop = cdiv(MMHA_THREADS, per_value) * MMHA_UNROLL
-    balanced = cdiv(sms * MMHA_BLOCKS_PER_SM, batch * heads)
-    return max(1, min(balanced, cdiv(kv_len, per_loop)))
+    """`multi_block_grid_setup`: clamp(ceil(SMs x resident blocks / (batch x heads)), 1, ceil(kv_len /
+    keys per loop)), the resident blocks at the chosen block size (MMHA_BLOCKS_PER_SM of 256 threads:
+    the kernel's register limit of 32 warps an SM)."""
+    threads = mmha_threads(batch, heads, sms)
+    resident = max(1, MMHA_BLOCKS_PER_SM * MMHA_THREADS // threads)
+    balanced = cdiv(sms * resident, batch * heads)
+    # ceil(kv_len / keys per loop): tlength + 1 with tlength = kv_len (the timestep counting the new
+    # token, as XQA's history) would match the H200 rows' step at 512 keys for a 512-key loop (32 x
+    # 128 MHA, batch 1: 11.3 -> 15.3 us) but steps inside serving's KV tiles, which round the longest
+    # KV up to 64 keys (mean audit error 1.3% against the 0.2% of tests/serve/test_serve_chunked.py)
+    return max(1, min(balanced, cdiv(kv_len, mmha_loop_keys(threads, head_dim))))
 
 
 def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
                 sms: int = GPU_SMS) -> LaunchConfig:
-    """MMHA: one CTA of 256 threads per (KV tile, query head, sequence)."""
+    """MMHA: one CTA of 256-1024 threads (mmha_threads) per (KV tile, query head, sequence), each
+    loop over `block_n` keys."""
+    threads = mmha_threads(batch, heads, sms)
     splits = mmha_splits(batch, heads, head_dim, kv_len, sms)
-    return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, MMHA_UNROLL * 16, head_dim,
-                        MMHA_THREADS // 32, 1, splits)
+    return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, mmha_loop_keys(threads, head_dim),
+                        head_dim, threads // 32, 1, splits)
 
 
 def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,

@@ -27,7 +27,7 @@ SMS = 132
 DISPATCH = [
     ((1, 32, 8, 128, 128, False), lc.TRTLLM_MMHA),   # 8 KV-head CTAs x 4 < 132 SMs: no gain
     ((8, 32, 8, 128, 128, False), lc.TRTLLM_XQA),    # 64 x 4 >= 132
-    ((1, 32, 8, 128, 1024, False), lc.TRTLLM_XQA),   # history 1023 // 128 = 7 blocks: 56 x 4
+    ((1, 32, 8, 128, 1024, False), lc.TRTLLM_XQA),   # history 1024 // 128 = 8 blocks: 64 x 4
     ((1, 32, 8, 128, 128, True), lc.TRTLLM_XQA),     # e4m3 cache + bf16 input: MMHA cannot
     ((64, 32, 32, 128, 1024, False), lc.TRTLLM_MMHA),  # vanilla MHA never runs XQA
     ((64, 32, 32, 128, 1024, True), lc.TRTLLM_MMHA),
@@ -43,10 +43,11 @@ def test_trtllm_dispatch_rule(shape: tuple[int, int, int, int, int, bool], kerne
 
 
 def test_xqa_multi_block_count_follows_compute_multi_block_count() -> None:
-    assert xqa_multi_block(1, 8, 128, SMS) == 1            # history 127 < 128
-    assert xqa_multi_block(1, 8, 1024, SMS) == 7           # 1023 // 128, under sqrt(8 x 7)
-    assert xqa_multi_block(1, 8, 8192, SMS) == 22          # 63 capped at round(sqrt(504))
-    assert xqa_multi_block(8, 8, 8192, SMS) == 16          # 22 / (8 x 8 x 22 / 132 / 8)
+    assert xqa_multi_block(1, 8, 128, SMS) == 1            # history 128 // 128
+    assert xqa_multi_block(1, 8, 256, SMS) == 2            # 256 // 128 (the rows' doubling)
+    assert xqa_multi_block(1, 8, 1024, SMS) == 8           # 1024 // 128, at sqrt(8 x 8)
+    assert xqa_multi_block(1, 8, 8192, SMS) == 23          # 64 capped at round(sqrt(512))
+    assert xqa_multi_block(8, 8, 8192, SMS) == 16          # 23 / (8 x 8 x 23 / 132 / 8)
     assert xqa_multi_block(256, 8, 8192, SMS) == 1
 
 

@@ -58,26 +58,42 @@ class TrtllmParams:
     fpaintb_fixup_ns: float = 1121.0     # stream-K fix-up: cublas.sk_fixup_us (not refitted)
     # ---- the attention op (trtllm_attention.py): fitted on TRT-LLM 1.3.0rc20 H200 rows (stratified
     # samples of h200_sxm/attention/trtllm/1.3.0rc20, seed 23), checked on H100's (docs/validation.md)
+    # gmma_trip_ns, gmma_cta_ns, xqa_combine_us refitted (issue 23, stop 31, with the multi-block
+    # history = kv_len) on 140 GMMA rows of the stratified 1600-row H200 generation sample; the fit's
+    # xqa_head_ns (90.7) was not taken: it worsened the HMMA rows, which share it
     xqa_softmax_ops: float = 12.16     # fp32 lane-ops per score, padded query rows included
-    gmma_trip_ns: float = 515.5       # GMMA kernel, per 64-key tile: page lookup + dependent load
-    gmma_cta_ns: float = 200.2       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
-    hmma_trip_ns: float = 359.7       # HMMA kernel, per 64-key tile
-    hmma_cta_ns: float = 7239.0       # HMMA kernel, per CTA: Q load, O write
+    gmma_trip_ns: float = 530.1       # GMMA kernel, per 64-key tile: page lookup + dependent load
+    gmma_cta_ns: float = 17.76       # GMMA kernel, per CTA: Q load and RoPE, KV append, O write
+    # HMMA kernel (mha.cu): 256-key CTA tiles, one CTA an SM at a time (HMMA_RESIDENT); refitted
+    # (issue 23, stop 31) on 140 HMMA rows of a stratified 1600-row sample of
+    # h200_sxm/attention/trtllm/1.3.0rc20/generation_attention_perf.parquet (seed 23), checked on
+    # h100_sxm's table of the same version (docs/validation.md "TRT-LLM attention on Hopper")
+    hmma_trip_ns: float = 973.5      # HMMA kernel, per 256-key CTA tile
+    hmma_cta_ns: float = 2219.0       # HMMA kernel, per CTA: Q load, O write
+    hmma_combine_us: float = 3.796    # HMMA multi-block: the last CTA's merge of the partial outputs
     xqa_head_ns: float = 68.27        # per CTA per query head of the group (x head_dim / 128):
     #                                   Q load and RoPE, the output's conversion and store
-    xqa_combine_us: float = 1.753      # multi-block: the last CTA's merge of the partial outputs
+    xqa_combine_us: float = 2.412      # GMMA multi-block: the last CTA's merge of the partials
     xqa_scope_us: float = 2.951        # the op's host-side metadata / launches inside the graph
     xqa_prep_us: float = 0.0          # HMMA path: the QKV-preprocessing kernel (RoPE + KV append)
-    mmha_ops: float = 1.323             # fp32 lane-ops per K or V element per query head
-    mmha_fp8_ops: float = 1.009        # extra lane-ops per e4m3 element: its conversion
-    mmha_trip_ns: float = 2356.0       # per 128-key loop of a CTA: dependent loads
-    mmha_cta_ns: float = 1266.0       # per CTA: Q load, RoPE, KV append, O write
-    mmha_combine_us: float = 5.893      # multi-block: reduction of the tiles' partials
-    mmha_scope_us: float = 3.207        # the op's fixed cost
-    fmha_eta: float = 0.5312            # share of the tensor peak of the causal main loop (bf16)
-    fmha_fp8_eta: float = 0.4192         # the same for the FP8 FMHA (share of the fp8 peak)
-    fmha_tile_ns: float = 3918.0      # per query-tile CTA: prologue and epilogue
-    fmha_scope_us: float = 5.189        # the op's fixed cost (metadata, launches)
+    # MMHA (block size by mmha_threads, tiles ceil(kv_len / loop)): the six mmha_* refitted (issue 23,
+    # stop 31) on 180 MMHA rows
+    # (bf16 and fp8 caches) of the stratified 1600-row H200 generation sample; checked on h100_sxm
+    mmha_ops: float = 2.790             # fp32 lane-ops per K or V element per query head
+    mmha_fp8_ops: float = 4.578        # extra lane-ops per e4m3 element: its conversion
+    mmha_trip_ns: float = 863.3       # per key loop of a CTA: dependent loads
+    mmha_cta_ns: float = 1073.0       # per CTA: Q load, RoPE, KV append, O write
+    mmha_combine_us: float = 6.346      # multi-block: reduction of the tiles' partials
+    mmha_scope_us: float = 2.561        # the op's fixed cost
+    # context FMHA: fmha_eta, fmha_fp8_eta, fmha_tile_ns, fmha_row_ns, fmha_scope_us refitted
+    # (issue 23, stop 31) on 160 bf16-attention rows (bf16 and fp8 caches) of a stratified 1600-row
+    # sample of h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet (seed 23);
+    # checked on h100_sxm's table
+    fmha_eta: float = 0.6306            # share of the tensor peak of the causal main loop (bf16)
+    fmha_fp8_eta: float = 0.4391         # the same for the FP8 FMHA (share of the fp8 peak)
+    fmha_tile_ns: float = 2255.0      # per query-tile CTA: prologue and epilogue
+    fmha_row_ns: float = 39.31         # per query row of a tile: Q load, O normalization and store
+    fmha_scope_us: float = 5.618        # the op's fixed cost (metadata, launches)
     prep_round_ns: float = 1416.0     # QKV preprocessing (RoPE + KV append): one round of blocks
 
 

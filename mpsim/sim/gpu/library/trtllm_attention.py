@@ -9,18 +9,23 @@ fixed cost: a batch of tokens' element-wise work) and the context FMHA (one bloc
 rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
 
 - XQA (`trtllm_xqa_decode`): one CTA per (split, KV head, sequence) holds the KV head's query group
-  padded to the MMA M (GMMA 64 rows, HMMA 16/32) and walks its share of the cache in 64-key tiles:
+  padded (GMMA: priced as 64 rows, XQA_GMMA_ROWS; HMMA: 16/32 rows) and walks its share of the
+  cache in tiles (GMMA 64 keys; HMMA 256 keys, four warps of 64 each; config `block_n`):
   per tile it loads K and V (bf16, or one byte an element for e4m3), runs QK^T and PV on the tensor
   cores (fp8 rate for the GMMA kernel on an e4m3 cache) and the softmax on the fp32 lanes; a tile
   also pays a dependent round trip (`*_trip_ns`: paged-block lookup, then the load). Splits are
-  merged inside the kernel by the last CTA of each (KV head, sequence) (`xqa_combine_us`).
-- MMHA (`trtllm_mmha_decode`): one CTA of 256 threads per (KV tile, query head, sequence); each
+  merged inside the kernel by the last CTA of each (KV head, sequence) (`xqa_combine_us` GMMA,
+  `hmma_combine_us` HMMA).
+- MMHA (`trtllm_mmha_decode`): one CTA of 256-1024 threads (32 warps an SM) per (KV tile, query
+  head, sequence), `block_n` keys a loop (the block size / threads per value x 8); each
   query head re-reads its KV head's keys (the other heads of the group hit in L2), and the dot
   products run on the fp32 lanes (`mmha_ops` lane-ops per K/V element), a dependent round trip per
-  128-key loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
+  loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
   qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
-  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`). A chunk of a prompt
+  the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`) and per query row
+  it holds (`fmha_row_ns`: the Q load, the output's normalization and store, not hidden by the main
+  loop; a short prompt's tile holds few rows). A chunk of a prompt
   after kv_len - q_len cached tokens (chunked context: the paged context FMHA reads them from the
   cache): the diagonal shifts by the cached tokens, query tile j visits ceil((min(q_len, 128 (j +
   1)) + kv_len - q_len) / 128) key tiles (assumed: FA3's rule, the causal mask putting the queries
@@ -46,6 +51,13 @@ from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 from mpsim.traces.accounting import FP16
 
+# The HMMA kernel is built for two CTAs an SM on sm_90 (mha.cu `__launch_bounds__(256, nbCtaPerSM)`,
+# nbCtaPerSM 2 on sm_90, 1 elsewhere), but the published rows show a second CTA on an SM adds its
+# whole cost (H200, 32 query / 8 KV heads, head_dim 128, 2 cached tokens: 9.8 us with 64 CTAs,
+# 14.7 with 256, 24.5 with 512, 600 with 16384: about 4.9 us an SM per CTA, serial): priced as one
+# CTA an SM at a time (an observation of h200_sxm's rows, not a source fact)
+HMMA_RESIDENT = 1
+
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
 
@@ -67,7 +79,10 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     gmma = bool(int(cfg.get("gmma", 0)))
-    rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
+    rows, bn = int(cfg["block_m"]), int(cfg["block_n"])
+    # a split walks every splits-th tile; a split beyond the tiles still loads Q and joins the merge
+    # (mha.cu), priced as one tile like the others
+    splits = int(cfg.get("split_k", 1))
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
     d_mma = 1 << (d - 1).bit_length()   # the MMAs run on the head padded to a power of two
@@ -77,14 +92,15 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
                 latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True)
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
-    fixed = t.xqa_scope_us + (t.xqa_combine_us if splits > 1 else 0.0) \
+    combine = t.xqa_combine_us if gmma else t.hmma_combine_us
+    fixed = t.xqa_scope_us + (combine if splits > 1 else 0.0) \
         + (0.0 if gmma else t.xqa_prep_us)
     out = b * hq * d * (1 if gmma else FP16)
     res = CtaResources(12 if gmma else 8, bn * d * 2 * elem, rows * d * FP16, 2, 128)
     setup = (t.gmma_cta_ns if gmma else t.hmma_cta_ns) + t.xqa_head_ns * hq // hk * d / 128
     work = KernelWork(trip, Epilogue(out / ctas), (tiles,), "single", ctas, ctas, res, reads,
                       setup_ns=setup, fixed_ns=fixed * 1e3, name="trtllm xqa")
-    return [KernelPart(work, Occupancy(1 if gmma else 2, 2, False, "kernel"))]
+    return [KernelPart(work, Occupancy(1 if gmma else HMMA_RESIDENT, 2, False, "kernel"))]
 
 
 def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -102,10 +118,11 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     fixed = t.mmha_scope_us + (t.mmha_combine_us if splits > 1 else 0.0)
-    res = CtaResources(8, 0.0, d * 64, 1, 64)
+    warps = int(cfg["num_warps"])
+    res = CtaResources(warps, 0.0, d * 64, 1, 64)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (loops,), "single", ctas, ctas, res,
                       reads, setup_ns=t.mmha_cta_ns, fixed_ns=fixed * 1e3, name="trtllm mmha")
-    return [KernelPart(work, Occupancy(4, 1, False, "kernel"))]
+    return [KernelPart(work, Occupancy(max(1, 32 // warps), 1, False, "kernel"))]
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -129,7 +146,8 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
-                      io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns,
+                      io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns
+                      + b * hq * q / workers * t.fmha_row_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
     prep = kv_append_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r,
                           replace(p, fa3=replace(p.fa3, kv_append_round_ns=t.prep_round_ns)))
