@@ -95,6 +95,30 @@ def test_blackwell_pair_loads_half_the_tokens() -> None:
     assert w.trip.mma_flops == 2.0 * 256 * 128 * 64
 
 
+def _stream_k_epilogue(m: int, n: int, k: int, tt: int, wt: int) -> tuple[float, float]:
+    """(workspace bytes, exposed latency ns) of one Hopper stream-K config's epilogue."""
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    cfg = cublas.cublas_config(m, n, k, tt, wt, True, 132)
+    row = gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=132)
+    e = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS,
+                    0.0)[0].work.epilogue
+    return e.ws_bytes, e.latency_ns
+
+
+def test_stream_k_fixup_only_where_a_tile_is_split() -> None:
+    c = DEFAULT_PARAMS.cublas
+    # one K trip per tile (k = 64): 8 x 64 = 512 units on 132 CTAs, uneven, but no tile can split
+    # (Hopper exposes each of a CTA's up to 4 tiles' epilogues)
+    ws, lat = _stream_k_epilogue(128, 4096, 64, 16, 64)
+    assert ws == 0.0 and lat == pytest.approx(4 * c.tile_ns)
+    # 264 tiles of 2 trips on 132 CTAs: 4 trips each, two whole tiles per CTA
+    ws, lat = _stream_k_epilogue(16, 264 * 64, 128, 16, 64)
+    assert ws == 0.0 and lat == pytest.approx(2 * c.tile_ns)
+    # 16 tiles of 64 trips on 132 CTAs: 8 trips each, every tile shared by 8 CTAs
+    ws, lat = _stream_k_epilogue(16, 1024, 4096, 16, 64)
+    assert ws == 2.0 * 16 * 64 * 4 and lat == pytest.approx(c.tile_ns + c.sk_fixup_us * 1e3)
+
+
 def test_best_cublas_config_on_each_generation() -> None:
     assert json.loads(best_gemm_row(4096, 4096, 4096, hw=L40S, kernel=cublas.CUBLAS_GEMM)
                       .row["config"])["sm"] == 80

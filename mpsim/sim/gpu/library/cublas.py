@@ -112,7 +112,7 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
         units = tiles * trips
         per = cdiv(units, ctas)
         tiles_per = cdiv(tiles, ctas)
-        split_tile = units % ctas != 0 or tiles < ctas
+        split_tile = per % trips != 0  # a CTA's share ends inside a tile (never for one-trip tiles)
         exposed = 1 if sm == 100 else tiles_per
         epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split_tile else 0.0,
                        latency_ns=exposed * p.cublas.tile_ns
