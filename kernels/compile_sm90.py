@@ -49,7 +49,9 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
             bk = _fit_block_k(bk, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
         else:
-            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group)
+            # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
+            # any-precision tile is 64 x 64 x 64)
+            bk = bk if tag in ("fp16", "anyprec") else _fit_block_k(32, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
                                group_m=GEMM_GROUP_M)
     gemv = cfg.kernel.startswith("gemv")

@@ -3,8 +3,9 @@
 Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
 LUT (docs/formats.md), so the bytes read scale with b while one parent model serves every width.
 Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
-in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _anyprec_codes), and looks
-the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1). At b <= PAIR_MAX_BITS
+in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _transpose4), and looks
+the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1; at b <= 4 gathered on
+the transposed words' own layout, _lut_fields). At b <= PAIR_MAX_BITS
 (3) every path (one-row GEMV, few-row GEMV, tiled GEMM) instead assembles the index of each pair of
 weights (the bit interleave of their codes) and reads both values with one 32-bit load from the
 row's pair table (pair_table, built when the weight is loaded; docs/formats.md), as Any-Precision
@@ -46,15 +47,6 @@ MAX_PARENT_BITS = 8
 
 
 @triton.jit
-def _fields(q, BITS: tl.constexpr):
-    """The 8 nibble fields of q, field t (bits 4t..4t+3) masked to BITS bits, as (..., 8) in t order
-    (join(join(join(f0, f4), join(f2, f6)), join(join(f1, f5), join(f3, f7))) flattens to 0..7)."""
-    M: tl.constexpr = (1 << BITS) - 1
-    return tl.join(tl.join(tl.join(q & M, (q >> 16) & M), tl.join((q >> 8) & M, (q >> 24) & M)),
-                   tl.join(tl.join((q >> 4) & M, (q >> 20) & M), tl.join((q >> 12) & M, (q >> 28) & M)))
-
-
-@triton.jit
 def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
                 NW: tl.constexpr):
     """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
@@ -77,7 +69,8 @@ def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexp
 def _lut_fields(q, row_ptr, BITS: tl.constexpr):
     """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
     (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
-    are joined, so the loads need no layout change; join order as _fields)."""
+    are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
+    weight 4t + r)."""
     M: tl.constexpr = (1 << BITS) - 1
     v0 = tl.load(row_ptr + (q & M).to(tl.int32))
     v1 = tl.load(row_ptr + ((q >> 4) & M).to(tl.int32))
@@ -91,23 +84,16 @@ def _lut_fields(q, row_ptr, BITS: tl.constexpr):
 
 
 @triton.jit
-def _anyprec_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                   NW: tl.constexpr):
-    """code_BITS of every weight of the tile as (BLOCK_N, NW, 32) uint32, planes 0..BITS-1 (MSB
-    first): BITS <= 4 by _transpose4 then one shift and one mask per weight (_fields); wider: one
-    shift, mask and OR per weight and plane."""
-    if BITS <= 4:
-        q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
-        # (..., t, r) flattens to weight 4t + r
-        code = tl.join(tl.join(_fields(q0, BITS), _fields(q2, BITS)),
-                       tl.join(_fields(q1, BITS), _fields(q3, BITS)))
-    else:
-        shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
-        code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
-        for j in tl.static_range(BITS):
-            plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-            code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
-    return tl.reshape(code, (BLOCK_N, NW, 32))
+def _wide_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                NW: tl.constexpr):
+    """code_BITS of every weight of the tile as (BLOCK_N, NW * 32) int32, planes 0..BITS-1 (MSB
+    first), BITS > 4: one shift, mask and OR per weight and plane."""
+    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
+    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    return tl.reshape(code, (BLOCK_N, NW * 32)).to(tl.int32)
 
 
 @triton.jit
@@ -128,8 +114,7 @@ def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, st
                     tl.join(_lut_fields(q1, row_ptr, BITS), _lut_fields(q3, row_ptr, BITS)))
         w = tl.reshape(w, (BLOCK_N, BLOCK_K))
     else:
-        code = _anyprec_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
-        code = tl.reshape(code, (BLOCK_N, BLOCK_K)).to(tl.int32)
+        code = _wide_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
         w = tl.load(lut_ptr + offs_n[:, None] * stride_ln + code, mask=n_mask[:, None], other=0.0)
     return w
 

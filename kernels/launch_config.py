@@ -189,12 +189,13 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
                             group_m=GEMM_GROUP_M)
     big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
     bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
-    if big and tag == "anyprec":
-        # 4 warps: with 8 the looked-up tile reaches the dot through shared memory with a barrier
-        # per few loads (sm_90a SASS, scripts/sass_mix.py: 18.9-29.1 slots per weight at 2-4 bits
-        # against 7.5-9.9 with 4 warps; sm_80 25.6-29.6 against 11.3-14.2)
-        warps = 4
     bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
+    if tag == "anyprec":
+        # the looked-up tile must give each of the 4 warps' 128 threads a plane word of its own
+        # (BLOCK_N x BLOCK_K / 32 >= 128), else it reaches the dot through shared memory with a
+        # barrier per few loads (sm_90a SASS, scripts/sass_mix.py, 2-4 bits: 128 x 128 x 32 with 8
+        # warps 18.9-29.1 slots per weight, with 4 7.5-9.9; 64 x 64 x 32 18.6-28.3, x 64 8.8-11.3)
+        warps, bk = 4, 32 if big else 64
     stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
                         stages, group_m=GEMM_GROUP_M)
