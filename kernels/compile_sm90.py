@@ -30,7 +30,7 @@ ARCH = 90
 SASS_ARCHES = {"sm_90a": 90, "sm_80": 80}
 POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
             "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
-            "z_ptr": "*fp16", "lut_ptr": "*fp16", "pair_ptr": "*fp16"}
+            "z_ptr": "*fp16", "lut_ptr": "*fp16", "pair_ptr": "*i32"}
 
 
 def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
@@ -49,7 +49,9 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
             bk = _fit_block_k(bk, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
         else:
-            bk = bk if tag == "fp16" else _fit_block_k(32, tag, group)
+            # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
+            # any-precision tile is 64 x 64 x 64)
+            bk = bk if tag in ("fp16", "anyprec") else _fit_block_k(32, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
                                group_m=GEMM_GROUP_M)
     gemv = cfg.kernel.startswith("gemv")
@@ -71,7 +73,7 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         module: Any = gemm_fp16
     elif w_format == "anyprec":
         args.update(qw_ptr="ptr", lut_ptr="ptr", pair_ptr="ptr", KP=kp, stride_qp=n * kp // 32,
-                    stride_qn=kp // 32, stride_ln=1 << bits, stride_pn=2 << (2 * bits), BITS=bits,
+                    stride_qn=kp // 32, stride_ln=1 << bits, stride_pn=1 << (2 * bits), BITS=bits,
                     PAIR_BITS=gemm_anyprec.PAIR_MAX_BITS)
         module = gemm_anyprec
     else:

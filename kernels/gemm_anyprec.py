@@ -3,12 +3,15 @@
 Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
 LUT (docs/formats.md), so the bytes read scale with b while one parent model serves every width.
 Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
-in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _anyprec_codes), and looks
-the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1). The same @triton.jit
-tile helper serves the GEMV, the GEMM and `dequant_anyprec`. The one-row GEMV at b <= PAIR_MAX_BITS
-(3) instead assembles the index of each pair of weights (the bit interleave of their codes) and
-reads both values with one 32-bit load from the row's pair table (pair_table, built when the weight
-is loaded; docs/formats.md), as Any-Precision LLM does at <= 3 bits with one activation row.
+in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _transpose4), and looks
+the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1; at b <= 4 gathered on
+the transposed words' own layout, _lut_fields). At b <= PAIR_MAX_BITS
+(3) every path (one-row GEMV, few-row GEMV, tiled GEMM) instead assembles the index of each pair of
+weights (the bit interleave of their codes) and reads both values with one 32-bit load from the
+row's pair table (pair_table, built when the weight is loaded; docs/formats.md), as Any-Precision
+LLM does at <= 3 bits with one activation row; the loads are issued on the index words' own layout
+and only their values joined into the tile (_lookup4), so the tile needs no layout change through
+shared memory. The same @triton.jit tile helpers serve the GEMV, the GEMM and `dequant_anyprec`.
 Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
 """
 
@@ -44,65 +47,76 @@ MAX_PARENT_BITS = 8
 
 
 @triton.jit
-def _fields(q, BITS: tl.constexpr):
-    """The 8 nibble fields of q, field t (bits 4t..4t+3) masked to BITS bits, as (..., 8) in t order
-    (join(join(join(f0, f4), join(f2, f6)), join(join(f1, f5), join(f3, f7))) flattens to 0..7)."""
-    M: tl.constexpr = (1 << BITS) - 1
-    return tl.join(tl.join(tl.join(q & M, (q >> 16) & M), tl.join((q >> 8) & M, (q >> 24) & M)),
-                   tl.join(tl.join((q >> 4) & M, (q >> 20) & M), tl.join((q >> 12) & M, (q >> 28) & M)))
+def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                NW: tl.constexpr):
+    """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
+    q_r = OR over planes j of ((p_j >> r) & 0x11111111) << (BITS-1-j) holds in nibble t the code of
+    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane)."""
+    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        q0 |= (p & 0x11111111) << (BITS - 1 - j)
+        q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
+        q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
+        q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
+    return q0, q1, q2, q3
 
 
 @triton.jit
-def _anyprec_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                   NW: tl.constexpr):
-    """code_BITS of every weight of the tile as (BLOCK_N, NW, 32) uint32, planes 0..BITS-1 (MSB
-    first). BITS <= 4: Any-Precision LLM's word-wide bit transpose (its `dequant`): residue r < 4
-    of plane j, (p_j >> r) & 0x11111111 shifted to nibble bit BITS-1-j and OR-ed over the planes,
-    holds in nibble t the code of weight 4t + r (3 ops per plane and residue: 0.375 per weight and
-    plane), then one shift and one mask per weight (_fields). Wider: one shift, mask and OR per
-    weight and plane."""
-    if BITS <= 4:
-        q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-        q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-        q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-        q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-        for j in tl.static_range(BITS):
-            p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-            q0 |= (p & 0x11111111) << (BITS - 1 - j)
-            q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
-            q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
-            q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
-        # (..., t, r) flattens to weight 4t + r
-        code = tl.join(tl.join(_fields(q0, BITS), _fields(q2, BITS)),
-                       tl.join(_fields(q1, BITS), _fields(q3, BITS)))
-    else:
-        shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
-        code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
-        for j in tl.static_range(BITS):
-            plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-            code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
-    return tl.reshape(code, (BLOCK_N, NW, 32))
+def _lut_fields(q, row_ptr, BITS: tl.constexpr):
+    """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
+    (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
+    are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
+    weight 4t + r)."""
+    M: tl.constexpr = (1 << BITS) - 1
+    v0 = tl.load(row_ptr + (q & M).to(tl.int32))
+    v1 = tl.load(row_ptr + ((q >> 4) & M).to(tl.int32))
+    v2 = tl.load(row_ptr + ((q >> 8) & M).to(tl.int32))
+    v3 = tl.load(row_ptr + ((q >> 12) & M).to(tl.int32))
+    v4 = tl.load(row_ptr + ((q >> 16) & M).to(tl.int32))
+    v5 = tl.load(row_ptr + ((q >> 20) & M).to(tl.int32))
+    v6 = tl.load(row_ptr + ((q >> 24) & M).to(tl.int32))
+    v7 = tl.load(row_ptr + ((q >> 28) & M).to(tl.int32))
+    return tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
+
+
+@triton.jit
+def _wide_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                NW: tl.constexpr):
+    """code_BITS of every weight of the tile as (BLOCK_N, NW * 32) int32, planes 0..BITS-1 (MSB
+    first), BITS > 4: one shift, mask and OR per weight and plane."""
+    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
+    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    return tl.reshape(code, (BLOCK_N, NW * 32)).to(tl.int32)
 
 
 @triton.jit
 def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
                     BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first."""
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first.
+    BITS <= 4: the LUT gathered on the transposed words' layout (_lut_fields; rows past N read row
+    N - 1, whose outputs are never stored); wider: codes per weight, then one gather."""
     NW: tl.constexpr = BLOCK_K // 32
     offs_w = k0 // 32 + tl.arange(0, NW)
     n_mask = offs_n < N
     mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
     words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
-    code = _anyprec_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
-    code = tl.reshape(code, (BLOCK_N, BLOCK_K)).to(tl.int32)
-    lut = lut_ptr + offs_n[:, None] * stride_ln + code
-    return tl.load(lut, mask=n_mask[:, None], other=0.0)
-
-
-@triton.jit
-def _bytes(q):
-    """The 4 bytes of q as (..., 4), byte t at index t (join(join(b0, b2), join(b1, b3)))."""
-    return tl.join(tl.join(q & 0xFF, (q >> 16) & 0xFF), tl.join((q >> 8) & 0xFF, q >> 24))
+    if BITS <= 4:
+        q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
+        row_ptr = lut_ptr + (tl.minimum(offs_n, N - 1) * stride_ln)[:, None]
+        w = tl.join(tl.join(_lut_fields(q0, row_ptr, BITS), _lut_fields(q2, row_ptr, BITS)),
+                    tl.join(_lut_fields(q1, row_ptr, BITS), _lut_fields(q3, row_ptr, BITS)))
+        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
+    else:
+        code = _wide_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
+        w = tl.load(lut_ptr + offs_n[:, None] * stride_ln + code, mask=n_mask[:, None], other=0.0)
+    return w
 
 
 @triton.jit
@@ -113,13 +127,25 @@ def _pair_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr):
 
 
 @triton.jit
-def _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
-                         BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """(W_hat[offs_n, k0 + 2i], W_hat[offs_n, k0 + 2i + 1]) fp16, each (BLOCK_N, BLOCK_K/2), read
-    from the per-row pair table (BITS <= PAIR_MAX_BITS): pair i's index code_{2i} << BITS |
-    code_{2i+1} is assembled word-wide (byte t of the word for residue s holds the index of pair
-    4t + s, _pair_term), then one 32-bit load per two weights of pairs[n, index] = lut[code_{2i}] |
-    lut[code_{2i+1}] << 16, split into its halves."""
+def _lookup4(q, row_ptr):
+    """The pair-table words (int32) of the 4 indices in the bytes of q, as (..., 4), byte t at
+    index t: one gather load per index on q's own layout (the values, not the indices, are joined,
+    so the loads need no layout change)."""
+    w0 = tl.load(row_ptr + (q & 0xFF).to(tl.int32))
+    w1 = tl.load(row_ptr + ((q >> 8) & 0xFF).to(tl.int32))
+    w2 = tl.load(row_ptr + ((q >> 16) & 0xFF).to(tl.int32))
+    w3 = tl.load(row_ptr + (q >> 24).to(tl.int32))
+    return tl.join(tl.join(w0, w2), tl.join(w1, w3))
+
+
+@triton.jit
+def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS):
+    pair i's index code_{2i} << BITS | code_{2i+1} (bit-interleaved) is assembled word-wide (byte t
+    of the word for residue s holds the index of pair 4t + s, _pair_term), then one 32-bit load per
+    two weights of pairs[n, index] = lut[code_{2i}] | lut[code_{2i+1}] << 16 (pair_ptr: the table's
+    int32 words), split into its fp16 halves."""
     NW: tl.constexpr = BLOCK_K // 32
     offs_w = k0 // 32 + tl.arange(0, NW)
     n_mask = offs_n < N
@@ -135,44 +161,30 @@ def _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_
         q1 |= _pair_term(p, j, 1, BITS)
         q2 |= _pair_term(p, j, 2, BITS)
         q3 |= _pair_term(p, j, 3, BITS)
+    # rows past N read row N - 1 (their outputs are never stored), so the loads need no mask
+    row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None]
     # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
-    idx = tl.join(tl.join(_bytes(q0), _bytes(q2)), tl.join(_bytes(q1), _bytes(q3)))
-    idx = tl.reshape(idx, (BLOCK_N, NW, 16))
-    # fp16 entries: pair (lo, hi) at 2 * idx, 2 * idx + 1: one aligned 32-bit load; rows past N
-    # read row N - 1 (their outputs are never stored), so the load needs no mask
-    rows = tl.minimum(offs_n, N - 1)
-    ptrs = pair_ptr + rows[:, None, None, None] * stride_pn + idx[:, :, :, None].to(tl.uint64) * 2 \
-        + tl.arange(0, 2)[None, None, None, :]
-    return tl.split(tl.load(ptrs))
-
-
-@triton.jit
-def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
-                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the pair table (_anyprec_pair_halves interleaved)."""
-    lo, hi = _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                                  stride_pn, BITS, BLOCK_N, BLOCK_K)
+    pw = tl.join(tl.join(_lookup4(q0, row_ptr), _lookup4(q2, row_ptr)),
+                 tl.join(_lookup4(q1, row_ptr), _lookup4(q3, row_ptr)))
+    pw = tl.reshape(pw, (BLOCK_N, NW, 16)).to(tl.uint32, bitcast=True)
+    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
     return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
 
 
 @triton.jit
-def _gemv_pairs(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp, stride_qn,
-                stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The one-row GEMV's K loop on the pair table, as (BLOCK_N, 1) fp32 sums: per-lane fp32
-    partial sums of the even and the odd weights (lane k mod BLOCK_K, one FFMA per weight, the
-    accumulation of gemm_common.mma_rows, kept in the pair layout), added and reduced once."""
-    NW: tl.constexpr = BLOCK_K // 32
-    acc_e = tl.zeros((BLOCK_N, NW, 16), dtype=tl.float32)
-    acc_o = tl.zeros((BLOCK_N, NW, 16), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        lo, hi = _anyprec_pair_halves(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                                      stride_pn, BITS, BLOCK_N, BLOCK_K)
-        offs_k = k0 + 32 * tl.arange(0, NW)[:, None] + 2 * tl.arange(0, 16)[None, :]
-        xe = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
-        xo = tl.load(x_ptr + offs_k + 1, mask=offs_k + 1 < K, other=0.0).to(tl.float32)
-        acc_e += lo.to(tl.float32) * xe[None, :, :]
-        acc_o += hi.to(tl.float32) * xo[None, :, :]
-    return tl.sum(tl.reshape(acc_e + acc_o, (BLOCK_N, BLOCK_K // 2)), axis=1)[:, None]
+def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                  stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  PAIR_BITS: tl.constexpr):
+    """The W_hat tile every path multiplies: from the pair table at BITS <= PAIR_BITS, else from
+    the LUT (the same exact fp16 values either way)."""
+    if BITS <= PAIR_BITS:
+        w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                               stride_pn, BITS, BLOCK_N, BLOCK_K)
+    else:
+        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                            BITS, BLOCK_N, BLOCK_K)
+    return w
 
 
 @triton.jit
@@ -182,25 +194,21 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                         PAIR_BITS: tl.constexpr):
-    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP;
-    one row at BITS <= PAIR_BITS reads the values from the pair table, else from the LUT."""
+    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP,
+    its W tile from the pair table at BITS <= PAIR_BITS, else from the LUT (_anyprec_tile)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
-    if BLOCK_M == 1 and BITS <= PAIR_BITS:
-        total = _gemv_pairs(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp,
-                            stride_qn, stride_pn, BITS, BLOCK_N, BLOCK_K)
-    else:
-        acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
-        for k0 in range(k_lo, k_hi, BLOCK_K):
-            w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                                stride_ln, BITS, BLOCK_N, BLOCK_K)
-            x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
-            acc = mma_rows(w, x, acc, BLOCK_M)
-        total = gemv_total(acc, BLOCK_M)
+    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS)
+        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
+        acc = mma_rows(w, x, acc, BLOCK_M)
+    total = gemv_total(acc, BLOCK_M)
     splitk_finish(total, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 
@@ -212,15 +220,15 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                         PAIR_BITS: tl.constexpr):
-    """Many rows: per output tile, look each W tile up to fp16 in registers, then tl.dot (the LUT:
-    pair_ptr, stride_pn and PAIR_BITS are the GEMV's, passed to both paths and unused here)."""
+    """Many rows: per output tile, look each W tile up to fp16 in registers (_anyprec_tile: the
+    pair table at BITS <= PAIR_BITS, else the LUT), then tl.dot."""
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, KP, BLOCK_K):
-        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                            BITS, BLOCK_N, BLOCK_K)
+        w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = tl.dot(w, tl.trans(x), acc)
     store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
@@ -231,8 +239,8 @@ def dequant_anyprec_kernel(qw_ptr, lut_ptr, pair_ptr, out_ptr,
                            N, K, KP, stride_qp, stride_qn, stride_ln, stride_pn, stride_on,
                            BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                            PAIRS: tl.constexpr):
-    """The exact parts alone: W_hat tile (the GEMM's own tile helper, or with PAIRS the one-row
-    GEMV's pair-table helper) stored as fp16 (N, K)."""
+    """The exact parts alone: W_hat tile (the kernels' LUT tile helper, or with PAIRS their
+    pair-table tile helper) stored as fp16 (N, K)."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
@@ -286,6 +294,12 @@ def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
     return pairs
 
 
+def _pair_words(pairs: torch.Tensor | None) -> torch.Tensor | None:
+    """The pair table as the kernels read it: int32 words (N, 4^b), pair i of row n the word [n, i]
+    (the even weight's fp16 in its low half: little-endian)."""
+    return None if pairs is None else pairs.contiguous().view(torch.int32).reshape(pairs.shape[:2])
+
+
 def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits: int,
                           device: torch.device) -> int:
     """Validate parent planes and the b-bit LUT of an N x k weight; returns KP (padded K)."""
@@ -327,17 +341,21 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     n = qweight.shape[1]
     bias = check_bias(bias, n, dev)
     pairs = _check_pairs(pairs, n, bits, dev)
+    if pairs is None and bits <= PAIR_MAX_BITS:
+        raise ValueError(f"pairs: at {bits} bits the GEMV and the GEMM read the pair table "
+                         f"(pair_table(lut{bits}), built when the weight is loaded); got None")
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
     args = dict(
         # pointers
-        x_ptr=x, qw_ptr=qweight, lut_ptr=lut, pair_ptr=pairs, bias_ptr=bias, out_ptr=out,
+        x_ptr=x, qw_ptr=qweight, lut_ptr=lut, pair_ptr=_pair_words(pairs), bias_ptr=bias,
+        out_ptr=out,
         # sizes
         M=m, N=n, K=k, KP=kp,
         # strides
         stride_xm=x.stride(0), stride_qp=qweight.stride(0), stride_qn=qweight.stride(1),
-        stride_ln=lut.stride(0), stride_pn=0 if pairs is None else pairs.stride(0),
+        stride_ln=lut.stride(0), stride_pn=0 if pairs is None else pairs.shape[1],
         stride_om=out.stride(0),
         # constexprs
         BITS=bits, HAS_BIAS=bias is not None, PAIR_BITS=PAIR_MAX_BITS,
@@ -346,10 +364,6 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     def check(cfg: LaunchConfig) -> None:
         check_config(cfg, _KERNELS, m, n)
         _check_block_k(cfg.block_k)
-        if pairs is None and cfg.block_m == 1 and bits <= PAIR_MAX_BITS and (
-                cfg.kernel == "gemv_anyprec_kernel"):
-            raise ValueError(f"pairs: the one-row GEMV at {bits} bits reads the pair table "
-                             f"(pair_table(lut{bits}), built when the weight is loaded); got None")
 
     run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check, **args)
     return out
@@ -368,12 +382,12 @@ def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int, bits: i
     grid = (cdiv(n, block_n), cdiv(k, block_k))
     dequant_anyprec_kernel[grid](
         # pointers
-        qw_ptr=qweight, lut_ptr=lut, pair_ptr=pairs, out_ptr=out,
+        qw_ptr=qweight, lut_ptr=lut, pair_ptr=_pair_words(pairs), out_ptr=out,
         # sizes
         N=n, K=k, KP=kp,
         # strides
         stride_qp=qweight.stride(0), stride_qn=qweight.stride(1), stride_ln=lut.stride(0),
-        stride_pn=0 if pairs is None else pairs.stride(0), stride_on=out.stride(0),
+        stride_pn=0 if pairs is None else pairs.shape[1], stride_on=out.stride(0),
         # constexprs
         BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k, PAIRS=pairs is not None,
     )

@@ -142,7 +142,8 @@ GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {
     ("group", 2): (256, 32), "anyprec": (64, 128)}
 GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
     "fp16": (64, 128), ("group", 8): (64, 128), ("group", 4): (64, 128), ("group", 3): (64, 128),
-    ("group", 2): (64, 128), ("anyprec", 8): (32, 128), "anyprec": (32, 256)}
+    ("group", 2): (64, 128), ("anyprec", 8): (32, 128), ("anyprec", 3): (64, 128),
+    ("anyprec", 2): (64, 128), "anyprec": (32, 256)}
 GEMV_TILE_DEFAULT = (16, 256)
 
 
@@ -189,6 +190,12 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
     big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
     bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
     bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
+    if tag == "anyprec":
+        # the looked-up tile must give each of the 4 warps' 128 threads a plane word of its own
+        # (BLOCK_N x BLOCK_K / 32 >= 128), else it reaches the dot through shared memory with a
+        # barrier per few loads (sm_90a SASS, scripts/sass_mix.py, 2-4 bits: 128 x 128 x 32 with 8
+        # warps 18.9-29.1 slots per weight, with 4 7.5-9.9; 64 x 64 x 32 18.6-28.3, x 64 8.8-11.3)
+        warps, bk = 4, 32 if big else 64
     stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
                         stages, group_m=GEMM_GROUP_M)

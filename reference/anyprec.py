@@ -11,7 +11,7 @@ of a weight is its parent code >> (P - b). Storage, as docs/formats.md pins it:
   weights (float64 mean, one rounding to fp16).
 - Dequantization at b bits reads planes 0..b-1 only: code_b = sum_j bit_j << (b-1-j);
   w_hat = luts[b][n, code_b].
-- At b <= PAIR_MAX_BITS (3) the one-row GEMV reads ``pair_table(luts[b])`` fp16 (N, 4^b, 2) instead:
+- At b <= PAIR_MAX_BITS (3) the GEMV and GEMM read ``pair_table(luts[b])`` fp16 (N, 4^b, 2) instead:
   entry spread(c_even) | spread(c_odd) << 1 (spread: bit m of a code to bit 2m) holds the values of
   weights 2i, 2i+1 whose codes are c_even, c_odd.
 """

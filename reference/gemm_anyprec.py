@@ -1,8 +1,8 @@
 """Reference GEMM/GEMV on any-precision weights read at b bits (bit-planes + per-row fp16 LUT).
 
 Each row's b-bit codes are assembled from planes 0..b-1 only (code = sum_j bit_j << (b-1-j)) and
-looked up in lut[n] (exact fp16 values), or for one activation row at <= 3 bits two at a time from
-the row's pair table (reference/anyprec.py::pair_table, the kernel's one-row GEMV); then the
+looked up in lut[n] (exact fp16 values), or at <= 3 bits two at a time from the row's pair table
+(reference/anyprec.py::pair_table, which the kernels' GEMV and GEMM read at every row count); then the
 accumulation of the fp16 GEMM: per output one fp32 accumulator, k ascending over the original K,
 + bias, round to fp16.
 """
@@ -32,7 +32,7 @@ def lookup_row(planes: np.ndarray, n: int, bits: int, lut: np.ndarray, out: np.n
 @njit(cache=True)
 def lookup_row_pairs(planes: np.ndarray, n: int, bits: int, pairs: np.ndarray,
                      out: np.ndarray) -> None:
-    """Row n read from its pair table (fp32 (4^bits, 2)), as the one-row GEMV at <= 3 bits does:
+    """Row n read from its pair table (fp32 (4^bits, 2)), as the kernels do at <= 3 bits:
     weights 2i, 2i+1 -> pairs[interleave(code_2i, code_2i+1)] (reference/anyprec.py::pair_index)."""
     for i in range(out.size // 2):
         index = 0
@@ -49,14 +49,14 @@ def gemm_anyprec_f32(
     xt: np.ndarray, planes: np.ndarray, lut: np.ndarray, bits: int, bias: np.ndarray,
     pairs: np.ndarray
 ) -> np.ndarray:
-    """xt (K, M) fp32, planes uint32 (P, N, Kp/32), lut fp32 (N, 2^bits) -> (M, N) fp32; one row
-    reads pairs fp32 (N, 4^bits, 2) instead where it has rows (the one-row GEMV at <= 3 bits)."""
+    """xt (K, M) fp32, planes uint32 (P, N, Kp/32), lut fp32 (N, 2^bits) -> (M, N) fp32; reads
+    pairs fp32 (N, 4^bits, 2) instead where it has rows (the kernels at <= 3 bits)."""
     k, m_total = xt.shape
     n_total = planes.shape[1]
     out = np.empty((m_total, n_total), dtype=np.float32)
     acc = np.empty(M_TILE, dtype=np.float32)
     wrow = np.empty(planes.shape[2] * 32, dtype=np.float32)
-    use_pairs = m_total == 1 and pairs.shape[0] == n_total
+    use_pairs = pairs.shape[0] == n_total
     for m0 in range(0, m_total, M_TILE):
         m1 = min(m0 + M_TILE, m_total)
         for n in range(n_total):
@@ -89,8 +89,8 @@ def gemm_anyprec_ref(
     xt = prepare_x(x, k)
     b32, _ = widen_bias(bias, n)
     planes = np.ascontiguousarray(qweight).view(np.uint32)
-    one_row = xt.shape[1] == 1 and bits <= PAIR_MAX_BITS
-    pairs = pair_table(lut).astype(np.float32) if one_row else np.zeros((0, 1, 2), np.float32)
+    with_pairs = bits <= PAIR_MAX_BITS
+    pairs = pair_table(lut).astype(np.float32) if with_pairs else np.zeros((0, 1, 2), np.float32)
     out = gemm_anyprec_f32(xt, planes, np.ascontiguousarray(lut, dtype=np.float32), bits, b32, pairs)
     return to_fp16(out)
 

@@ -3,8 +3,8 @@
 Bytes are analytic DRAM traffic assuming each operand is read once and each output written once
 (tiling re-reads that hit in cache are the simulator's business, not the accountant's). Weight bytes
 follow docs/formats.md: uniform group formats carry an fp16 scale and zero per group; any-precision at
-b bits reads b bit-planes plus the b-bit LUT of each row (the one-row GEMV at b <= 3: the row's pair
-table instead, gemm_weight_bytes); quantized KV carries an fp16 scale and zero
+b bits reads b bit-planes plus the b-bit LUT of each row (at b <= 3 the GEMV and GEMM read the row's
+pair table instead, gemm_weight_bytes); quantized KV carries an fp16 scale and zero
 per token per head, for K and V separately.
 
 Floating-point formats (issue 26; docs/fp8-policies.md): the weights and a GEMM's activations below
@@ -35,8 +35,9 @@ class Cost:
     bytes_written: int
 
 
-# Any-precision widths whose one-row GEMV reads the per-row pair table instead of the 2^b LUT
-# (kernels/gemm_anyprec.py, docs/formats.md): (2^b)^2 fp16 pairs a row, 256 B at 3 bits
+# Any-precision widths whose GEMV and GEMM (every row count) read the per-row pair table instead of
+# the 2^b LUT (kernels/gemm_anyprec.py, docs/formats.md): (2^b)^2 fp16 pairs a row, 256 B at 3 bits;
+# 4 bits would take 1 KiB a row (docs/kernels.md, "ap4's pair table": not taken)
 PAIR_MAX_BITS = 3
 
 
@@ -47,10 +48,12 @@ def anyprec_pair_bytes(n: int, w_bits: int) -> int:
 
 def gemm_weight_bytes(m: int, n: int, k: int, w_format: str, w_bits: int,
                       group_size: int | None) -> int:
-    """Weight bytes a GEMM/GEMV launch with m activation rows reads: weight_bytes, except that the
-    any-precision one-row GEMV at <= PAIR_MAX_BITS reads its pair table instead of the LUT."""
+    """Weight bytes a GEMM/GEMV launch with m activation rows reads: weight_bytes, except that
+    any-precision launches at <= PAIR_MAX_BITS read the pair table instead of the LUT (at every m:
+    the one-row GEMV, the few-row GEMV and the tiled GEMM all look their weights up in it)."""
+    del m  # the same bytes at every row count (kept: the accountant's signature for every format)
     read = weight_bytes(n, k, w_format, w_bits, group_size)
-    if w_format == "anyprec" and m == 1 and w_bits <= PAIR_MAX_BITS:
+    if w_format == "anyprec" and w_bits <= PAIR_MAX_BITS:
         read += anyprec_pair_bytes(n, w_bits) - n * (2**w_bits) * FP16
     return read
 

@@ -1,6 +1,7 @@
 """The any-precision pair table (docs/formats.md): the kernels' builder equals the reference's bit for
-bit, the one-row GEMV's pair-table tile equals the reference dequantization bit for bit, and the
-one-row GEMV reads it (not the LUT) and is charged its bytes in the trace."""
+bit, the kernels' pair-table tile equals the reference dequantization bit for bit, and at <= 3 bits
+every path (one-row GEMV, few-row GEMV, tiled GEMM) reads it (not the LUT) and is charged its bytes
+in the trace."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ import torch
 
 from mpsim.kernels.gemm import AnyPrecWeight, linear
 from mpsim.kernels.gemm_anyprec import dequant_anyprec, gemm_anyprec, pair_table
+from mpsim.kernels.launch_config import GEMM_GROUP_M, LaunchConfig
 from mpsim.reference.anyprec import codes_to_planes, dequantize_anyprec, pair_index, quantize_anyprec
 from mpsim.reference.anyprec import pair_table as ref_pair_table
 from mpsim.reference.gemm_anyprec import gemm_anyprec_ref
 from mpsim.reference.tolerance import assert_close_bound, gemm_bound
-from mpsim.traces.accounting import PAIR_MAX_BITS, anyprec_pair_bytes, gemm_weight_bytes
+from mpsim.traces.accounting import (
+    PAIR_MAX_BITS,
+    anyprec_pair_bytes,
+    gemm_weight_bytes,
+    weight_bytes,
+)
 from mpsim.traces.recorder import Recorder
 
 
@@ -95,5 +102,25 @@ def test_one_row_gemv_needs_the_pair_table_and_matches_its_twin() -> None:
     assert_close_bound(y, y_ref.astype(np.float64), 2 * gemm_bound(x, w_hat), "pair twin")
     (row,) = rows
     assert row["bytes_read"] == k * 2 + gemm_weight_bytes(1, n, k, "anyprec", bits, None)
-    assert gemm_weight_bytes(1, n, k, "anyprec", bits, None) == (
-        gemm_weight_bytes(2, n, k, "anyprec", bits, None) - n * 8 * 2 + n * 64 * 4)
+    for m in (1, 2, 16, 64):  # every row count reads the pair table instead of the LUT
+        assert gemm_weight_bytes(m, n, k, "anyprec", bits, None) == (
+            weight_bytes(n, k, "anyprec", bits, None) - n * 8 * 2 + n * 64 * 4)
+
+
+@pytest.mark.parametrize(("m", "kernel", "block_m"), [(1, "gemv", 1), (5, "gemv", 8),
+                                                      (20, "gemm", 32)])
+def test_every_path_reads_the_pair_table_not_the_lut(m: int, kernel: str, block_m: int) -> None:
+    """The one-row GEMV, the few-row GEMV (tl.dot) and the tiled GEMM at 3 bits look their weights
+    up in the pair table: handed the pair table of the LUT doubled (exact in fp16), each returns
+    the product with the doubled weights, which the LUT it is also handed cannot give."""
+    n, k, bits = 24, 96, 3
+    w = np.random.default_rng(m).standard_normal((n, k)).astype(np.float16)
+    apw = quantize_anyprec(w, 4, 2)
+    qweight, lut = torch.from_numpy(apw.qweight), torch.from_numpy(apw.luts[bits])
+    x = np.random.default_rng(m + 1).standard_normal((m, k)).astype(np.float16)
+    cfg = LaunchConfig("gemv_anyprec_kernel", (1, 1), block_m, 32, 32, 4, 1, 1) if kernel == "gemv" \
+        else LaunchConfig("gemm_anyprec_kernel", (1,), block_m, 32, 32, 4, 1, group_m=GEMM_GROUP_M)
+    y = gemm_anyprec(torch.from_numpy(x), qweight, lut, bits=bits, pairs=pair_table(lut * 2),
+                     config=cfg).numpy()
+    w_hat2 = dequantize_anyprec(apw, bits).astype(np.float64) * 2
+    assert_close_bound(y, x.astype(np.float64) @ w_hat2.T, gemm_bound(x, w_hat2), "pair table x 2")

@@ -25,7 +25,7 @@ def _decode_pass(policy: str, model: str = "vicuna-7b", batch: int = 1) -> pd.Da
     return rows[(rows["phase"] == "decode") & (rows["step"] == 1)]
 
 
-# ap3: 2.71 GB of planes and LUTs, plus 0.33 GB since the batch-1 GEMV reads each row's 256-B pair
+# ap3: 2.71 GB of planes and LUTs, plus 0.33 GB since every 3-bit launch reads each row's 256-B pair
 # table instead of its 16-B LUT (docs/formats.md)
 @pytest.mark.parametrize(("policy", "gb"), [("fp16", 13.21), ("w4", 3.70), ("ap3", 3.04)])
 def test_vicuna_decode_pass_gemm_bytes(policy: str, gb: float) -> None:
