@@ -196,6 +196,10 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
 # 3-bit offsets (sm_80 6.08 -> 6.25 slots per weight, sm_90a 16 rows 6.52 -> 6.77) and the 4-bit
 # shift form at 3 bits (alu 2.36 -> 3.20 lanes). The asm GEMV (kernels/gemv_group_asm.py: sm_80
 # 2.90 / 3.05 / 2.83 slots per weight at 4 / 3 / 2 bits) is the fast path that would remove it.
+# Since the sm_80 pair order (kernels/gemv_group.py pair_swap, group_dequant._late: docs/kernels.md)
+# both widths tune to the 64 x 64 partial sums (T = 2, 4 splits): 19.08 against 19.37 us, still
+# 1.5% apart, ALU-bound (2.75 against 2.81 lanes per weight: 4 instructions per trip, while 22 of
+# the 3-bit loop's ALU ops are ptxas's register copies around the scalar fp16 halves).
 KNOWN_SLOWER_TUNED = {"a100-sxm-80gb": {(1, 4096, 11008): {("group", 4, 3)}}}
 
 
