@@ -149,15 +149,20 @@ def _dequant3(w0, w1, w2, zc, s, E: tl.constexpr, SWAP: tl.constexpr = False):
 
 
 @triton.jit
-def _chunk_word(base, i: tl.constexpr, mask):
-    """Word i of every 32-code chunk of the tile, as uint32 (0 where masked)."""
-    return tl.load(base + i, mask=mask, other=0).to(tl.uint32, bitcast=True)
+def _chunk_word(base, i: tl.constexpr, mask, MASKED: tl.constexpr = True):
+    """Word i of every 32-code chunk of the tile, as uint32 (0 where masked; MASKED False: `base`
+    must address words inside the weight, as _group_w_at's and _group_codes' clamped rows do)."""
+    if MASKED:  # noqa: SIM108 (a static branch on a constexpr)
+        w = tl.load(base + i, mask=mask, other=0)
+    else:
+        w = tl.load(base + i)
+    return w.to(tl.uint32, bitcast=True)
 
 
 @triton.jit
 def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, E: tl.constexpr,
-                 SWAP: tl.constexpr = False):
+                 SWAP: tl.constexpr = False, MASKED: tl.constexpr = True):
     """(1024 + code) 2^-E (fp16) of columns k0.. (k0 a multiple of 32), 1024 outside N x KP, as (BLOCK_N,
     chunks, 32), with each chunk's first column (a chunk never straddles a group: 32 divides G).
 
@@ -172,16 +177,18 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
     offs_c = k0 // 32 + tl.arange(0, NC)
     mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
     base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
-    w0 = _chunk_word(base, 0, mask)
-    w1 = _chunk_word(base, 1, mask)
+    if not MASKED:  # rows past N read row N - 1 (never stored); every chunk is inside KP
+        base = qw_ptr + tl.minimum(offs_n, N - 1)[:, None] * stride_qn + BITS * offs_c[None, :]
+    w0 = _chunk_word(base, 0, mask, MASKED)
+    w1 = _chunk_word(base, 1, mask, MASKED)
     if BITS == 2:
         units = tl.join(w0, w1)
     else:
-        w2 = _chunk_word(base, 2, mask)
+        w2 = _chunk_word(base, 2, mask, MASKED)
         if BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
             w3 = ((w0 >> 12) & 0x000F000F) | ((w1 >> 8) & 0x00F000F0) | ((w2 >> 4) & 0x0F000F00)
         else:
-            w3 = _chunk_word(base, 3, mask)
+            w3 = _chunk_word(base, 3, mask, MASKED)
         if BITS == 8:  # three joins flatten (a, b, c) to 4a + 2b + c
             units = tl.join(tl.join(tl.join(w0, _chunk_word(base, 4, mask)),
                                     tl.join(w2, _chunk_word(base, 6, mask))),
@@ -210,15 +217,19 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     row), not per weight; with k_group (a column of the same group: the one-row GEMV's run start)
     every K tile of a run loads them from one address, so the compiler loads z and derives its
     offsets once per run (sm_90a, 256 x 32: 3.95 -> 3.75, 3.87 -> 3.58, 3.63 -> 3.39 slots per
-    weight at 4, 3, 2 bits). SWAP (8 and 4 bits; the 2- and 3-bit pairs ignore it): the columns of
-    each pair in the other order, column c holding weight k0 + (c ^ 1) (_pairs_fp16).
+    weight at 4, 3, 2 bits). With k_group the code words load unmasked, rows past N clamped to
+    row N - 1 (their sums are never stored; a run never passes KP), as gemv_group_asm.py does:
+    each masked load zeroed its registers first (CS2R/IMAD.MOV in the loop); one row, 256 x 32,
+    issue slots per weight sm_90a 3.75 / 3.58 / 3.39 -> 3.64 / 3.50 / ..., sm_80 4.15 / 4.00 /
+    3.76 -> 4.00 / 3.84 / ... at 4 / 3 / 2 bits. SWAP: the columns of each pair in the other
+    order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late).
     """
     if AT_BITS and BITS <= 3:
         w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                         BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group, SWAP)
     else:
         qh, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N,
-                                     BLOCK_K, E, SWAP)
+                                     BLOCK_K, E, SWAP, k_group is None)
         if k_group is not None:  # noqa: SIM108 (a static branch) one address per run
             offs_g = k_group // GROUP + tl.arange(0, 1)
         else:
@@ -257,10 +268,13 @@ def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     else:  # a splat of ones: the multiplies by it fold away
         s = tl.full(sz.shape, 1.0, tl.float16)
     zc = tl.load(z_ptr + sz, mask=gmask, other=0.0) + 1024.0  # c0 of _at
-    w0 = _chunk_word(base, 0, mask)
-    w1 = _chunk_word(base, 1, mask)
+    MASKED: tl.constexpr = k_group is None
+    if not MASKED:  # a run of the partial sums: rows clamped, words unmasked (_group_w_tile)
+        base = qw_ptr + tl.minimum(offs_n, N - 1)[:, None] * stride_qn + BITS * offs_c[None, :]
+    w0 = _chunk_word(base, 0, mask, MASKED)
+    w1 = _chunk_word(base, 1, mask, MASKED)
     if BITS == 2:
         w = _dequant2(w0, w1, zc * (1.0 / (1 << E)), s, E, SWAP)
     else:
-        w = _dequant3(w0, w1, _chunk_word(base, 2, mask), zc * (1.0 / (1 << E)), s, E, SWAP)
+        w = _dequant3(w0, w1, _chunk_word(base, 2, mask, MASKED), zc * (1.0 / (1 << E)), s, E, SWAP)
     return w
