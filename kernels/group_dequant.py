@@ -220,8 +220,8 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     weight at 4, 3, 2 bits). With k_group the code words load unmasked, rows past N clamped to
     row N - 1 (their sums are never stored; a run never passes KP), as gemv_group_asm.py does:
     each masked load zeroed its registers first (CS2R/IMAD.MOV in the loop); one row, 256 x 32,
-    issue slots per weight sm_90a 3.75 / 3.58 / 3.39 -> 3.64 / 3.50 / ..., sm_80 4.15 / 4.00 /
-    3.76 -> 4.00 / 3.84 / ... at 4 / 3 / 2 bits. SWAP: the columns of each pair in the other
+    issue slots per weight sm_90a 3.75 / 3.58 / 3.39 -> 3.64 / 3.50 / 3.33, sm_80 4.15 / 4.00 /
+    3.76 -> 4.00 / 3.84 / 3.66 at 4 / 3 / 2 bits. SWAP: the columns of each pair in the other
     order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late).
     """
     if AT_BITS and BITS <= 3:
