@@ -130,6 +130,9 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    if "PAIR_SWAP" in kernel.arg_names and "PAIR_SWAP" not in args:  # the launcher's choice
+        from mpsim.kernels.gemv_group import pair_swap
+        args = {**args, "PAIR_SWAP": pair_swap((arch // 10, arch % 10))}
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}

@@ -26,7 +26,7 @@ from mpsim.kernels.gemm_common import (
     run_gemm,
     store_output,
 )
-from mpsim.kernels.gemv_group import gemv_group_kernel
+from mpsim.kernels.gemv_group import gemv_group_kernel, pair_swap
 from mpsim.kernels.gemv_group_asm import (
     ASM_KERNEL,
     asm_args,
@@ -148,7 +148,9 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
 
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
-             variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)), **args)
+             variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)),
+             gemv_args=dict(PAIR_SWAP=pair_swap(
+                 torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None)), **args)
     return out
 
 

@@ -25,6 +25,19 @@ from mpsim.kernels.launch_config import gemv_partial_trips
 partial_trips = triton.constexpr_function(gemv_partial_trips)
 
 
+def pair_swap(capability: tuple[int, int] | None) -> bool:
+    """PAIR_SWAP for a device of this compute capability (None: the interpreter): True on 8.0.
+
+    Triton 3.9 turns LLVM's SLP vectorizer off for capability 8.0 only (triton/backends/nvidia/
+    compiler.py, make_llir: `disable_slp_vectorizer=capability == 80`, a ptxas workaround), so there
+    the fp16 pair arithmetic reaches ptxas as scalar halves (cvt.u16.u32 for the low, mov.b32
+    {_, hi} for the high). ptxas pairs them back into HADD2/HFMA2 with the halves in the other
+    order, two PRMTs per code pair (about one ALU lane per weight); with the pair's halves swapped
+    in the source it needs none. Other capabilities vectorize in LLVM, in the source order.
+    """
+    return capability == (8, 0)
+
+
 @triton.constexpr_function
 def partial_exp(bits, trips):
     """E = ceil(log2(trips * (2^bits - 1))): |p| <= trips (2^b - 1) 2^-E 65504 <= 65504."""
@@ -34,9 +47,11 @@ def partial_exp(bits, trips):
 @triton.jit
 def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
                   stride_sn, BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, T: tl.constexpr, ASM: tl.constexpr = False):
+                  BLOCK_K: tl.constexpr, T: tl.constexpr, ASM: tl.constexpr = False,
+                  SWAP: tl.constexpr = False):
     """fp32 lane sums (BLOCK_N, BLOCK_K) of one activation row over [k_lo, k_hi) (whole groups).
-    ASM (GPU only, gemv_group_asm.py): the same (q - z) 2^-E from inline PTX (group_dequant_asm.py)."""
+    ASM (GPU only, gemv_group_asm.py): the same (q - z) 2^-E from inline PTX (group_dequant_asm.py).
+    SWAP: the pairs' halves and x's column pairs both swapped (the same products)."""
     E: tl.constexpr = partial_exp(BITS, T)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BLOCK_K * T):
@@ -48,9 +63,12 @@ def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, str
             else:
                 d = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0 + t * BLOCK_K, N, KP,
                                   stride_qn, stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, True, False,
-                                  E, k0)
+                                  E, k0, SWAP)
             offs_k = k0 + t * BLOCK_K + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0)
+            if SWAP:  # column c holds weight c ^ 1 (group_dequant._pairs_fp16, _late)
+                x_even, x_odd = tl.split(tl.reshape(x, (BLOCK_K // 2, 2)))
+                x = tl.reshape(tl.join(x_odd, x_even), (BLOCK_K,))
             p += d * x[None, :]
         s = tl.load(s_ptr + offs_n * stride_sn + k0 // GROUP, mask=offs_n < N, other=0.0)
         acc += p.to(tl.float32) * (s.to(tl.float32) * (1 << E))[:, None]
@@ -63,9 +81,13 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
                       stride_xm, stride_qn, stride_sn, stride_om,
                       BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      SPLIT_K: tl.constexpr):
+                      SPLIT_K: tl.constexpr, PAIR_SWAP: tl.constexpr = False):
     """Few rows: program (n tile, K split) unpacks its BLOCK_N packed rows over its share of KP
-    (K_PER_SPLIT a multiple of the group when K tiles are narrower: gemm_group's launcher)."""
+    (K_PER_SPLIT a multiple of the group when K tiles are narrower: gemm_group's launcher).
+    PAIR_SWAP (pair_swap: an sm_80 device): the partial sums with each code pair's halves and x's
+    column pairs swapped, the same products (sm_80 SASS, 256 x 32, 4 bits: 4.74 -> 4.15 issue slots
+    per weight; 3 and 2 bits with group_dequant._late: 4.57 -> 4.00, 4.36 -> 3.76; sm_90a would
+    lose as much: 4 bits 3.75 -> 4.76)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -75,7 +97,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     if T > 1:
         acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
-                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T)
+                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T, False, PAIR_SWAP)
     else:
         acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
         for k0 in range(k_lo, k_hi, BLOCK_K):

@@ -105,3 +105,25 @@ def test_launch_configs_of_the_partial_sums() -> None:
     assert gemv_partial_trips(4, 128, 1, 128) == 1
     assert gemv_partial_trips(4, 64, 1, 32) == 2
     assert gemv_partial_trips(4, 96, 1, 32) == 1  # three tiles: no run of 2 or 4 fits
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_the_sm80_pair_swap_sums_the_same_products(bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAIR_SWAP (an sm_80 device: kernels/gemv_group.py pair_swap) swaps each 4-bit code pair's
+    halves and x's column pairs alike: the same products and partial sums, lane c holding weight
+    c ^ 1's. Here bit for bit (the interpreter's fp32 row sum adds lanes c and c ^ 1 first, which
+    commutes); a GPU's row sum may add the lanes in another order, within the same bound."""
+    import mpsim.kernels.gemm_group as gg
+    from mpsim.kernels.gemv_group import pair_swap
+
+    assert pair_swap((8, 0)) and not pair_swap((9, 0)) and not pair_swap((8, 6))
+    assert not pair_swap(None)
+    rng = np.random.default_rng(80 + bits)
+    n, k = 40, 512
+    gw = quantize_group(rng.standard_normal((n, k)).astype(np.float16), bits, 128)
+    x = (3 * rng.standard_normal((1, k))).astype(np.float16)
+    plain = _run(gw, x)
+    monkeypatch.setattr(gg, "pair_swap", lambda capability: True)
+    swapped = _run(gw, x)
+    assert_close_bound(swapped, gemm_float64(x, dequantize_group(gw)), _bound(gw, x, 4), "swap")
+    assert np.array_equal(swapped.view(np.uint16), plain.view(np.uint16))

@@ -71,6 +71,6 @@ def test_the_sass_rows_differ_by_architecture_and_an_unknown_one_is_refused() ->
 
     tile = ("gemv_group_kernel", 4, 1, 256, 32, 4)
     sm80, sm90 = per_weight_mix(*tile, arch="sm_80"), per_weight_mix(*tile, arch="sm_90a")
-    assert sm80["alu"] > sm90["alu"]  # sm_80's one-row 4-bit loop: about one more ALU lane/weight
+    assert sm80["alu"] > sm90["alu"]  # sm_80's one-row 4-bit loop: 2.42 ALU lanes/weight vs 1.98
     with pytest.raises(ValueError, match="sm_100"):
         per_weight_mix(*tile, arch="sm_100")

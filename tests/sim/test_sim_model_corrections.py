@@ -181,22 +181,19 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
     a100-sxm-80gb (fp32 pipe 64 lanes per clock) kept 4 -> 3 bits out of order at one row (the
     3-bit loop's fp16 offsets) until the one-row GEMV's fp16 partial sums took the scale and zero
     out of the per-weight loop (kernels/gemv_group.py: fp32 pipe 1.5-1.7 lanes per weight at 4, 3
-    and 2 bits, against 3.1-3.3). a100-sxm-80gb: one known pair since it is priced from sm_80 code
-    (KNOWN_SLOWER_A100_TUNED; the equality fails when it is fixed, so the pin is then removed)."""
+    and 2 bits, against 3.1-3.3). a100-sxm-80gb, priced from sm_80 code, had one pair out of order
+    until the sm_80 pair order (KNOWN_SLOWER_TUNED, now empty)."""
     assert _tuned_violations(hw_name) == KNOWN_SLOWER_TUNED.get(hw_name, {})
 
 
 # a100-sxm-80gb (and the Ada GPUs) are priced from their own sm_80 SASS since the SASS table was
-# keyed by architecture (mpsim/sim/gpu/arch.py SASS_ARCH; before, every GPU took the sm_90a rows).
-# At one row and 4096x11008 the tuned configs of 4 and 3 bits are both the 64 x 128 exact-W_hat
-# GEMV with 8 splits (sm_80's one-row partial-sum loop at 256 x 32 issues 4.4-4.7 slots per weight,
-# against sm_90a's 3.4-3.75, and its 16 x 15 grid fills 108 SMs worse), and there the sm_80 3-bit
-# loop issues 3.34 fp32 lanes per weight against the 4-bit loop's 3.03 (A100's fp32 pipe, 64 lanes
-# per clock, binds): 20.97 against 20.66 us (1.5%). Tried, not shipped: the integer form of the
-# 3-bit offsets (sm_80 6.08 -> 6.25 slots per weight, sm_90a 16 rows 6.52 -> 6.77) and the 4-bit
-# shift form at 3 bits (alu 2.36 -> 3.20 lanes). The asm GEMV (kernels/gemv_group_asm.py: sm_80
-# 2.90 / 3.05 / 2.83 slots per weight at 4 / 3 / 2 bits) is the fast path that would remove it.
-KNOWN_SLOWER_TUNED = {"a100-sxm-80gb": {(1, 4096, 11008): {("group", 4, 3)}}}
+# keyed by architecture (mpsim/sim/gpu/arch.py SASS_ARCH). That left one row at 4096x11008 with
+# 4 -> 3 bits 1.5% out of order on a100 (tuned: 20.97 against 20.66 us; sm_80's loops issued about
+# one more ALU op per weight than sm_90a's). Fixed by the sm_80 pair order (kernels/gemv_group.py
+# pair_swap, group_dequant._late) and the partial sums' unmasked code words (group_dequant.py,
+# _group_w_tile with k_group): both widths tune to the 64 x 64 partial sums (T = 2, 4 splits),
+# 19.17 against 18.54 us (ALU 2.77 against 2.67 lanes per weight; docs/kernels.md). No pin is left.
+KNOWN_SLOWER_TUNED: dict[str, dict[tuple[int, int, int], set[tuple[str, int, int]]]] = {}
 
 
 # b200-sxm is priced with Hopper's sm_90a instruction mix (an assumption until its own kernels are
