@@ -114,7 +114,9 @@ def _parquet_files(folder: Traversable) -> list[Traversable]:
     return found
 
 
-def summary_text(table: pd.DataFrame) -> str:
+def summary_text(table: pd.DataFrame, left_out: str = "") -> str:
+    """The geometric-mean speedups per workload; `left_out` names the pairs the spec excluded (shown
+    as -)."""
     pm = pick_perf_model(table, None)
     data = table[table["perf_model"] == pm]
     parts = [f"Speedup over fp16 (end-to-end tokens/s), geometric mean over "
@@ -126,7 +128,9 @@ def summary_text(table: pd.DataFrame) -> str:
         shown = pd.concat([bits.rename(columns={"avg_bits_pmpd": "bits(PMPD)",
                                                 "avg_bits_mean": "bits(mean)"}), pivot], axis=1)
         shown = shown.round({"bits(PMPD)": 3, "bits(mean)": 3, **{h: 2 for h in pivot.columns}})
-        parts += ["", f"prompt {p}, {g} new tokens, batch {b}:", shown.to_string()]
+        parts += ["", f"prompt {p}, {g} new tokens, batch {b}:", shown.to_string(na_rep="-")]
+    if left_out:
+        parts += ["", f"-: left out by the spec's exclude ({left_out})"]
     return "\n".join(parts)
 
 

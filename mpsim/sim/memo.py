@@ -11,7 +11,10 @@ namespace is one JSON file `<cache_dir>/<namespace>.json` mapping key text -> {"
 atomically, so concurrent runs at worst recompute. The default folder is $MPSIM_CACHE_DIR, else
 ~/.cache/mpsim/sim. Only plain JSON is read back (no pickles).
 The NPU's step model memoizes whole steps the same way (`get_step`/`put_step`: plain JSON column
-lists keyed by the step's signature, in `<cache_dir>/<namespace>.steps.json`).
+lists keyed by the step's signature), one file per step, `<cache_dir>/<namespace>.steps/<hash of the
+key>.json` holding {"key", "sum", "outcome"}: a step's columns run to thousands of numbers, so a
+lookup reads only the steps it asks for and a flush writes only the new ones (one namespace file
+of them reached 80 MB in a day's sweeps, read, re-hashed and rewritten whole at every point).
 The memo only saves work: an unreadable file, or an entry of the wrong type or whose sum does not
 match (edited by hand, damaged), is discarded with a warning and computed again; a memo that cannot
 be written (read-only, full disk) is a warning, and the results computed are kept.
@@ -95,8 +98,8 @@ class LaunchMemo:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._entries: dict[str, dict[str, LaunchOutcome]] = {}
         self._dirty: set[str] = set()
-        self._steps: dict[str, dict[str, dict[str, Any]]] = {}
-        self._dirty_steps: set[str] = set()
+        self._steps: dict[str, dict[str, dict[str, Any] | None]] = {}  # None: looked up, not on disk
+        self._dirty_steps: dict[str, set[str]] = {}
         self._warned: set[Path] = set()
         self.hits = 0
         self.misses = 0
@@ -121,9 +124,10 @@ class LaunchMemo:
 
     def get_step(self, ns: str, key: str) -> dict[str, Any] | None:
         """A memoized step outcome (plain JSON), or None."""
-        if ns not in self._steps:
-            self._steps[ns] = self._load_steps(ns)
-        found = self._steps[ns].get(key)
+        space = self._steps.setdefault(ns, {})
+        if key not in space:
+            space[key] = self._load_step(ns, key)
+        found = space[key]
         if found is None:
             self.misses += 1
         else:
@@ -132,7 +136,7 @@ class LaunchMemo:
 
     def put_step(self, ns: str, key: str, outcome: dict[str, Any]) -> None:
         self._steps.setdefault(ns, {})[key] = outcome
-        self._dirty_steps.add(ns)
+        self._dirty_steps.setdefault(ns, set()).add(key)
 
     def flush(self) -> None:
         """Write new entries to disk (merged with the file's current content); a write that fails
@@ -144,14 +148,19 @@ class LaunchMemo:
         for ns in sorted(self._dirty):
             merged = {**self._load(ns), **self._entries[ns]}
             self._save({k: v.as_dict() for k, v in sorted(merged.items())}, self._path(ns))
-        for ns in sorted(self._dirty_steps):
-            steps = {**self._load_steps(ns), **self._steps[ns]}
-            self._save(dict(sorted(steps.items())), self._path(ns, ".steps.json"))
+        for ns, keys in sorted(self._dirty_steps.items()):
+            for key in sorted(keys):
+                outcome = self._steps[ns][key]
+                if outcome is not None:
+                    self._save_one({"key": key, "sum": entry_sum(key, outcome), "outcome": outcome},
+                                   self._step_path(ns, key))
         self._dirty.clear()
         self._dirty_steps.clear()
 
     def _save(self, outcomes: dict[str, dict[str, Any]], path: Path) -> None:
-        sealed = {k: {"sum": entry_sum(k, v), "outcome": v} for k, v in outcomes.items()}
+        self._save_one({k: {"sum": entry_sum(k, v), "outcome": v} for k, v in outcomes.items()}, path)
+
+    def _save_one(self, sealed: dict[str, Any], path: Path) -> None:
         try:
             write_json_atomic(sealed, path)
         except OutputError as exc:
@@ -163,8 +172,28 @@ class LaunchMemo:
         assert self.cache_dir is not None
         return self.cache_dir / f"{ns}{suffix}"
 
-    def _load_steps(self, ns: str) -> dict[str, dict[str, Any]]:
-        return self._read(self._path(ns, ".steps.json"), _step) if self.cache_dir is not None else {}
+    def _step_path(self, ns: str, key: str) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / f"{ns}.steps" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def _load_step(self, ns: str, key: str) -> dict[str, Any] | None:
+        """The step's file, if there is one, it is readable, names this key and its sum matches;
+        a damaged one is discarded with a warning (and rewritten when the step is computed again)."""
+        if self.cache_dir is None:
+            return None
+        path = self._step_path(ns, key)
+        if not path.is_file():
+            return None
+        try:
+            raw = json.loads(path.read_text())
+            if not isinstance(raw, dict) or raw.get("key") != key:
+                raise ValueError("not this step's entry")
+            if raw.get("sum") != entry_sum(key, raw.get("outcome")):
+                raise ValueError("sum does not match")
+            return _step(raw["outcome"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            self._discarded(path, f"a damaged step entry ({exc}) discarded; it is computed again")
+            return None
 
     def _load(self, ns: str) -> dict[str, LaunchOutcome]:
         return self._read(self._path(ns), _launch) if self.cache_dir is not None else {}

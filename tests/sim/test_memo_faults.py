@@ -28,7 +28,7 @@ def _trace() -> Any:
 
 def _first_outcome(raw: dict[str, Any]) -> dict[str, Any]:
     """The outcome of the file's first entry (an entry holds it under "outcome" where sealed)."""
-    entry = raw[next(iter(raw))]
+    entry = raw if "key" in raw else raw[next(iter(raw))]  # a step file holds one entry
     outcome: dict[str, Any] = entry.get("outcome", entry)
     return outcome
 
@@ -55,8 +55,9 @@ CASES: dict[str, tuple[str, str, Callable[[Path], None]]] = {
     "not an object": ("h100-sxm", "*[0-9a-f].json", lambda p: p.write_text("[1, 2]")),
     "mistyped cycles": ("h100-sxm", "*[0-9a-f].json", _edit(lambda o: o.update(cycles="abc"))),
     "hand-edited number": ("h100-sxm", "*[0-9a-f].json", _edit(_scale_cycles)),
-    "npu step: empty columns": ("npu-llm", "*.steps.json", _edit(_empty_columns)),
-    "npu step: hand-edited": ("npu-llm", "*.steps.json", _edit(lambda o: o.update(duration_s=1.0))),
+    "npu step: empty columns": ("npu-llm", "*.steps/*.json", _edit(_empty_columns)),
+    "npu step: hand-edited": ("npu-llm", "*.steps/*.json", _edit(lambda o: o.update(duration_s=1.0))),
+    "npu step: unreadable": ("npu-llm", "*.steps/*.json", lambda p: p.write_text("{not json")),
 }
 
 
@@ -66,7 +67,7 @@ def test_a_damaged_memo_is_discarded_with_a_warning_and_recomputed(
     hw_name, pattern, damage = CASES[case]
     tr, hw = _trace(), load_hardware(hw_name)
     clean = simulate(tr, hw, cache_dir=tmp_path)
-    (memo_file,) = tmp_path.glob(pattern)
+    memo_file = sorted(tmp_path.glob(pattern))[0]  # the launch memo is one file, a step one per step
     damage(memo_file)
     capsys.readouterr()
     again = simulate(tr, hw, cache_dir=tmp_path)
