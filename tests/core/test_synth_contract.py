@@ -4,7 +4,9 @@ wrote the fixture with that code). One deliberate change since: the GPU cases' `
 columns were re-recorded when issue 11 retiled the GEMVs (the fixture's `regrid` note) and again for
 the cases whose GEMV tile issue 22's re-measured SASS changed (`regrid_issue22`), and the `config`
 of the interpreter cases whose one-row group GEMV runs issue 22's fp16 partial sums at BLOCK_K 32
-(`regrid_issue22_partial_sums`); every other column's digest is still the old code's."""
+(`regrid_issue22_partial_sums`), and the any-precision GPU cases' `grid`, `config` and
+`bytes_read` when stop 31 retiled those kernels and charged the pair table on every path
+(`regrid_issue22_anyprec`); every other column's digest is still the old code's."""
 
 from __future__ import annotations
 

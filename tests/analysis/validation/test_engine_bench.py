@@ -50,7 +50,7 @@ def test_the_fake_file_reads_exactly(tmp_path: Path) -> None:
         ("llama-3-70b", 64, 8, (1,), "whole-run-per-gpu")
     assert e2.precisions == (Precision("BF16 TP2", "fp16", (4.5,), tp=2, owner="25"),
                              Precision("FP8", "fp8", (8.0,), owner="25, 26"),
-                             Precision("INT4-AWQ", "w4g128", (8.5,), owner="25"))
+                             Precision("INT4-AWQ", "w4g128", (8.5,), owner="25", method="awq"))
     e4 = got["E4"]
     assert (e4.prompt_len, e4.gen_len, e4.batches) == (32, 4, (1, 2))
     assert e4.precisions[1] == Precision("FP8", "fp8", None, owner="26", ratios=(1.1, 1.2))
