@@ -35,6 +35,10 @@ class Exclusion:
         return {k: v for k, v in (("model", self.model), ("policy", self.policy), ("engine", self.engine),
                                   ("hardware", self.hardware)) if v is not None}
 
+    def __str__(self) -> str:
+        """'policy fp8, hardware npu-edge': the names it pins."""
+        return ", ".join(f"{k} {v}" for k, v in self.as_dict().items())
+
 
 def parse_exclude(source: str, value: Any, listed: dict[str, tuple[str, ...]]) -> tuple[Exclusion, ...]:
     """The `exclude` list; `listed` maps each key to the names the spec lists for it."""

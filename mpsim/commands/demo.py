@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
         _evaluation(out, not args.no_progress)
     else:
         print("pareto chart: skipped (no evaluation run; `mpsim evaluate --out DIR` draws it)")
-    text = summary_text(table, "; ".join(", ".join(f"{k} {v}" for k, v in e.as_dict().items())
-                                         for e in spec.exclude))
+    text = summary_text(table, "; ".join(map(str, spec.exclude)))
     write_text_atomic(text + "\n", out / "summary.txt")
     print()
     print(text)

@@ -168,9 +168,9 @@ class LaunchMemo:
                 _UNSAVED.add(path.parent)
                 warn(f"the simulator's memo was not saved ({exc}); the results are kept, not cached")
 
-    def _path(self, ns: str, suffix: str = ".json") -> Path:
+    def _path(self, ns: str) -> Path:
         assert self.cache_dir is not None
-        return self.cache_dir / f"{ns}{suffix}"
+        return self.cache_dir / f"{ns}.json"
 
     def _step_path(self, ns: str, key: str) -> Path:
         assert self.cache_dir is not None
