@@ -3,6 +3,8 @@
 #
 #   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
+#                        [--gen-len N] [--gpu-tests PATH1,PATH2,...] [--bench-models M1,M2,...]
+#                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -32,11 +34,19 @@
 # layer of hidden 128, prompt 4, 2 new tokens, batch 1 and 2, 2 benchmark repeats), with the
 # project's .venv python when there is one: what tests/scripts/test_gpu_check.py runs.
 # --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16);
-# --tuned the autotuned captures ('' for none).
+# --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
+# --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
+# --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
+# --deadline SECONDS: a time box for the whole kit (a lent GPU's minutes are few). Each step runs
+# under `timeout` for what is left of it (and at most --max-step seconds); a step killed so is
+# recorded with exit 124 and what it wrote stays (the benchmark CSVs are flushed row by row); a step
+# that would start with under 10 s left is recorded as skipped. Neither makes the kit fail: the
+# SUMMARY says which steps ran out of time.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
+GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -48,7 +58,13 @@ while [ $# -gt 0 ]; do
         --policies) POLICIES=${2//,/ }; shift ;;
         --batches) BATCHES=${2//,/ }; shift ;;
         --tuned) TUNED=${2//,/ }; shift ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        --gen-len) GEN=$2; shift ;;
+        --gpu-tests) TESTS=${2//,/ }; shift ;;
+        --bench-models) BENCH_MODELS=${2//,/ }; shift ;;
+        --bench-modules) BENCH_MODULES=${2//,/ }; shift ;;
+        --deadline) DEADLINE=$2; shift ;;
+        --max-step) MAX_STEP=$2; shift ;;
+        -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -63,7 +79,10 @@ elif [ "$DRY" = 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin
 else PY=python3; fi
 if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
 export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
-FAILED=0 START=$(date +%s)
+FAILED=0 START=$(date +%s) TIMED_OUT=""
+for n in "$DEADLINE" "$MAX_STEP" "$LAYERS" ${GEN:+"$GEN"}; do
+    [[ "$n" =~ ^[0-9]+$ ]] || { echo "gpu-check: '$n' is not a whole number of seconds/layers/tokens" >&2; exit 2; }
+done
 
 {
     echo "# mpsim GPU check"
@@ -77,15 +96,34 @@ FAILED=0 START=$(date +%s)
     echo "|---|---|---|"
 } > "$SUMMARY"
 
-step() {  # step NAME COMMAND...: run, log, record exit code and time
-    local name=$1 t0 rc
+step() {  # step NAME COMMAND...: run (time-boxed by --deadline/--max-step), log, record exit and time
+    local name=$1 t0 rc limit=0 left
     shift
     t0=$(date +%s)
-    echo "=== $name: $*" | tee -a "$LOG"
-    "$@" >> "$LOG" 2>&1
+    if [ "$DEADLINE" -gt 0 ]; then
+        left=$(( START + DEADLINE - t0 ))
+        if [ "$left" -lt 10 ]; then
+            echo "=== $name: skipped, ${left} s left of --deadline $DEADLINE" | tee -a "$LOG"
+            echo "| $name | skipped (deadline) | 0 |" >> "$SUMMARY"
+            TIMED_OUT="$TIMED_OUT $name;"
+            return 0
+        fi
+        limit=$left
+    fi
+    if [ "$MAX_STEP" -gt 0 ] && { [ "$limit" = 0 ] || [ "$MAX_STEP" -lt "$limit" ]; }; then limit=$MAX_STEP; fi
+    declare -F "$1" >/dev/null && limit=0  # a function of this script (deps): quick, not time-boxed
+    echo "=== $name: $*$([ "$limit" -gt 0 ] && echo " (time box $limit s)")" | tee -a "$LOG"
+    if [ "$limit" -gt 0 ]; then timeout --kill-after=5 "$limit" "$@" >> "$LOG" 2>&1
+    else "$@" >> "$LOG" 2>&1; fi
     rc=$?
     echo "| $name | $rc | $(( $(date +%s) - t0 )) |" >> "$SUMMARY"
-    [ "$rc" = 0 ] || { FAILED=1; echo "    $name failed (exit $rc), see $LOG" | tee -a "$LOG"; }
+    if [ "$limit" -gt 0 ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
+        TIMED_OUT="$TIMED_OUT $name;"
+        echo "    $name ran out of its ${limit} s time box (exit $rc); its output so far is kept" | tee -a "$LOG"
+    elif [ "$rc" != 0 ]; then
+        FAILED=1
+        echo "    $name failed (exit $rc), see $LOG" | tee -a "$LOG"
+    fi
     return 0
 }
 
@@ -121,11 +159,13 @@ export PYTHONPATH="$OUT/.site${PYTHONPATH:+:$PYTHONPATH}"
 CONFIG=$(model_config)
 POLICIES=${POLICIES:-fp16 w4 ap4-4@64-3 w4+kv8}
 if [ "$DRY" = 1 ]; then
-    PROMPT=4 GEN=2 BATCHES=${BATCHES:-1 2} BENCH=(--dry-run --repeats 2 --warmup 1)
-    GEMM_BENCH=(--modules o down) GPU_TESTS=(tests/kernels/test_kern_gemm_gpu.py tests/kernels/test_kern_attn_gpu.py
-               tests/kernels/test_kern_gemv_asm_gpu.py)
+    PROMPT=4 GEN=${GEN:-2} BATCHES=${BATCHES:-1 2} BENCH=(--dry-run --repeats 2 --warmup 1)
+    GEMM_BENCH=(--modules ${BENCH_MODULES:-o down}) GPU_TESTS=(${TESTS:-tests/kernels/test_kern_gemm_gpu.py
+               tests/kernels/test_kern_attn_gpu.py tests/kernels/test_kern_gemv_asm_gpu.py})
 else
-    PROMPT=512 GEN=128 BATCHES=${BATCHES:-1 16} BENCH=() GEMM_BENCH=() GPU_TESTS=(tests)
+    PROMPT=512 GEN=${GEN:-128} BATCHES=${BATCHES:-1 16} BENCH=() GEMM_BENCH=() GPU_TESTS=(${TESTS:-tests})
+    [ -n "$BENCH_MODULES" ] && GEMM_BENCH=(--modules $BENCH_MODULES)
+    [ -n "$BENCH_MODELS" ] && GEMM_BENCH+=(--models $BENCH_MODELS)
 fi
 step "pytest -m gpu" "$PY" -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
 step "kernel benchmark" "$PY" -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
@@ -154,7 +194,8 @@ capture_grid 0 "" $POLICIES
 sed -n '/^=== pytest -m gpu/,/^=== /p' "$LOG" | sed '$d' > "$OUT/pytest-gpu.txt"
 {
     echo
-    echo "- finished in $(( $(date +%s) - START )) s; $([ "$FAILED" = 0 ] && echo 'every step passed' || echo 'SOME STEPS FAILED (log.txt)')"
+    echo "- finished in $(( $(date +%s) - START )) s; $([ "$FAILED" = 0 ] && echo 'every step that ran to its end passed' || echo 'SOME STEPS FAILED (log.txt)')"
+    [ -z "$TIMED_OUT" ] || echo "- out of time (--deadline $DEADLINE s, --max-step $MAX_STEP s), cut short or skipped:$TIMED_OUT"
 } >> "$SUMMARY"
 rm -rf "$OUT/.site" "$OUT/.sim-cache"
 if [ -n "$TAR" ]; then tar -czf "$TAR" -C "$(dirname "$OUT")" "$(basename "$OUT")" && echo "wrote $TAR"; fi
