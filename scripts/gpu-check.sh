@@ -135,13 +135,16 @@ deps() {  # simpy from the carried wheels; the checkout as `mpsim` through a fol
         "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$site" "$WHEELS"/*.whl || return 1
     fi
-    if ! "$PY" -c "import mpsim.sim, mpsim.kernels, mpsim.analysis" 2>/dev/null; then
+    if ! "$PY" -P -c "import mpsim.sim, mpsim.kernels, mpsim.analysis, mpsim.hw_models" 2>/dev/null; then
+        # Not installed: link it. Every python step then runs with -P (no working directory on
+        # sys.path), or the checkout's own mpsim/ folder, which lacks kernels/, traces/, ..., would
+        # shadow the links.
         mkdir -p "$site/mpsim"
         for f in "$ROOT"/mpsim/*; do ln -sfn "$f" "$site/mpsim/$(basename "$f")"; done
         for d in kernels traces hw_models reference analysis; do ln -sfn "$ROOT/$d" "$site/mpsim/$d"; done
     fi
-    PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c \
-        "import mpsim, simpy, torch, triton; print('mpsim from', mpsim.__file__, '| simpy', simpy.__version__, '| torch', torch.__version__, '| triton', triton.__version__, '| cuda', torch.cuda.is_available())"
+    PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$PY" -P -c \
+        "import mpsim, mpsim.sim, mpsim.kernels, mpsim.analysis, mpsim.hw_models, mpsim.cli, simpy, torch, triton; print('mpsim from', mpsim.__file__, '| simpy', simpy.__version__, '| torch', torch.__version__, '| triton', triton.__version__, '| cuda', torch.cuda.is_available())"
 }
 
 model_config() {  # a Llama config.json: vicuna-7b's shapes with $LAYERS layers, or a tiny one
@@ -167,10 +170,10 @@ else
     [ -n "$BENCH_MODULES" ] && GEMM_BENCH=(--modules $BENCH_MODULES)
     [ -n "$BENCH_MODELS" ] && GEMM_BENCH+=(--models $BENCH_MODELS)
 fi
-step "pytest -m gpu" "$PY" -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
-step "kernel benchmark" "$PY" -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
+step "pytest -m gpu" "$PY" -P -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
+step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
     --out "$OUT/bench_kernels.csv"
-step "attention benchmark" "$PY" -m mpsim.analysis.bench.attention "${BENCH[@]}" \
+step "attention benchmark" "$PY" -P -m mpsim.analysis.bench.attention "${BENCH[@]}" \
     --out "$OUT/bench_attention.csv"
 capture_grid() {  # AUTOTUNE SUFFIX POLICY...
     local tune=$1 suffix=$2 batch policy name
@@ -178,10 +181,10 @@ capture_grid() {  # AUTOTUNE SUFFIX POLICY...
     for batch in $BATCHES; do
         for policy in "$@"; do
             name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch$suffix"
-            step "capture $name" env MPSIM_AUTOTUNE="$tune" "$PY" -m mpsim.cli capture --model "$CONFIG" \
+            step "capture $name" env MPSIM_AUTOTUNE="$tune" "$PY" -P -m mpsim.cli capture --model "$CONFIG" \
                 --dummy --policy "$policy" --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" \
                 --out "$OUT/captures/$name.parquet"
-            [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -m mpsim.cli validate \
+            [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -P -m mpsim.cli validate \
                 "$OUT/captures/$name.parquet" --hw "$HW" --out "$OUT/validate/$name-rows.csv" \
                 --summary "$OUT/validate/$name-summary.csv"
         done
