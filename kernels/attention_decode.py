@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from mpsim.kernels import runtime
 from mpsim.kernels.kv_cache import (
     KVCache,
     check_kv_pair,
@@ -293,7 +294,9 @@ def attention_decode(q: torch.Tensor, k_cache: KVCache, v_cache: KVCache, kv_len
     columns = dict(batch=b, q_len=1, kv_len=max_kv_len, num_q_heads=hq, num_kv_heads=hkv,
                    head_dim=d, k_bits=k_cache.bits, v_bits=v_cache.bits, causal=True,
                    kv_block=k_cache.kv_block)
-    if active_recorder() is not None:  # KV tokens read over the batch (a sync, while recording only)
+    if active_recorder() is not None and not runtime.capturing():
+        # KV tokens read over the batch: a sync, so only while recording, and never inside a CUDA
+        # graph capture (mpsim/engine/graphs.py gives each replayed row its step's count)
         columns["kv_tokens"] = int(kv_lens.sum().item())
     args = (q, out, k_cache, v_cache, kv_lens, block_table, scale * LOG2E, cfg)
     ws_key = (q.device, b, hkv, cfg.block_m or 1, cfg.block_k or d)

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from mpsim.kernels import runtime
 from mpsim.kernels.attention_decode import LOG2E, WORKSPACES, _finish, _scores, _weighted_values
 from mpsim.kernels.fp8_act_quant import e4m3_code
 from mpsim.kernels.kv_cache import check_seq_vector, check_table_rows
@@ -193,7 +194,9 @@ def attention_decode_fp8(q: torch.Tensor, k_codes: torch.Tensor, v_codes: torch.
     columns = dict(batch=b, q_len=1, kv_len=max_kv_len, num_q_heads=hq, num_kv_heads=hkv, head_dim=d,
                    k_bits=8, v_bits=8, causal=True, kv_block=tokens if paged else None,
                    kv_format="fp8-e4m3")
-    if active_recorder() is not None:
+    if active_recorder() is not None and not runtime.capturing():
+        # KV tokens read over the batch: a sync, so only while recording, and never inside a CUDA
+        # graph capture (mpsim/engine/graphs.py gives each replayed row its step's count)
         columns["kv_tokens"] = int(kv_lens.sum().item())
     block_g, block_d, splits = cfg.block_m or 1, cfg.block_k or d, cfg.split_k
     ws_key = (q.device, b, hkv, block_g, block_d)

@@ -26,6 +26,12 @@ def on_gpu() -> bool:
     return torch.cuda.is_available() and not interpreter_enabled()
 
 
+def capturing() -> bool:
+    """True while the current CUDA stream is capturing a graph: no host sync (`.item()`) may happen
+    then (CUDA fails the capture), so launchers leave out the columns that need one."""
+    return torch.cuda.is_available() and bool(torch.cuda.is_current_stream_capturing())
+
+
 def device() -> torch.device:
     """The device kernel inputs must live on: the current CUDA device, or the CPU under the interpreter.
 

@@ -5,6 +5,7 @@
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
 #                        [--gen-len N] [--gpu-tests PATH1,PATH2,...] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
+#                        [--steps tests,kernels,attention,captures]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -37,6 +38,7 @@
 # --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
+# --steps: which of the four measuring steps run (default all; dependencies always run).
 # --deadline SECONDS: a time box for the whole kit (a lent GPU's minutes are few). Each step runs
 # under `timeout` for what is left of it (and at most --max-step seconds); a step killed so is
 # recorded with exit 124 and what it wrote stays (the benchmark CSVs are flushed row by row); a step
@@ -46,7 +48,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
-GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0
+GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures"
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -64,6 +66,7 @@ while [ $# -gt 0 ]; do
         --bench-modules) BENCH_MODULES=${2//,/ }; shift ;;
         --deadline) DEADLINE=$2; shift ;;
         --max-step) MAX_STEP=$2; shift ;;
+        --steps) STEPS=${2//,/ }; shift ;;
         -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -80,6 +83,12 @@ else PY=python3; fi
 if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
 export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
 FAILED=0 START=$(date +%s) TIMED_OUT=""
+for n in $STEPS; do
+    case "$n" in tests|kernels|attention|captures) ;;
+        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures)" >&2; exit 2 ;;
+    esac
+done
+wants() { [[ " $STEPS " == *" $1 "* ]]; }
 for n in "$DEADLINE" "$MAX_STEP" "$LAYERS" ${GEN:+"$GEN"}; do
     [[ "$n" =~ ^[0-9]+$ ]] || { echo "gpu-check: '$n' is not a whole number of seconds/layers/tokens" >&2; exit 2; }
 done
@@ -170,10 +179,10 @@ else
     [ -n "$BENCH_MODULES" ] && GEMM_BENCH=(--modules $BENCH_MODULES)
     [ -n "$BENCH_MODELS" ] && GEMM_BENCH+=(--models $BENCH_MODELS)
 fi
-step "pytest -m gpu" "$PY" -P -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
-step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
+wants tests && step "pytest -m gpu" "$PY" -P -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
+wants kernels && step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
     --out "$OUT/bench_kernels.csv"
-step "attention benchmark" "$PY" -P -m mpsim.analysis.bench.attention "${BENCH[@]}" \
+wants attention && step "attention benchmark" "$PY" -P -m mpsim.analysis.bench.attention "${BENCH[@]}" \
     --out "$OUT/bench_attention.csv"
 capture_grid() {  # AUTOTUNE SUFFIX POLICY...
     local tune=$1 suffix=$2 batch policy name
@@ -190,10 +199,12 @@ capture_grid() {  # AUTOTUNE SUFFIX POLICY...
         done
     done
 }
-# shellcheck disable=SC2086  # word lists on purpose
-capture_grid 0 "" $POLICIES
-# shellcheck disable=SC2086
-[ -n "$TUNED" ] && capture_grid 1 "-tuned" $TUNED
+if wants captures; then
+    # shellcheck disable=SC2086  # word lists on purpose
+    capture_grid 0 "" $POLICIES
+    # shellcheck disable=SC2086
+    [ -n "$TUNED" ] && capture_grid 1 "-tuned" $TUNED
+fi
 sed -n '/^=== pytest -m gpu/,/^=== /p' "$LOG" | sed '$d' > "$OUT/pytest-gpu.txt"
 {
     echo

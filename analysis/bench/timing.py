@@ -2,7 +2,7 @@
 
 Shared by analysis/bench/kernels.py (GEMM) and the attention benchmark. Each timed run:
 1. flush L2 by writing a 256 MB buffer (larger than any Hopper/Ada L2), so weights come from HBM;
-2. stall the GPU for ~50 us (torch.cuda._sleep) so the host can enqueue the start event, the kernel
+2. stall the GPU for ~1 ms (torch.cuda._sleep) so the host can enqueue the start event, the kernel
    launch (whose Python launcher costs tens of microseconds) and the end event before the GPU gets
    there: the events then bracket the kernel alone, not the host's launch overhead;
 3. time fn() between two CUDA events.
@@ -24,7 +24,9 @@ from typing import IO, Any
 import torch
 
 FLUSH_BYTES = 256 * 2**20
-SLEEP_CYCLES = 100_000  # ~50 us at Hopper's ~2 GHz SM clock
+# ~1 ms at H200's 1980 MHz: the first H200 run (2026-12-04) stalled 50 us, shorter than mpsim's
+# launchers take on the host, and its medians held launch overhead (int2 p10 28.5 us, median 87)
+SLEEP_CYCLES = 2_000_000
 CUDA_TIMER = "cuda-events (cold L2, median)"
 HOST_TIMER = "host wall clock (Triton interpreter dry run; not a GPU time)"
 

@@ -111,9 +111,12 @@ class DecodeGraphs:
         g = self.graphs.get(key) or self._capture(key, inp, cache)
         for name in ("ids", "positions", "start", "lens"):
             getattr(g.inp, name).copy_(getattr(inp, name))
+        # KV tokens over the batch for the replayed attention rows: a sync, before the replay and
+        # only while recording (the capture itself could not read it)
+        kv_tokens = int(inp.lens.sum().item()) if active_recorder() is not None else None
         events = self.device.replay(g.graph)
         self.replay_log.append({"step": inp.step, "batch": b, "bits": inp.bits, "events": events})
-        replay_rows(g.rows, inp.step, inp.max_kv_len)
+        replay_rows(g.rows, inp.step, inp.max_kv_len, kv_tokens)
         return g.logits.clone()
 
     def _capture(self, key: tuple[int, int, int], inp: PassInput, cache: list[LayerCache]) -> _Graph:
@@ -133,9 +136,10 @@ class DecodeGraphs:
         return out
 
 
-def replay_rows(rows: list[dict[str, Any]], step: int, kv_len: int) -> None:
-    """Give the active recorder one row per captured launch: this step, the true KV length on the
-    attention rows (the launch config stays the captured one, sized for the capacity)."""
+def replay_rows(rows: list[dict[str, Any]], step: int, kv_len: int, kv_tokens: int | None = None) -> None:
+    """Give the active recorder one row per captured launch: this step, the true KV length (the
+    longest) and KV tokens over the batch on the attention rows (the launch config stays the
+    captured one, sized for the capacity)."""
     rec = active_recorder()
     if rec is None:
         return
@@ -143,6 +147,8 @@ def replay_rows(rows: list[dict[str, Any]], step: int, kv_len: int) -> None:
         fields = dict(r, step=step)
         if fields.get("op") == "attention":
             fields["kv_len"] = kv_len
+            if kv_tokens is not None:
+                fields["kv_tokens"] = kv_tokens
         kernel, op = fields.pop("kernel"), fields.pop("op")
         grid, config = json.loads(fields.pop("grid")), json.loads(fields.pop("config"))
         with rec.launch(kernel=kernel, op=op, grid=grid, config=config, **fields):

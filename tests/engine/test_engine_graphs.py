@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -27,6 +28,7 @@ from mpsim.engine.graphs import (
 from mpsim.engine.model import Decoder
 from mpsim.engine.scheduler import FixedScheduler
 from mpsim.engine.weights import dummy_weights
+from mpsim.kernels import runtime
 from mpsim.kernels.launch_config import attention_decode_config, graph_kv_capacity
 from mpsim.policy import parse_policy
 from mpsim.synth import synthesize
@@ -60,12 +62,19 @@ def test_without_cuda_the_engine_falls_back_and_says_so(capsys: pytest.CaptureFi
     assert {"kernel", "graph", "eager", "trt-profiler"} == set(PROTOCOLS)
 
 
+def _no_sync(self: torch.Tensor) -> Any:
+    raise RuntimeError("CUDA error: operation not permitted when stream is capturing (a host sync)")
+
+
 class EmulatedGraphs:
-    """Capture runs the pass once (its launches recorded); replay runs it again unrecorded and copies
-    the result into the captured output buffer, as a real replay rewrites it in place."""
+    """Capture runs the pass once (its launches recorded) as CUDA captures it: the stream reports
+    capturing and a host sync (`.item()`) fails; replay runs it again unrecorded and copies the
+    result into the captured output buffer, as a real replay rewrites it in place."""
 
     def capture(self, fn: Any) -> tuple[Any, torch.Tensor]:
-        out = fn()
+        with mock.patch.object(runtime, "capturing", lambda: True), \
+                mock.patch.object(torch.Tensor, "item", _no_sync):
+            out = fn()
         return (fn, out), out
 
     def replay(self, graph: Any) -> tuple[int, int]:
