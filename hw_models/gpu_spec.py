@@ -65,6 +65,9 @@ class GpuDram(Block):
     size_GB: float
     bandwidth_GBps: float
     latency_ns: float | None = None
+    # a register load's (LDG) round trip under a full wave, what an unpipelined loop waits each
+    # trip (mpsim's one-row GEMV); default the simulator's load_latency_ns
+    load_latency_ns: float | None = None
     channels: int | None = None
     achievable_bandwidth_fraction: float | None = field(default=None, metadata={"max": 1.0})
 

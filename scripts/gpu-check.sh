@@ -97,7 +97,9 @@ done
     echo "# mpsim GPU check"
     echo
     echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ), $([ "$DRY" = 1 ] && echo 'DRY RUN (CPU, tiny shapes)' || echo 'GPU run')"
-    echo "- checkout: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    # GPU_CHECK_COMMIT: the caller's commit, where the checkout travelled without its own .git (the
+    # device tool's copy carries the .git the session started from, not the tree that travelled)
+    echo "- checkout: ${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "- python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1))"
     echo "- GPU: $(nvidia-smi -L 2>/dev/null | head -1 || true)"
     echo
@@ -109,7 +111,7 @@ step() {  # step NAME COMMAND...: run (time-boxed by --deadline/--max-step), log
     local name=$1 t0 rc limit=0 left
     shift
     t0=$(date +%s)
-    if [ "$DEADLINE" -gt 0 ]; then
+    if [ "$DEADLINE" -gt 0 ] && ! declare -F "$1" >/dev/null; then  # deps always run
         left=$(( START + DEADLINE - t0 ))
         if [ "$left" -lt 10 ]; then
             echo "=== $name: skipped, ${left} s left of --deadline $DEADLINE" | tee -a "$LOG"

@@ -72,6 +72,18 @@ class SimParams:
     # trips pay l2 + miss share x (dram - l2) latency, hidden by the pipeline when stages allow.
     dram_latency_ns: float = 425.1
     l2_latency_ns: float = 140.0  # assumption: ~270 SM clocks, public Hopper microbenchmarks' order
+    # A register load's (LDG) round trip under a full wave: what each trip of an unpipelined loop
+    # waits (mpsim's one-row GEMV: Triton pipelines only loads that feed tl.dot; library/mpsim_gemm.py
+    # lockstep_trip_ns). Fitted on mpsim's own H200 capture (the 135 decode one-row fp16 GEMV
+    # launches of traces/data/h200/vicuna-7b-fp16-b1-l2-g16.parquet, ~1.8 us a trip whatever its
+    # bytes): 910 ns minimizes
+    # the time-weighted error (4.4% MAPE; 425 ns, the first-tile latency above, leaves them 28.5% too
+    # fast). Held out: the capture's int4-group one-row rows -18.9%, any-precision -51.3% (their
+    # dependent LUT load is not modelled). Measured on one GPU so far: one constant for every device
+    # (a per-device value would make an H100 decode faster than an H200's) until a capture on another
+    # GPU checks it (docs/validation.md#mpsims-own-kernels-on-an-h200). A file may override it
+    # (dram.load_latency_ns).
+    load_latency_ns: float = 910.0
     # Share of L2 that holds reused data across launches and waves (the rest: streaming lines, set
     # conflicts, two partitions). Decode rows: KV caches of 33.5 MB stay resident in a 60 MiB L2 and
     # 67 MB do not, so any value in 0.53-1.0 fits; 0.75 kept from the earlier model.

@@ -188,8 +188,8 @@ def test_gpu_files_hold_datasheet_numbers_only(name: str) -> None:
             if (name, key) not in NOT_FROM_DATASHEETS:
                 assert kind in DATASHEET_KINDS, (key, kind)
     overrides = (spec.l2.bandwidth_GBps, spec.l2.latency_ns, spec.dram.latency_ns,
-                 spec.dram.achievable_bandwidth_fraction, spec.launch)
-    assert overrides == (None,) * 5
+                 spec.dram.load_latency_ns, spec.dram.achievable_bandwidth_fraction, spec.launch)
+    assert overrides == (None,) * 6
 
 
 @pytest.mark.parametrize("name", ["npu-llm", "npu-edge"])

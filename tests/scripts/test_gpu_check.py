@@ -35,3 +35,39 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
     assert (out / "validate" / "vicuna-7b-w4_kv8-b2-summary.csv").is_file()
     assert (out / "log.txt").is_file() and (tmp_path / "kit.tgz").stat().st_size > 1000
     assert not (out / ".site").exists()  # the scratch install is removed
+
+
+def _kit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry-run", *args],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+
+
+def test_steps_past_the_deadline_are_skipped_and_named(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    run = _kit(tmp_path, "--out", str(out), "--steps", "captures", "--policies", "fp16,w4",
+               "--batches", "1", "--tuned", "", "--deadline", "5")
+    summary = (out / "SUMMARY.md").read_text()
+    assert run.returncode == 0, summary + run.stderr[-2000:]
+    steps = [line.split("|")[1:3] for line in summary.splitlines()
+             if line.startswith("| ") and "| step |" not in line]
+    assert [(name.strip(), rc.strip()) for name, rc in steps] == [
+        ("dependencies", "0"), ("capture vicuna-7b-fp16-b1", "skipped (deadline)"),
+        ("capture vicuna-7b-w4-b1", "skipped (deadline)")]
+    assert "cut short or skipped: capture vicuna-7b-fp16-b1; capture vicuna-7b-w4-b1;" in summary
+
+
+def test_a_step_over_its_time_box_keeps_its_output(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    # every module of the tiny model: ~15 s of interpreter, boxed to 8 (the CSV header comes at ~3)
+    run = _kit(tmp_path, "--out", str(out), "--steps", "kernels", "--max-step", "8",
+               "--bench-modules", "qkv,o,gate,up,gate_up,down,lm_head")
+    summary = (out / "SUMMARY.md").read_text()
+    assert run.returncode == 0, summary + run.stderr[-2000:]
+    assert "| kernel benchmark | 124 |" in summary and "kernel benchmark;" in summary
+    assert (out / "bench_kernels.csv").read_text().startswith("device,")  # the header, flushed
+
+
+def test_unknown_step_is_refused(tmp_path: Path) -> None:
+    run = _kit(tmp_path, "--out", str(tmp_path / "kit"), "--steps", "captures,bench")
+    assert run.returncode == 2 and "--steps: unknown step 'bench'" in run.stderr

@@ -40,7 +40,7 @@ def test_priced_iterations_match_their_exact_launch_lists(policy: str, perf_mode
     price of every k-th iteration against one `simulate` call over its exact launch list."""
     res = serve(requests(rate=150.0, n=40, prompt="uniform:40:500", gen="uniform:2:40"),
                 policy=policy, perf_model=perf_model, max_num_batched_tokens=768,
-                audit_every=4 if perf_model == "sim" else 16)  # ~25 iterations each
+                audit_every=3 if perf_model == "sim" else 16)  # ~15-25 iterations each
     audit = res.summary["pricing"]["audit"]
     assert audit["iterations"] >= 15
     assert audit["mean_abs_rel"] < tolerance and abs(audit["total_rel"]) < tolerance

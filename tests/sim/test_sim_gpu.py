@@ -115,7 +115,8 @@ def test_gemv_bits_sweep_is_monotone_on_gddr_parts(hw_name: str) -> None:
     times = [o.time_s for o in outs]
     assert times == sorted(times, reverse=True) and times[-1] < 0.5 * times[0]
     group = [simulate_launch(gemm_row(1, 11008, 4096, "group", b), hw) for b in (8, 4)]
-    assert group[0].bound == "dram" and group[1].time_s < 0.6 * group[0].time_s
+    # half the bytes; each unpipelined trip's round trip does not shrink with them (0.62 on the 4090)
+    assert group[0].bound == "dram" and group[1].time_s < 0.7 * group[0].time_s
 
 
 def test_a_working_set_that_fits_in_l2_runs_faster() -> None:
@@ -144,9 +145,14 @@ def test_decode_gemvs_stream_and_prefill_gemms_on_chip_bound(hw_name: str) -> No
     res = simulate(tr, hw, cache_dir=None)
     rows, out = tr.rows, res.launches
     gemm = (rows["op"] == "gemm") & (rows["module"] != "lm_head")
-    # the shipped fp16 GEMV issues ~11 lanes per weight (its SASS): HBM-bound, or CUDA-core bound
-    # at about the HBM rate on the HBM3/3e parts
-    assert out.loc[gemm & (rows["phase"] == "decode"), "bound"].isin(["dram", "cuda"]).all()
+    # the one-row fp16 GEMV's trips are unpipelined and lock-step (mpsim_gemm.lockstep_trip_ns):
+    # bound by their round trips where those outlast the wave's bytes (the H200, measured so:
+    # docs/validation.md#mpsims-own-kernels-on-an-h200; B200's 8 TB/s drains a wave in less than
+    # the round trip), else by HBM or the CUDA cores
+    decode = out.loc[gemm & (rows["phase"] == "decode"), "bound"]
+    assert decode.isin(["dram", "cuda", "latency"]).all()
+    if hw_name in ("h200-sxm", "b200-sxm"):
+        assert (decode == "latency").all()
     math = gemm & (rows["phase"] == "prefill") & (roofline(rows, hw)["bound"] == "math")
     assert math.sum() >= 3 * 32  # qkv, gate_up and down of every layer at least
     assert out.loc[math, "bound"].isin(["tensor", "l2"]).all()  # on-chip, not HBM

@@ -47,6 +47,7 @@ class GpuRates:
     dram_Bpc: float          # achievable DRAM bytes per cycle, whole chip
     dram_peak_Bpc: float
     dram_latency: float      # cycles
+    load_latency: float      # cycles: a register load's round trip in an unpipelined loop
     l2_Bpc: float            # whole chip
     l2_latency: float        # cycles
     l2_bytes: float
@@ -112,6 +113,8 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         dram_Bpc=hw.dram_bandwidth_Bps() * bw_fraction(hw, p) / f,
         dram_peak_Bpc=hw.dram_bandwidth_Bps() / f,
         dram_latency=dram_lat * 1e-9 * f,
+        load_latency=(hw.dram.load_latency_ns if hw.dram.load_latency_ns is not None
+                      else p.load_latency_ns) * 1e-9 * f,
         l2_Bpc=l2_bps / f if l2_bps is not None else port * sms,
         l2_latency=l2_lat * 1e-9 * f,
         l2_bytes=hw.l2.size_MiB * 2**20,

@@ -43,8 +43,9 @@ def test_demo_draws_a_spec_of_a_config_json_or_a_custom_hardware_yaml(
     out = tmp_path / "out"
     assert main(["demo", "--out", str(out), "--spec", str(spec), "--workers", "1", "--no-progress"]) == 0
     figures = sorted(p.name for p in (out / "figures").iterdir())
+    # validation.png: the committed H200 captures (traces/data/h200/) against the simulator
     assert figures == ["energy.png", "memory.png", f"roofline-{hw_name}.png", "speedup.png",
-                       f"timeline-{hw_name}.png"]
+                       f"timeline-{hw_name}.png", "validation.png"]
     assert "Speedup over fp16" in capsys.readouterr().out
 
 

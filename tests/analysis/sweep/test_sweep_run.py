@@ -124,6 +124,7 @@ def test_demo_on_a_small_spec_writes_tables_charts_and_summary(
     assert len(pd.read_csv(out / "results.csv")) == 8
     figures = sorted(p.name for p in (out / "figures").iterdir())
     # the showcase run falls back to the table's first non-fp16 point: w4 on h100-sxm
+    # validation.png: the committed H200 captures (traces/data/h200/) against the simulator
     assert figures == ["energy.png", "memory.png", "roofline-h100-sxm.png", "speedup.png",
-                       "timeline-h100-sxm.png"]
+                       "timeline-h100-sxm.png", "validation.png"]
     assert (out / "summary.txt").read_text().strip() in printed

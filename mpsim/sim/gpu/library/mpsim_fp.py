@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
 from mpsim.kernels.launch_config_fp import FP4_BLOCKS
+from mpsim.sim.gpu.library.mpsim_gemm import lockstep_trip_ns
 from mpsim.sim.gpu.library.mpsim_rowwise import rowwise_work
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
@@ -66,18 +67,26 @@ def fp_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
     rows_in_tile = min(m, bm)
     mix = per_weight_mix(str(row["kernel"]), bits, bm, bn, bk, warps, r.sass_arch, w_format=fmt)
     one_row = bm == 1
-    trip = Trip(load_bytes=w_total / (n_tiles * trips) + rows_in_tile * bk * a_elem,
-                mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_ROWS) * bk,
-                pipes={key: v * bn * bk for key, v in mix.items()}, serial=False,
-                mma_dtype="fp8" if w8a8 else "fp16")
+    load_bytes = w_total / (n_tiles * trips) + rows_in_tile * bk * a_elem
     written = float(row["bytes_written"])
     epi = Epilogue(written / (tiles * split), ws_bytes=2.0 * bn * rows_in_tile * FP32 if split > 1 else 0.0,
                    reduce_ops=float(bn * rows_in_tile) if split > 1 else 0.0, sync=split > 1)
     w_elem = 1.0 if w8a8 else bits / 8
     dequant_tile = 0 if w8a8 else bn * bk * (2 if one_row else 1)
-    res = CtaResources(warps, bn * bk * w_elem + bm * bk * a_elem, 0.0, int(cfg["num_stages"]),
+    # one row (the FP4 GEMV on CUDA cores) and any FP4 W (decoded in registers before its tl.dot):
+    # one stage, lock-step trips, as mpsim_gemm's (Triton pipelines only loads that feed tl.dot as
+    # they are; the W8A8 codes do)
+    unpipelined = one_row or not w8a8
+    res = CtaResources(warps, 0.0 if one_row else bn * bk * w_elem + bm * bk * a_elem, 0.0,
+                       1 if unpipelined else int(cfg["num_stages"]),
                        registers_per_thread(bm * bn, dequant_tile, warps * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
+    trip = Trip(load_bytes=load_bytes,
+                mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_ROWS) * bk,
+                pipes={key: v * bn * bk for key, v in mix.items()}, serial=False,
+                mma_dtype="fp8" if w8a8 else "fp16",
+                latency_ns=lockstep_trip_ns(load_bytes, min(tiles * split, r.sms * occ.ctas_per_sm), r)
+                if unpipelined else None, overlap_latency=unpipelined)
     if m_tiles > 1:
         reads = gemm_dram_reads(a_total, w_total, m_tiles, n_tiles, r.sms * occ.ctas_per_sm,
                                 usable_l2(r, p), int(cfg.get("group_m", GEMM_GROUP_M)))

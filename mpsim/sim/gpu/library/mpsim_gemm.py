@@ -48,6 +48,15 @@ def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int],
     return {k: v * bn * bk for k, v in mix.items()}
 
 
+def lockstep_trip_ns(cta_bytes: float, resident_ctas: int, r: GpuRates) -> float:
+    """One trip of an unpipelined loop whose CTAs all load at once: a register load's round trip
+    (`SimParams.load_latency_ns`, or the file's `dram.load_latency_ns`) plus the time HBM takes to
+    serve every resident CTA's loads. The memory system interleaves the requests of all CTAs, so
+    each CTA's last bytes arrive near the end of the wave, not after its own share (what a FIFO of
+    whole trips would give): trips do not overlap each other's latency."""
+    return (r.load_latency + resident_ctas * cta_bytes / r.dram_Bpc) / r.clock_hz * 1e9
+
+
 def stored_bytes(w_format: str, bits: int) -> float:
     return FP16 if w_format == "fp16" else bits / 8
 
@@ -83,19 +92,26 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     last = max(0, cdiv(kp - (split - 1) * per_split, bk))
     iters = (full,) * (split - 1) + (last,)
     trips_per_row_block = max(1, sum(iters))
-    trip = Trip(
-        load_bytes=w_total / (n_blocks * trips_per_row_block) + m * bk * FP16,
-        mma_flops=0.0 if bm == 1 else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
-        pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch), serial=False)
     written = float(row["bytes_written"])
     total = n_blocks * split
+    load_bytes = w_total / (n_blocks * trips_per_row_block) + m * bk * FP16
     epi = Epilogue(written / total, ws_bytes=2.0 * bn * m * FP32 if split > 1 else 0.0,
                    reduce_ops=float(bn * m) if split > 1 else 0.0, sync=split > 1)
-    res = CtaResources(cfg["num_warps"], bn * bk * stored_bytes(fmt, bits) + bm * bk * FP16, 0.0,
-                       cfg["num_stages"], registers_per_thread(
-                           bn * bm, bn * bk * (2 if bm == 1 else 1), cfg["num_warps"] * 32,
-                           r.max_regs_per_thread))
+    one_row = bm == 1
+    # Triton software-pipelines only loads that feed tl.dot as they are: one row (the tiles go to
+    # registers, multiplied on CUDA cores) and a quantized W (dequantized in registers before its
+    # tl.dot) run unpipelined, lock-step trips whatever num_stages says (docs/simulator.md#one-row-gemv)
+    unpipelined = one_row or fmt != "fp16"
+    res = CtaResources(cfg["num_warps"], 0.0 if one_row else bn * bk * stored_bytes(fmt, bits)
+                       + bm * bk * FP16, 0.0, 1 if unpipelined else cfg["num_stages"],
+                       registers_per_thread(bn * bm, bn * bk * (2 if one_row else 1),
+                                            cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
+    trip = Trip(
+        load_bytes=load_bytes, mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
+        pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch), serial=False,
+        latency_ns=lockstep_trip_ns(load_bytes, min(total, r.sms * occ.ctas_per_sm), r)
+        if unpipelined else None, overlap_latency=unpipelined)
     reads = w_total + a_total - residency_credit(resident, a_total) + bias
     return KernelWork(trip, epi, iters, "outer", n_blocks, total, res, reads), occ
 
@@ -107,21 +123,27 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     m_tiles, n_tiles = -(-m // bm), -(-n // bn)
     iters = -(-loop_k(k, fmt, _group(row)) // bk)
-    trip = Trip(
-        load_bytes=(m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters),
-        mma_flops=2.0 * bm * bn * bk, pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch),
-        serial=False,
-        # swap-AB wgmma: the W tile from registers, the activation tile from shared memory
-        smem_bytes=(bn / 64) * (bk / 16) * bm * 16 * FP16)
+    load_bytes = (m / m_tiles) * bk * FP16 + w_total / (n_tiles * iters)
     total = m_tiles * n_tiles
     if grid and grid[0] != total:
         raise ValueError(f"GEMM grid {grid} does not match {m_tiles} x {n_tiles} tiles of M={m}, N={n}")
     epi = Epilogue(float(row["bytes_written"]) / total)
     dequant_tile = bn * bk if fmt != "fp16" else 0
+    # a quantized W reaches tl.dot through its dequantization: unpipelined, lock-step trips (the H200
+    # capture's int4 tiled GEMMs at M = 512 took 1.4-2.1 us a trip and wave)
+    unpipelined = fmt != "fp16"
     res = CtaResources(cfg["num_warps"], bm * bk * FP16 + bn * bk * stored_bytes(fmt, bits), 0.0,
-                       cfg["num_stages"], registers_per_thread(
+                       1 if unpipelined else cfg["num_stages"], registers_per_thread(
                            bm * bn, dequant_tile, cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
+    trip = Trip(
+        load_bytes=load_bytes,
+        mma_flops=2.0 * bm * bn * bk, pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch),
+        serial=False,
+        # swap-AB wgmma: the W tile from registers, the activation tile from shared memory
+        smem_bytes=(bn / 64) * (bk / 16) * bm * 16 * FP16,
+        latency_ns=lockstep_trip_ns(load_bytes, min(total, r.sms * occ.ctas_per_sm), r)
+        if unpipelined else None, overlap_latency=unpipelined)
     slots = r.sms * occ.ctas_per_sm
     # Traces written before the config recorded group_m ran every tiled GEMM in GEMM_GROUP_M bands.
     group_m = int(cfg.get("group_m", GEMM_GROUP_M))
