@@ -3,7 +3,7 @@
 #
 #   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
-#                        [--gen-len N] [--gpu-tests PATH1,PATH2,...] [--bench-models M1,M2,...]
+#                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
 #                        [--steps tests,kernels,attention,captures]
 #
@@ -34,7 +34,8 @@
 # --dry-run: the same steps on this machine's CPU (the Triton interpreter) at tiny shapes (one
 # layer of hidden 128, prompt 4, 2 new tokens, batch 1 and 2, 2 benchmark repeats), with the
 # project's .venv python when there is one: what tests/scripts/test_gpu_check.py runs.
-# --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16);
+# --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16;
+# --policies '' for none, the --tuned captures only);
 # --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
@@ -57,7 +58,7 @@ while [ $# -gt 0 ]; do
         --layers) LAYERS=$2; shift ;;
         --hw) HW=$2; shift ;;
         --tar) TAR=$2; shift ;;
-        --policies) POLICIES=${2//,/ }; shift ;;
+        --policies) POLICIES=${2//,/ }; POLICIES_SET=1; shift ;;
         --batches) BATCHES=${2//,/ }; shift ;;
         --tuned) TUNED=${2//,/ }; shift ;;
         --gen-len) GEN=$2; shift ;;
@@ -171,7 +172,7 @@ model_config() {  # a Llama config.json: vicuna-7b's shapes with $LAYERS layers,
 step "dependencies" deps
 export PYTHONPATH="$OUT/.site${PYTHONPATH:+:$PYTHONPATH}"
 CONFIG=$(model_config)
-POLICIES=${POLICIES:-fp16 w4 ap4-4@64-3 w4+kv8}
+[ -n "${POLICIES_SET:-}" ] || POLICIES="fp16 w4 ap4-4@64-3 w4+kv8"  # --policies '': tuned captures only
 if [ "$DRY" = 1 ]; then
     PROMPT=4 GEN=${GEN:-2} BATCHES=${BATCHES:-1 2} BENCH=(--dry-run --repeats 2 --warmup 1)
     GEMM_BENCH=(--modules ${BENCH_MODULES:-o down}) GPU_TESTS=(${TESTS:-tests/kernels/test_kern_gemm_gpu.py

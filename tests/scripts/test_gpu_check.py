@@ -71,3 +71,14 @@ def test_a_step_over_its_time_box_keeps_its_output(tmp_path: Path) -> None:
 def test_unknown_step_is_refused(tmp_path: Path) -> None:
     run = _kit(tmp_path, "--out", str(tmp_path / "kit"), "--steps", "captures,bench")
     assert run.returncode == 2 and "--steps: unknown step 'bench'" in run.stderr
+
+
+def test_empty_policies_leave_the_tuned_captures_alone(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    run = _kit(tmp_path, "--out", str(out), "--steps", "captures", "--policies", "", "--batches", "1",
+               "--tuned", "w4", "--deadline", "5")
+    summary = (out / "SUMMARY.md").read_text()
+    assert run.returncode == 0, summary
+    names = [line.split("|")[1].strip() for line in summary.splitlines()
+             if line.startswith("| ") and "| step |" not in line]
+    assert names == ["dependencies", "capture vicuna-7b-w4-b1-tuned"]
