@@ -5,6 +5,9 @@ BLOCK_K trips, dequantizing each tile on CUDA cores; one activation row multipli
 (fp32 FMA), 2..16 rows run a swap-AB MMA padded to 16 columns. Splits exchange fp32 partials in L2.
 Tiled GEMM: grid of BLOCK_M x BLOCK_N output tiles in grouped order, a BLOCK_K K-loop, dequantized
 W tile then MMA (the asynchronous MMA of one tile overlaps the next tile's dequantization).
+Pipelining: Triton software-pipelines only loads that feed tl.dot as they are, so fp16 loops keep
+num_stages trips in flight, while the one-row GEMV and every quantized W run unpipelined, lock-step
+trips (`lockstep_trip_ns`; measured so on an H200: docs/validation.md#mpsims-own-kernels-on-an-h200).
 
 The CUDA-core work of a trip is the kernel's own: the per-weight instruction mix of its compiled K
 loop by issue pipe (mpsim/sim/gpu/sass.py, counted from the sm_90a SASS by scripts/sass_mix.py)
