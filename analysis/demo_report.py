@@ -22,6 +22,7 @@ from mpsim.analysis.plots.roofline import plot_roofline
 from mpsim.analysis.plots.speedup import plot_speedup
 from mpsim.analysis.plots.timeline import plot_timeline
 from mpsim.analysis.plots.validation import plot_validation, validation_frame
+from mpsim.analysis.validation.captures import hw_for_device
 from mpsim.hw_models.loader import load_hardware
 from mpsim.hw_models.schema import HardwareSpec
 from mpsim.models import ModelSpec, get_model
@@ -33,9 +34,6 @@ from mpsim.workload import Workload
 # The run drawn as a roofline and a timeline: PMPD's progressive policy on its kind of NPU and a GPU.
 SHOWCASE = ("vicuna-7b", "ap4-4@64-3", Workload(512, 256, 1))
 SHOWCASE_HW = ("npu-llm", "h100-sxm")
-# A captured trace's device name -> the hardware file it is validated against.
-DEVICE_HW = {"H200": "h200-sxm", "H100": "h100-sxm", "A100": "a100-sxm-80gb", "L40S": "l40s",
-             "4090": "rtx-4090"}
 
 
 def draw_figures(table: pd.DataFrame, folder: Path, models: Mapping[str, ModelSpec] | None = None,
@@ -90,7 +88,7 @@ def draw_validation(folder: Path, perf_model: str, data: Traversable | None = No
     for item in captured:
         trace = read_trace(str(item))
         device = str(trace.rows["device"].dropna().iloc[0]) if trace.rows["device"].notna().any() else ""
-        hw_name = next((hw for key, hw in DEVICE_HW.items() if key in device), None)
+        hw_name = hw_for_device(device)
         if hw_name is None or trace.rows["measured_us"].isna().all():
             continue
         hw = load_hardware(hw_name)

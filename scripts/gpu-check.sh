@@ -109,10 +109,11 @@ done
 } > "$SUMMARY"
 
 step() {  # step NAME COMMAND...: run (time-boxed by --deadline/--max-step), log, record exit and time
-    local name=$1 t0 rc limit=0 left
+    local name=$1 t0 rc limit=0 left fn=0
     shift
     t0=$(date +%s)
-    if [ "$DEADLINE" -gt 0 ] && ! declare -F "$1" >/dev/null; then  # deps always run
+    declare -F "$1" >/dev/null && fn=1  # a function of this script (deps): quick, always run, no box
+    if [ "$DEADLINE" -gt 0 ] && [ "$fn" = 0 ]; then
         left=$(( START + DEADLINE - t0 ))
         if [ "$left" -lt 10 ]; then
             echo "=== $name: skipped, ${left} s left of --deadline $DEADLINE" | tee -a "$LOG"
@@ -122,8 +123,9 @@ step() {  # step NAME COMMAND...: run (time-boxed by --deadline/--max-step), log
         fi
         limit=$left
     fi
-    if [ "$MAX_STEP" -gt 0 ] && { [ "$limit" = 0 ] || [ "$MAX_STEP" -lt "$limit" ]; }; then limit=$MAX_STEP; fi
-    declare -F "$1" >/dev/null && limit=0  # a function of this script (deps): quick, not time-boxed
+    if [ "$fn" = 0 ] && [ "$MAX_STEP" -gt 0 ] && { [ "$limit" = 0 ] || [ "$MAX_STEP" -lt "$limit" ]; }; then
+        limit=$MAX_STEP
+    fi
     echo "=== $name: $*$([ "$limit" -gt 0 ] && echo " (time box $limit s)")" | tee -a "$LOG"
     if [ "$limit" -gt 0 ]; then timeout --kill-after=5 "$limit" "$@" >> "$LOG" 2>&1
     else "$@" >> "$LOG" 2>&1; fi

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mpsim.analysis.validation.report_md import write_doc
+from mpsim.analysis.validation.report_md import emit
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
@@ -97,12 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print", action="store_true", help="print the table; leave the doc alone")
     args = p.parse_args(argv)
     t = table(args.hw.split(","), [int(b) for b in args.batches.split(",")], args.gen_len)
-    text = block(t)
-    if args.print:
-        print(text)
-    else:
-        write_doc(args.doc, {"decode-ideal": text})
-        print(f"wrote the decode table ({len(t)} cells) into {args.doc}")
+    emit(args.doc, {"decode-ideal": block(t)}, args.print, f"the decode table ({len(t)} cells)")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mpsim.analysis.validation.report_md import write_doc
+from mpsim.analysis.validation.report_md import emit
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
@@ -47,12 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "kernels.md")
     p.add_argument("--print", action="store_true", help="print the table; leave the doc alone")
     args = p.parse_args(argv)
-    text = block()
-    if args.print:
-        print(text)
-    else:
-        write_doc(args.doc, {"fp-decode": text})
-        print(f"wrote the fp8 / fp4 decode table into {args.doc}")
+    emit(args.doc, {"fp-decode": block()}, args.print, "the fp8 / fp4 decode table")
     return 0
 
 

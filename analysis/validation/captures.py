@@ -10,7 +10,7 @@ Per capture and launch class of the decode steps and of the prefill GEMMs (the r
 line over its other classes): the
 launches, the measured median, the simulator's MAPE and bias and the roofline's MAPE. Per capture:
 one decode step's kernel time (the median over steps of the sum of its launches), measured and
-predicted. Nothing is fitted here; the hardware files' calibrated keys name the rows they came from.
+predicted. Nothing is fitted here (SimParams.load_latency_ns names the capture rows it came from).
 """
 
 from __future__ import annotations
@@ -21,15 +21,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpsim.analysis.demo_report import DEVICE_HW
 from mpsim.analysis.validation.metrics import error_stats
-from mpsim.analysis.validation.report_md import write_doc
+from mpsim.analysis.validation.report_md import emit
 from mpsim.analysis.validation.trace_form import validate_trace
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
 from mpsim.traces.io import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
+# A captured trace's device name (its `device` column, torch's name) -> its hardware file.
+DEVICE_HW = {"H200": "h200-sxm", "H100": "h100-sxm", "A100": "a100-sxm-80gb", "L40S": "l40s",
+             "4090": "rtx-4090"}
+
+
+def hw_for_device(device: str) -> str | None:
+    """The hardware file of a GPU named as torch names it ("NVIDIA H200"), None for an unknown one."""
+    return next((hw for key, hw in DEVICE_HW.items() if key in device), None)
 
 
 def captures(data: Path) -> list[Path]:
@@ -44,7 +51,7 @@ def hw_of(path: Path, rows: pd.DataFrame) -> str:
     """The hardware file of the GPU that measured the trace (its `device` column)."""
     devices = rows["device"].dropna().astype(str).unique()
     for name in devices:
-        hw = next((h for key, h in DEVICE_HW.items() if key in name), None)
+        hw = hw_for_device(name)
         if hw is not None:
             return hw
     raise MpsimInputError(f"{path}: device {list(devices)} has no hardware file "
@@ -115,13 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         hw, f = validate(path)
         lines += class_lines(path.stem, hw, f)
         steps.append(step_line(path.stem, hw, f))
-    blocks = {"captures": class_block(pd.DataFrame(lines)),
-              "capture-steps": step_block(pd.DataFrame(steps))}
-    if args.print:
-        print(blocks["capture-steps"], blocks["captures"], sep="\n")
-    else:
-        write_doc(args.doc, blocks)
-        print(f"wrote the captures' tables ({len(steps)} captures) into {args.doc}")
+    blocks = {"capture-steps": step_block(pd.DataFrame(steps)),
+              "captures": class_block(pd.DataFrame(lines))}
+    emit(args.doc, blocks, args.print, f"the captures' tables ({len(steps)} captures)")
     return 0
 
 

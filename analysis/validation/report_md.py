@@ -207,6 +207,16 @@ def write_doc(path: Path, blocks: dict[str, str], dry: bool = False) -> None:
         write_text_atomic(text, path)
 
 
+def emit(path: Path, blocks: dict[str, str], printing: bool, what: str) -> None:
+    """A table command's ending: print its blocks (`--print`), or write them into the doc's markers
+    and say so."""
+    if printing:
+        print(*blocks.values(), sep="\n")
+    else:
+        write_doc(path, blocks)
+        print(f"wrote {what} into {path}")
+
+
 def _replacer(body: str) -> Callable[[re.Match[str]], str]:
     def replace(m: re.Match[str]) -> str:
         return m.group(1) + body.rstrip("\n") + "\n" + m.group(2)

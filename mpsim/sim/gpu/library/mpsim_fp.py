@@ -85,7 +85,7 @@ def fp_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
                 mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_ROWS) * bk,
                 pipes={key: v * bn * bk for key, v in mix.items()}, serial=False,
                 mma_dtype="fp8" if w8a8 else "fp16",
-                latency_ns=lockstep_trip_ns(load_bytes, min(tiles * split, r.sms * occ.ctas_per_sm), r)
+                latency_ns=lockstep_trip_ns(load_bytes, tiles * split, occ.ctas_per_sm, r)
                 if unpipelined else None, overlap_latency=unpipelined)
     if m_tiles > 1:
         reads = gemm_dram_reads(a_total, w_total, m_tiles, n_tiles, r.sms * occ.ctas_per_sm,

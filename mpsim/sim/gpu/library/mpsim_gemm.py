@@ -51,13 +51,15 @@ def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int],
     return {k: v * bn * bk for k, v in mix.items()}
 
 
-def lockstep_trip_ns(cta_bytes: float, resident_ctas: int, r: GpuRates) -> float:
+def lockstep_trip_ns(cta_bytes: float, ctas: int, ctas_per_sm: int, r: GpuRates) -> float:
     """One trip of an unpipelined loop whose CTAs all load at once: a register load's round trip
     (`SimParams.load_latency_ns`, or the file's `dram.load_latency_ns`) plus the time HBM takes to
     serve every resident CTA's loads. The memory system interleaves the requests of all CTAs, so
     each CTA's last bytes arrive near the end of the wave, not after its own share (what a FIFO of
-    whole trips would give): trips do not overlap each other's latency."""
-    return (r.load_latency + resident_ctas * cta_bytes / r.dram_Bpc) / r.clock_hz * 1e9
+    whole trips would give): trips do not overlap each other's latency. `ctas`: the launch's, of
+    which at most `ctas_per_sm` an SM are resident at once."""
+    resident = min(ctas, r.sms * ctas_per_sm)
+    return (r.load_latency + resident * cta_bytes / r.dram_Bpc) / r.clock_hz * 1e9
 
 
 def stored_bytes(w_format: str, bits: int) -> float:
@@ -113,7 +115,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     trip = Trip(
         load_bytes=load_bytes, mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
         pipes=trip_pipes(str(row["kernel"]), bits, cfg, r.sass_arch), serial=False,
-        latency_ns=lockstep_trip_ns(load_bytes, min(total, r.sms * occ.ctas_per_sm), r)
+        latency_ns=lockstep_trip_ns(load_bytes, total, occ.ctas_per_sm, r)
         if unpipelined else None, overlap_latency=unpipelined)
     reads = w_total + a_total - residency_credit(resident, a_total) + bias
     return KernelWork(trip, epi, iters, "outer", n_blocks, total, res, reads), occ
@@ -145,7 +147,7 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
         serial=False,
         # swap-AB wgmma: the W tile from registers, the activation tile from shared memory
         smem_bytes=(bn / 64) * (bk / 16) * bm * 16 * FP16,
-        latency_ns=lockstep_trip_ns(load_bytes, min(total, r.sms * occ.ctas_per_sm), r)
+        latency_ns=lockstep_trip_ns(load_bytes, total, occ.ctas_per_sm, r)
         if unpipelined else None, overlap_latency=unpipelined)
     slots = r.sms * occ.ctas_per_sm
     # Traces written before the config recorded group_m ran every tiled GEMM in GEMM_GROUP_M bands.
