@@ -100,8 +100,9 @@ def e5(row: Row, table: dict[str, Row]) -> RowSetup:
     return RowSetup("E5", "sglang-torchnative", "h100-sxm", "llama-3-8b", prompt, gen,
                     (int(b1), int(b2)), "decode-log", tp1 + tp4_runs,
                     f"the post's SGLang (commit feb2b76, torch.compile, TorchNativeLlamaForCausalLM: "
-                    f"`mpsim engines sglang-torchnative`); GemLite's Triton W4A16 is not a modelled "
-                    f"library: the file's int4 kernel (Marlin) stands in for it; torchao's "
+                    f"`mpsim engines sglang-torchnative`); int4 g64 as torchao's GemLite layout runs it "
+                    f"(GemLite 0.4.1's Triton kernels by M, each at the candidate of its autotuner "
+                    f"the model prices fastest: GemLite autotunes by default); torchao's "
                     f"fp8dq-per_row (float8 weights and activations, per-row scales, the post's "
                     f"words) as fp8grow on the file's fp8 GEMM; a TP4 run is tensor-parallel over 4 "
                     f"GPUs (DTensor's NCCL all-reduce, the h100-sxm node's NVLink), its figure the "

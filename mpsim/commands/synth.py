@@ -68,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if args.tp != 1 or args.pp != 1 or args.micro_batches != 1:
             raise MpsimInputError("synth --config best tunes the configs of one GPU's trace; drop "
                                   "--tp/--pp/--micro-batches or use --config heuristic")
-        if args.engine != DEFAULT_ENGINE:
-            raise MpsimInputError(f"synth --config best tunes mpsim's own GEMM configs; engine "
-                                  f"{args.engine!r} launches its libraries' own")
-        path, totals = _write_best(args, spec, policy, workload)
+        path, totals = _write_best(args, spec, policy, workload, engine)
     elif args.hw is not None and args.engine == DEFAULT_ENGINE:
         raise MpsimInputError("synth --hw only applies with --config best or an --engine other than "
                               "mpsim (without them, synthesis records the launchers' heuristic so "
@@ -107,7 +104,7 @@ def _engine(args: argparse.Namespace) -> EngineChoice:
     get_engine(args.engine)  # an unknown name: the error naming the known ones
     if args.engine == DEFAULT_ENGINE:
         return EngineChoice(method=args.quant_method)
-    if args.hw is None or args.config == "best":
+    if args.hw is None:
         return EngineChoice(args.engine, DEFAULT_ARCH, method=args.quant_method)
     return EngineChoice.on(args.engine, hardware(args.hw), args.quant_method)
 
@@ -117,11 +114,13 @@ def _total(column: Column) -> int:
     return int(column.values.sum())  # type: ignore[union-attr]
 
 
-def _write_best(args: argparse.Namespace, spec: ModelSpec, policy: Policy,
-                workload: Workload) -> tuple[Path, tuple[int, int, int]]:
-    """Synthesize with the GEMM configs the simulator predicts fastest on --hw, and write it."""
+def _write_best(args: argparse.Namespace, spec: ModelSpec, policy: Policy, workload: Workload,
+                engine: EngineChoice) -> tuple[Path, tuple[int, int, int]]:
+    """Synthesize with the GEMM configs the simulator predicts fastest on --hw, and write it:
+    mpsim's own kernels' (the default engine), or the autotuned libraries' of another engine (GemLite;
+    the other libraries keep their fixed heuristics)."""
     # the simulator and pandas load only when tuning
-    from mpsim.sim.best_config import with_best_gemm_configs
+    from mpsim.sim.best_config import with_autotuned_configs, with_best_gemm_configs
     from mpsim.synth import synthesize
     from mpsim.traces.io import write_trace
 
@@ -130,8 +129,10 @@ def _write_best(args: argparse.Namespace, spec: ModelSpec, policy: Policy,
     if args.launch_configs != "gpu":
         raise MpsimInputError("synth --config best tunes GPU launch configs (not --launch-configs "
                               "interpreter)")
-    trace = synthesize(spec, policy, workload, kv_block=args.kv_block, cuda_graphs=args.cuda_graphs)
-    trace, info = with_best_gemm_configs(trace, hardware(args.hw))
+    trace = synthesize(spec, policy, workload, kv_block=args.kv_block, cuda_graphs=args.cuda_graphs,
+                       engine=engine)
+    tune = with_best_gemm_configs if args.engine == DEFAULT_ENGINE else with_autotuned_configs
+    trace, info = tune(trace, hardware(args.hw))
     print(f"model-guided configs for {args.hw}: {info['shapes']} GEMM shapes, "
           f"{info['simulated']} simulated launches, {info['wall_s']:.1f} s")
     rows = trace.rows

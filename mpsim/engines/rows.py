@@ -25,6 +25,7 @@ from mpsim.library import (
     fa3,
     flashinfer_attention,
     flashinfer_trtllm,
+    gemlite,
     sglang,
     torch,
     trtllm,
@@ -216,9 +217,11 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
         assert lib.gemm is not None
         group = _opt(r.get("group_size"))
         gm, gn, gk = int(r["m"]), int(r["n"]), int(r["k"])
-        # cuBLAS's fixed choice is per architecture (its rows carry the instruction family `sm`)
+        # cuBLAS's fixed choice is per architecture (its rows carry the instruction family `sm`),
+        # as is GemLite's shipped default (autotuned configs: mpsim.sim.best_config)
         config = cublas.heuristic_for_arch(gm, gn, gk, t.sms, t.arch) \
-            if kernel == cublas.CUBLAS_GEMM else None
+            if kernel == cublas.CUBLAS_GEMM else gemlite.default_config(
+                kernel, gm, gn, gk, group or gk, t.arch) if kernel in gemlite.KERNELS else None
         out = lib.gemm(None if mine else kernel, gm, gn, gk, str(r["w_format"]), int(r["w_bits"]),
                        group, bool(r.get("bias")), on_gpu=t.on_gpu, config=config, sms=t.sms)
         # the weights stay as the policy stores them: a room that prices them per channel (TensorRT-

@@ -23,6 +23,7 @@ from mpsim.library import (
     flashinfer_attention,
     flashinfer_gemm,
     flashinfer_trtllm,
+    gemlite,
     machete,
     marlin,
     mpsim,
@@ -68,6 +69,9 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             attention=trtllm.attention_row, rowwise=trtllm.rowwise_row, ops=tuple(trtllm.OPS.items())),
     Library("marlin", marlin.KERNELS, "vLLM's Marlin W4A16/W8A16 GEMM (gptq_marlin, awq_marlin)",
             "vllm csrc/quantization/gptq_marlin, IST-DASLab/marlin", gemm=marlin.gemm_row),
+    Library("gemlite", gemlite.KERNELS, "GemLite's Triton A16Wn GEMV (split over K, atomic "
+            "adds) and GEMMs, as torchao runs them in SGLang (--torchao-config gemlite-<bits>-<group>)",
+            "mobiusml/gemlite 0.4.1 gemlite/triton_kernels/", gemm=gemlite.gemm_row),
     Library("machete", machete.KERNELS, "vLLM's Machete W4A16/W8A16 GEMM for Hopper",
             "vllm csrc/quantization/machete", gemm=machete.gemm_row),
     Library("turbomind", turbomind.KERNELS, "LMDeploy TurboMind's W4A16 GEMM (tiles an assumption)",
@@ -131,6 +135,11 @@ WO_CANDIDATES = {TRTLLM_FPAINTB: lambda m, n, k, bits, group, sms, arch: fpaintb
     m, n, k, bits, sms, arch), marlin.MARLIN_GEMM: marlin.candidates,
     machete.MACHETE_GEMM: machete.candidates, turbomind.TURBOMIND_GEMM: turbomind.candidates}
 WO_GEMM_KERNELS = tuple(WO_CANDIDATES)
+# autotuned GEMM kernels -> their autotuner's candidates (m, n, k, bits, group, sms, arch): the
+# library times them at run time, so `--config best` and the engines validation take the model's
+# fastest; without a search a row runs the library's shipped default config
+AUTOTUNED_CANDIDATES = dict.fromkeys(gemlite.KERNELS, gemlite.candidates)
+AUTOTUNED_KERNELS = tuple(AUTOTUNED_CANDIDATES)
 # fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms): the library's fixed
 # heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles a search tries
 SCALED_CANDIDATES = {kernel: room.candidates for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8)

@@ -33,7 +33,15 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
-from mpsim.library import SCALED_CANDIDATES, WO_GEMM_KERNELS, cublas, trtllm, wo_candidates
+from mpsim.library import (
+    AUTOTUNED_CANDIDATES,
+    AUTOTUNED_KERNELS,
+    SCALED_CANDIDATES,
+    WO_GEMM_KERNELS,
+    cublas,
+    trtllm,
+    wo_candidates,
+)
 from mpsim.policy import FLOAT_FORMATS
 from mpsim.sim.gpu.arch import candidate_family, generation
 from mpsim.sim.gpu.model import lower_bound_s, power_clock, simulate_gpu_launch
@@ -115,6 +123,11 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
     if kernel in SCALED_CANDIDATES:
         return SCALED_CANDIDATES[kernel](kernel, m, n, k, sms)
+    if kernel in AUTOTUNED_CANDIDATES:
+        try:
+            return AUTOTUNED_CANDIDATES[kernel](m, n, k, bits, group_size or k, sms)
+        except ValueError as exc:
+            raise MpsimInputError(f"best config: {exc}") from None
     # by generation (mpsim.sim.gpu.arch: Blackwell runs Hopper's set, a labelled assumption)
     arch = candidate_family(hw) if isinstance(hw, GpuSpec) else "hopper"
     if kernel in WO_GEMM_KERNELS:
@@ -145,19 +158,40 @@ def with_best_gemm_configs(trace: Trace, hw: HardwareSpec,
     fastest on `hw` (one search per distinct shape and format), and facts about the search. Shapes,
     formats and the analytic accounting are unchanged; only kernel, grid and config move. The fp8 /
     fp4 GEMMs (issue 26) keep their launcher's one config: those kernels have no candidate set."""
+    rows = trace.rows
+    gemm = ((rows["op"] == "gemm") & ~rows["w_format"].isin(FLOAT_FORMATS)
+            & rows["kernel"].astype(str).str.match(r"^gem[mv]_")).to_numpy()
+    return _retuned(trace, hw, params, gemm, own=True)
+
+
+def with_autotuned_configs(trace: Trace, hw: HardwareSpec,
+                           params: SimParams = DEFAULT_PARAMS) -> tuple[Trace, dict[str, Any]]:
+    """The trace with every launch of an autotuned library kernel (AUTOTUNED_KERNELS: GemLite's)
+    given the candidate of its autotuner the simulator predicts fastest on `hw`: what the library's
+    run-time autotuning picks, by the model. Other rows keep their configs."""
+    gemm = trace.rows["kernel"].astype(str).isin(AUTOTUNED_KERNELS).to_numpy()
+    return _retuned(trace, hw, params, gemm, own=False)
+
+
+def _retuned(trace: Trace, hw: HardwareSpec, params: SimParams, gemm: Any,
+             own: bool) -> tuple[Trace, dict[str, Any]]:
+    """`trace` with the rows under `gemm` searched (mpsim's candidates when `own`, else each row's
+    kernel's), one search per distinct kernel, shape and format."""
     rows = trace.rows.copy()
-    gemm = ((rows["op"] == "gemm") & ~rows["w_format"].isin(FLOAT_FORMATS)).to_numpy()
-    keys = ["m", "n", "k", "w_format", "w_bits", "group_size", "bias"]
+    keys = ["kernel", "m", "n", "k", "w_format", "w_bits", "group_size", "bias"]
     start = time.perf_counter()
     sub = rows.loc[gemm, keys]
-    codes = sub.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    if own:  # mpsim's kernels: the search may move a GEMV to the tiled GEMM and back
+        sub = sub.assign(kernel="")
+    codes = sub.groupby(keys, dropna=False, sort=False, observed=True).ngroup().to_numpy()
     runs = 0
     chosen: list[Row] = []
     for code in range(int(codes.max()) + 1 if len(codes) else 0):
         first = sub.iloc[int((codes == code).argmax())]
-        m, n, k, fmt, bits, group, bias = (None if pd.isna(v) else v for v in first)
+        kernel, m, n, k, fmt, bits, group, bias = (None if pd.isna(v) else v for v in first)
         best = best_gemm_row(int(m or 0), int(n or 0), int(k or 0), str(fmt), int(bits or 16),
-                             None if group is None else int(group), bool(bias), hw=hw, params=params)
+                             None if group is None else int(group), bool(bias), hw=hw,
+                             kernel=None if own else str(kernel), params=params)
         chosen.append(best.row)
         runs += best.simulated
     for col in ("kernel", "grid", "config"):  # text columns are categorical: new values, new categories
@@ -165,8 +199,8 @@ def with_best_gemm_configs(trace: Trace, hw: HardwareSpec,
         values[gemm] = [chosen[c][col] for c in codes]
         rows[col] = pd.Series(values, index=rows.index).astype("category")
     rows = coerce_types(rows, "model-guided configs")  # canonical storage (sorted categories)
-    searches = len(chosen)
-    env = {**trace.meta.environment, "launch_configs": f"best for {hw.name} (model-guided)"}
+    what = "best" if own else "autotuned"
+    env = {**trace.meta.environment, "launch_configs": f"{what} for {hw.name} (model-guided)"}
     meta = dataclasses.replace(trace.meta, environment=env)
-    info = {"shapes": searches, "simulated": runs, "wall_s": time.perf_counter() - start}
+    info = {"shapes": len(chosen), "simulated": runs, "wall_s": time.perf_counter() - start}
     return Trace(rows, meta), info

@@ -53,6 +53,9 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(8, 1, 4096, 32, 8, 128, 8, kernel="flashinfer_trtllm", l2_warm=True),
             attention_row(2, 1024, 1024, 32, 8, 128, kernel="flashinfer_trtllm", kv_append=True)]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
+    # GemLite's kernels by M (one row, 2..64, more): the first two zero their output first
+    rows += [gemm_row(m, 4096, 4096, "group", 4, 64, kernel=k) for m, k in zip(
+        (1, 32, 128), library.gemlite.KERNELS, strict=True)]
     rows += [framework_op_row(k, 512, 4096) for k in (*act_quant.KERNELS, trtllm.TRTLLM_AWQ_PRESCALE)]
     # issue 26's fp8 GEMMs on Hopper; the fp4 ones on Blackwell (no fp4 tensor cores on H200)
     fp8 = [gemm_row(64, 4096, 4096, "fp8-block" if "block" in k else "fp8", 8, kernel=k)
@@ -67,6 +70,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
     assert [launch_kernels(r) for r in rows + fp8 + fp4] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
                                                              + [3, 2, 3, 1, 1, 2]
                                                              + [1] * len(library.WO_GEMM_KERNELS)
+                                                             + [2, 2, 1]
                                                              + [1] * (len(act_quant.KERNELS) + 1)
                                                              + [1] * (len(fp8) + len(fp4)))
     assert res["overhead_s"].iloc[2] == pytest.approx(2 * get_protocol("graph").per_launch_us * 1e-6)

@@ -43,6 +43,9 @@ EXTERNAL_ROWS = [
     gemm_row(16, 4096, 4096, "group", 4, 128, kernel="marlin_gemm"),
     gemm_row(16, 4096, 4096, "group", 4, 128, kernel="machete_gemm"),
     gemm_row(16, 4096, 4096, "group", 4, 128, kernel="turbomind_gemm"),
+    gemm_row(1, 4096, 4096, "group", 4, 64, kernel="gemlite_gemv_revsplitk"),   # + its zero fill
+    gemm_row(32, 4096, 4096, "group", 4, 64, kernel="gemlite_gemm_splitk"),
+    gemm_row(128, 4096, 4096, "group", 4, 64, kernel="gemlite_gemm"),
     attention_row(64, 1, 4096, 32, 8, 128, 8, kernel="trtllm"),     # XQA (fp8 KV)
     attention_row(1, 1, 128, 32, 32, 128, kernel="trtllm"),         # MMHA (heads == kv_heads)
     attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm"),        # the context FMHA

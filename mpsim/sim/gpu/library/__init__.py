@@ -23,6 +23,7 @@ from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
 from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
+from mpsim.library.gemlite import KERNELS as GEMLITE_KERNELS
 from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
@@ -36,6 +37,7 @@ from mpsim.sim.gpu.library import (
     flashinfer_attention,
     flashinfer_gemm,
     flashinfer_trtllm,
+    gemlite,
     machete,
     marlin,
     mpsim,
@@ -61,7 +63,7 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "turbomind": turbomind.WORK, "sglang": sglang.WORK, "cutlass_fp8": cutlass_fp8.WORK,
     "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK,
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
-    "flashinfer_trtllm": flashinfer_trtllm.WORK}
+    "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -103,6 +105,8 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
     if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
         return 2
+    if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
+        return 1 + int(json.loads(str(row["config"])).get("zero_init", 0))
     if kernel in SCALED_GEMM_KERNELS:  # the measured call's activation quantization kernels first
         return 1 + QUANT_KERNELS[int(json.loads(str(row["config"])).get("quant", 0))]
     return 1
