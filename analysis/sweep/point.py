@@ -16,10 +16,12 @@ from mpsim.analysis.sweep.spec import Group, Point
 from mpsim.analysis.sweep.store import PointStore
 from mpsim.engines import DEFAULT_ENGINE, MPSIM_KERNELS, EngineChoice
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuSpec
+from mpsim.library import AUTOTUNED_KERNELS
 from mpsim.memory import device_memory_bytes, point_bits, point_memory
 from mpsim.models import ModelSpec
 from mpsim.policy import Policy, parse_policy
 from mpsim.sim import SimResult, simulate
+from mpsim.sim.best_config import with_autotuned_configs
 from mpsim.sim.energy import energy_breakdown
 from mpsim.synth import synthesize
 from mpsim.traces.trace import Trace
@@ -55,6 +57,7 @@ def run_group(task: GroupTask) -> list[str]:
     g = task.group
     policy = parse_policy(g.policy)
     traces: dict[EngineChoice, Trace] = {}  # the engine's kernels follow the GPU: one per (arch, SMs)
+    tuned: dict[str, Trace] = {}  # autotuned library kernels (GemLite) follow the device itself
     common = _static_columns(g.model, policy, g.workload) | {
         "engine": g.engine, "tp": g.tp, "pp": g.pp, "micro_batches": g.micro_batches,
         "device_memory_bytes": device_memory_bytes(g.model, policy, g.workload, g.tp, g.pp)}
@@ -63,11 +66,16 @@ def run_group(task: GroupTask) -> list[str]:
     for point in g.points:
         t0 = time.perf_counter()
         hw = task.hardware[point.hw]
-        choice = EngineChoice.on(g.engine, hw) if g.engine != DEFAULT_ENGINE else MPSIM_KERNELS
+        choice = EngineChoice.on(g.engine, hw, g.quant_method) if g.engine != DEFAULT_ENGINE \
+            else MPSIM_KERNELS
         if choice not in traces:
             traces[choice] = synthesize(g.model, policy, g.workload, engine=choice, tp=g.tp, pp=g.pp,
                                          micro_batches=g.micro_batches)
         trace = traces[choice]
+        if trace.rows["kernel"].astype(str).isin(AUTOTUNED_KERNELS).any():
+            if point.hw not in tuned:
+                tuned[point.hw] = with_autotuned_configs(trace, hw)[0]
+            trace = tuned[point.hw]
         run = simulate(trace, hw, point.perf_model)
         row = {**common, **_point_columns(point, hw, run), "launches": len(trace.rows),
                "decode_dram_j_per_token": _decode_dram_j_per_token(trace.rows, hw, run, g.workload.batch)}

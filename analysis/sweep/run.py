@@ -8,6 +8,7 @@ sweep was interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -24,7 +25,7 @@ from tqdm import tqdm
 from mpsim.analysis.sweep import default_workers, serve
 from mpsim.analysis.sweep.lock import worker_init
 from mpsim.analysis.sweep.point import GroupTask, run_group
-from mpsim.analysis.sweep.spec import Group, SweepSpec
+from mpsim.analysis.sweep.spec import SweepSpec
 from mpsim.analysis.sweep.store import DiscardedPointsError, PointStore
 from mpsim.analysis.sweep.support import check_support
 from mpsim.errors import MpsimInputError
@@ -113,9 +114,7 @@ def pending_tasks(spec: SweepSpec, store: PointStore) -> list[GroupTask]:
         todo = tuple(p for p in g.points if p.key not in done)
         if todo:
             hardware = {p.hw: spec.hardware[p.hw] for p in todo}
-            tasks.append(GroupTask(Group(g.model, g.policy, g.workload, todo, g.engine, g.tp, g.pp,
-                                         g.micro_batches),
-                                   hardware, str(store.root)))
+            tasks.append(GroupTask(dataclasses.replace(g, points=todo), hardware, str(store.root)))
     return tasks
 
 
@@ -202,6 +201,8 @@ def _write_spec_copy(spec: SweepSpec, path: Path) -> None:
     }
     if spec.engines != (DEFAULT_ENGINE,):
         data["engines"] = list(spec.engines)
+    if spec.quant_method is not None:
+        data["quant_method"] = spec.quant_method
     if spec.plans != ((1, 1),):
         data["tp"] = list(dict.fromkeys(tp for tp, _ in spec.plans))
         data["pp"] = list(dict.fromkeys(pp for _, pp in spec.plans))

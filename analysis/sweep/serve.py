@@ -69,13 +69,15 @@ class ServeSection:
     rates: tuple[float, ...]
     settings: dict[str, Any]  # every other key, with defaults filled
 
-    def config(self, engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> ServeConfig:
+    def config(self, engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1,
+               quant_method: str | None = None) -> ServeConfig:
         s = self.settings
         sched = SchedulerConfig(**{k: s[k] for k in SCHED_KEYS if s.get(k) is not None})
         ms = 1e-3
         slo = Slo(None if s["slo_ttft_ms"] is None else s["slo_ttft_ms"] * ms,
                   None if s["slo_tpot_ms"] is None else s["slo_tpot_ms"] * ms)
-        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"], engine=engine, tp=tp, pp=pp)
+        return ServeConfig(scheduler=sched, slo=slo, perf_model=s["perf_model"], engine=engine, tp=tp, pp=pp,
+                           quant_method=quant_method)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class ServeTask:
     engine: str = DEFAULT_ENGINE
     tp: int = 1
     pp: int = 1
+    quant_method: str | None = None
 
     @property
     def size(self) -> int:
@@ -143,7 +146,8 @@ def parse_section(source: str, value: Any) -> ServeSection:
 
 
 def point_key(model: ModelSpec, policy: str, hw: HardwareSpec, section: ServeSection, rate: float,
-              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1) -> str:
+              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1,
+              quant_method: str | None = None) -> str:
     ident = {"format": SERVE_FORMAT, "model": model.as_dict(), "policy": policy,
              "hw": dataclasses.asdict(hw),  # type: ignore[call-overload]
              "settings": section.settings, "rate": rate,
@@ -152,6 +156,8 @@ def point_key(model: ModelSpec, policy: str, hw: HardwareSpec, section: ServeSec
         ident["engine"] = engine
     if (tp, pp) != (1, 1):  # one device's keys stay those of specs before parallel plans
         ident["parallel"] = [tp, pp]
+    if quant_method is not None:  # no method: the keys of specs before methods
+        ident["quant_method"] = quant_method
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -165,17 +171,20 @@ def tasks(spec: Any, done: set[str], out_dir: str) -> list[ServeTask]:
         for name, hw in spec.hardware.items():
             if spec.excludes(model.name, policy, engine, name):
                 continue
-            points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine, tp, pp), r)
+            method = spec.quant_method
+            points = tuple(ServePoint(point_key(model, policy, hw, section, r, engine, tp, pp, method), r)
                            for r in section.rates)
             todo = tuple(p for p in points if p.key not in done)
             if todo:
-                out.append(ServeTask(model, policy, name, hw, section, todo, out_dir, engine, tp, pp))
+                out.append(ServeTask(model, policy, name, hw, section, todo, out_dir, engine, tp, pp,
+                                     method))
     return out
 
 
 def keys(spec: Any) -> list[str]:
     section: ServeSection = spec.serve
-    return [point_key(m, p, hw, section, r, e, tp, pp) for m, p, e, (tp, pp) in itertools.product(
+    return [point_key(m, p, hw, section, r, e, tp, pp, spec.quant_method)
+            for m, p, e, (tp, pp) in itertools.product(
                 spec.models, spec.policies, spec.engines, spec.plans)
             for name, hw in spec.hardware.items() if not spec.excludes(m.name, p, e, name)
             for r in section.rates]
@@ -188,7 +197,7 @@ def run_serve_task(task: ServeTask) -> list[str]:
     from mpsim.serve.engine import make_pricer, run_serve
 
     policy, s = parse_policy(task.policy), task.section.settings
-    cfg = task.section.config(task.engine, task.tp, task.pp)
+    cfg = task.section.config(task.engine, task.tp, task.pp, task.quant_method)
     pricer = make_pricer(task.model, policy, task.hw, cfg)
     store = PointStore(task.out_dir, POINTS)
     written = []

@@ -14,7 +14,9 @@ product; mpsim/parallel.py): a plan a model cannot take is the spec's error. `mi
 (optional list, default [1]) splits each trace point's batch into pipeline micro-batches (mpsim
 synth --micro-batches; every value must divide every workload's batch; serving points do not take
 it). `exclude` (optional) leaves (model, policy, engine, hardware) combinations out of the grid
-(analysis/sweep/exclude.py). Each point has a stable
+(analysis/sweep/exclude.py). `quant_method` (optional, one of mpsim's QUANT_METHODS) is the
+checkpoint's quantization method every engine of the spec runs (synth --quant-method). Each point
+has a stable
 key, a hash
 of everything that decides its numbers, so a rerun recognises the points it already has.
 """
@@ -51,7 +53,7 @@ from mpsim.workload import Workload, check_context
 POINT_FORMAT = 1
 REQUIRED_KEYS = ("models", "policies", "hardware")  # and workloads, serve or both
 OPTIONAL_KEYS = ("name", "workloads", "perf_models", "serve", "allow_beyond_context", "engines", "tp", "pp",
-                 "micro_batches", "exclude")
+                 "micro_batches", "exclude", "quant_method")
 DEFAULT_PERF_MODELS = ("sim", "roofline")
 WORKLOAD_KEYS = ("prompt_len", "gen_len", "batch")
 NOT_IN_KEY = ("max_context_len", "context_source")  # model fields that decide no number
@@ -78,6 +80,7 @@ class Group:
     tp: int = 1
     pp: int = 1
     micro_batches: int = 1
+    quant_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class SweepSpec:
     plans: tuple[tuple[int, int], ...] = ((1, 1),)  # (tp, pp) of the `tp` x `pp` axes
     micro_batches: tuple[int, ...] = (1,)  # the pipeline micro-batches of the trace points
     exclude: tuple[Exclusion, ...] = ()  # holes in the grid (trace and serve points alike)
+    quant_method: str | None = None  # the checkpoint's quantization method (engines that dispatch on it)
 
     def excludes(self, model: str, policy: str, engine: str, hardware: str) -> bool:
         return excluded(self.exclude, model, policy, engine, hardware)
@@ -105,11 +109,12 @@ class SweepSpec:
         out = []
         for model, wl, pol, eng, (tp, pp), mb in itertools.product(
                 self.models, self.workloads, self.policies, self.engines, self.plans, self.micro_batches):
-            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp, mb), name, pm)
+            points = tuple(Point(point_key(model, pol, wl, hw, pm, eng, tp, pp, mb, self.quant_method),
+                                 name, pm)
                            for name, hw in self.hardware.items() for pm in self.perf_models
                            if not self.excludes(model.name, pol, eng, name))
             if points:
-                out.append(Group(model, pol, wl, points, eng, tp, pp, mb))
+                out.append(Group(model, pol, wl, points, eng, tp, pp, mb, self.quant_method))
         return out
 
     def keys(self) -> list[str]:
@@ -123,7 +128,8 @@ class SweepSpec:
 
 
 def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpec, perf_model: str,
-              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1, micro_batches: int = 1) -> str:
+              engine: str = DEFAULT_ENGINE, tp: int = 1, pp: int = 1, micro_batches: int = 1,
+              quant_method: str | None = None) -> str:
     """A stable hash of everything that decides a point's numbers (not of names alone; the engine
     only when it is not the default, so the default's keys are those of specs before engines)."""
     spec = {k: v for k, v in model.as_dict().items() if k not in NOT_IN_KEY}
@@ -138,6 +144,8 @@ def point_key(model: ModelSpec, policy: str, workload: Workload, hw: HardwareSpe
         ident["parallel"] = [tp, pp]
     if micro_batches != 1:  # unsplit batches keep the keys of specs before micro-batches
         ident["micro_batches"] = micro_batches
+    if quant_method is not None:  # no method: the keys of specs before methods
+        ident["quant_method"] = quant_method
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -201,8 +209,18 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", *,
         name=name, models=models, policies=policies, hardware=hardware, workloads=workloads,
         perf_models=perf_models, source=source, serve=serve,
         warnings=_context_warnings(source, models, workloads, beyond), engines=engines, plans=plans,
-        micro_batches=micro, exclude=exclude,
+        micro_batches=micro, exclude=exclude, quant_method=_quant_method(source, data),
     )
+
+
+def _quant_method(source: str, data: dict[str, Any]) -> str | None:
+    from mpsim.engines.files import QUANT_METHODS
+
+    value = data.get("quant_method")
+    if value is not None and value not in QUANT_METHODS:
+        raise MpsimInputError(f"{source}: quant_method: expected one of {list(QUANT_METHODS)}, "
+                              f"got {value!r}")
+    return value
 
 
 def _flag(source: str, data: dict[str, Any], key: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mpsim.commands.common import add_engine_arg, add_parallel_args, warn
+from mpsim.commands.common import add_engine_arg, add_method_arg, add_parallel_args, warn
 from mpsim.serve.config import SchedulerConfig
 
 D = SchedulerConfig()
@@ -26,6 +26,7 @@ def register(sub: Any) -> None:
     p.add_argument("--hw", required=True, help="a shipped hardware name or a YAML file")
     p.add_argument("--out", required=True, help="output folder")
     add_engine_arg(p)
+    add_method_arg(p)
     add_parallel_args(p)
     _workload_args(p)
     _scheduler_args(p)
@@ -104,7 +105,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                                   host_overhead_s=args.host_overhead_us * 1e-6)
     return ServeConfig(sched, slo, args.perf_model, protocol, Buckets(enabled=not args.exact_pricing),
                        args.warmup_frac, args.cooldown_frac, args.allow_beyond_context, args.pricing,
-                       args.engine, args.tp, args.pp)
+                       args.engine, args.tp, args.pp, args.quant_method)
 
 
 def _check_counts(args: argparse.Namespace) -> None:

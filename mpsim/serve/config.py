@@ -169,6 +169,7 @@ class ServeConfig:
     engine: str = DEFAULT_ENGINE  # whose kernels run the iterations (mpsim/engines, --engine)
     tp: int = 1                  # tensor-parallel degree (mpsim/parallel.py, --tp)
     pp: int = 1                  # pipeline stages (--pp)
+    quant_method: str | None = None  # the checkpoint's quantization method (--quant-method)
 
     def __post_init__(self) -> None:
         for key in ("tp", "pp"):

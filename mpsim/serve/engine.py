@@ -58,10 +58,10 @@ class ServeResult:
 
 def make_pricer(spec: ModelSpec, policy: Policy, hw: HardwareSpec, cfg: ServeConfig) -> IterationPricer:
     """A pricer for (model, policy, hardware, config); pass it to several runs to share its memo."""
-    choice = EngineChoice.on(cfg.engine, hw)
+    choice = EngineChoice.on(cfg.engine, hw, cfg.quant_method)
     plan = serve_plan(spec, cfg)
     target = engine_target(choice.name, policy, model_heads(rank_spec(spec, plan.tp).as_dict()),
-                           arch=choice.arch, sms=choice.sms)
+                           arch=choice.arch, sms=choice.sms, method=cfg.quant_method)
     # fp8 / fp4 weights: the GEMM rows are shapes until the parts are framed (rows.py as_target): an
     # engine's kernels with their activation-quantization launches, or mpsim's own (target None)
     return IterationPricer(spec, policy.kv_bits, hw, cfg.perf_model, cfg.buckets, cfg.protocol,
@@ -139,6 +139,7 @@ def run_serve(spec: ModelSpec, policy: Policy, hw: HardwareSpec, reqs: Requests,
     iterations = log.table(share.num_blocks)
     info = {"model": spec.name, "policy": policy.spelling, "hw": hw.name,
             "perf_model": cfg.perf_model, "budget_tokens": budget, "tp": cfg.tp, "pp": cfg.pp,
+            "engine": cfg.engine, "quant_method": cfg.quant_method,
             **(run_info or {})}
     pricing = {**pricer.stats.as_dict(), "audit": audit.report()}
     summary = summarize(requests, iterations, cfg, reqs, cap, pricing, info, time.perf_counter() - wall)

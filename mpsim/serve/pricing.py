@@ -57,6 +57,8 @@ from mpsim.serve.rows import (
 )
 from mpsim.serve.scheduler import Scheduler, Step
 from mpsim.sim import simulate
+from mpsim.sim.best_config import autotuned_row
+from mpsim.sim.gpu.library import launch_kernels
 from mpsim.sim.memo import LaunchMemo
 from mpsim.sim.protocols import get_protocol
 from mpsim.sim.registry import PERF_MODELS
@@ -86,7 +88,9 @@ class Part:
 
     @property
     def launches(self) -> int:
-        return round(sum(self.weights))
+        """GPU kernels the part launches (a row may stand for more than one: a KV append before
+        attention, a zero fill before atomic adds; mpsim.sim.gpu.library.launch_kernels)."""
+        return round(sum(w * launch_kernels(r) for r, w in zip(self.rows, self.weights, strict=True)))
 
 
 Key = tuple[Any, ...]
@@ -125,6 +129,7 @@ class IterationPricer:
         self.layers = spec.num_layers
         self.two = replace(self.spec, num_layers=min(2, spec.num_layers))
         self.memo = LaunchMemo(None)
+        self.autotuned: dict[tuple[Any, ...], Any] = {}  # a library's autotuned configs by shape
         self.parts: dict[tuple[Any, ...], tuple[float, int]] = {}
         self.signatures: dict[Shape, tuple[float, int]] = {}
         self.stats = PricingStats()
@@ -208,14 +213,16 @@ class IterationPricer:
         return self._whole(s)[0]
 
     def _whole(self, s: Shape) -> tuple[float, int]:
-        rows = frame(iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan, self.kv_format),
-                     self.target)
+        launches = as_target(iteration_rows(self.full, s, self.kv_bits, self.kv_block, self.plan,
+                                            self.kv_format), self.target)
+        rows = frame([self._tuned(r) for _, r in launches], launched=True)
         start = time.perf_counter()
         result = simulate(rows, self.hw, self.perf_model, memo=self.memo, protocol="kernel")
         self.stats.simulate_s += time.perf_counter() - start
         self.stats.simulate_calls += 1
         seconds = float(result.launches["time_s"].sum())
-        return seconds + self.call_cost_s(s.has_prefill, len(rows)), len(rows)
+        kernels = sum(launch_kernels(r) for r in rows.to_dict("records"))
+        return seconds + self.call_cost_s(s.has_prefill, kernels), kernels
 
     def _whole_between(self, s: Shape) -> tuple[float, int]:
         """Whole-iteration pricing: the iteration with every count at its segment's start and at its
@@ -286,8 +293,13 @@ class IterationPricer:
             if part.weights[i] == 0.0 and i not in launches:
                 out.add(stand_in(row), 0.0)
             for b in launches.get(i, []):
-                out.add(b, part.weights[i])
+                out.add(self._tuned(b), part.weights[i])
         return out
+
+    def _tuned(self, row: Row) -> Row:
+        """A launch of a library that autotunes at run time (GemLite) at the candidate the model
+        prices fastest (what its autotuner picks); every other launch as it is."""
+        return autotuned_row(row, self.hw, memo=self.autotuned)
 
     def _part(self, key: tuple[Any, ...]) -> Part:
         kind, *args = key

@@ -20,6 +20,7 @@ rows use this.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -162,6 +163,28 @@ def with_best_gemm_configs(trace: Trace, hw: HardwareSpec,
     gemm = ((rows["op"] == "gemm") & ~rows["w_format"].isin(FLOAT_FORMATS)
             & rows["kernel"].astype(str).str.match(r"^gem[mv]_")).to_numpy()
     return _retuned(trace, hw, params, gemm, own=True)
+
+
+def autotuned_row(row: Row, hw: HardwareSpec, params: SimParams = DEFAULT_PARAMS,
+                  memo: dict[tuple[Any, ...], lc.LaunchConfig] | None = None) -> Row:
+    """`row` with the config of its autotuned library kernel (AUTOTUNED_KERNELS) the simulator
+    predicts fastest on `hw`, in the row's own form (grid and config as lists and dicts, or as the
+    trace's JSON text); other rows, and every row on an NPU, as they are. `memo`: searches by
+    (kernel, shape, format), shared across calls."""
+    kernel = str(row.get("kernel"))
+    if kernel not in AUTOTUNED_KERNELS or not isinstance(hw, GpuSpec):
+        return row
+    group = row.get("group_size")
+    key = (kernel, int(row["m"]), int(row["n"]), int(row["k"]), str(row["w_format"]),
+           int(row["w_bits"]), None if group is None else int(group), bool(row.get("bias")))
+    memo = {} if memo is None else memo
+    if key not in memo:
+        memo[key] = best_gemm_row(*key[1:], hw=hw, kernel=kernel, params=params).config
+    cfg = memo[key]
+    text = isinstance(row.get("config"), str)
+    grid, config = list(cfg.grid), cfg.config_dict()
+    return {**row, "kernel": cfg.kernel, "grid": json.dumps(grid) if text else grid,
+            "config": json.dumps(config, sort_keys=True) if text else config}
 
 
 def with_autotuned_configs(trace: Trace, hw: HardwareSpec,

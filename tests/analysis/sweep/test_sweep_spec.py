@@ -91,3 +91,25 @@ def test_bad_spec_through_the_cli_is_one_line(tmp_path: Path, capsys: pytest.Cap
                              "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "none.yaml" in lines[0], result.stderr
+
+
+def test_a_quant_method_reaches_every_point_and_its_key(tmp_path: Path) -> None:
+    """`quant_method: gemlite` (synth --quant-method): every group and serve task carries it, the
+    keys change only when it is set, a bad name is the spec's error, and the runner's pending tasks
+    keep it (they rebuilt each group without it: a sweep ran Marlin for `gemlite`)."""
+    from mpsim.analysis.sweep import serve
+    from mpsim.analysis.sweep.run import pending_tasks
+    from mpsim.analysis.sweep.store import PointStore
+
+    base = ("models: [mobilellama-1.4b]\npolicies: [w4g64]\nengines: [sglang]\nhardware: [h100-sxm]\n"
+            "workloads: [{prompt_len: 32, gen_len: 2}]\nperf_models: [roofline]\n"
+            "serve: {rates: [2], requests: 4}\n")
+    plain, tuned = parse_spec(base), parse_spec(base + "quant_method: gemlite\n")
+    assert plain.quant_method is None and tuned.quant_method == "gemlite"
+    assert [g.quant_method for g in tuned.groups()] == ["gemlite"]
+    assert set(plain.keys()).isdisjoint(tuned.keys())
+    assert set(serve.keys(plain)).isdisjoint(serve.keys(tuned))
+    assert [t.quant_method for t in serve.tasks(tuned, set(), str(tmp_path))] == ["gemlite"]
+    assert [t.group.quant_method for t in pending_tasks(tuned, PointStore(tmp_path))] == ["gemlite"]
+    with pytest.raises(MpsimInputError, match=r"<spec>: quant_method: expected one of .*got 'hqq'"):
+        parse_spec(base + "quant_method: hqq\n")

@@ -89,24 +89,30 @@ def work_for(kernel: str) -> WorkBuilder:
     return WORK[kernel]
 
 
+def _config(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A row's config: the trace's JSON text, or the dict of a row not costed yet."""
+    cfg = row["config"]
+    return cfg if isinstance(cfg, Mapping) else json.loads(str(cfg))
+
+
 def launch_kernels(row: Mapping[str, Any]) -> int:
     """How many GPU kernels one launch row stands for (what a per-kernel protocol cost multiplies)."""
     kernel = str(row["kernel"])
     if kernel in (FA3_DECODE, FA3_PREFILL, SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL):
-        cfg = json.loads(str(row["config"]))
+        cfg = _config(row)
         return 1 + int(bool(cfg.get("kv_append", 0)))
     if kernel in (FA2_DECODE, FA2_PREFILL, FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL):
         # + vLLM's KV append; + FA2's combine / FlashInfer's merge kernel when split (trtllm-gen
         # merges in the kernel)
-        cfg = json.loads(str(row["config"]))
+        cfg = _config(row)
         merge = kernel not in (TG_DECODE, TG_PREFILL) and int(cfg.get("split_k", 1)) > 1
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
-        return 2 - int(json.loads(str(row["config"])).get("gmma", 0))
+        return 2 - int(_config(row).get("gmma", 0))
     if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
         return 2
     if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
-        return 1 + int(json.loads(str(row["config"])).get("zero_init", 0))
+        return 1 + int(_config(row).get("zero_init", 0))
     if kernel in SCALED_GEMM_KERNELS:  # the measured call's activation quantization kernels first
-        return 1 + QUANT_KERNELS[int(json.loads(str(row["config"])).get("quant", 0))]
+        return 1 + QUANT_KERNELS[int(_config(row).get("quant", 0))]
     return 1
