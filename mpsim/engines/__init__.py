@@ -46,15 +46,20 @@ def engine_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@cache
-def get_engine(name: str) -> Engine:
-    """The shipped engine `name`, checked against the dispatch table's kernels."""
+def _file(name: str) -> tuple[str, str]:
+    """(text, path) of the shipped engine file `name`; an unknown name is an error naming the known."""
     known = engine_names()
     if name not in known:
         raise MpsimInputError(f"unknown engine {name!r}; expected one of {known}")
     file = f"mpsim/{'/'.join(_FOLDER)}/{name}.yaml"
-    text = resources.files("mpsim").joinpath(*_FOLDER, f"{name}.yaml").read_text("utf-8")
-    engine = parse_engine(text, file, KERNELS_BY_OP)
+    return resources.files("mpsim").joinpath(*_FOLDER, f"{name}.yaml").read_text("utf-8"), file
+
+
+@cache
+def get_engine(name: str) -> Engine:
+    """The shipped engine `name`, checked against the dispatch table's kernels."""
+    text, file = _file(name)
+    engine = parse_engine(text, file, KERNELS_BY_OP, parent=_file)
     if engine.name != name:
         raise MpsimInputError(f"engine file {file}: name {engine.name!r} differs from the file name {name!r}")
     return engine

@@ -8,7 +8,7 @@ through the project's one loader (hw_models/yaml_load.py: duplicate keys rejecte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,8 @@ OPS = ("embed", "rms_norm", "layer_norm", "gemm", "rope", "kv_write", "decode_at
        "prefill_attention", "silu_mul", "gelu", "residual_add", "sample", "allreduce")
 KV_KEYED = ("kv_write", "decode_attention")
 TOP_KEYS = ("name", "description", "source", "supports", "ops")
+# a file that `extends` another engine takes its supports and ops, replacing whole ops it names
+CHILD_KEYS = ("extends", *TOP_KEYS)
 CHOICE_KEYS = ("kernel", "max_m", "arch", "source", "stands_in_for", "a_dtype", "act_quant",
                "n_multiple", "k_multiple", "methods")
 # The checkpoint quantization methods a weight-only GEMM choice can be limited to (`methods`): an
@@ -141,20 +143,45 @@ class Engine:
         return tuple(f for f, _ in dict(self.ops)[op])
 
 
-def parse_engine(text: str, file: str, kernels_by_op: Mapping[str, tuple[str, ...]]) -> Engine:
+def parse_engine(text: str, file: str, kernels_by_op: Mapping[str, tuple[str, ...]],
+                 parent: Callable[[str], tuple[str, str]] | None = None) -> Engine:
     """The engine in `text` (from `file`); `kernels_by_op[op]`: the kernels of the dispatch table
-    that can serve `op`."""
-    try:
-        doc = safe_yaml(text)
-    except YAMLError as exc:
-        raise MpsimInputError(f"engine file {file}: {yaml_problem(exc)}") from None
+    that can serve `op`; `parent(name)`: (text, file) of the engine a file `extends`."""
     where = f"engine file {file}"
-    doc = _mapping(doc, where, TOP_KEYS, required=TOP_KEYS)
+    doc = _merged(_load(text, file), file, parent, (file,))
     name = _text(doc["name"], f"{where}: name")
     supports = _supports(doc["supports"], f"{where}: supports")
     ops = _ops(doc["ops"], f"{where}: ops", supports, kernels_by_op)
     return Engine(name, _text(doc["description"], f"{where}: description"),
                   _text(doc["source"], f"{where}: source"), supports, ops, file)
+
+
+def _load(text: str, file: str) -> Any:
+    try:
+        return safe_yaml(text)
+    except YAMLError as exc:
+        raise MpsimInputError(f"engine file {file}: {yaml_problem(exc)}") from None
+
+
+def _merged(doc: Any, file: str, parent: Callable[[str], tuple[str, str]] | None,
+            chain: tuple[str, ...]) -> dict[str, Any]:
+    """The file's own keys, or, for a file that `extends` NAME, NAME's supports and ops with the
+    file's supports and whole ops in their place (name, description and source always its own)."""
+    where = f"engine file {file}"
+    if not (isinstance(doc, dict) and "extends" in doc):
+        return _mapping(doc, where, TOP_KEYS, required=TOP_KEYS)
+    doc = _mapping(doc, where, CHILD_KEYS, required=("extends", "name", "description", "source"))
+    base = _text(doc["extends"], f"{where}: extends")
+    if parent is None:
+        raise MpsimInputError(f"{where}: extends {base!r}, but no engine files are there to extend")
+    text, base_file = parent(base)
+    if base_file in chain:
+        raise MpsimInputError(f"{where}: extends {base!r} in a cycle ({' -> '.join((*chain, base_file))})")
+    up = _merged(_load(text, base_file), base_file, parent, (*chain, base_file))
+    ops = dict(_mapping(up["ops"], f"engine file {base_file}: ops", OPS))
+    ops.update(_mapping(doc.get("ops", {}), f"{where}: ops", OPS))
+    return {"name": doc["name"], "description": doc["description"], "source": doc["source"],
+            "supports": doc.get("supports", up["supports"]), "ops": ops}
 
 
 def _mapping(value: Any, where: str, allowed: tuple[str, ...],

@@ -309,3 +309,31 @@ def test_the_trace_records_the_method_and_a_reprice_keeps_it() -> None:
     awq = reprice(rtn, EngineChoice("trtllm", "hopper", 132, "awq"))
     assert (awq.rows["kernel"] == "trtllm_awq_prescale").sum() == \
         (awq.rows["kernel"] == "trtllm_fpaintb_gemm").sum() > 0
+
+
+def test_an_engine_file_extends_another_op_by_op() -> None:
+    """sglang-torchnative `extends: sglang`: its supports and every op it does not name are
+    sglang's (the GEMMs, the row-wise kernels), the ops it names its own (NCCL all-reduce, the
+    FlashInfer decode stand-in); a missing parent, a cycle or an unknown key is one error naming the
+    file."""
+    native, base = get_engine("sglang-torchnative"), get_engine("sglang")
+    assert native.supports == base.supports
+    assert native.choices("gemm", "int4-group") == base.choices("gemm", "int4-group")
+    assert native.choices("rms_norm", "any") == base.choices("rms_norm", "any")
+    assert [c.kernel for c in native.choices("allreduce", "any")] == ["nccl_allreduce"]
+    assert native.choices("decode_attention", "kv16") != base.choices("decode_attention", "kv16")
+    files = {"a": "extends: b\nname: a\ndescription: A\nsource: s\n",
+             "b": "extends: a\nname: b\ndescription: B\nsource: s\n"}
+
+    def parent(name: str) -> tuple[str, str]:
+        if name not in files:
+            raise MpsimInputError(f"unknown engine {name!r}; expected one of {sorted(files)}")
+        return files[name], f"x/{name}.yaml"
+    cycle = r"x/b\.yaml: extends 'a' in a cycle \(x/a\.yaml -> x/b\.yaml -> x/a\.yaml\)"
+    with pytest.raises(MpsimInputError, match=cycle):
+        parse_engine(files["a"], "x/a.yaml", KERNELS_BY_OP, parent)
+    with pytest.raises(MpsimInputError, match=r"unknown engine 'c'"):
+        parse_engine("extends: c\nname: d\ndescription: D\nsource: s\n", "x/d.yaml", KERNELS_BY_OP, parent)
+    with pytest.raises(MpsimInputError, match=r"x/d\.yaml: unknown key 'opz'"):
+        parse_engine("extends: b\nname: d\ndescription: D\nsource: s\nopz: {}\n", "x/d.yaml",
+                     KERNELS_BY_OP, parent)
