@@ -20,8 +20,9 @@ Sources (docs/validation.md#the-data says where to get them):
   (window_size > 0) and beam width > 1 are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
   8 with kv_dtype fp8 (its own class); prefill with an fp8 KV cache ("attention prefill fp8-kv") or
   FP8 attention compute ("attention prefill fp8", attn_dtype fp8) is priced for TRT-LLM's context
-  FMHA only, prefill with an fp8 KV cache also for vLLM's FlashInfer kernels
-  (`vllm_flashinfer_*`), and unrepresentable for the others.
+  FMHA and FA3's fp8 forward (an fp8 cache and attn_dtype fp8, kernel_source `fa3`: SGLang),
+  prefill with an fp8 KV cache also for vLLM's FlashInfer kernels (`vllm_flashinfer_*`), and
+  unrepresentable for the others (vLLM's FA3 rows compute in bf16 over the fp8 cache).
 - Vidur `mlp.csv`: one input row holds ten ops of one token count, so it becomes one measured row
   per (input row, op), each carrying the whole input row plus `vidur_op`. Statistic: the `mean`
   over the 20 layers (ms). Protocol `kernel` (CUPTI durations). Shapes are the per-GPU shards of
@@ -200,28 +201,32 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     source = d["kernel_source"].astype(str) if "kernel_source" in d else pd.Series("", index=d.index)
     fp8_prefill_kernel = (framework == "trtllm").to_numpy() | source.str.startswith(
         FP8_PREFILL_SOURCES).to_numpy()
-    _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel)
+    fa3 = source.isin(FP8_ATTENTION_SOURCES).to_numpy() & fp8_kv & fp8_attn
+    _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel & ~fa3, fa3)
     notes = ["attention times include the framework's op scope: " + ", ".join(
         f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
         "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]
     return Measurements("aiconfigurator attention_perf", frame, _finish(rows), notes)
 
 
-# vLLM kernel sources whose prefill reads an fp8 KV cache that mpsim models (FlashInfer's rooms)
+# kernel sources whose prefill reads an fp8 KV cache that mpsim models: vLLM's FlashInfer rooms; and
+# FlashAttention-3's fp8 forward (attn_dtype fp8: SGLang's `fa3`, vLLM's FA3 rows if any were fp8)
 FP8_PREFILL_SOURCES = ("vllm_flashinfer_",)
+FP8_ATTENTION_SOURCES = ("vllm_flash_attn_fa3", "fa3")
 
 
 def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
-                      fp8_kv: np.ndarray) -> None:
+                      fp8_kv: np.ndarray, fa3_fp8: np.ndarray) -> None:
     window = d["window_size"].fillna(0).to_numpy() if "window_size" in d else np.zeros(len(d))
     _mark(rows, window > 0, "unrepresentable: sliding-window attention (window_size > 0)")
     if "beam_width" in d:
         _mark(rows, d["beam_width"].fillna(1).to_numpy() != 1, "unrepresentable: beam width > 1")
     trtllm_prefill = ~decode & (rows["framework"] == "trtllm").to_numpy()
-    _mark(rows, (d["attn_dtype"].astype(str).to_numpy() != "bfloat16") & ~trtllm_prefill,
-          "unrepresentable: FP8 attention compute (attn_dtype fp8) outside TRT-LLM's context FMHA")
+    _mark(rows, (d["attn_dtype"].astype(str).to_numpy() != "bfloat16") & ~trtllm_prefill & ~fa3_fp8,
+          "unrepresentable: FP8 attention compute (attn_dtype fp8) outside TRT-LLM's context FMHA "
+          "and FA3's fp8 forward")
     _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache (modelled for "
-          "TRT-LLM's context FMHA and FlashInfer's kernels only)")
+          "TRT-LLM's context FMHA, FlashInfer's kernels and FA3 only)")
     heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
     _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
           "unrepresentable: heads not a multiple of kv_heads")

@@ -4,13 +4,14 @@ and the row builder (`attention_row(..., kernel="fa3")`); mpsim/sim/gpu/library/
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    check_fp16_prefill,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -34,6 +35,22 @@ def fa3_num_splits(total_mblocks: int, sms: int, num_n_blocks: int, max_splits: 
         effs.append(waves / -(-waves // 1))
     best = max(effs)
     return next(s for s in range(1, cap + 1) if effs[s - 1] >= 0.85 * best)
+
+
+def check_fa3_kv(q_len: int, kv_bits: int, fp8_attention: bool) -> None:
+    """FA3 reads a 16-bit or an fp8 e4m3 cache. Decode over an fp8 cache casts Q and runs in e4m3;
+    a prefill over one is priced as FA3's fp8 forward only (`fp8_attention`: Q, K and V in e4m3,
+    SGLang's rows), not as vLLM's prefill with an fp8 cache, whose published rows compute in bf16
+    (attn_dtype bfloat16) at 1.1-1.2x the bf16 cache's time, a path not modelled."""
+    if kv_bits not in (16, 8):
+        raise MpsimInputError(f"attention: FA3 has a 16-bit or fp8 KV cache, got {kv_bits} bits")
+    if fp8_attention and kv_bits != 8:
+        raise MpsimInputError("attention: FA3's FP8 attention reads an fp8 KV cache (--kv-bits 8); "
+                              "with a 16-bit cache it computes in 16 bits")
+    if q_len > 1 and kv_bits == 8 and not fp8_attention:
+        raise MpsimInputError("attention: FA3 prefill over an fp8 KV cache is modelled as its fp8 "
+                              "forward (fp8_attention: Q, K, V in e4m3); 16-bit compute over an fp8 "
+                              "cache (vLLM's) is not modelled")
 
 
 FA3_BLOCK_N = 128      # keys per tile (decode and prefill, head_dim 128)
@@ -81,11 +98,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` row: q_len queries, the last
     of kv_len keys (kv_len > q_len: a chunk after cached tokens, causal over the last q_len
     positions, hopper/block.h get_n_block_min_max)."""
-    check_fp16_prefill(q_len, kv_bits)
-    if fp8_attention:
-        raise MpsimInputError("attention: FP8 attention compute is not modelled for FA3")
-    if kv_bits == 4:
-        raise MpsimInputError("attention: FA3 has no 4-bit KV cache (16 or fp8 only)")
+    check_fa3_kv(q_len, kv_bits, fp8_attention)
     if q_len == 1:
         cfg = fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
                                 l2_warm=l2_warm, sms=sms)
@@ -93,6 +106,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         check_prefill_chunk("FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
                                  sms=sms, kv_len=kv_len)
+    if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
+        cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
     row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

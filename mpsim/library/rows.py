@@ -54,8 +54,9 @@ def check_sizes(what: str, **sizes: int) -> None:
 
 
 def check_fp16_prefill(q_len: int, kv_bits: int) -> None:
-    """Rooms whose prefill attends to the prompt's fresh 16-bit K/V (mpsim's, FA3, SGLang's) refuse
-    another KV width there; a room with a quantized-KV prefill (TensorRT-LLM's FMHA) does not call it."""
+    """Rooms whose prefill attends to the prompt's fresh 16-bit K/V (mpsim's, FA2) refuse another KV
+    width there; a room with a quantized-KV prefill (TensorRT-LLM's FMHA, FA3's fp8 forward,
+    FlashInfer's) does not call it."""
     if q_len > 1 and kv_bits != 16:
         raise MpsimInputError("attention: prefill (q_len > 1) attends to fp16 K/V; --kv-bits "
                               "applies to decode (q_len 1)")

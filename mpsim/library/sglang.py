@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mpsim.errors import MpsimInputError
-from mpsim.library.fa3 import fa3_decode_config, fa3_prefill_config
+from mpsim.library.fa3 import check_fa3_kv, fa3_decode_config, fa3_prefill_config
 from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    check_fp16_prefill,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -35,10 +33,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     """A `sglang_fa3_decode` (q_len 1; 16-bit or fp8 KV) or `sglang_fa3_prefill` row (q_len <=
     kv_len: an extend over cached tokens runs FA3 with the cache, as vLLM's chunks do); the KV
     store is always part of SGLang's op (`kv_append` implied)."""
-    check_fp16_prefill(q_len, kv_bits)
-    if kv_bits not in (16, 8) or fp8_attention:
-        raise MpsimInputError("attention: SGLang's FA3 rows have a 16-bit or fp8 KV cache and bf16 "
-                              "attention compute")
+    check_fa3_kv(q_len, kv_bits, fp8_attention)
     if q_len == 1:
         cfg = replace(fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=True,
                                         l2_warm=l2_warm, sms=sms), kernel=SGLANG_FA3_DECODE)
@@ -46,6 +41,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         check_prefill_chunk("SGLang FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = replace(fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True,
                                          sms=sms, kv_len=kv_len), kernel=SGLANG_FA3_PREFILL)
+    if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
+        cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
     row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

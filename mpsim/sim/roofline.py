@@ -41,7 +41,8 @@ WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_deco
 # analysis/validation/weight_copies.py); the bound treats them as warm (up to an L2 of their reads)
 REPLAY_KERNELS = ("cublas_gemm",)
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
-FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill")
+FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill",
+                      "fa3_decode", "fa3_prefill", "sglang_fa3_decode", "sglang_fa3_prefill")
 # fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
 # calls of a benchmark (`l2_weights`: 1), a warm launch as the kernels above
 # (the fp8 / fp4 rooms name them: mpsim.library.SCALED_GEMM_KERNELS)
