@@ -5,7 +5,7 @@
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
 #                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
-#                        [--steps tests,kernels,attention,captures]
+#                        [--steps tests,kernels,attention,captures,gemlite]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -25,10 +25,14 @@
 #      launchers' heuristic configs (MPSIM_AUTOTUNE=0, as synthesis records them), then the --tuned
 #      policies (default w4) again with GPU-side autotuning on (kernels/autotune.py: every candidate
 #      config of each GEMM shape compiled and timed once; the rows record the configs it chose);
-#   5. runs `mpsim validate` on every capture against --hw (default h200-sxm).
+#   5. runs `mpsim validate` on every capture against --hw (default h200-sxm);
+#   6. times GemLite 0.4.1's kernels (SGLang's torchao W4A16 path) at llama-3-8b's decode shapes
+#      beside mpsim's gemlite room (analysis/bench/gemlite_gpu.py), when the carried wheels hold
+#      GemLite's sdist (scripts/gpu-check-wheels.sh); without it its CSV says so.
 # Everything goes under --out (default out/gpu-check-<UTC time>): SUMMARY.md (steps, exit codes,
 # times, environment), log.txt, pytest-gpu.txt, bench_kernels.csv, bench_attention.csv,
-# captures/*.parquet, validate/*-{rows,summary}.csv. --tar FILE also packs the folder.
+# captures/*.parquet, validate/*-{rows,summary}.csv, bench_gemlite.csv. --tar FILE also packs the
+# folder.
 # A failing step is recorded and the next one still runs; the exit code is 1 if any step failed.
 #
 # --dry-run: the same steps on this machine's CPU (the Triton interpreter) at tiny shapes (one
@@ -39,7 +43,7 @@
 # --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
-# --steps: which of the four measuring steps run (default all; dependencies always run).
+# --steps: which of the five measuring steps run (default all; dependencies always run).
 # --deadline SECONDS: a time box for the whole kit (a lent GPU's minutes are few). Each step runs
 # under `timeout` for what is left of it (and at most --max-step seconds); a step killed so is
 # recorded with exit 124 and what it wrote stays (the benchmark CSVs are flushed row by row); a step
@@ -49,7 +53,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
-GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures"
+GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite"
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -85,8 +89,8 @@ if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
 export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
 FAILED=0 START=$(date +%s) TIMED_OUT=""
 for n in $STEPS; do
-    case "$n" in tests|kernels|attention|captures) ;;
-        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures)" >&2; exit 2 ;;
+    case "$n" in tests|kernels|attention|captures|gemlite) ;;
+        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures, gemlite)" >&2; exit 2 ;;
     esac
 done
 wants() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -149,6 +153,11 @@ deps() {  # simpy from the carried wheels; the checkout as `mpsim` through a fol
         "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$site" "$WHEELS"/*.whl || return 1
     fi
+    # GemLite (the gemlite step; optional): its sdist, built without isolation against this torch
+    if ls "$WHEELS"/gemlite-*.tar.gz >/dev/null 2>&1 && ! "$PY" -c "import gemlite" 2>/dev/null; then
+        "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
+            --target "$site" "$WHEELS"/gemlite-*.tar.gz || echo "gemlite: the sdist did not install (the gemlite step says so)"
+    fi
     if ! "$PY" -P -c "import mpsim.sim, mpsim.kernels, mpsim.analysis, mpsim.hw_models" 2>/dev/null; then
         # Not installed: link it. Every python step then runs with -P (no working directory on
         # sys.path), or the checkout's own mpsim/ folder, which lacks kernels/, traces/, ..., would
@@ -210,6 +219,9 @@ if wants captures; then
     # shellcheck disable=SC2086
     [ -n "$TUNED" ] && capture_grid 1 "-tuned" $TUNED
 fi
+GEMLITE_ARGS=(--hw "$HW" --out "$OUT/bench_gemlite.csv")
+[ "$DRY" = 1 ] && GEMLITE_ARGS+=(--dry-run)
+wants gemlite && step "gemlite benchmark" "$PY" -P -m mpsim.analysis.bench.gemlite_gpu "${GEMLITE_ARGS[@]}"
 sed -n '/^=== pytest -m gpu/,/^=== /p' "$LOG" | sed '$d' > "$OUT/pytest-gpu.txt"
 {
     echo

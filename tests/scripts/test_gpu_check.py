@@ -26,9 +26,12 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
         "dependencies", "pytest -m gpu", "kernel benchmark", "attention benchmark",
         "capture vicuna-7b-fp16-b2", "validate vicuna-7b-fp16-b2",
         "capture vicuna-7b-w4_kv8-b2", "validate vicuna-7b-w4_kv8-b2",
-        "capture vicuna-7b-w4-b2-tuned", "validate vicuna-7b-w4-b2-tuned"]
+        "capture vicuna-7b-w4-b2-tuned", "validate vicuna-7b-w4-b2-tuned", "gemlite benchmark"]
     assert all(s.split("|")[2].strip() == "0" for s in steps) and "DRY RUN" in summary
     assert len(pd.read_csv(out / "bench_kernels.csv")) and len(pd.read_csv(out / "bench_attention.csv"))
+    gemlite = pd.read_csv(out / "bench_gemlite.csv")  # the rooms' prices; no GPU, so no times
+    assert len(gemlite) == 8 and (gemlite["status"] == "dry run: no GPU").all()
+    assert (gemlite["model_us"] <= gemlite["predicted_us"] * (1 + 1e-9)).all()
     rows = pd.read_csv(out / "validate" / "vicuna-7b-w4_kv8-b2-rows.csv")
     assert list(rows.columns[-5:]) == ["predicted_us", "roofline_us", "error", "config", "status"]
     assert (rows["status"] == "ok").all()
@@ -71,6 +74,7 @@ def test_a_step_over_its_time_box_keeps_its_output(tmp_path: Path) -> None:
 def test_unknown_step_is_refused(tmp_path: Path) -> None:
     run = _kit(tmp_path, "--out", str(tmp_path / "kit"), "--steps", "captures,bench")
     assert run.returncode == 2 and "--steps: unknown step 'bench'" in run.stderr
+    assert "expected tests, kernels, attention, captures, gemlite" in run.stderr
 
 
 def test_empty_policies_leave_the_tuned_captures_alone(tmp_path: Path) -> None:
