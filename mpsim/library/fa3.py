@@ -38,19 +38,15 @@ def fa3_num_splits(total_mblocks: int, sms: int, num_n_blocks: int, max_splits: 
 
 
 def check_fa3_kv(q_len: int, kv_bits: int, fp8_attention: bool) -> None:
-    """FA3 reads a 16-bit or an fp8 e4m3 cache. Decode over an fp8 cache casts Q and runs in e4m3;
-    a prefill over one is priced as FA3's fp8 forward only (`fp8_attention`: Q, K and V in e4m3,
-    SGLang's rows), not as vLLM's prefill with an fp8 cache, whose published rows compute in bf16
-    (attn_dtype bfloat16) at 1.1-1.2x the bf16 cache's time, a path not modelled."""
+    """FA3 reads a 16-bit or an fp8 e4m3 cache; with fp8 its forward runs Q, K and V in e4m3 (the
+    query cast first: FA3 has no mixed-dtype kernel; vLLM's flash_attn backend calls
+    scaled_fp8_quant on the query whenever its cache is fp8), in decode and prefill alike, so FP8
+    attention compute is an fp8 cache's and nothing else's."""
     if kv_bits not in (16, 8):
         raise MpsimInputError(f"attention: FA3 has a 16-bit or fp8 KV cache, got {kv_bits} bits")
     if fp8_attention and kv_bits != 8:
         raise MpsimInputError("attention: FA3's FP8 attention reads an fp8 KV cache (--kv-bits 8); "
                               "with a 16-bit cache it computes in 16 bits")
-    if q_len > 1 and kv_bits == 8 and not fp8_attention:
-        raise MpsimInputError("attention: FA3 prefill over an fp8 KV cache is modelled as its fp8 "
-                              "forward (fp8_attention: Q, K, V in e4m3); 16-bit compute over an fp8 "
-                              "cache (vLLM's) is not modelled")
 
 
 FA3_BLOCK_N = 128      # keys per tile (decode and prefill, head_dim 128)

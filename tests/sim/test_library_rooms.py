@@ -100,12 +100,13 @@ def test_fp16_prefill_rooms_refuse_a_quantized_prefill_kv(kernel: str | None) ->
     assert attention_row(1, 64, 64, 8, 8, 64, 8, kernel="trtllm")["kernel"] == "trtllm_context_fmha"
 
 
-@pytest.mark.parametrize("kernel", ["fa3", "sglang"])
-def test_fa3_prefill_over_an_fp8_cache_runs_at_the_fp8_rate(kernel: str) -> None:
+@pytest.mark.parametrize(("kernel", "lo", "hi"), [("fa3", 0.9, 1.3), ("sglang", 0.55, 0.9)])
+def test_fa3_prefill_over_an_fp8_cache_runs_at_the_fp8_rate(kernel: str, lo: float, hi: float) -> None:
     """FA3's fp8 forward (an fp8 e4m3 cache; it has no mixed-dtype kernel, so FP8 attention compute is
-    an fp8 cache's only): its MMAs at the fp8 tensor rate (the roofline's bound too) at its own
-    share of peak, so a large causal prefill takes between half and the whole of the bf16 time
-    (SGLang's H200 rows: 0.71x median above 5 ms, docs/validation.md)."""
+    an fp8 cache's only): its MMAs at the fp8 tensor rate (the roofline's bound too) at each build's
+    share of peak, vLLM's after its query-cast kernel: a 2 ms causal prefill takes about the bf16
+    time in vLLM's build and less in SGLang's, as their H200 rows (median fp8/bf16 ratios between 1
+    and 5 ms: vLLM 1.11x, SGLang 0.81x; above 5 ms 0.99x and 0.71x, docs/validation.md)."""
     from mpsim.hw_models.loader import load_hardware
     from mpsim.sim.launch import simulate_launch
 
@@ -114,6 +115,6 @@ def test_fa3_prefill_over_an_fp8_cache_runs_at_the_fp8_rate(kernel: str) -> None
     bf16 = attention_row(8, 4096, 4096, 32, 8, 128, 16, kernel=kernel)
     assert json.loads(str(fp8["config"]))["fp8"] == 1 and "fp8" not in json.loads(str(bf16["config"]))
     ratio = simulate_launch(fp8, hw).time_s / simulate_launch(bf16, hw).time_s
-    assert 0.5 < ratio < 0.9
+    assert lo < ratio < hi
     with pytest.raises(MpsimInputError, match=r"FA3's FP8 attention reads an fp8 KV cache"):
         attention_row(1, 64, 64, 8, 8, 64, 16, kernel=kernel, fp8_attention=True)

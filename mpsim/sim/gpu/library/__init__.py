@@ -100,7 +100,8 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
     kernel = str(row["kernel"])
     if kernel in (FA3_DECODE, FA3_PREFILL, SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL):
         cfg = _config(row)
-        return 1 + int(bool(cfg.get("kv_append", 0)))
+        q_cast = kernel == FA3_PREFILL and bool(cfg.get("fp8", 0))
+        return 1 + int(bool(cfg.get("kv_append", 0))) + int(q_cast)  # + an fp8 prefill's query cast
     if kernel in (FA2_DECODE, FA2_PREFILL, FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL):
         # + vLLM's KV append; + FA2's combine / FlashInfer's merge kernel when split (trtllm-gen
         # merges in the kernel)

@@ -72,11 +72,12 @@ class Fa3Params:
     fp8_extra_us: float = 0.376          # fp8 KV: the query cast
     combine_us: float = 2.081            # split-KV: the combine of the partial outputs
     prefill_eta: float = 0.7293          # share of tensor peak of the causal main loop
-    # the same at the fp8 rate, FA3's fp8 forward (an fp8 cache: Q, K, V in e4m3): 0.53, the MAPE
-    # argmin on 300 SGLang 0.5.14 H200 `fa3` context rows (attn_dtype and kv_cache_dtype fp8, window
-    # 0, seed 23; 0.50-0.73 tried: 15.4-20.8%), 16.6% on the other 300 (docs/validation.md); the
-    # only published FA3 fp8 prefill rows (vLLM's are sliding-window), so no other GPU or stack checks it
-    prefill_fp8_eta: float = 0.53
+    # the same at the fp8 rate, FA3's fp8 forward in vLLM's build (an fp8 cache: the query cast by its
+    # own kernel first, `q_cast_part`): 0.315, the MAPE argmin on 300 vLLM 0.24.0 H200
+    # `vllm_flash_attn_fa3` context rows with an fp8 cache (window 0, a 600-row sample, seed 23,
+    # alternate rows; 0.30-0.53 tried: 13.1-27.0%), 13.3% on the other 300 and 14.1% on 600 H100
+    # rows (held out); SGLang's build has its own (SglangParams.prefill_fp8_eta)
+    prefill_fp8_eta: float = 0.315
     prefill_scope_us: float = 2.408      # the rest of vLLM's prefill attention op
     prefill_tile_ns: float = 3830.0      # per query-tile CTA: prologue and epilogue
     kv_append_round_ns: float = 2478.0   # reshape_and_cache_flash: one round of resident blocks
@@ -103,6 +104,19 @@ def kv_append_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: G
     res = CtaResources(max(1, threads // 32), 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res,
                       tokens * kv_heads * head_dim * 2 * FP16, name="kv append")
+    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
+
+
+def q_cast_part(elements: float, r: GpuRates, p: SimParams) -> KernelPart:
+    """The query's cast to e4m3 before FA3's fp8 forward (vLLM's scaled_fp8_quant, SGLang's
+    `q.to(fp8)`): an elementwise stream of 2 bytes read and 1 written per element, priced as
+    PyTorch's vectorized elementwise kernels are (mpsim/sim/gpu/library/torch.py: one round trip,
+    `torch.add_iter_ns`, then the bytes at HBM bandwidth over one CTA per SM)."""
+    ctas = r.sms
+    res = CtaResources(4, 0.0, 0.0, 1, 32)
+    trip = Trip(elements * FP16 / ctas, 0.0, latency_ns=p.torch.add_iter_ns)
+    work = KernelWork(trip, Epilogue(elements / ctas), (1,), "single", ctas, ctas, res,
+                      elements * FP16, dram_write_bytes=elements, name="q cast")
     return KernelPart(work, Occupancy(1, 1, False, "kernel"))
 
 
@@ -173,13 +187,14 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq
-    fixed = p.fa3.prefill_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0) \
-        + (p.fa3.fp8_extra_us * 1e3 if fp8 else 0.0)
+    fixed = p.fa3.prefill_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0)
     res = CtaResources(12, 2 * bn * d * elem, bm * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
                       io, setup_ns=math.ceil(ctas / r.sms) * p.fa3.prefill_tile_ns, fixed_ns=fixed,
                       name="fa3 prefill")
     parts = [kv_append_part(b * q, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
+    if fp8 and row["kernel"] == FA3_PREFILL:  # vLLM's scaled_fp8_quant of the query, its own kernel
+        parts.append(q_cast_part(float(b * q * hq * d), r, p))
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
