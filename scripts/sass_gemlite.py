@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import types
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -93,7 +91,7 @@ def count(case: tuple[Any, ...], gemlite: str) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     sys.path.insert(0, str(ROOT / "scripts"))
-    from sass_mix import _INSTR, PIPES, main_loop, pipe_of
+    from sass_mix import _INSTR, disassemble, main_loop, pipe_counts
 
     kind, bits, bm, bn, bk, warps = case
     fn = _import(Path(gemlite))[kind]
@@ -113,22 +111,14 @@ def count(case: tuple[Any, ...], gemlite: str) -> dict[str, Any]:
                 attrs[(i,)] = [["tt.divisibility", 16]]
     compiled = triton.compile(ASTSource(fn, sig, cons, attrs), target=GPUTarget("cuda", 90, 32),
                               options=dict(num_warps=warps, num_stages=1))
-    with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
-        f.write(compiled.asm["cubin"])
-    try:
-        sass = subprocess.run([triton.knobs.nvidia.nvdisasm.path, "-c", f.name], check=True,
-                              capture_output=True, text=True).stdout
-    finally:
-        os.unlink(f.name)
+    sass = disassemble(compiled)
     if kind == "gemv":  # no K loop: the whole kernel, two chunks
         ops = [m.group(2) for m in map(_INSTR.search, sass.splitlines()) if m]
         weights = 2 * bk * bn
     else:
         ops = main_loop(sass)
         weights = bk * bn
-    counts = dict.fromkeys(PIPES, 0)
-    for op in ops:
-        counts[pipe_of(op)] += 1
+    counts = pipe_counts(ops)
     lanes = 32 * warps
     out = {"kernel": NAMES[kind], "bits": bits, "block_m": bm, "block_n": bn, "block_k": bk,
            "num_warps": warps}

@@ -159,11 +159,31 @@ def kv_cases(arch: str) -> list[tuple[Any, ...]]:
             for d in (64, 128)]
 
 
+def disassemble(compiled: Any) -> str:
+    """The SASS of a triton.compile result (its cubin through the bundled nvdisasm)."""
+    import triton
+
+    with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
+        f.write(compiled.asm["cubin"])
+    try:
+        return subprocess.run([triton.knobs.nvidia.nvdisasm.path, "-c", f.name], check=True,
+                              capture_output=True, text=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
+def pipe_counts(ops: list[str]) -> dict[str, int]:
+    """Instructions by issue pipe (PIPES) of a list of opcodes."""
+    counts = dict.fromkeys(PIPES, 0)
+    for op in ops:
+        counts[pipe_of(op)] += 1
+    return counts
+
+
 def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     """Compile one case for its architecture (the case's last field, sm_90a or sm_80) and count its
     main loop's instructions per weight by pipe."""
     os.environ.pop("TRITON_INTERPRET", None)
-    import triton
 
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
     from mpsim.kernels.launch_config import gemv_partial_trips
@@ -180,17 +200,8 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     else:
         kernel, args, cfg = launch_args(*shape)
     compiled = compile_sm90(kernel, args, cfg, ARCH_NUMBER[arch])
-    with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
-        f.write(compiled.asm["cubin"])
-    try:
-        sass = subprocess.run([triton.knobs.nvidia.nvdisasm.path, "-c", f.name], check=True,
-                              capture_output=True, text=True).stdout
-    finally:
-        os.unlink(f.name)
-    ops = main_loop(sass)
-    counts = dict.fromkeys(PIPES, 0)
-    for op in ops:
-        counts[pipe_of(op)] += 1
+    ops = main_loop(disassemble(compiled))
+    counts = pipe_counts(ops)
     lanes = 32 * cfg.num_warps
     # one trip of the group GEMV's partial-sum loop covers T K tiles (kernels/gemv_group.py)
     trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (

@@ -203,7 +203,7 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     fp8_prefill_kernel = (framework == "trtllm").to_numpy() | source.str.startswith(
         FP8_PREFILL_SOURCES).to_numpy()
     fa3 = source.isin(FP8_ATTENTION_SOURCES).to_numpy() & fp8_kv & fp8_attn
-    _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel & ~fa3, fa3)
+    _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel, fa3)
     notes = ["attention times include the framework's op scope: " + ", ".join(
         f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
         "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]

@@ -27,7 +27,9 @@ MIX_KEYS = (*CUDA_PIPES, "issue")
 # the same columns with `arch` last; they join the table by architecture like the others.
 
 
-def _distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps: int) -> float:
+def tile_distance(r: dict[str, Any], block_m: int, block_n: int, block_k: int, warps: int) -> float:
+    """How far a counted row's tile is from a launch's: log2 steps summed over the four sizes (the
+    nearest row prices a config that was not compiled; the gemlite room's table too)."""
     def d(a: Any, b: int) -> float:
         return abs(math.log2(max(1, int(a))) - math.log2(max(1, b)))
 
@@ -59,7 +61,7 @@ def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block
     same = [r for r in rows if (r["block_m"] == 1) == (block_m == 1)] or rows
 
     def rank(r: dict[str, Any]) -> tuple[float, str]:
-        dist = _distance(r, block_m, block_n or int(r["block_n"]), block_k or int(r["block_k"]),
+        dist = tile_distance(r, block_m, block_n or int(r["block_n"]), block_k or int(r["block_k"]),
                          warps or int(r["num_warps"]))
         return dist, str(r)
 

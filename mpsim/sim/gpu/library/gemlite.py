@@ -33,6 +33,7 @@ from mpsim.sim.gpu.library.mpsim_gemm import MMA_MIN_COLS, lockstep_trip_ns
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.sass import tile_distance
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 from mpsim.traces.accounting import FP16, gemm_weight_bytes
 
@@ -50,11 +51,7 @@ def gemlite_mix(kernel: str, bits: int, bm: int, bn: int, bk: int, warps: int) -
     if not rows:
         raise ValueError(f"no SASS mix for {kernel} at {bits} bits (scripts/sass_gemlite.py counts "
                          f"{sorted({(r['kernel'], r['bits']) for r in TABLE})})")
-
-    def distance(r: Mapping[str, Any]) -> float:
-        return sum(abs(math.log2(int(r[c])) - math.log2(v)) for c, v in (
-            ("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", warps)))
-    best = min(rows, key=distance)
+    best = min(rows, key=lambda r: tile_distance(r, bm, bn, bk, warps))
     return {p: float(best[p]) for p in PIPES}
 
 
