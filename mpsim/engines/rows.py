@@ -20,12 +20,10 @@ from mpsim.errors import MpsimInputError
 from mpsim.kernels import launch_config as lc
 from mpsim.library import (
     act_quant,
-    cublas,
     fa2,
     fa3,
     flashinfer_attention,
     flashinfer_trtllm,
-    gemlite,
     sglang,
     torch,
     trtllm,
@@ -217,11 +215,10 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
         assert lib.gemm is not None
         group = _opt(r.get("group_size"))
         gm, gn, gk = int(r["m"]), int(r["n"]), int(r["k"])
-        # cuBLAS's fixed choice is per architecture (its rows carry the instruction family `sm`),
-        # as is GemLite's shipped default (autotuned configs: mpsim.sim.best_config)
-        config = cublas.heuristic_for_arch(gm, gn, gk, t.sms, t.arch) \
-            if kernel == cublas.CUBLAS_GEMM else gemlite.default_config(
-                kernel, gm, gn, gk, group or gk, t.arch) if kernel in gemlite.KERNELS else None
+        # a library whose own choice is per architecture (cuBLAS's heuristic, its rows carrying the
+        # instruction family `sm`; GemLite's shipped default) builds for the target's
+        arch_config = library.ARCH_CONFIGS.get(kernel)
+        config = arch_config(kernel, gm, gn, gk, group, t.sms, t.arch) if arch_config else None
         out = lib.gemm(None if mine else kernel, gm, gn, gk, str(r["w_format"]), int(r["w_bits"]),
                        group, bool(r.get("bias")), on_gpu=t.on_gpu, config=config, sms=t.sms)
         # the weights stay as the policy stores them: a room that prices them per channel (TensorRT-

@@ -140,6 +140,13 @@ WO_GEMM_KERNELS = tuple(WO_CANDIDATES)
 # fastest; without a search a row runs the library's shipped default config
 AUTOTUNED_CANDIDATES = dict.fromkeys(gemlite.KERNELS, gemlite.candidates)
 AUTOTUNED_KERNELS = tuple(AUTOTUNED_CANDIDATES)
+# GEMM kernels whose library's own choice depends on the GPU architecture (engine rows are built
+# for theirs): kernel -> (kernel, m, n, k, group or None, SMs, engine-file architecture) -> config
+ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], LaunchConfig]] = {
+    cublas.CUBLAS_GEMM: lambda kernel, m, n, k, group, sms, arch: cublas.heuristic_for_arch(
+        m, n, k, sms, arch),
+    **dict.fromkeys(gemlite.KERNELS, lambda kernel, m, n, k, group, sms, arch: gemlite.default_config(
+        kernel, m, n, k, group or k, arch))}
 # fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms): the library's fixed
 # heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles a search tries
 SCALED_CANDIDATES = {kernel: room.candidates for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8)
