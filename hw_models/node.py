@@ -61,6 +61,8 @@ class CollectiveFit:
     custom_latency_us: float = field(default=0.0, metadata={"min": 0})
     custom_efficiency: float = 1.0
     vllm_extra_us: float = field(default=0.0, metadata={"min": 0})
+    trtllm_twoshot_efficiency: float = field(default=0.0, metadata={"min": 0})
+    trtllm_twoshot_us: float = field(default=0.0, metadata={"min": 0})
     eager_floor_us: float = field(default=0.0, metadata={"min": 0})
     eager_other_floor_us: float = field(default=0.0, metadata={"min": 0})
     pcie_exponent: float = field(default=0.0, metadata={"min": 0})

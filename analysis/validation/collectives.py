@@ -33,6 +33,7 @@ BANDS = ((0, 64 << 10, "<=64KiB"), (64 << 10, 4 << 20, "64KiB-4MiB"), (4 << 20, 
 NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "nccl_hop_scale",
               "group_penalty", "nvls_fraction", "pcie_exponent")
 CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us")
+TWOSHOT_KNOBS = ("trtllm_twoshot_efficiency", "trtllm_twoshot_us")
 EAGER_KNOBS = ("eager_floor_us", "eager_other_floor_us")
 
 
@@ -84,7 +85,8 @@ def _search(fit: NodeFit, knobs: tuple[str, ...], rows: pd.DataFrame) -> NodeFit
         for knob in knobs:
             for sign in (1, -1):
                 value = getattr(fit, knob)
-                new: dict[str, Any] = {knob: value * (1 + sign * step) if value else step * sign}
+                moved_to = value * (1 + sign * step) if value else step * sign
+                new: dict[str, Any] = {knob: 0.0 if abs(moved_to) < 1e-9 else moved_to}  # a true zero
                 trial = replace(fit, **new)
                 if getattr(trial, knob) < 0:
                     continue
@@ -112,6 +114,11 @@ def fit_node(folder: str, rows: pd.DataFrame) -> NodeFit:
     graph = train[train["source"].isin(["trtllm", "vllm_graph"])]
     if len(graph):
         fit = _search(fit, CUSTOM_KNOBS, graph)
+        trt = graph[graph["source"] == "trtllm"]
+        if len(trt):  # TRT-LLM's two-shot kernel on its own rows, then everything again
+            fit = replace(fit, trtllm_twoshot_efficiency=fit.custom_efficiency, trtllm_twoshot_us=1.0)
+            fit = _search(fit, TWOSHOT_KNOBS, trt)
+            fit = _search(fit, CUSTOM_KNOBS + TWOSHOT_KNOBS, graph)
     eager = train[train["source"] == "vllm_eager"]
     if len(eager):
         fit = replace(fit, eager_floor_us=20.0, eager_other_floor_us=20.0)

@@ -24,11 +24,11 @@ What comes from the libraries (cited by file and commit):
   custom_all_reduce.cuh, all_reduce_utils.py and allreduceFusionKernels.h agree); the vLLM snapshot
   was too large to fetch, so no commit is pinned for them. "No custom kernel on more than two PCIe
   GPUs" is vLLM's custom_all_reduce.py (it disables itself there).
-- TensorRT-LLM: its all-reduce kernel (cpp/tensorrt_llm/kernels/communicationKernels, ar_fusion) runs
-  one-shot up to kOneShotMaxToken = 128 token rows, two-shot above; AllReduceStrategy.AUTO picks that
-  kernel or NCCL from a lookup table measured per GPU and size (the aiconfigurator collector turns the
-  autotuner off so the table decides); the model takes the faster of the two predictions, which is
-  what a table of measured winners encodes.
+- TensorRT-LLM (mpsim/sim/trtllm_allreduce.py, read in NVIDIA/TensorRT-LLM @005b299b): AUTO runs the
+  one-shot or two-shot kernel (cpp/tensorrt_llm/kernels/communicationKernels, ar_fusion) or NCCL as
+  its lookup table of measured winners says per architecture, group size, hidden size and token
+  count, and NCCL for a message above its workspace (16 MB on two GPUs, 8 MB on more) or without
+  NVLink peer access (the aiconfigurator collector turns the autotuner off so the table decides).
 
 What is fitted (NodeFit, with the rows named in docs/collectives.md): the bus efficiency of NCCL's
 Simple protocol relative to the datasheet link bandwidth (all-reduce apart), scales on NCCL's base and
@@ -44,6 +44,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from mpsim.sim import trtllm_allreduce
+
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send_recv"]
 OPS: tuple[Op, ...] = ("all_reduce", "all_gather", "reduce_scatter")  # what nccl_time prices
 BASE_LAT_US = {"ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
@@ -58,8 +60,7 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 VLLM_ONESHOT_MAX = {4: 512 * 1024, 8: 256 * 1024}  # bytes below which >2 GPUs run one-shot
 VLLM_CUSTOM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 256 << 10},
                    "blackwell": {2: 2 << 20, 4: 2 << 20, 8: 1 << 20}}
-TRTLLM_ONESHOT_MAX_TOKENS = 128  # kOneShotMaxToken (TRT-LLM ar_fusion, allreduceFusionKernels.h)
-TRTLLM_ROW_BYTES = 4096 * 2  # the collector's rows: [elements / 4096, 4096] bf16 (collect_all_reduce.py)
+COLLECTOR_HIDDEN = 4096  # the collector's rows: [elements / 4096, 4096], or [1, elements] below
 VLLM_SYMM_MEM_MAX = {"hopper": {2: 64 << 20, 4: 32 << 20, 8: 64 << 20},
                      "blackwell": {2: 8 << 20, 4: 32 << 20, 8: 128 << 20}}
 
@@ -79,6 +80,8 @@ class NodeFit:
     custom_latency_us: float = 0.0  # fixed cost of a custom all-reduce call in a CUDA graph (fitted)
     custom_efficiency: float = 1.0  # custom kernels' bus bandwidth / link_gbps (fitted)
     vllm_extra_us: float = 0.0  # vLLM's custom call over TRT-LLM's, per call in a CUDA graph (fitted)
+    trtllm_twoshot_efficiency: float = 0.0  # TRT-LLM's two-shot bus bandwidth / link_gbps; 0: custom's
+    trtllm_twoshot_us: float = 0.0  # TRT-LLM's two-shot over its one-shot fixed cost, per peer (fitted)
     eager_floor_us: float = 0.0  # host-launched custom-kernel call: never faster than this (fitted)
     eager_other_floor_us: float = 0.0  # the same when vLLM falls through to symmetric memory or NCCL
     pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
@@ -156,26 +159,34 @@ def nccl_time(op: Op, nbytes: float, n: int, fit: NodeFit) -> Cost:
                key=lambda c: c.time_us)
 
 
-def _custom(nbytes: float, n: int, fit: NodeFit, shot: str) -> Cost:
+def _custom(nbytes: float, n: int, fit: NodeFit, shot: str, library: str = "vllm") -> Cost:
     """One-shot: every GPU reads the n-1 peers' whole buffers (n-1)S and reduces (one barrier).
-    Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers)."""
+    Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers; TRT-LLM's own
+    kernel: its fixed cost over one-shot and its bandwidth are its own, trtllm_twoshot_*)."""
     moved, barriers = ((n - 1) * nbytes, 1) if shot == "oneshot" else (2 * (n - 1) / n * nbytes, 2)
-    bw = _bus_gbps(fit, n, fit.custom_efficiency, group_factor=False)
-    time = fit.custom_latency_us * barriers + moved / (bw * 1e3)
+    efficiency, fixed = fit.custom_efficiency, fit.custom_latency_us * barriers
+    if library == "trtllm" and shot == "twoshot":
+        efficiency = fit.trtllm_twoshot_efficiency or fit.custom_efficiency
+        fixed = fit.custom_latency_us + fit.trtllm_twoshot_us * (n - 1)
+    bw = _bus_gbps(fit, n, efficiency, group_factor=False)
+    time = fixed + moved / (bw * 1e3)
     steps = 1 if shot == "oneshot" else 2
     bus = bus_factor("all_reduce", n) * nbytes / (time * 1e3)
     return Cost(time, shot, "custom", steps, moved / steps, bus)
 
 
 def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal["vllm", "trtllm"],
-                          graph: bool = True, row_bytes: float = TRTLLM_ROW_BYTES) -> Cost:
+                          graph: bool = True, hidden: int | None = None) -> Cost:
     """The all-reduce a framework runs for `nbytes`, with the library's choice of kernel. TRT-LLM's
-    kernel runs one-shot up to kOneShotMaxToken rows of `row_bytes` (a token's hidden vector), else
-    two-shot; its strategy table then picks that kernel or NCCL (modeled: the faster)."""
+    choice needs the tensor's shape, [nbytes / (2 hidden), hidden] of 16-bit elements: `hidden`, or
+    the collector's (`collector_shape`) when None."""
     if library == "trtllm":
-        shot = "oneshot" if nbytes <= TRTLLM_ONESHOT_MAX_TOKENS * row_bytes else "twoshot"
-        cost = min(_custom(nbytes, n, fit, shot), nccl_time("all_reduce", nbytes, n, fit),
-                   key=lambda c: c.time_us)
+        tokens, width = collector_shape(nbytes) if hidden is None else (max(1, int(nbytes // (2 * hidden))),
+                                                                        hidden)
+        choice = trtllm_allreduce.strategy(tokens, width, n, nbytes, blackwell=fit.arch == "blackwell",
+                                           nvlink=fit.topology == "nvswitch")
+        cost = (nccl_time("all_reduce", nbytes, n, fit) if choice == "nccl"
+                else _custom(nbytes, n, fit, choice, "trtllm"))
     else:
         cost = _vllm(nbytes, n, fit)
         cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)
@@ -183,6 +194,15 @@ def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal[
     if not graph and cost.time_us < floor:
         return replace(cost, time_us=floor, bus_gbps=bus_factor("all_reduce", n) * nbytes / (floor * 1e3))
     return cost
+
+
+def collector_shape(nbytes: float) -> tuple[int, int]:
+    """(tokens, hidden) of aiconfigurator's all-reduce rows (collect_all_reduce.py
+    get_input_shape_and_comm_size): [1, elements] up to 4096 elements, else [elements / 4096, 4096]."""
+    elements = int(nbytes // 2)
+    if elements <= COLLECTOR_HIDDEN:
+        return 1, max(1, elements)
+    return elements // COLLECTOR_HIDDEN, COLLECTOR_HIDDEN
 
 
 def _vllm(nbytes: float, n: int, fit: NodeFit) -> Cost:

@@ -110,7 +110,7 @@ def collective_cost(row: Mapping[str, Any], hw: HardwareSpec) -> Cost:
                                   "whose all-reduce is NCCL (mpsim, turbomind)")
         if library == "vllm_custom":
             return custom_allreduce_time(nbytes, group, fit, "vllm", graph=True)
-        return custom_allreduce_time(nbytes, group, fit, "trtllm", graph=True, row_bytes=int(row["n"]) * 2)
+        return custom_allreduce_time(nbytes, group, fit, "trtllm", graph=True, hidden=int(row["n"]))
     return nccl_time(OP_OF[op], nbytes, group, fit)
 
 

@@ -54,14 +54,25 @@ def test_vllm_chooses_as_custom_all_reduce_cuh_does() -> None:
 def test_custom_kernels_by_hand_and_the_eager_floor() -> None:
     one = custom_allreduce_time(64 << 10, 2, FIT, "vllm")
     assert one.time_us == pytest.approx(3.0 + (64 << 10) / (50 * 1e3), rel=1e-12)  # (n-1) S at 50 GB/s
-    # TRT-LLM: one-shot up to 128 token rows (8 KiB each by default), two-shot above, or NCCL if faster
-    small = custom_allreduce_time(64 << 10, 8, FIT, "trtllm")  # 8 rows
+    # TRT-LLM: the strategy table's choice for the collector's [elements / 4096, 4096] rows
+    small = custom_allreduce_time(64 << 10, 8, FIT, "trtllm")  # 8 tokens, TP 8: ONESHOT
     assert small.algorithm == "oneshot"
     assert small.time_us == pytest.approx(3.0 + 7 * (64 << 10) / (50 * 1e3), rel=1e-12)
-    two = custom_allreduce_time(256 << 10, 8, FIT, "trtllm", row_bytes=1024)  # 256 rows
+    # TP 8, hidden 4096, 64 tokens: TWOSHOT on sm90 (ONESHOT on sm100); its own constants
+    twoshot = NodeFit(**{**FIT.__dict__, "trtllm_twoshot_efficiency": 0.25, "trtllm_twoshot_us": 0.5})
+    two = custom_allreduce_time(512 << 10, 8, twoshot, "trtllm")
     assert two.algorithm == "twoshot"
-    assert two.time_us == pytest.approx(2 * 3.0 + 2 * 7 / 8 * (256 << 10) / (50 * 1e3), rel=1e-12)
-    assert custom_allreduce_time(64 << 20, 8, FIT, "trtllm").algorithm == "ring"  # the table's NCCL
+    assert two.time_us == pytest.approx(3.0 + 7 * 0.5 + 2 * 7 / 8 * (512 << 10) / (25 * 1e3), rel=1e-12)
+    blackwell = NodeFit(**{**twoshot.__dict__, "arch": "blackwell"})
+    assert custom_allreduce_time(512 << 10, 8, blackwell, "trtllm").algorithm == "oneshot"
+    # ONESHOT whatever the token count (kOneShotMaxToken is MIN_LATENCY's): 2 GPUs, 1024 tokens
+    assert custom_allreduce_time(8 << 20, 2, FIT, "trtllm").algorithm == "oneshot"
+    # above the workspace (16 MB on 2 GPUs, 8 MB on more) NCCL; an engine's own hidden size
+    assert custom_allreduce_time(16 << 20, 2, FIT, "trtllm").protocol != "custom"
+    assert custom_allreduce_time(8 << 20, 8, FIT, "trtllm").protocol != "custom"
+    assert custom_allreduce_time(2 * 8192 * 2, 8, FIT, "trtllm", hidden=8192).algorithm == "oneshot"
+    pcie = NodeFit(**{**FIT.__dict__, "topology": "pcie"})
+    assert custom_allreduce_time(64 << 10, 2, pcie, "trtllm").protocol != "custom"  # no NVLink: NCCL
     assert custom_allreduce_time(1024, 2, FIT, "vllm", graph=False).time_us == 20.0
 
 

@@ -61,7 +61,7 @@ def test_engines_custom_allreduce_and_the_roofline_plain_bound() -> None:
         res = simulate(trace, H100, "sim", cache_dir=None)
         at = rows.index[(rows["op"] == "allreduce") & (rows["phase"] == "decode")][0]
         want = custom_allreduce_time(nbytes, 2, fit, lib, graph=True,  # type: ignore[arg-type]
-                                     row_bytes=SMALL.hidden * 2).time_us * 1e-6
+                                     hidden=SMALL.hidden).time_us * 1e-6
         assert res.launches["time_s"][at] == pytest.approx(want, rel=1e-12)
     trace = _trace(4)
     rows = trace.rows.reset_index(drop=True)
