@@ -29,6 +29,8 @@ What comes from the libraries (cited by file and commit):
   its lookup table of measured winners says per architecture, group size, hidden size and token
   count, and NCCL for a message above its workspace (16 MB on two GPUs, 8 MB on more) or without
   NVLink peer access (the aiconfigurator collector turns the autotuner off so the table decides).
+  The table holds measured winners of the two custom kernels, so a custom entry is priced as the
+  faster of the one-shot and two-shot models (TRT-LLM's two-shot with its own fitted constants).
 
 What is fitted (NodeFit, with the rows named in docs/collectives.md): the bus efficiency of NCCL's
 Simple protocol relative to the datasheet link bandwidth (all-reduce apart), scales on NCCL's base and
@@ -186,7 +188,8 @@ def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal[
         choice = trtllm_allreduce.strategy(tokens, width, n, nbytes, blackwell=fit.arch == "blackwell",
                                            nvlink=fit.topology == "nvswitch")
         cost = (nccl_time("all_reduce", nbytes, n, fit) if choice == "nccl"
-                else _custom(nbytes, n, fit, choice, "trtllm"))
+                else min(_custom(nbytes, n, fit, "oneshot", "trtllm"),
+                         _custom(nbytes, n, fit, "twoshot", "trtllm"), key=lambda c: c.time_us))
     else:
         cost = _vllm(nbytes, n, fit)
         cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)

@@ -15,6 +15,10 @@ fetched, so the table of that exact release is not pinned):
   1..16384 by powers of two (index floor(log2)); values NCCL 0, ONESHOT 4, TWOSHOT 5; an index out
   of the table falls back to NCCL (symmetric). Only the fusion NONE rows are transcribed: mpsim prices
   the residual add and RMSNorm as their own launches.
+The table holds NVIDIA's measured winners between the two custom kernels; its entries for few
+tokens flip between ONESHOT and TWOSHOT from one size to the next (near ties when it was measured),
+so collectives.py prices a custom entry as the faster of the two kernels and uses the table to
+decide custom or NCCL.
 """
 
 from __future__ import annotations

@@ -54,23 +54,23 @@ def test_vllm_chooses_as_custom_all_reduce_cuh_does() -> None:
 def test_custom_kernels_by_hand_and_the_eager_floor() -> None:
     one = custom_allreduce_time(64 << 10, 2, FIT, "vllm")
     assert one.time_us == pytest.approx(3.0 + (64 << 10) / (50 * 1e3), rel=1e-12)  # (n-1) S at 50 GB/s
-    # TRT-LLM: the strategy table's choice for the collector's [elements / 4096, 4096] rows
-    small = custom_allreduce_time(64 << 10, 8, FIT, "trtllm")  # 8 tokens, TP 8: ONESHOT
-    assert small.algorithm == "oneshot"
-    assert small.time_us == pytest.approx(3.0 + 7 * (64 << 10) / (50 * 1e3), rel=1e-12)
-    # TP 8, hidden 4096, 64 tokens: TWOSHOT on sm90 (ONESHOT on sm100); its own constants
+    # TRT-LLM: where its strategy table names a custom kernel (its measured winner of the two) the
+    # faster of one-shot and two-shot; NCCL where the table or the workspace says so
     twoshot = NodeFit(**{**FIT.__dict__, "trtllm_twoshot_efficiency": 0.25, "trtllm_twoshot_us": 0.5})
-    two = custom_allreduce_time(512 << 10, 8, twoshot, "trtllm")
+    small = custom_allreduce_time(16 << 10, 8, twoshot, "trtllm")  # 2 tokens, TP 8: one-shot is faster
+    assert small.algorithm == "oneshot"
+    assert small.time_us == pytest.approx(3.0 + 7 * (16 << 10) / (50 * 1e3), rel=1e-12)
+    two = custom_allreduce_time(512 << 10, 8, twoshot, "trtllm")  # two-shot moves 1.75 S, one-shot 7 S
     assert two.algorithm == "twoshot"
     assert two.time_us == pytest.approx(3.0 + 7 * 0.5 + 2 * 7 / 8 * (512 << 10) / (25 * 1e3), rel=1e-12)
-    blackwell = NodeFit(**{**twoshot.__dict__, "arch": "blackwell"})
-    assert custom_allreduce_time(512 << 10, 8, blackwell, "trtllm").algorithm == "oneshot"
-    # ONESHOT whatever the token count (kOneShotMaxToken is MIN_LATENCY's): 2 GPUs, 1024 tokens
-    assert custom_allreduce_time(8 << 20, 2, FIT, "trtllm").algorithm == "oneshot"
-    # above the workspace (16 MB on 2 GPUs, 8 MB on more) NCCL; an engine's own hidden size
+    assert custom_allreduce_time(8 << 20, 2, FIT, "trtllm").protocol == "custom"  # 1024 tokens, 2 GPUs
+    # above the workspace (16 MB on 2 GPUs, 8 MB on more) NCCL
     assert custom_allreduce_time(16 << 20, 2, FIT, "trtllm").protocol != "custom"
     assert custom_allreduce_time(8 << 20, 8, FIT, "trtllm").protocol != "custom"
-    assert custom_allreduce_time(2 * 8192 * 2, 8, FIT, "trtllm", hidden=8192).algorithm == "oneshot"
+    # hidden 512, 8192 tokens on 2 GPUs: NCCL in the sm90 table, a custom kernel in sm100's
+    assert custom_allreduce_time(8 << 20, 2, FIT, "trtllm", hidden=512).protocol != "custom"
+    blackwell = NodeFit(**{**FIT.__dict__, "arch": "blackwell"})
+    assert custom_allreduce_time(8 << 20, 2, blackwell, "trtllm", hidden=512).protocol == "custom"
     pcie = NodeFit(**{**FIT.__dict__, "topology": "pcie"})
     assert custom_allreduce_time(64 << 10, 2, pcie, "trtllm").protocol != "custom"  # no NVLink: NCCL
     assert custom_allreduce_time(1024, 2, FIT, "vllm", graph=False).time_us == 20.0

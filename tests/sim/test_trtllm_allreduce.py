@@ -26,5 +26,7 @@ def test_out_of_the_table_and_over_the_workspace_fall_back_to_nccl() -> None:
     assert strategy(1024, 4096, 2, 1024 * 8192, blackwell=False) == "oneshot"  # 8 MiB fits 16 MB
     assert strategy(1024, 4096, 4, 1024 * 8192, blackwell=False) == "nccl"  # 8 MiB > 8 MB
     assert strategy(4, 4096, 2, 4 * 8192, blackwell=False, nvlink=False) == "nccl"
+    assert strategy(8192, 512, 2, 8 << 20, blackwell=False) == "nccl"  # the sm90 table's own NCCL
+    assert strategy(8192, 512, 2, 8 << 20, blackwell=True) == "oneshot"
     with pytest.raises(ValueError, match="tokens >= 1"):
         strategy(0, 4096, 2, 0, blackwell=False)
