@@ -63,6 +63,7 @@ class CollectiveFit:
     vllm_extra_us: float = field(default=0.0, metadata={"min": 0})
     trtllm_twoshot_efficiency: float = field(default=0.0, metadata={"min": 0})
     trtllm_twoshot_us: float = field(default=0.0, metadata={"min": 0})
+    vllm_twoshot_us: float = field(default=0.0, metadata={"min": 0})
     eager_floor_us: float = field(default=0.0, metadata={"min": 0})
     eager_other_floor_us: float = field(default=0.0, metadata={"min": 0})
     pcie_exponent: float = field(default=0.0, metadata={"min": 0})

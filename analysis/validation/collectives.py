@@ -32,7 +32,7 @@ FIT_GPUS, HELD_OUT = (2, 8), 4
 BANDS = ((0, 64 << 10, "<=64KiB"), (64 << 10, 4 << 20, "64KiB-4MiB"), (4 << 20, np.inf, ">4MiB"))
 NCCL_KNOBS = ("nccl_efficiency", "nccl_allreduce_efficiency", "nccl_latency_scale", "nccl_hop_scale",
               "group_penalty", "nvls_fraction", "pcie_exponent")
-CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us")
+CUSTOM_KNOBS = ("custom_efficiency", "custom_latency_us", "vllm_extra_us", "vllm_twoshot_us")
 TWOSHOT_KNOBS = ("trtllm_twoshot_efficiency", "trtllm_twoshot_us")
 EAGER_KNOBS = ("eager_floor_us", "eager_other_floor_us")
 

@@ -84,6 +84,7 @@ class NodeFit:
     vllm_extra_us: float = 0.0  # vLLM's custom call over TRT-LLM's, per call in a CUDA graph (fitted)
     trtllm_twoshot_efficiency: float = 0.0  # TRT-LLM's two-shot bus bandwidth / link_gbps; 0: custom's
     trtllm_twoshot_us: float = 0.0  # TRT-LLM's two-shot over its one-shot fixed cost, per peer (fitted)
+    vllm_twoshot_us: float = 0.0  # vLLM's two-shot kernel: a cost per peer over its two barriers (fitted)
     eager_floor_us: float = 0.0  # host-launched custom-kernel call: never faster than this (fitted)
     eager_other_floor_us: float = 0.0  # the same when vLLM falls through to symmetric memory or NCCL
     pcie_exponent: float = 0.0  # PCIe hosts: bus bandwidth x (2/n)^k (fitted; 0 on NVSwitch)
@@ -170,6 +171,8 @@ def _custom(nbytes: float, n: int, fit: NodeFit, shot: str, library: str = "vllm
     if library == "trtllm" and shot == "twoshot":
         efficiency = fit.trtllm_twoshot_efficiency or fit.custom_efficiency
         fixed = fit.custom_latency_us + fit.trtllm_twoshot_us * (n - 1)
+    elif shot == "twoshot":
+        fixed += fit.vllm_twoshot_us * (n - 1)
     bw = _bus_gbps(fit, n, efficiency, group_factor=False)
     time = fixed + moved / (bw * 1e3)
     steps = 1 if shot == "oneshot" else 2

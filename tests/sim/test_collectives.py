@@ -73,6 +73,11 @@ def test_custom_kernels_by_hand_and_the_eager_floor() -> None:
     assert custom_allreduce_time(8 << 20, 2, blackwell, "trtllm", hidden=512).protocol == "custom"
     pcie = NodeFit(**{**FIT.__dict__, "topology": "pcie"})
     assert custom_allreduce_time(64 << 10, 2, pcie, "trtllm").protocol != "custom"  # no NVLink: NCCL
+    # vLLM's own two-shot: two barriers plus its cost per peer (B200's rows need one)
+    peer = NodeFit(**{**FIT.__dict__, "vllm_twoshot_us": 1.0})
+    vtwo = custom_allreduce_time(512 << 10, 4, peer, "vllm")
+    assert vtwo.algorithm == "twoshot"
+    assert vtwo.time_us == pytest.approx(2 * 3.0 + 3 * 1.0 + 2 * 3 / 4 * (512 << 10) / (50 * 1e3), rel=1e-12)
     assert custom_allreduce_time(1024, 2, FIT, "vllm", graph=False).time_us == 20.0
 
 
