@@ -11,9 +11,10 @@
 
 `stacks`: every row of a table the classes of the every-stack report cover (stacks.py), each
 stack's whole grid: GEMM bf16 (and fp16), fp8, fp8_block and nvfp4 of every shape and weight-only
-int4_wo / int8_wo of every M; decode and prefill attention of every head configuration and both
-KV-cache dtypes with 16-bit attention compute (FP8 compute, SmoothQuant GEMMs: other classes); a
-Vidur or generic table: every row. Rows the model cannot price stay in (their status says why).
+int4_wo / int8_wo of every M; decode and prefill attention of every head configuration, both
+KV-cache dtypes and both compute dtypes (FP8 compute, TRT-LLM's context FMHA and SGLang's FA3 fp8,
+is its own class "attention prefill fp8"; SmoothQuant GEMMs stay out); a Vidur or generic table:
+every row. Rows the model cannot price stay in (their status says why).
 
 `fp8`: issue 26's GEMM rows alone: fp8, fp8_block and nvfp4 on issue 11's grid (n and k between
 2048 and 16384, m <= 8192); any other table: no rows.
@@ -62,7 +63,7 @@ def _stacks(m: Measurements) -> np.ndarray:
     if "gemm_dtype" in d.columns:
         return d["gemm_dtype"].isin(["bfloat16", "float16", "int4_wo", "int8_wo", *FLOAT_DTYPES]).to_numpy()
     if "op_name" in d.columns:
-        return (d["attn_dtype"].astype(str) == "bfloat16").to_numpy()
+        return d["attn_dtype"].astype(str).isin(["bfloat16", "fp8"]).to_numpy()
     return np.ones(len(d), dtype=bool)
 
 

@@ -91,7 +91,7 @@ def test_validate_cli_sample_flag(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "--sample" in capsys.readouterr().err
 
 
-def test_stacks_selection_keeps_every_16_bit_attention_row_and_leaves_issue11_alone() -> None:
+def test_stacks_selection_keeps_every_attention_row_and_leaves_issue11_alone() -> None:
     ops = ["generation_attention"] * 3 + ["context_attention"] * 3
     d = pd.DataFrame({"framework": "trtllm", "op_name": ops,
                       "kernel_source": "torch_flow", "batch_size": 4, "isl": [1, 1, 1, 256, 256, 256],
@@ -102,7 +102,8 @@ def test_stacks_selection_keeps_every_16_bit_attention_row_and_leaves_issue11_al
                       "step": [1023, 1023, 1023, 0, 0, 0], "latency": 0.02})
     m = read_aic_attention(d)
     stacks = apply_selection(m, "stacks").rows["status"].tolist()
-    assert [s.startswith("skipped") for s in stacks] == [False] * 5 + [True]  # fp8 compute: not ours
+    assert [s.startswith("skipped") for s in stacks] == [False] * 6  # fp8 compute: its own class
+    assert read_aic_attention(d).rows["cls"].tolist()[-1] == "attention prefill fp8"
     # the sliding window is unrepresentable; TRT-LLM's fp8-KV prefill runs its fp8 FMHA (priced)
     assert stacks[2].startswith("unrepresentable: sliding-window") and stacks[3] == "ok"
     issue11 = apply_selection(m, "issue11").rows["status"].str.startswith("skipped").tolist()
