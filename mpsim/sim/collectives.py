@@ -164,8 +164,9 @@ def nccl_time(op: Op, nbytes: float, n: int, fit: NodeFit) -> Cost:
 
 def _custom(nbytes: float, n: int, fit: NodeFit, shot: str, library: str = "vllm") -> Cost:
     """One-shot: every GPU reads the n-1 peers' whole buffers (n-1)S and reduces (one barrier).
-    Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers; TRT-LLM's own
-    kernel: its fixed cost over one-shot and its bandwidth are its own, trtllm_twoshot_*)."""
+    Two-shot: reduce-scatter then all-gather, (n-1)/n S read twice (two barriers and vLLM's cost per
+    peer, vllm_twoshot_us; TRT-LLM's own kernel: its fixed cost over one-shot, per peer, and its
+    bandwidth are its own, trtllm_twoshot_*)."""
     moved, barriers = ((n - 1) * nbytes, 1) if shot == "oneshot" else (2 * (n - 1) / n * nbytes, 2)
     efficiency, fixed = fit.custom_efficiency, fit.custom_latency_us * barriers
     if library == "trtllm" and shot == "twoshot":
@@ -190,9 +191,11 @@ def custom_allreduce_time(nbytes: float, n: int, fit: NodeFit, library: Literal[
                                                                         hidden)
         choice = trtllm_allreduce.strategy(tokens, width, n, nbytes, blackwell=fit.arch == "blackwell",
                                            nvlink=fit.topology == "nvswitch")
+        # the two-shot kernel needs a token row per rank (allreduceOp.cpp: seq_len >= tp_size)
+        shots = ("oneshot", "twoshot") if tokens >= n else ("oneshot",)
         cost = (nccl_time("all_reduce", nbytes, n, fit) if choice == "nccl"
-                else min(_custom(nbytes, n, fit, "oneshot", "trtllm"),
-                         _custom(nbytes, n, fit, "twoshot", "trtllm"), key=lambda c: c.time_us))
+                else min((_custom(nbytes, n, fit, shot, "trtllm") for shot in shots),
+                         key=lambda c: c.time_us))
     else:
         cost = _vllm(nbytes, n, fit)
         cost = replace(cost, time_us=cost.time_us + fit.vllm_extra_us)

@@ -59,6 +59,9 @@ def test_custom_kernels_by_hand_and_the_eager_floor() -> None:
     twoshot = NodeFit(**{**FIT.__dict__, "trtllm_twoshot_efficiency": 0.25, "trtllm_twoshot_us": 0.5})
     small = custom_allreduce_time(16 << 10, 8, twoshot, "trtllm")  # 2 tokens, TP 8: one-shot is faster
     assert small.algorithm == "oneshot"
+    cheap = NodeFit(**{**FIT.__dict__, "trtllm_twoshot_efficiency": 5.0})  # two-shot would win ...
+    assert custom_allreduce_time(32 << 10, 4, cheap, "trtllm").algorithm == "twoshot"  # 4 tokens, TP 4
+    assert custom_allreduce_time(32 << 10, 8, cheap, "trtllm").algorithm == "oneshot"  # ... not 4 of 8
     assert small.time_us == pytest.approx(3.0 + 7 * (16 << 10) / (50 * 1e3), rel=1e-12)
     two = custom_allreduce_time(512 << 10, 8, twoshot, "trtllm")  # two-shot moves 1.75 S, one-shot 7 S
     assert two.algorithm == "twoshot"
