@@ -57,9 +57,16 @@ def gpu_components_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) 
     return {
         "dram": _f(per["bytes_dram"]) * 8 * hw.energy.dram_pJ_per_bit * PJ,
         "l2": side * np.nan_to_num(_f(per["bytes_l2"])) * j["l2"],
-        "tensor": side * np.nan_to_num(_f(per["util_tensor"])) * cycles * j["tensor"],
+        "tensor": side * _tensor_share(per, params) * cycles * j["tensor"],
         "cuda": side * np.nan_to_num(_f(per["util_cuda"])) * cycles * j["cuda"],
     }
+
+
+def _tensor_share(per: Any, params: SimParams) -> np.ndarray:
+    """util_tensor weighted by energy per busy cycle (power.tensor_energy_share, per launch)."""
+    busy = np.nan_to_num(_f(per["util_tensor"]))
+    fp8 = np.nan_to_num(_f(per["util_tensor_fp8"])) if "util_tensor_fp8" in per else np.zeros(len(busy))
+    return busy + (params.fp8_tensor_energy - 1.0) * fp8
 
 
 def gpu_dynamic_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) -> np.ndarray:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpsim.hw_models.schema import GpuEnergy, GpuSpec, HardwareSpec
-from mpsim.sim.gpu.power import base_hz, core_dynamic_j, dram_dynamic_j
+from mpsim.sim.gpu.power import base_hz, core_dynamic_j, dram_dynamic_j, tensor_energy_share
 from mpsim.sim.params import SimParams
 from mpsim.sim.roofline import MATRIX_OPS
 
@@ -46,7 +46,9 @@ def gpu_launch_dynamic_j(per: Mapping[str, Any], hw: GpuSpec, params: SimParams)
     cycles, body = float(per["cycles"]), float(per["kernel_s"])
     clock = cycles / body if body > 0 else base_hz(hw)
     return (dram_dynamic_j(hw, float(per["bytes_dram"]))
-            + core_dynamic_j(hw, params, cycles, clock, _zero_nan(float(per["util_tensor"])),
+            + core_dynamic_j(hw, params, cycles, clock,
+                             tensor_energy_share(_zero_nan(float(per["util_tensor"])),
+                                                 float(per.get("util_tensor_fp8", 0.0)), params),
                              _zero_nan(float(per["util_cuda"])), _zero_nan(float(per["bytes_l2"]))))
 
 

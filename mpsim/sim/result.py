@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # annotations only: the SimPy models import this module witho
     from mpsim.sim.summary import RunSummary
 
 # Utilization columns: GPU units (dram, l2, tensor, cuda) and NPU units (dram, dma, decoder, mac,
-# vector, sram); a unit the device does not have is NaN.
-UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sram")
+# vector, sram); a unit the device does not have is NaN. `tensor_fp8`: the share of the cycles the
+# tensor pipe runs fp8 MMAs (part of `tensor`; the power model prices those cycles apart).
+UNITS = ("dram", "l2", "tensor", "cuda", "dma", "decoder", "mac", "vector", "sram", "tensor_fp8")
 # The named parts of a launch's time (they add up to `time_s`): what a model's outcome carries
 # (BODY_PARTS, in seconds), then `latency` (the rest of the kernel) and `launch` (`overhead_s`).
 # `comm`: a collective's time on the links (mpsim/sim/comm.py), the whole time of a collective row.

@@ -72,3 +72,34 @@ def test_a_gpu_file_without_base_clock_fails_clearly() -> None:
     bare = dataclasses.replace(hw, compute=dataclasses.replace(hw.compute, base_clock_MHz=None))
     with pytest.raises(MpsimInputError, match="base_clock_MHz"):
         voltage_sq(bare, DEFAULT_PARAMS, 1e9)
+
+
+def test_fp8_tensor_cycles_are_priced_apart_and_the_energy_model_follows() -> None:
+    """SimParams.fp8_tensor_energy scales what an fp8 tensor-busy cycle draws: a power-limited fp8
+    GEMM runs at a lower clock when its cycles cost more, its average power stays the TDP (clock and
+    energy one formula), and a bf16 GEMM does not move."""
+    from mpsim.launch_plan import gemm_row
+    from mpsim.library.cutlass_fp8 import CUTLASS_FP8_GEMM
+    from mpsim.sim import simulate
+    from mpsim.sim.params import with_params
+    from mpsim.traces.trace import rows_to_frame
+
+    hw = load_hardware("h200-sxm")
+    assert isinstance(hw, GpuSpec) and hw.energy is not None
+    fp8 = gemm_row(8192, 8192, 8192, "fp8", 8, None, kernel=CUTLASS_FP8_GEMM, sms=hw.compute_units)
+    rows = {"fp8": fp8,
+            "bf16": gemm_row(8192, 8192, 8192)}
+    got = {}
+    for factor in (1.0, 1.3):
+        p = with_params(DEFAULT_PARAMS, {"fp8_tensor_energy": factor})
+        for name, row in rows.items():
+            res = simulate(rows_to_frame([row]), hw, "sim", params=p, cache_dir=None)
+            la = res.launches
+            clock = float(la["cycles"].iloc[0] / la["kernel_s"].iloc[0])
+            watts = res.summary.energy_j / res.summary.total_s
+            got[name, factor] = (clock, watts, float(la["util_tensor_fp8"].iloc[0]))
+    assert got["fp8", 1.0][2] > 0.5 and got["bf16", 1.0][2] == 0.0  # fp8 MMAs counted apart
+    assert got["fp8", 1.3][0] < got["fp8", 1.0][0]                  # costlier cycles: lower clock
+    assert got["bf16", 1.3] == got["bf16", 1.0]
+    for factor in (1.0, 1.3):  # power-limited: the energy model's average power is the TDP
+        assert got["fp8", factor][1] == pytest.approx(hw.energy.tdp_W, rel=0.03)

@@ -26,13 +26,14 @@ from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
 from mpsim.sim.gpu.library import launch_kernels, work_for
 from mpsim.sim.gpu.parts import kernel_parts
-from mpsim.sim.gpu.power import core_joules_per_cycle, dram_dynamic_j, sustained_clock
+from mpsim.sim.gpu.power import core_joules_per_cycle, dram_dynamic_j, sustained_clock, tensor_energy_share
 from mpsim.sim.gpu.rates import GpuRates, gpu_rates
 from mpsim.sim.gpu.work import LaunchWork, bundles
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import BODY_PARTS, LaunchOutcome, pick_bound
 
 UNIT_NAMES = ("dram", "l2", "tensor", "cuda")
+FP8_MMA = "fp8"  # a trip's mma_dtype whose tensor cycles util["tensor_fp8"] counts
 
 
 def launch_config(row: Mapping[str, Any]) -> tuple[dict[str, int], list[int]]:
@@ -56,7 +57,7 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
     cycles = 0.0
     dram = l2 = 0.0
     busy = dict.fromkeys(UNIT_NAMES, 0.0)
-    util = dict.fromkeys(UNIT_NAMES, 0.0)
+    util = dict.fromkeys((*UNIT_NAMES, "tensor_fp8"), 0.0)
     named = dict.fromkeys(BODY_PARTS, 0.0)  # cycles per named part (docs/simulator.md#time-parts)
     for part in parts:
         occ, work = part.occupancy, part.work
@@ -69,8 +70,11 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
             named[name] += cyc
         for name, frac in sim.busy(body).items():
             busy[name] += frac * body
-        for name, frac in sim.utilization(body).items():
+        shares = sim.utilization(body)
+        for name, frac in shares.items():
             util[name] += frac * body
+        if work.trip.mma_dtype == FP8_MMA:
+            util["tensor_fp8"] += shares["tensor"] * body
         cycles += total
         dram += sim.dram.bytes
         l2 += sim.l2_bytes
@@ -97,7 +101,8 @@ def power_clock(hw: GpuSpec, p: SimParams, out: LaunchOutcome) -> float:
     if out.cycles <= 0 or hw.energy is None:
         return boost
     j = core_joules_per_cycle(hw)
-    per_cycle = p.power_overhead * (out.util["tensor"] * j["tensor"] + out.util["cuda"] * j["cuda"]
+    tensor = tensor_energy_share(out.util["tensor"], out.util.get("tensor_fp8", 0.0), p)
+    per_cycle = p.power_overhead * (tensor * j["tensor"] + out.util["cuda"] * j["cuda"]
                                     + out.bytes_l2 / out.cycles * j["l2"])
     dram_w = dram_dynamic_j(hw, out.bytes_dram) / (out.cycles / out.clock_hz)
     return sustained_clock(hw, p, per_cycle, dram_w)

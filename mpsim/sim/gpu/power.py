@@ -56,6 +56,13 @@ def core_joules_per_cycle(hw: GpuSpec) -> dict[str, float]:
             "l2": e.l2_pJ_per_byte * PJ}
 
 
+def tensor_energy_share(util_tensor: float, util_tensor_fp8: float, p: SimParams) -> float:
+    """The tensor pipe's busy share weighted by energy per busy cycle: fp8 cycles (a part of the
+    busy share) at SimParams.fp8_tensor_energy times a 16-bit cycle's energy."""
+    fp8 = 0.0 if util_tensor_fp8 != util_tensor_fp8 else util_tensor_fp8  # NaN: none
+    return util_tensor + (p.fp8_tensor_energy - 1.0) * fp8
+
+
 def core_dynamic_j(hw: GpuSpec, p: SimParams, cycles: float, clock_hz: float, util_tensor: float,
                    util_cuda: float, bytes_l2: float) -> float:
     """The SM side's dynamic energy of `cycles` cycles at `clock_hz` (tensor and CUDA-core busy shares
