@@ -93,12 +93,12 @@ class SimParams:
     # Tensor issue efficiency at the running clock (GEMM rows: bounded at 1).
     eta_mma: float = 1.0
     # Energy of a tensor-pipe cycle running fp8 MMAs relative to a 16-bit one (power.py
-    # tensor_energy_share): assumption 1.0, an fp8 cycle does twice the FLOPs at half the energy
-    # each. The Hopper fp8 GEMM rows above M = 256 (vLLM 0.24.0, H200 and H100) run 10-18% slower
-    # than the model at 1.0 and come within a few % at 1.15-1.3 (docs/validation.md "FP8 tensor
-    # power", `python -m mpsim.analysis.bench.fp8_power`); not adopted until the fp8 constants set
-    # at 1.0 (the scaled GEMMs' and FA3's fp8 etas) are refitted with it.
-    fp8_tensor_energy: float = 1.0
+    # tensor_energy_share; 1.0 would be twice the FLOPs at half the energy each). Set from the
+    # vLLM 0.24.0 H200 fp8 GEMM rows above M = 256 (150-row `--select fp8` sample: bias -10.6% at
+    # 1.0, -4.0% at 1.15, +5.2% at 1.3; MAPE 14.0 / 13.0 / 14.1) and checked on the H100 rows (held
+    # out: 18.4 -> 15.3%) and TRT-LLM's H200 and H100 fp8 rows (9.6 -> 8.7, 7.6 -> 6.7%); B200
+    # barely moves (docs/validation.md#fp8-tensor-power, `python -m mpsim.analysis.bench.fp8_power`).
+    fp8_tensor_energy: float = 1.15
     # Power-limited clock and power (mpsim/sim/gpu/power.py): P(f) = static_W + DRAM power + overhead
     # x (V(f)/V(f_base))^2 x f x (the launch's per-cycle work at the hardware file's energies), the
     # sustained clock being the highest f <= boost with P(f) <= tdp_W (hardware file: energy.tdp_W,

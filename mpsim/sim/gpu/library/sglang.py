@@ -37,7 +37,9 @@ class SglangParams:
     # one priced, as vLLM's, the rows came out +15..+20%): 0.53 of the fp8 rate, the MAPE argmin on
     # 300 SGLang 0.5.14 H200 `fa3` context rows (KV and attention fp8, window 0, a 600-row sample,
     # seed 23, alternate rows; 0.50-0.73 tried), 15.2% there and 16.4% on the other 300
-    # (docs/validation.md); SGLang publishes H200 rows only, so no other GPU checks it
+    # (docs/validation.md); still the argmin with the fp8 cycle's energy at 1.15 (0.53-0.62 tried on
+    # stop 34's sample: 15.4% there, 15.9% on the other 300; 15.4 / 15.8 at 1.0); SGLang publishes
+    # H200 rows only, so no other GPU checks it
     prefill_fp8_eta: float = 0.53
 
 
