@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpsim.analysis.validation.report_md import write_doc
+from mpsim.analysis.validation.report_md import emit, write_doc
 
 FILES = (("H200", "h200_sxm", "h200-sxm", "vllm", "0.24.0"),
          ("H200", "h200_sxm", "h200-sxm", "sglang", "0.5.14"),
@@ -114,8 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doc is None:
         print(text)
     else:
-        write_doc(args.doc, {MARKER: text})
-        print(f"wrote the fp8 table into {args.doc}")
+        emit(args.doc, {MARKER: text}, False, "the fp8 table")
     return 0
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, NpuEnergy
 from mpsim.sim.energy_costs import PJ, roofline_joules_per_unit
-from mpsim.sim.gpu.power import base_hz, core_joules_per_cycle
+from mpsim.sim.gpu.power import base_hz, core_joules_per_cycle, tensor_energy_share
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.roofline import MATRIX_OPS
 
@@ -57,16 +57,15 @@ def gpu_components_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) 
     return {
         "dram": _f(per["bytes_dram"]) * 8 * hw.energy.dram_pJ_per_bit * PJ,
         "l2": side * np.nan_to_num(_f(per["bytes_l2"])) * j["l2"],
-        "tensor": side * _tensor_share(per, params) * cycles * j["tensor"],
+        "tensor": side * tensor_energy_share(_f(per["util_tensor"]), _fp8_share(per, len(cycles)), params)
+        * cycles * j["tensor"],
         "cuda": side * np.nan_to_num(_f(per["util_cuda"])) * cycles * j["cuda"],
     }
 
 
-def _tensor_share(per: Any, params: SimParams) -> np.ndarray:
-    """util_tensor weighted by energy per busy cycle (power.tensor_energy_share, per launch)."""
-    busy = np.nan_to_num(_f(per["util_tensor"]))
-    fp8 = np.nan_to_num(_f(per["util_tensor_fp8"])) if "util_tensor_fp8" in per else np.zeros(len(busy))
-    return busy + (params.fp8_tensor_energy - 1.0) * fp8
+def _fp8_share(per: Any, n: int) -> np.ndarray:
+    """The launches' fp8 tensor share (a table written before the column existed: none)."""
+    return _f(per["util_tensor_fp8"]) if "util_tensor_fp8" in per else np.zeros(n)
 
 
 def gpu_dynamic_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) -> np.ndarray:

@@ -19,12 +19,16 @@ power-limited launch's average power is the TDP.
 from __future__ import annotations
 
 import math
+from typing import TypeVar
+
+import numpy as np
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.params import SimParams
 
 PJ = 1e-12
+Share = TypeVar("Share", float, np.ndarray)
 
 
 def base_hz(hw: GpuSpec) -> float:
@@ -56,11 +60,11 @@ def core_joules_per_cycle(hw: GpuSpec) -> dict[str, float]:
             "l2": e.l2_pJ_per_byte * PJ}
 
 
-def tensor_energy_share(util_tensor: float, util_tensor_fp8: float, p: SimParams) -> float:
+def tensor_energy_share(util_tensor: Share, util_tensor_fp8: Share, p: SimParams) -> Share:
     """The tensor pipe's busy share weighted by energy per busy cycle: fp8 cycles (a part of the
-    busy share) at SimParams.fp8_tensor_energy times a 16-bit cycle's energy."""
-    fp8 = 0.0 if util_tensor_fp8 != util_tensor_fp8 else util_tensor_fp8  # NaN: none
-    return util_tensor + (p.fp8_tensor_energy - 1.0) * fp8
+    busy share) at SimParams.fp8_tensor_energy times a 16-bit cycle's energy. One launch (floats) or
+    a table's column (arrays); a NaN share counts as none."""
+    return np.nan_to_num(util_tensor) + (p.fp8_tensor_energy - 1.0) * np.nan_to_num(util_tensor_fp8)
 
 
 def core_dynamic_j(hw: GpuSpec, p: SimParams, cycles: float, clock_hz: float, util_tensor: float,
