@@ -57,7 +57,8 @@ def gpu_components_j(per: Any, hw: GpuSpec, params: SimParams = DEFAULT_PARAMS) 
     return {
         "dram": _f(per["bytes_dram"]) * 8 * hw.energy.dram_pJ_per_bit * PJ,
         "l2": side * np.nan_to_num(_f(per["bytes_l2"])) * j["l2"],
-        "tensor": side * tensor_energy_share(_f(per["util_tensor"]), _fp8_share(per, len(cycles)), params)
+        "tensor": side * tensor_energy_share(np.nan_to_num(_f(per["util_tensor"])),
+                                             np.nan_to_num(_fp8_share(per, len(cycles))), params)
         * cycles * j["tensor"],
         "cuda": side * np.nan_to_num(_f(per["util_cuda"])) * cycles * j["cuda"],
     }

@@ -47,8 +47,8 @@ def gpu_launch_dynamic_j(per: Mapping[str, Any], hw: GpuSpec, params: SimParams)
     clock = cycles / body if body > 0 else base_hz(hw)
     return (dram_dynamic_j(hw, float(per["bytes_dram"]))
             + core_dynamic_j(hw, params, cycles, clock,
-                             tensor_energy_share(float(per["util_tensor"]),
-                                                 float(per.get("util_tensor_fp8", 0.0)), params),
+                             tensor_energy_share(_zero_nan(float(per["util_tensor"])),
+                                                 _zero_nan(float(per.get("util_tensor_fp8", 0.0))), params),
                              _zero_nan(float(per["util_cuda"])), _zero_nan(float(per["bytes_l2"]))))
 
 

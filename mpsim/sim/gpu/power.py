@@ -19,16 +19,17 @@ power-limited launch's average power is the TDP.
 from __future__ import annotations
 
 import math
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec
 from mpsim.sim.params import SimParams
 
+if TYPE_CHECKING:  # `mpsim op` loads no numpy (tests/commands/test_startup.py)
+    import numpy as np
+
 PJ = 1e-12
-Share = TypeVar("Share", float, np.ndarray)
+Share = TypeVar("Share", float, "np.ndarray")
 
 
 def base_hz(hw: GpuSpec) -> float:
@@ -63,8 +64,8 @@ def core_joules_per_cycle(hw: GpuSpec) -> dict[str, float]:
 def tensor_energy_share(util_tensor: Share, util_tensor_fp8: Share, p: SimParams) -> Share:
     """The tensor pipe's busy share weighted by energy per busy cycle: fp8 cycles (a part of the
     busy share) at SimParams.fp8_tensor_energy times a 16-bit cycle's energy. One launch (floats) or
-    a table's column (arrays); a NaN share counts as none."""
-    return np.nan_to_num(util_tensor) + (p.fp8_tensor_energy - 1.0) * np.nan_to_num(util_tensor_fp8)
+    a table's columns (arrays), NaN already read as none by the caller."""
+    return util_tensor + (p.fp8_tensor_energy - 1.0) * util_tensor_fp8
 
 
 def core_dynamic_j(hw: GpuSpec, p: SimParams, cycles: float, clock_hz: float, util_tensor: float,
