@@ -47,6 +47,23 @@ QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_TENSOR_TRT:
 # the activation dtype a format's GEMM reads (the FP8/FP4 contract's a_dtype values)
 A_DTYPE = {"fp8": "fp8-e4m3", "fp8-block": "fp8-e4m3", "nvfp4": "fp4-e2m1", "mxfp4": "fp4-e2m1"}
 DEFAULT_GROUP = {"fp8": None, "fp8-block": 128, "nvfp4": 16, "mxfp4": 32}
+CLUSTER_M = 2  # CTAs per Hopper `pair` cluster along the tokens
+
+
+def token_tiles(m: int, token_tile: int, pair: bool, umma: bool = False) -> int:
+    """Token tiles a launch runs: with a Hopper `pair` (a TMA-multicast cluster of two along the
+    tokens), rounded up to whole clusters. CUTLASS's sm90 tile schedulers size the grid in whole
+    clusters (tile_scheduler_params.h: "Round up to nearest multiple of cluster dim along each
+    mode", NVIDIA/cutlass include/cutlass/gemm/kernel/), and the padding CTAs run whole tiles of
+    zeros (TMA fills rows past M): M = 257 on 128-token tiles in clusters of two runs four token
+    tiles, not three (the published vLLM / SGLang fp8 rows step 1.86x / 1.82x from M = 256 to 257
+    on H200: docs/validation.md#steps-at-tile-edges). Blackwell's 2-SM pair (`umma`) keeps the
+    count it was fitted with (TrtllmFp8Params.nvfp4_eta, FlashinferGemmParams: a refit of those
+    with whole pairs is open)."""
+    tiles = cdiv(m, token_tile)
+    if not pair or umma:
+        return tiles
+    return cdiv(tiles, CLUSTER_M) * CLUSTER_M
 
 
 def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
@@ -58,7 +75,7 @@ def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int
     in tensor memory) instead of Hopper's wgmma; `pair`: CTAs run in clusters of two along the tokens
     that share each weight tile (TMA multicast on Hopper, the 2-SM MMA on Blackwell): each loads
     half of it."""
-    tiles = cdiv(m, token_tile) * cdiv(n, weight_tile)
+    tiles = token_tiles(m, token_tile, pair, umma) * cdiv(n, weight_tile)
     grid = tiles if sched == SCHED_DP else min(tiles, sms)
     mma_m = 8 if swap_ab else 64
     return LaunchConfig(kernel, (grid,), token_tile, weight_tile, block_k, warps, stages,

@@ -181,3 +181,23 @@ def test_trtllm_fp8_fixed_choice_tiles_tokens_by_m_and_halves_the_weight_time(hw
     bf16 = gemm_row(1, n, k, "fp16", 16, kernel=CUBLAS_GEMM, sms=sms)
     assert json.loads(fp8["config"])["block_m"] == 16
     assert price_launch(fp8, hw)["time_s"] < price_launch(bf16, hw)["time_s"]
+
+
+def test_hopper_clusters_run_whole_pairs_of_token_tiles() -> None:
+    """CUTLASS sizes a clustered grid in whole clusters (tile_scheduler_params.h): vLLM's sm90 fp8
+    tiles above M = 128 (128 tokens, 2 x 1 clusters) run four token tiles at M = 257, so one row past
+    256 costs about as much as M = 512; Blackwell's 2-SM pair (umma) keeps its count."""
+    from mpsim.library.scaled_gemm import token_tiles
+
+    assert [token_tiles(m, 128, True) for m in (1, 128, 129, 256, 257, 384, 385)] == [2, 2, 2, 2, 4, 4, 4]
+    assert [token_tiles(m, 128, False) for m in (1, 129, 257)] == [1, 2, 3]
+    assert token_tiles(257, 128, True, umma=True) == 3
+    n, k = 4096, 4096
+    assert cutlass_fp8_heuristic(257, n, k, 132).grid == (128,)  # 4 x 32 tiles, persistent
+    assert cutlass_fp8_heuristic(256, n, k, 132).grid == (64,)
+
+    def us(m: int) -> float:
+        return float(price_launch(gemm_row(m, n, k, "fp8", 8, kernel=CUTLASS_FP8_GEMM), H200)["time_s"]) * 1e6
+
+    t256, t257, t512 = us(256), us(257), us(512)
+    assert t257 > 1.2 * t256 and t257 == pytest.approx(t512, rel=0.05)  # 13.6 -> 17.5 us (512: 17.7)

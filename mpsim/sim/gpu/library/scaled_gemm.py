@@ -47,6 +47,7 @@ from mpsim.library.scaled_gemm import (
     SCHED_DP,
     SCHED_PERSISTENT,
     SCHED_STREAM_K,
+    token_tiles,
 )
 from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.library.wo_tiled import _stream_k
@@ -136,12 +137,14 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
     tt, wt, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
     sched, stages, mma_m = int(cfg["sched"]), int(cfg["num_stages"]), int(cfg.get("mma_m", 64))
     a_el, w_el = elem_bytes(a_dtype), w_bits / 8
-    tiles = cdiv(m, tt) * cdiv(n, wt)
+    pair = bool(int(cfg.get("pair", 0)))
+    # whole Hopper clusters: the padding CTAs run tiles of zeros
+    tiles = token_tiles(m, tt, pair, bool(int(cfg.get("umma", 0)))) * cdiv(n, wt)
     trips = cdiv(k, bk)
     rows_mma = max(tt, mma_m)
     promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
     pipes = {"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {}
-    w_load = wt / 2 if int(cfg.get("pair", 0)) else wt  # a CTA pair shares the weight tile
+    w_load = wt / 2 if pair else wt  # a CTA pair shares the weight tile
     trip = Trip(load_bytes=(tt * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta,
