@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,19 +82,34 @@ def _one(job: tuple[tuple[str, str, str, str, str], Path, int]) -> list[str]:
     return lines(gpu, f"{fw} {version}", frame)
 
 
-def table(groundtruth: Path, sample: int, workers: int) -> str:
+def over_files(groundtruth: Path, one: Callable[[Any], list[str]], arg: int, workers: int) -> list[str]:
+    """`one((spec, path, arg))`'s table lines for every FILES table present, in `workers` processes;
+    an absent file is skipped with a reason (the tile-step command shares this)."""
     jobs = []
     for spec in FILES:
         path = groundtruth / "aiconfigurator" / spec[1] / "gemm" / spec[3] / spec[4] / "gemm_perf.parquet"
         if path.is_file():
-            jobs.append((spec, path, sample))
+            jobs.append((spec, path, arg))
         else:
             print(f"skipped: {path} is absent", file=sys.stderr)
     if not jobs:
-        return ""
+        return []
     with ProcessPoolExecutor(max(1, workers)) as pool:
-        rows = [line for part in pool.map(_one, jobs) for line in part]
-    return HEADER + "\n" + "\n".join(rows)
+        return [line for part in pool.map(one, jobs) for line in part]
+
+
+def finish(lines: list[str], header: str, doc: Path | None, marker: str, what: str,
+           groundtruth: Path) -> int:
+    """A FILES table command's ending: print the table, or write it between the doc's markers."""
+    if not lines:
+        print(f"skipped: no fp8 GEMM table under {groundtruth} (docs/validation.md)")
+        return 0
+    text = header + "\n" + "\n".join(lines)
+    if doc is None:
+        print(text)
+    else:
+        emit(doc, {marker: text}, False, what)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,15 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--sample {args.sample}: expected a positive number of rows")
     if args.doc is not None:
         write_doc(args.doc, {MARKER: ""}, dry=True)  # a missing marker fails before any work
-    text = table(args.groundtruth, args.sample, args.workers)
-    if not text:
-        print(f"skipped: no fp8 GEMM table under {args.groundtruth} (docs/validation.md)")
-        return 0
-    if args.doc is None:
-        print(text)
-    else:
-        emit(args.doc, {MARKER: text}, False, "the fp8 table")
-    return 0
+    lines = over_files(args.groundtruth, _one, args.sample, args.workers)
+    return finish(lines, HEADER, args.doc, MARKER, "the fp8 table", args.groundtruth)
 
 
 if __name__ == "__main__":

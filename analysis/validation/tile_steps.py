@@ -17,16 +17,14 @@ markers. Absent files are skipped with a reason.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from mpsim.analysis.validation.fp8_table import CLASSES, FILES
-from mpsim.analysis.validation.report_md import emit, write_doc
+from mpsim.analysis.validation.fp8_table import CLASSES, finish, over_files
+from mpsim.analysis.validation.report_md import write_doc
 
 EDGES = (32, 64, 128, 256, 512, 1024, 2048)
 SEED = 26
@@ -105,21 +103,6 @@ def _one(job: tuple[tuple[str, str, str, str, str], Path, int]) -> list[str]:
     return out
 
 
-def table(groundtruth: Path, pairs: int, workers: int) -> str:
-    jobs = []
-    for spec in FILES:
-        path = groundtruth / "aiconfigurator" / spec[1] / "gemm" / spec[3] / spec[4] / "gemm_perf.parquet"
-        if path.is_file():
-            jobs.append((spec, path, pairs))
-        else:
-            print(f"skipped: {path} is absent", file=sys.stderr)
-    if not jobs:
-        return ""
-    with ProcessPoolExecutor(max(1, workers)) as pool:
-        rows = [line for part in pool.map(_one, jobs) for line in part]
-    return HEADER + "\n" + "\n".join(rows)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--groundtruth", type=Path, default=Path("../shared/groundtruth"))
@@ -131,15 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--pairs {args.pairs}: expected a positive number of shapes")
     if args.doc is not None:
         write_doc(args.doc, {MARKER: ""}, dry=True)  # a missing marker fails before any work
-    text = table(args.groundtruth, args.pairs, args.workers)
-    if not text:
-        print(f"skipped: no fp8 GEMM table under {args.groundtruth} (docs/validation.md)")
-        return 0
-    if args.doc is None:
-        print(text)
-    else:
-        emit(args.doc, {MARKER: text}, False, "the tile-step table")
-    return 0
+    lines = over_files(args.groundtruth, _one, args.pairs, args.workers)
+    return finish(lines, HEADER, args.doc, MARKER, "the tile-step table", args.groundtruth)
 
 
 if __name__ == "__main__":
