@@ -33,10 +33,10 @@ HEADER = ("| GPU | stack | class | M edge | shapes | measured t(M+1)/t(M) | p10-
           "priced shapes |\n|---|---|---|---|---|---|---|---|---|")
 
 
-def measured_steps(rows: pd.DataFrame, cls: str) -> dict[int, pd.Series]:
-    """Per edge a, t(a + 1) / t(a) of every (n, k) measured at both (median of repeated rows)."""
-    g = rows[(rows["cls"].astype(str) == cls) & (rows["status"] == "ok")]
-    t = g.groupby(["n", "k", "m"])["measured_us"].median().unstack("m")
+def edge_ratios(rows: pd.DataFrame, column: str) -> dict[int, pd.Series]:
+    """Per edge a, t(a + 1) / t(a) of `column` for every (n, k) at both M (median of repeated rows),
+    over the rows whose status is ok."""
+    t = rows[rows["status"] == "ok"].groupby(["n", "k", "m"])[column].median().unstack("m")
     out = {}
     for a in EDGES:
         if a in t.columns and a + 1 in t.columns:
@@ -44,6 +44,11 @@ def measured_steps(rows: pd.DataFrame, cls: str) -> dict[int, pd.Series]:
             if not ratio.empty:
                 out[a] = ratio
     return out
+
+
+def measured_steps(rows: pd.DataFrame, cls: str) -> dict[int, pd.Series]:
+    """Per edge a, the measured t(a + 1) / t(a) of every (n, k) of class `cls` published at both."""
+    return edge_ratios(rows[rows["cls"].astype(str) == cls], "measured_us")
 
 
 def chosen_rows(rows: pd.DataFrame, cls: str, steps: dict[int, pd.Series], pairs: int) -> pd.Series:
@@ -64,15 +69,7 @@ def chosen_rows(rows: pd.DataFrame, cls: str, steps: dict[int, pd.Series], pairs
 
 def simulated_steps(frame: pd.DataFrame) -> dict[int, tuple[float, int]]:
     """Per edge, the median predicted t(a + 1) / t(a) over the priced shapes, and their count."""
-    f = frame[frame["status"] == "ok"]
-    t = f.groupby(["n", "k", "m"])["predicted_us"].median().unstack("m")
-    out = {}
-    for a in EDGES:
-        if a in t.columns and a + 1 in t.columns:
-            ratio = (t[a + 1] / t[a]).dropna()
-            if not ratio.empty:
-                out[a] = (float(ratio.median()), len(ratio))
-    return out
+    return {a: (float(r.median()), len(r)) for a, r in edge_ratios(frame, "predicted_us").items()}
 
 
 def _one(job: tuple[tuple[str, str, str, str, str], Path, int]) -> list[str]:
