@@ -10,10 +10,17 @@ known, validation predicts
 
 and otherwise the eager protocol's additive cost (mpsim/sim/protocols.yaml).
 
-HOST_US, by (framework, kernel_source): the median measured time of the rows whose GPU work is
-negligible (n, k <= 512), fitted on H200 vLLM 0.24.0 fp8_block rows (FlashInfer 204 rows, DeepGEMM
-684, CUTLASS 962); H100's rows, not fitted, give 59.4 / 90.8 / 178.1 us. (B200's host differs:
-DeepGEMM 180 us, CUTLASS 166 us; the B200 rows are outside the fitted stacks.)
+HOST_US, by (collector host, framework, kernel_source): the median measured time of the rows whose
+GPU work is negligible (n, k <= 512). The host is the machine the collector ran on, not the GPU's
+physics, so each GPU's tables have their own (`HOSTS` maps a hardware file to its collector's host):
+- `hopper`: fitted on H200 vLLM 0.24.0 fp8_block rows (FlashInfer 204 rows, DeepGEMM 684, CUTLASS
+  962); H100's rows, not fitted, give 59.4 / 90.8 / 178.1 us, so H100 shares it;
+- `b200`: fitted on B200 vLLM 0.24.0 fp8_block rows (DeepGEMM 888, CUTLASS 962), in sample: no
+  other table was collected on that host. Its host time drifts in blocks of the collection order
+  (DeepGEMM ~175 us in some, ~235 us in others, whatever the shape), so a single value leaves about
+  +-15% of noise that no GPU model can explain.
+A hardware file with no entry in `HOSTS` has no host floor: its eager rows are priced with the eager
+protocol's additive cost (mpsim/sim/protocols.yaml), as every eager row of an unknown host path is.
 """
 
 from __future__ import annotations
@@ -21,21 +28,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-HOST_US: dict[tuple[str, str], float] = {
-    ("vllm", "FlashInferFp8BlockScaledMMKernel"): 58.7,
-    ("vllm", "DeepGemmFp8BlockScaledMMKernel"): 88.4,
-    ("vllm", "CutlassFp8BlockScaledMMKernel"): 176.4,
+HOST_US: dict[tuple[str, str, str], float] = {
+    ("hopper", "vllm", "FlashInferFp8BlockScaledMMKernel"): 58.7,
+    ("hopper", "vllm", "DeepGemmFp8BlockScaledMMKernel"): 88.4,
+    ("hopper", "vllm", "CutlassFp8BlockScaledMMKernel"): 176.4,
+    ("b200", "vllm", "DeepGemmFp8BlockScaledMMKernel"): 180.3,
+    ("b200", "vllm", "CutlassFp8BlockScaledMMKernel"): 165.9,
 }
+HOSTS: dict[str, str] = {"h200-sxm": "hopper", "h100-sxm": "hopper", "b200-sxm": "b200"}
 
 
-def host_floor_us(rows: pd.DataFrame) -> np.ndarray:
-    """Per measured row: its eager call's host time (NaN where unknown or not an eager row)."""
+def host_floor_us(rows: pd.DataFrame, hw_name: str) -> np.ndarray:
+    """Per measured row on hardware file `hw_name`: its eager call's host time (NaN where unknown or
+    not an eager row)."""
     out = np.full(len(rows), np.nan)
-    if "kernel_source" not in rows or "framework" not in rows:
+    host = HOSTS.get(hw_name)
+    if host is None or "kernel_source" not in rows or "framework" not in rows:
         return out
     eager = (rows["protocol"].astype(str) == "eager").to_numpy()
     keys = zip(rows["framework"].astype(str).str.lower(), rows["kernel_source"].astype(str), strict=True)
-    for i, key in enumerate(keys):
-        if eager[i] and key in HOST_US:
-            out[i] = HOST_US[key]
+    for i, (fw, source) in enumerate(keys):
+        if eager[i] and (host, fw, source) in HOST_US:
+            out[i] = HOST_US[(host, fw, source)]
     return out

@@ -232,7 +232,7 @@ def predict_rows(rows: pd.DataFrame, hw: HardwareSpec, *, config: str = "best",
     ok = status == "ok"
     pred = np.where(ok, sums["kernel_s"] + cost, np.nan)
     roof = np.where(ok, sums["t_lower_s"] + cost, np.nan)
-    host = host_floor_us(rows)  # eager calls of a known host path: the longer of host and GPU
+    host = host_floor_us(rows, hw.name)  # eager calls of a known host path: the longer of host and GPU
     if np.isfinite(host).any():
         gaps = call_costs_us(pd.Series(["graph"] * n), count, table)
         at = ok & np.isfinite(host)
