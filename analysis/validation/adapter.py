@@ -222,11 +222,11 @@ ATTENTION_KERNELS = {
     ("trtllm", "torch_flow"): "trtllm",
 }
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
+# ... and its sm_100 one, a room of its own (mpsim/library/trtllm_sm100.py)
+OTHER_GENERATION = {("trtllm", "blackwell"): "trtllm_sm100"}
 TRTLLM_ELSEWHERE = {
     "ampere": ", and its bf16-cache decode on Ampere/Ada: the sm_8x fp8-cache XQA path and "
               "context FMHA are not modelled",
-    "blackwell": "; sm_100 runs TRT-LLM's trtllm-gen kernels behind its own QKV preprocessing, "
-                 "not modelled for TRT-LLM's op",
 }
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
@@ -246,6 +246,8 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
         raise UnrepresentableError(f"{source or framework} not modeled")
     need = ENGINE_GENERATION.get(kernel)
     gen = generation(hw) if isinstance(hw, GpuSpec) else None
+    if (kernel, gen) in OTHER_GENERATION:
+        return OTHER_GENERATION[(kernel, str(gen))]
     if need is not None and gen != need:
         # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
         # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the

@@ -33,6 +33,7 @@ from mpsim.library import mpsim as own
 from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
+from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
 from mpsim.traces.schema import COLLECTIVE_OPS
 
 Row = dict[str, Any]
@@ -62,10 +63,10 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
     "kv_write": ("kv_quant_kernel", own_fp.KV_FP8_QUANT_KERNEL),
     "decode_attention": (lc.DECODE_ATTENTION_KERNEL, own_fp.DECODE_FP8_KERNEL, fa3.FA3_DECODE, TRTLLM_XQA,
                          TRTLLM_MMHA, sglang.SGLANG_FA3_DECODE, fa2.FA2_DECODE,
-                         flashinfer_attention.FI_DECODE, flashinfer_trtllm.TG_DECODE),
+                         flashinfer_attention.FI_DECODE, flashinfer_trtllm.TG_DECODE, TRTLLM_TG_DECODE),
     "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL, TRTLLM_FMHA,
                           sglang.SGLANG_FA3_PREFILL, fa2.FA2_PREFILL, flashinfer_attention.FI_PREFILL,
-                          flashinfer_trtllm.TG_PREFILL),
+                          flashinfer_trtllm.TG_PREFILL, TRTLLM_TG_CONTEXT),
     "silu_mul": ("silu_mul_kernel", vllm.VLLM_SILU_MUL),
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),

@@ -31,6 +31,7 @@ from mpsim.library import (
     torch,
     trtllm,
     trtllm_fp8,
+    trtllm_sm100,
     turbomind,
     vllm,
 )
@@ -102,6 +103,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "the trtllm-gen decode/context kernels FlashInfer ships (vLLM on Blackwell; tiles assumed)",
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "
             "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row),
+    Library("trtllm_sm100", trtllm_sm100.KERNELS, "TensorRT-LLM's attention op on Blackwell: its QKV "
+            "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 16 query "
+            "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",
+            attention=trtllm_sm100.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
             "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",

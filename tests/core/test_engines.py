@@ -161,6 +161,11 @@ def test_trtllm_w4_uses_the_weight_only_gemv_up_to_m_4_and_per_architecture_atte
     count = ampere["op"].value_counts()
     assert count["rope"] == count["kv_quant"] == count["attention"] > 0  # stand-ins off Hopper
     assert attn.loc[attn["q_len"] == 1, "kv_len"].tolist() == [17] * 24 + [18] * 24  # KV grows per step
+    # Blackwell: TRT-LLM's own sm_100 op (preprocessing + trtllm-gen), RoPE and KV append inside it
+    blackwell = synthesize(SPEC, parse_policy("w4"), wl, engine=EngineChoice("trtllm", "blackwell")).rows
+    assert set(blackwell.loc[blackwell["op"] == "attention", "kernel"]) == {"trtllm_tg_decode",
+                                                                           "trtllm_tg_context"}
+    assert not blackwell["op"].isin(["rope", "kv_quant"]).any()
 
 
 def test_the_default_engine_and_a_reprice_back_to_it_give_todays_rows() -> None:

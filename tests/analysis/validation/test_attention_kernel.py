@@ -73,12 +73,31 @@ def test_trtllm_bf16_cache_decode_on_ada_runs_xqa_hmma_or_mmha() -> None:
             launch_rows({**row, **other}, l40s)
 
 
+@pytest.mark.parametrize(("extra", "kernels"), [
+    ({}, ["trtllm_tg_decode"]),
+    ({"kv_heads": 32}, ["trtllm_tg_decode"]),                 # MHA stays on trtllm-gen on sm_100
+    ({"heads": 64, "kv_heads": 1}, ["trtllm_mmha_decode"]),   # above 32 query heads per KV head
+    ({"q_len": 512, "kv_len": 512}, ["trtllm_tg_context"]),
+    ({"q_len": 512, "kv_len": 512, "kv_bits": 8, "attn_dtype": "fp8"}, ["trtllm_tg_context"]),
+])
+def test_trtllm_on_blackwell_runs_its_preprocessing_then_trtllm_gen(extra: dict,
+                                                                     kernels: list[str]) -> None:
+    b200 = load_hardware("b200-sxm")
+    row = {**BASE, **extra, "framework": "trtllm", "kernel_source": "torch_flow",
+           "includes": "rope+kv_append"}
+    g = launch_rows(row, b200)
+    assert [r["kernel"] for r in g.launches] == kernels
+    if kernels == ["trtllm_tg_context"]:  # an e4m3 cache or the FP8 FMHA: fp8 MMAs
+        assert json.loads(g.launches[0]["config"])["fp8"] == int(extra.get("kv_bits") == 8)
+    with pytest.raises(UnrepresentableError, match="fmha_v2"):
+        launch_rows({**row, "q_len": 512, "kv_len": 512, "head_dim": 80}, b200)
+
+
 @pytest.mark.parametrize(("framework", "source", "hw", "why"), [
     ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
     ("sglang", "triton", "h200-sxm", "triton not modeled"),
     ("vllm", "vllm_triton_attn", "l40s", "vllm_triton_attn not modeled"),
     ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
-    ("trtllm", "torch_flow", "b200-sxm", "torch_flow on b200-sxm not modeled"),
 ])
 def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,
                                                           why: str) -> None:

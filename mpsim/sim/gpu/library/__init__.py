@@ -9,7 +9,8 @@ stands for.
 Every kernel's time is `kernel_s` (its duration on the GPU as CUPTI would time it, the kernel floor
 included) plus `overhead_s`, the measurement protocol's cost for `launch_kernels(row)` kernels
 (mpsim/sim/protocols.py; `graph` by default). A row with `kv_append` stands for two kernels, as do
-TensorRT-LLM's HMMA XQA and context FMHA rows (the QKV-preprocessing kernel first).
+TensorRT-LLM's HMMA XQA and context FMHA rows and its Blackwell attention op (the
+QKV-preprocessing kernel first).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mpsim.library.gemlite import KERNELS as GEMLITE_KERNELS
 from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
+from mpsim.library.trtllm_sm100 import KERNELS as TRTLLM_SM100_KERNELS
 from mpsim.sim.gpu.library import (
     act_quant,
     cublas,
@@ -45,6 +47,7 @@ from mpsim.sim.gpu.library import (
     torch,
     trtllm,
     trtllm_fp8,
+    trtllm_sm100,
     turbomind,
     vllm,
 )
@@ -63,7 +66,8 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "turbomind": turbomind.WORK, "sglang": sglang.WORK, "cutlass_fp8": cutlass_fp8.WORK,
     "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK,
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
-    "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK}
+    "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK,
+    "trtllm_sm100": trtllm_sm100.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -110,7 +114,7 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(_config(row).get("gmma", 0))
-    if kernel == TRTLLM_FMHA:  # the QKV-preprocessing kernel, then the FMHA
+    if kernel == TRTLLM_FMHA or kernel in TRTLLM_SM100_KERNELS:  # QKV preprocessing, then the FMHA
         return 2
     if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
         return 1 + int(_config(row).get("zero_init", 0))

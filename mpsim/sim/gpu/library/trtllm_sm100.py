@@ -1,0 +1,50 @@
+"""TensorRT-LLM's attention op on Blackwell (`trtllm_tg_decode`, `trtllm_tg_context`) as CTA work
+(names, dispatch rule and sources: mpsim/library/trtllm_sm100.py).
+
+A call is the op as aiconfigurator timed it: TensorRT-LLM's QKV-preprocessing kernel (RoPE, the new
+tokens' K/V appended to the cache, Q cast to e4m3 over an e4m3 cache), priced as the trtllm room
+prices it before the Hopper context FMHA (one block per token in rounds of resident blocks,
+`trtllm.prep_round_ns`), then the trtllm-gen kernel, priced by the flashinfer_trtllm room's work
+model (the same cubins vLLM runs on Blackwell, its `tg_*` constants), and TensorRT-LLM's own op
+cost in place of vLLM's (`trtllm.xqa_scope_us` for generation, `trtllm.fmha_scope_us` for the
+context). No constant is fitted on these rows: the kernel's from B200 vLLM rows, the op's and the
+preprocessing's from H200 TensorRT-LLM rows (docs/validation.md "TRT-LLM attention on Blackwell").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
+from mpsim.sim.gpu.library.fa3 import kv_append_part
+from mpsim.sim.gpu.library.flashinfer_trtllm import tg_decode_work, tg_prefill_work
+from mpsim.sim.gpu.rates import GpuRates
+from mpsim.sim.gpu.work import KernelPart, LaunchWork
+
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
+
+def prep_part(tokens: int, row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
+              p: SimParams) -> KernelPart:
+    """TensorRT-LLM's QKV preprocessing over `tokens` new tokens (the trtllm room's pricing)."""
+    return kv_append_part(tokens, int(row["num_kv_heads"]), int(row["head_dim"]), int(row["k_bits"]), r,
+                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=p.trtllm.prep_round_ns)))
+
+
+def tg_decode_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                      p: SimParams, resident: float) -> LaunchWork:
+    op = replace(p, flashinfer=replace(p.flashinfer, tg_decode_scope_us=p.trtllm.xqa_scope_us))
+    return [prep_part(int(row["batch"]), row, cfg, r, p), *tg_decode_work(row, cfg, grid, r, op, resident)]
+
+
+def tg_context_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+                       p: SimParams, resident: float) -> LaunchWork:
+    op = replace(p, flashinfer=replace(p.flashinfer, tg_prefill_scope_us=p.trtllm.fmha_scope_us))
+    tokens = int(row["batch"]) * int(row["q_len"])
+    return [prep_part(tokens, row, cfg, r, p), *tg_prefill_work(row, cfg, grid, r, op, resident)]
+
+
+WORK = {TRTLLM_TG_DECODE: tg_decode_op_work, TRTLLM_TG_CONTEXT: tg_context_op_work}

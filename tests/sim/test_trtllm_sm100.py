@@ -1,0 +1,83 @@
+"""TensorRT-LLM's attention op on Blackwell (mpsim/library/trtllm_sm100.py: the dispatch rule and
+configs; mpsim/sim/gpu/library/trtllm_sm100.py: its QKV preprocessing, then the trtllm-gen kernel
+priced by the flashinfer_trtllm room's work model with TensorRT-LLM's own op cost)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.hw_models.schema import GpuSpec
+from mpsim.launch_plan import attention_row
+from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
+from mpsim.sim.gpu.library import launch_kernels
+from mpsim.sim.launch import simulate_launch
+from mpsim.sim.params import DEFAULT_PARAMS
+
+B200: GpuSpec = load_hardware("b200-sxm")  # type: ignore[assignment]
+SMS = 148
+
+
+def _us(row: dict, params=DEFAULT_PARAMS) -> float:  # type: ignore[no-untyped-def]
+    return simulate_launch(row, B200, params).time_s * 1e6
+
+
+def test_rows_name_the_sm100_kernels_and_stand_for_two_launches() -> None:
+    dec = attention_row(8, 1, 4096, 32, 8, 128, 16, kernel="trtllm_sm100", sms=SMS)
+    ctx = attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm_sm100", sms=SMS)
+    assert (dec["kernel"], ctx["kernel"]) == (TRTLLM_TG_DECODE, TRTLLM_TG_CONTEXT)
+    assert launch_kernels(dec) == launch_kernels(ctx) == 2   # the preprocessing kernel first
+    assert json.loads(ctx["config"])["fp8"] == 1              # an e4m3 cache: fp8 Q, K, V
+    assert ctx["kv_format"] == "fp8-e4m3"
+    mmha = attention_row(8, 1, 4096, 64, 1, 128, 16, kernel="trtllm_sm100", sms=SMS)
+    assert mmha["kernel"] == "trtllm_mmha_decode"
+    with pytest.raises(MpsimInputError, match="fmha_v2"):
+        attention_row(2, 512, 512, 32, 8, 80, 16, kernel="trtllm_sm100", sms=SMS)
+    with pytest.raises(MpsimInputError, match="16-bit or fp8"):
+        attention_row(8, 1, 4096, 32, 8, 128, 4, kernel="trtllm_sm100", sms=SMS)
+
+
+def test_the_op_costs_trtllm_scope_and_preprocessing_on_top_of_the_trtllm_gen_kernel() -> None:
+    """The same shape as vLLM's trtllm-gen row: TRT-LLM's op adds its preprocessing kernel and its own
+    op cost instead of vLLM's; with the op costs equal and the preprocessing's round free, what is
+    left over vLLM's price is that second kernel's floor and launch gap (under 3 us)."""
+    args = (8, 1, 4096, 32, 8, 128, 16)
+    ours = attention_row(*args, kernel="trtllm_sm100", sms=SMS)
+    vllm = attention_row(*args, kernel="flashinfer_trtllm", sms=SMS)
+    p = DEFAULT_PARAMS
+    same = replace(p, trtllm=replace(p.trtllm, xqa_scope_us=p.flashinfer.tg_decode_scope_us,
+                                     prep_round_ns=0.0))
+    free_prep = _us(ours, same)
+    assert 0.0 < free_prep - _us(vllm) < 3.0
+    assert _us(ours) > free_prep  # the preprocessing and TRT-LLM's op cost are priced
+
+
+def test_an_fp8_cache_decode_reads_half_the_bytes() -> None:
+    bf16 = _us(attention_row(32, 1, 32768, 32, 8, 128, 16, kernel="trtllm_sm100", sms=SMS))
+    fp8 = _us(attention_row(32, 1, 32768, 32, 8, 128, 8, kernel="trtllm_sm100", sms=SMS))
+    assert 0.45 < fp8 / bf16 < 0.75
+
+
+GROUNDTRUTH = Path(__file__).resolve().parents[2] / ".." / "shared" / "groundtruth" / "aiconfigurator"
+
+
+@pytest.mark.skipif(not GROUNDTRUTH.is_dir(), reason="../shared/groundtruth is not here")
+def test_b200_trtllm_decode_rows_priced_out_of_sample() -> None:
+    """No constant was set from these rows (the kernel's from B200 vLLM rows, the op's from H200
+    TRT-LLM rows); the full figures are docs/validation.md's (`analysis.validation.stacks`)."""
+    from mpsim.analysis.validation.against import validate_against
+    from mpsim.analysis.validation.sources import read_measurements
+
+    path = (GROUNDTRUTH / "b200_sxm" / "attention" / "trtllm" / "1.3.0rc20"
+            / "generation_attention_perf.parquet")
+    r = validate_against(read_measurements(path), B200, selection="stacks", sample=120, cache_dir=None)
+    f = r.frame[r.frame["status"] == "ok"]
+    assert len(f) >= 60
+    sim = float((f["predicted_us"] / f["measured_us"] - 1).abs().mean())
+    roof = float((f["roofline_us"] / f["measured_us"] - 1).abs().mean())
+    assert sim <= 0.16 and sim < roof / 3, (sim, roof)
