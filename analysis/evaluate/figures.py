@@ -137,7 +137,8 @@ def bits_figure(table: pd.DataFrame, switches: pd.DataFrame) -> Figure:
     ax.set_ylabel(QUALITY_LABEL)
     ax.set_title("quality vs bits on the test prompts", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    if not switches.empty:  # the points are labelled in place; the legend names the switch curves
+        ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig
 
