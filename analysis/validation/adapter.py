@@ -246,8 +246,9 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
         raise UnrepresentableError(f"{source or framework} not modeled")
     need = ENGINE_GENERATION.get(kernel)
     gen = generation(hw) if isinstance(hw, GpuSpec) else None
-    if (kernel, gen) in OTHER_GENERATION:
-        return OTHER_GENERATION[(kernel, str(gen))]
+    other = OTHER_GENERATION.get((kernel, str(gen)))
+    if other is not None:
+        return other
     if need is not None and gen != need:
         # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
         # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the

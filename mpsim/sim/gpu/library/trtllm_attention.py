@@ -149,9 +149,16 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                       io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns
                       + b * hq * q / workers * t.fmha_row_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
-    prep = kv_append_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r,
-                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=t.prep_round_ns)))
+    prep = prep_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r, p)
     return [prep, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+def prep_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRates,
+              p: SimParams) -> KernelPart:
+    """TensorRT-LLM's QKV-preprocessing kernel (RoPE + KV append) over `tokens` new tokens: vLLM's
+    KV append's shape (one block per token in rounds of resident blocks) at `prep_round_ns` a round."""
+    return kv_append_part(tokens, kv_heads, head_dim, kv_bits, r,
+                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=p.trtllm.prep_round_ns)))
 
 
 WORK = {TRTLLM_XQA: xqa_work, TRTLLM_MMHA: mmha_work, TRTLLM_FMHA: fmha_work}

@@ -18,33 +18,32 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
-from mpsim.sim.gpu.library.fa3 import kv_append_part
 from mpsim.sim.gpu.library.flashinfer_trtllm import tg_decode_work, tg_prefill_work
+from mpsim.sim.gpu.library.trtllm_attention import prep_part
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import KernelPart, LaunchWork
+from mpsim.sim.gpu.work import LaunchWork
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
 
 
-def prep_part(tokens: int, row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-              p: SimParams) -> KernelPart:
-    """TensorRT-LLM's QKV preprocessing over `tokens` new tokens (the trtllm room's pricing)."""
-    return kv_append_part(tokens, int(row["num_kv_heads"]), int(row["head_dim"]), int(row["k_bits"]), r,
-                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=p.trtllm.prep_round_ns)))
+def _kv(row: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(KV heads, head_dim, cache bits) of an attention row: what the preprocessing appends."""
+    return int(row["num_kv_heads"]), int(row["head_dim"]), int(row["k_bits"])
 
 
 def tg_decode_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                       p: SimParams, resident: float) -> LaunchWork:
     op = replace(p, flashinfer=replace(p.flashinfer, tg_decode_scope_us=p.trtllm.xqa_scope_us))
-    return [prep_part(int(row["batch"]), row, cfg, r, p), *tg_decode_work(row, cfg, grid, r, op, resident)]
+    prep = prep_part(int(row["batch"]), *_kv(row), r, p)
+    return [prep, *tg_decode_work(row, cfg, grid, r, op, resident)]
 
 
 def tg_context_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                        p: SimParams, resident: float) -> LaunchWork:
     op = replace(p, flashinfer=replace(p.flashinfer, tg_prefill_scope_us=p.trtllm.fmha_scope_us))
     tokens = int(row["batch"]) * int(row["q_len"])
-    return [prep_part(tokens, row, cfg, r, p), *tg_prefill_work(row, cfg, grid, r, op, resident)]
+    return [prep_part(tokens, *_kv(row), r, p), *tg_prefill_work(row, cfg, grid, r, op, resident)]
 
 
 WORK = {TRTLLM_TG_DECODE: tg_decode_op_work, TRTLLM_TG_CONTEXT: tg_context_op_work}
