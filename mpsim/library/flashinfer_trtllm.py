@@ -5,10 +5,19 @@ published B200 rows name them `vllm_flashinfer_trtllmdecode` / `_trtllmprefill`)
 configs and the row builder (`attention_row(..., kernel="flashinfer_trtllm")`);
 mpsim/sim/gpu/library/flashinfer_trtllm.py prices them.
 
-The kernels are cubins built by TensorRT-LLM's closed trtllm-gen generator: their tiles are not
-public. Assumed (labelled): decode one CTA per (KV head, sequence, split) over 128-key tiles with
-the query group padded to 16 rows, split by FA3's rule (mpsim/library/fa3.py fa3_num_splits);
-prefill 128 x 128 tiles, causal, GQA packed as FA3's. Configs say `fp8` 1 for an fp8 cache: vLLM
+The kernels are cubins built by TensorRT-LLM's closed trtllm-gen generator; their host code picks
+them. Decode, read from that host code (NVIDIA/TensorRT-LLM
+cpp/tensorrt_llm/kernels/trtllmGenKernels/fmha/fmhaKernels.h `hashFromRunnerParams`, which
+FlashInfer's trtllm_fmha launcher carries): up to 16 query heads per KV head (head_dim not 32) run
+`SwapsMmaAbForGeneration`, the group on the MMA's N side padded to 8 (<= 8 heads) or 16 rows;
+17-32 run `KeepsMmaAbForGeneration`, the group on the M side of a 128-row query tile (the
+TileSizeQ128 cubins of its kernel list; every row of the tile pays the MMA and the softmax,
+padding included); the runner refuses more than 32. Assumed (labelled): one CTA per (KV head,
+sequence, split) over 128-key tiles, split by FA3's rule (mpsim/library/fa3.py fa3_num_splits);
+groups past 32 (vLLM's B200 rows have 40-64, so the FlashInfer vLLM 0.24.0 ran takes them) in the
+same 128-row tile (pricing them as CTAs of 32 heads each read the KV once per CTA: +21% bias on
+vLLM's 16-bit-cache rows of 40-64 heads against +2% in one tile, 1200 sampled rows); prefill
+128 x 128 tiles, causal, GQA packed as FA3's. Configs say `fp8` 1 for an fp8 cache: vLLM
 quantizes Q to it (`q_data_type = kv_cache_dtype` where trtllm attention can run, and "TRTLLM
 prefill attention does not support BF16 Q and fp8 kv cache"), so the MMAs are fp8.
 """
@@ -30,8 +39,21 @@ TG_DECODE = "flashinfer_trtllm_decode"
 TG_PREFILL = "flashinfer_trtllm_prefill"
 KERNELS = (TG_DECODE, TG_PREFILL)
 TG_BLOCK_N = 128          # keys per tile (assumption)
-TG_DECODE_ROWS = 16       # decode: the query group padded to 16 rows (assumption)
+TG_SWAP_MAX_GROUP = 16    # decode: SwapsMmaAbForGeneration up to 16 query heads per KV head
+TG_KEEP_MAX_GROUP = 32    # ... KeepsMmaAbForGeneration up to 32 (the runner read refuses more)
+TG_KEEP_ROWS = 128        # ... its query tile (TileSizeQ128 cubins)
 TG_BLOCK_M = 128          # prefill: query rows per tile (assumption)
+
+
+def tg_decode_rows(group: int) -> int:
+    """Query rows a trtllm-gen decode tile computes for `group` query heads per KV head (module
+    docstring): 8 or 16 with swapped operands, else the kept-operand 128-row tile."""
+    if group > TG_KEEP_ROWS:
+        raise MpsimInputError(f"attention: trtllm-gen decode with {group} query heads per KV head: "
+                              f"at most {TG_KEEP_ROWS} fit its query tile")
+    if group <= 8:
+        return 8
+    return TG_SWAP_MAX_GROUP if group <= TG_SWAP_MAX_GROUP else TG_KEEP_ROWS
 
 
 def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, kv_len: int,
@@ -39,7 +61,7 @@ def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, 
     group = heads // kv_heads
     if q_len == 1:
         splits = fa3_num_splits(batch * kv_heads, sms, cdiv(max(kv_len, 1), TG_BLOCK_N))
-        return LaunchConfig(TG_DECODE, (splits, kv_heads, batch), TG_DECODE_ROWS * cdiv(group, 16),
+        return LaunchConfig(TG_DECODE, (splits, kv_heads, batch), tg_decode_rows(group),
                             TG_BLOCK_N, head_dim, 4, 2, splits,
                             extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
                                    ("fp8", int(kv_bits == 8))))

@@ -13,7 +13,9 @@ What runs, read from NVIDIA/TensorRT-LLM (cpp/tensorrt_llm/kernels/):
   KV head. The published B200 rows (TRT-LLM 1.3.0rc20) disagree on that one: groups of 24 and 32 run
   at 13-16 us where MMHA would take 48-280 us, groups of 64-128 at MMHA's price; so TG_MAX_GROUP is
   32, an observation of b200_sxm's generation rows (docs/validation.md "TRT-LLM attention on
-  Blackwell"). Vanilla MHA stays on trtllm-gen (the Hopper rule's MHA exclusion is XQA's).
+  Blackwell"), and the trtllm-gen runner's own limit: its generation kernels take at most 32 query
+  heads per KV head (fmhaKernels.h `hashFromRunnerParams`; flashinfer_trtllm.TG_KEEP_MAX_GROUP).
+  Vanilla MHA stays on trtllm-gen (the Hopper rule's MHA exclusion is XQA's).
 - context: fmhaDispatcher.cpp runs trtllm-gen (`isSM100Family() && headSize != 80`; head size 80
   falls back to fmha_v2, not modelled here) after the same preprocessing as on Hopper. With an e4m3
   cache the context FMHA reads e4m3 K/V with e4m3 Q, as on Hopper (the trtllm room's fmha_config);
@@ -29,7 +31,7 @@ from dataclasses import replace
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS
-from mpsim.library.flashinfer_trtllm import tg_config
+from mpsim.library.flashinfer_trtllm import TG_KEEP_MAX_GROUP, tg_config
 from mpsim.library.rows import (
     Row,
     apply_config,
@@ -43,7 +45,8 @@ from mpsim.library.trtllm_attention import mmha_config
 TRTLLM_TG_DECODE = "trtllm_tg_decode"
 TRTLLM_TG_CONTEXT = "trtllm_tg_context"
 KERNELS = (TRTLLM_TG_DECODE, TRTLLM_TG_CONTEXT)
-TG_MAX_GROUP = 32          # above: MMHA (the rows' limit, not the stored xqaDispatcher.cpp's 16)
+TG_MAX_GROUP = TG_KEEP_MAX_GROUP  # above: MMHA (the rows' and the runner's limit, not the stored
+#                                   xqaDispatcher.cpp's 16)
 FMHA_V2_HEAD_DIM = 80      # fmhaDispatcher.cpp: trtllm-gen "only supports power of 2 head sizes"
 
 

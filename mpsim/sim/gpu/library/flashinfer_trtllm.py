@@ -3,7 +3,9 @@ Blackwell) as CTA work (names, configs, row builder and sources: mpsim/library/f
 
 Closed cubins, modelled as FA3's design on the Blackwell rates (assumption). Decode: one CTA per
 (split, KV head, sequence) over 128-key tiles, QK^T and PV at the fp8 rate on an fp8 cache (vLLM
-quantizes Q to the cache's dtype for these kernels), the softmax as FA3's, a split's partials merged
+quantizes Q to the cache's dtype for these kernels) over the tile's query rows (8, 16 or 128: the
+host code's kernel choice, mpsim/library/flashinfer_trtllm.py), the softmax as FA3's on the fp32
+lanes plus one exp a score on the 16-lane SFU (as the prefill model's), a split's partials merged
 in the kernel (`tg_combine_us`). Prefill: 128 x 128 tiles up to the diagonal at `tg_prefill_eta`
 of the tensor rate (an fp8 cache: fp8 Q, K, V at `tg_prefill_fp8_eta` of the fp8 rate), the
 softmax (fp32 lanes, one exp a score on the 16-lane SFU) overlapped with the other tile's MMAs, so
@@ -51,7 +53,7 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
-                pipes={"fp32": rows * bn * p.fa3.softmax_ops}, serial=True,
+                pipes={"fp32": rows * bn * p.fa3.softmax_ops, "sfu": float(rows * bn)}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16")
     kv_bytes = b * hk * kv * d * 2 * elem
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
