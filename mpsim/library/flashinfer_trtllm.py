@@ -39,7 +39,8 @@ TG_DECODE = "flashinfer_trtllm_decode"
 TG_PREFILL = "flashinfer_trtllm_prefill"
 KERNELS = (TG_DECODE, TG_PREFILL)
 TG_BLOCK_N = 128          # keys per tile (assumption)
-TG_SWAP_MAX_GROUP = 16    # decode: SwapsMmaAbForGeneration up to 16 query heads per KV head
+TG_SWAP_SMALL_ROWS = 8    # decode: SwapsMmaAbForGeneration's tile for up to 8 query heads per KV head
+TG_SWAP_MAX_GROUP = 16    # ... and up to 16 (a 16-row tile)
 TG_KEEP_MAX_GROUP = 32    # ... KeepsMmaAbForGeneration up to 32 (the runner read refuses more)
 TG_KEEP_ROWS = 128        # ... its query tile (TileSizeQ128 cubins)
 TG_BLOCK_M = 128          # prefill: query rows per tile (assumption)
@@ -51,8 +52,8 @@ def tg_decode_rows(group: int) -> int:
     if group > TG_KEEP_ROWS:
         raise MpsimInputError(f"attention: trtllm-gen decode with {group} query heads per KV head: "
                               f"at most {TG_KEEP_ROWS} fit its query tile")
-    if group <= 8:
-        return 8
+    if group <= TG_SWAP_SMALL_ROWS:
+        return TG_SWAP_SMALL_ROWS
     return TG_SWAP_MAX_GROUP if group <= TG_SWAP_MAX_GROUP else TG_KEEP_ROWS
 
 

@@ -11,10 +11,10 @@ What runs, read from NVIDIA/TensorRT-LLM (cpp/tensorrt_llm/kernels/):
   FmhaKernelType::Generation). `shouldUse` falls back to MMHA for beam search, streamingLLM and
   variable windows, and, in the stored source (not pinned to a release), above 16 query heads per
   KV head. The published B200 rows (TRT-LLM 1.3.0rc20) disagree on that one: groups of 24 and 32 run
-  at 13-16 us where MMHA would take 48-280 us, groups of 64-128 at MMHA's price; so TG_MAX_GROUP is
+  at 13-16 us where MMHA would take 48-280 us, groups of 64-128 at MMHA's price; so the limit is
   32, an observation of b200_sxm's generation rows (docs/validation.md "TRT-LLM attention on
   Blackwell"), and the trtllm-gen runner's own limit: its generation kernels take at most 32 query
-  heads per KV head (fmhaKernels.h `hashFromRunnerParams`; flashinfer_trtllm.TG_KEEP_MAX_GROUP).
+  heads per KV head (fmhaKernels.h `hashFromRunnerParams`): flashinfer_trtllm.TG_KEEP_MAX_GROUP.
   Vanilla MHA stays on trtllm-gen (the Hopper rule's MHA exclusion is XQA's).
 - context: fmhaDispatcher.cpp runs trtllm-gen (`isSM100Family() && headSize != 80`; head size 80
   falls back to fmha_v2, not modelled here) after the same preprocessing as on Hopper. With an e4m3
@@ -45,8 +45,6 @@ from mpsim.library.trtllm_attention import mmha_config
 TRTLLM_TG_DECODE = "trtllm_tg_decode"
 TRTLLM_TG_CONTEXT = "trtllm_tg_context"
 KERNELS = (TRTLLM_TG_DECODE, TRTLLM_TG_CONTEXT)
-TG_MAX_GROUP = TG_KEEP_MAX_GROUP  # above: MMHA (the rows' and the runner's limit, not the stored
-#                                   xqaDispatcher.cpp's 16)
 FMHA_V2_HEAD_DIM = 80      # fmhaDispatcher.cpp: trtllm-gen "only supports power of 2 head sizes"
 
 
@@ -75,7 +73,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         return apply_config(row, replace(cfg, kernel=TRTLLM_TG_CONTEXT))
     if fp8_attention:
         raise MpsimInputError("attention: fp8_attention describes TensorRT-LLM's context FMHA")
-    if heads // kv_heads > TG_MAX_GROUP:
+    if heads // kv_heads > TG_KEEP_MAX_GROUP:  # MMHA (not the stored xqaDispatcher.cpp's 16)
         cfg = mmha_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         return apply_config(row, replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm)))))
     cfg = tg_config(batch, 1, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=False,
