@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from fractions import Fraction
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
@@ -71,6 +72,48 @@ MMHA_BLOCKS_PER_SM = 4            # 256-thread blocks an SM ("the max number of 
 MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
 FMHA_BLOCK_M = 128                # context FMHA query rows per CTA (fmha_v2 sm90 warp-specialized)
 FMHA_BLOCK_N = 128                # keys per tile
+
+
+# The QKV-preprocessing kernel (invokeQKVPreprocessing -> applyBiasRopeUpdateKVCacheV2; NVIDIA/
+# TensorRT-LLM cpp/tensorrt_llm/kernels/unfusedAttentionKernels/unfusedAttentionKernels_2_template.h,
+# the store's version, not pinned to 1.3.0rc20): BLOCK_SIZE threads by head size
+# (kernelV2DispatchHeadSize's cases; any other head size falls back to the V1 kernel), each thread
+# one 16-byte vector of a head, so a block holds BLOCK_SIZE / (head_dim x 2 / 16) tokens of ONE
+# query head (grid.y = head_num: every query head has its blocks; those below kv_head_num also
+# append K and V); grid.x from calGridSizeWithBestEfficiency with 1024 threads an SM, each block
+# striding over the token blocks.
+PREP_BLOCK_THREADS = {32: 256, 48: 192, 64: 256, 72: 288, 80: 160, 96: 192, 104: 416, 112: 224,
+                      128: 256, 144: 288, 160: 160, 192: 192, 224: 224, 256: 256, 576: 576}
+PREP_THREADS_PER_SM = 1024        # calGridSizeWithBestEfficiency(..., availableThreadsPerSm 1024)
+PREP_V1_WARPS_PER_SM = 32         # the V1 kernel: one warp a (token, query head), WARPS_PER_SM 32
+PREP_V1_MIN_SEQ_PER_WARP = 4      # MIN_SEQUENCES_PER_WARP: grid.z <= ceil(batch / 4)
+
+
+def prep_grid_x(needed: int, batch_blocks: int, per_wave: int) -> int:
+    """calGridSizeWithBestEfficiency: the first grid.x in 1..needed whose waves are fullest
+    (efficiency = waves / ceil(waves), strictly better only)."""
+    best, pick = Fraction(0), 1
+    for x in range(1, needed + 1):
+        waves = Fraction(x * batch_blocks, per_wave)
+        eff = waves / math.ceil(waves)
+        if eff > best:
+            best, pick = eff, x
+        if eff == 1:
+            break
+    return pick
+
+
+def prep_rounds(batch: int, q_len: int, heads: int, head_dim: int, sms: int) -> tuple[int, int]:
+    """(threads a block, rounds) of the QKV preprocessing over batch x q_len tokens: a round is one
+    strided step of every resident block (V2), or one sequence of every resident warp (V1)."""
+    if head_dim in PREP_BLOCK_THREADS:
+        threads = PREP_BLOCK_THREADS[head_dim]
+        per_wave = PREP_THREADS_PER_SM // threads * sms
+        needed = cdiv(batch * q_len, threads // (head_dim * 2 // 16))
+        gx = prep_grid_x(needed, heads, per_wave)
+        return threads, cdiv(gx * heads, per_wave) * cdiv(needed, gx)
+    z = min(cdiv(sms * PREP_V1_WARPS_PER_SM, q_len * heads), cdiv(batch, PREP_V1_MIN_SEQ_PER_WARP))
+    return 32, cdiv(q_len * heads * z, sms * PREP_V1_WARPS_PER_SM) * cdiv(batch, z)
 
 
 def xqa_eligible(heads: int, kv_heads: int, head_dim: int, beam: int = 1) -> bool:

@@ -5,8 +5,10 @@ the context FMHA (part of the trtllm room). Which kernel a call runs: mpsim/libr
 Every call is the whole op as aiconfigurator timed it: RoPE on Q and K and the new tokens' K/V
 appended to the paged cache (64 tokens a block) are part of it, fused in the kernel (XQA's Hopper
 GMMA kernel, MMHA) or a separate QKV-preprocessing kernel before it: XQA HMMA (`xqa_prep_us`, a
-fixed cost: a batch of tokens' element-wise work) and the context FMHA (one block per token in
-rounds of resident blocks, as vLLM's KV append, `prep_round_ns` a round).
+fixed cost: a batch of tokens' element-wise work) and the context FMHA (`prep_part`: the kernel's
+blocks cover every query head, 16 tokens of one head a 256-thread block at head_dim 128, in rounds
+of resident blocks as its launch strides them, `prep_round_ns` a round; mpsim/library/
+trtllm_attention.py `prep_rounds` reads the launch from the source).
 
 - XQA (`trtllm_xqa_decode`): one CTA per (split, KV head, sequence) holds the KV head's query group
   padded (GMMA: priced as 64 rows, XQA_GMMA_ROWS; HMMA: 16/32 rows) and walks its share of the
@@ -39,12 +41,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
-from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
+from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA, prep_rounds
+from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -149,16 +150,28 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                       io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns
                       + b * hq * q / workers * t.fmha_row_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
-    prep = prep_part(b * q, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, r, p)
+    prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, fp8, r, p)
     return [prep, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
-def prep_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRates,
-              p: SimParams) -> KernelPart:
-    """TensorRT-LLM's QKV-preprocessing kernel (RoPE + KV append) over `tokens` new tokens: vLLM's
-    KV append's shape (one block per token in rounds of resident blocks) at `prep_round_ns` a round."""
-    return kv_append_part(tokens, kv_heads, head_dim, kv_bits, r,
-                          replace(p, fa3=replace(p.fa3, kv_append_round_ns=p.trtllm.prep_round_ns)))
+def prep_part(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, kv_bits: int,
+              q_fp8: bool, r: GpuRates, p: SimParams) -> KernelPart:
+    """TensorRT-LLM's QKV-preprocessing kernel over batch x q_len new tokens: RoPE on Q and K, the
+    K/V appended to the cache (e4m3 for 8 bits), Q written for the attention kernel (e4m3 when
+    `q_fp8`). Its blocks cover every query head (mpsim/library/trtllm_attention.py `prep_rounds`,
+    the launch read from the source); the time is its rounds of resident blocks at
+    `prep_round_ns` a round, the bytes read (Q, K, V in bf16) and written counted for the DRAM."""
+    threads, rounds = prep_rounds(batch, q_len, heads, head_dim, r.sms)
+    tokens = batch * q_len
+    kv_elem = 1 if kv_bits == 8 else FP16
+    read = tokens * (heads + 2 * kv_heads) * head_dim * FP16
+    written = tokens * head_dim * (heads * (1 if q_fp8 else FP16) + 2 * kv_heads * kv_elem)
+    count = min(tokens * heads, r.sms)
+    trip = Trip(0.0, 0.0, latency_ns=p.trtllm.prep_round_ns, overlap_latency=True)
+    res = CtaResources(max(1, threads // 32), 0.0, 0.0, 1, 32)
+    work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res, read,
+                      dram_write_bytes=written, name="trtllm qkv preprocessing")
+    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
 
 
 WORK = {TRTLLM_XQA: xqa_work, TRTLLM_MMHA: mmha_work, TRTLLM_FMHA: fmha_work}

@@ -3,9 +3,10 @@
 
 A call is the op as aiconfigurator timed it: TensorRT-LLM's QKV-preprocessing kernel (RoPE, the new
 tokens' K/V appended to the cache, Q cast to e4m3 over an e4m3 cache), priced as the trtllm room
-prices it before the Hopper context FMHA (one block per token in rounds of resident blocks,
-`trtllm.prep_round_ns`), then the trtllm-gen kernel, priced by the flashinfer_trtllm room's work
-model (the same cubins vLLM runs on Blackwell, its `tg_*` constants), and TensorRT-LLM's own op
+prices it before the Hopper context FMHA (trtllm_attention.prep_part: blocks for every query
+head, in rounds of resident blocks, `trtllm.prep_round_ns` a round), then the trtllm-gen kernel,
+priced by the flashinfer_trtllm room's work model (the same cubins vLLM runs on Blackwell, its
+`tg_*` constants), and TensorRT-LLM's own op
 cost in place of vLLM's (`trtllm.xqa_scope_us` for generation, `trtllm.fmha_scope_us` for the
 context). No constant is fitted on these rows: the kernel's from B200 vLLM rows, the op's and the
 preprocessing's from H200 TensorRT-LLM rows (docs/validation.md "TRT-LLM attention on Blackwell").
@@ -21,29 +22,30 @@ from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
 from mpsim.sim.gpu.library.flashinfer_trtllm import tg_decode_work, tg_prefill_work
 from mpsim.sim.gpu.library.trtllm_attention import prep_part
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
+from mpsim.sim.gpu.work import KernelPart, LaunchWork
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
 
 
-def _kv(row: Mapping[str, Any]) -> tuple[int, int, int]:
-    """(KV heads, head_dim, cache bits) of an attention row: what the preprocessing appends."""
-    return int(row["num_kv_heads"]), int(row["head_dim"]), int(row["k_bits"])
+def _prep(row: Mapping[str, Any], q_len: int, r: GpuRates, p: SimParams) -> KernelPart:
+    """The QKV preprocessing of an attention row over q_len new tokens a sequence (Q cast to e4m3
+    over an e4m3 cache)."""
+    bits = int(row["k_bits"])
+    return prep_part(int(row["batch"]), q_len, int(row["num_q_heads"]), int(row["num_kv_heads"]),
+                     int(row["head_dim"]), bits, bits == 8, r, p)
 
 
 def tg_decode_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                       p: SimParams, resident: float) -> LaunchWork:
     op = replace(p, flashinfer=replace(p.flashinfer, tg_decode_scope_us=p.trtllm.xqa_scope_us))
-    prep = prep_part(int(row["batch"]), *_kv(row), r, p)
-    return [prep, *tg_decode_work(row, cfg, grid, r, op, resident)]
+    return [_prep(row, 1, r, p), *tg_decode_work(row, cfg, grid, r, op, resident)]
 
 
 def tg_context_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                        p: SimParams, resident: float) -> LaunchWork:
     op = replace(p, flashinfer=replace(p.flashinfer, tg_prefill_scope_us=p.trtllm.fmha_scope_us))
-    tokens = int(row["batch"]) * int(row["q_len"])
-    return [prep_part(tokens, *_kv(row), r, p), *tg_prefill_work(row, cfg, grid, r, op, resident)]
+    return [_prep(row, int(row["q_len"]), r, p), *tg_prefill_work(row, cfg, grid, r, op, resident)]
 
 
 WORK = {TRTLLM_TG_DECODE: tg_decode_op_work, TRTLLM_TG_CONTEXT: tg_context_op_work}
