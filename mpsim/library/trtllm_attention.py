@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from fractions import Fraction
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
@@ -91,14 +90,14 @@ PREP_V1_MIN_SEQ_PER_WARP = 4      # MIN_SEQUENCES_PER_WARP: grid.z <= ceil(batch
 
 def prep_grid_x(needed: int, batch_blocks: int, per_wave: int) -> int:
     """calGridSizeWithBestEfficiency: the first grid.x in 1..needed whose waves are fullest
-    (efficiency = waves / ceil(waves), strictly better only)."""
-    best, pick = Fraction(0), 1
+    (efficiency = waves / ceil(waves), strictly better only; compared exactly as integers)."""
+    best_num, best_den, pick = 0, 1, 1
     for x in range(1, needed + 1):
-        waves = Fraction(x * batch_blocks, per_wave)
-        eff = waves / math.ceil(waves)
-        if eff > best:
-            best, pick = eff, x
-        if eff == 1:
+        blocks = x * batch_blocks
+        den = per_wave * cdiv(blocks, per_wave)    # efficiency = blocks / den
+        if blocks * best_den > best_num * den:
+            best_num, best_den, pick = blocks, den, x
+        if blocks == den:
             break
     return pick
 
