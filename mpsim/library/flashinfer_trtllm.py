@@ -58,18 +58,25 @@ def tg_decode_rows(group: int) -> int:
 
 
 def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, kv_len: int,
-              kv_bits: int, *, kv_append: bool, l2_warm: bool, sms: int) -> LaunchConfig:
+              kv_bits: int, *, kv_append: bool, l2_warm: bool, sms: int, context: bool = False,
+              pack_gqa: bool = True) -> LaunchConfig:
+    """The decode kernel for one query token (unless `context`: a one-token prompt's context call),
+    else the prefill kernel. `pack_gqa` (prefill): a CTA's tile holds the query group of a KV head
+    (FlashInfer's paged call, `mGroupsHeadsQ`), else one query head (numHeadsPerCta 1)."""
     group = heads // kv_heads
-    if q_len == 1:
+    if q_len == 1 and not context:
         splits = fa3_num_splits(batch * kv_heads, sms, cdiv(max(kv_len, 1), TG_BLOCK_N))
         return LaunchConfig(TG_DECODE, (splits, kv_heads, batch), tg_decode_rows(group),
                             TG_BLOCK_N, head_dim, 4, 2, splits,
                             extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
                                    ("fp8", int(kv_bits == 8))))
-    q_tiles = cdiv(q_len * group, TG_BLOCK_M)
-    return LaunchConfig(TG_PREFILL, (q_tiles, batch * kv_heads), TG_BLOCK_M, TG_BLOCK_N, head_dim,
-                        4, 2, 1, extra=(("kv_append", int(kv_append)), ("pack_gqa", 1),
-                                        ("fp8", int(kv_bits == 8)), ("l2_warm", int(l2_warm))))
+    per_cta = group if pack_gqa else 1
+    q_tiles = cdiv(q_len * per_cta, TG_BLOCK_M)
+    return LaunchConfig(TG_PREFILL, (q_tiles, batch * heads // per_cta), TG_BLOCK_M, TG_BLOCK_N,
+                        head_dim, 4, 2, 1, extra=(("kv_append", int(kv_append)),
+                                                  ("pack_gqa", int(pack_gqa)),
+                                                  ("fp8", int(kv_bits == 8)),
+                                                  ("l2_warm", int(l2_warm))))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,

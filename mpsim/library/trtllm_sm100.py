@@ -19,7 +19,14 @@ What runs, read from NVIDIA/TensorRT-LLM (cpp/tensorrt_llm/kernels/):
 - context: fmhaDispatcher.cpp runs trtllm-gen (`isSM100Family() && headSize != 80`; head size 80
   falls back to fmha_v2, not modelled here) after the same preprocessing as on Hopper. With an e4m3
   cache the context FMHA reads e4m3 K/V with e4m3 Q, as on Hopper (the trtllm room's fmha_config);
-  the FP8 context FMHA (`fp8_attention`) likewise runs fp8 MMAs.
+  the FP8 context FMHA (`fp8_attention`) likewise runs fp8 MMAs. A CTA holds one query head
+  (numHeadsPerCta = 1 in fmhaKernels.h's grid unless the kernel groups heads, and "Grouping Q heads
+  doesn't work with the packedQkv layout" the context call reads, checkFmhaOptions): the query group
+  is not packed into the 128-row tile as in FlashInfer's paged call. The rows agree for every cache
+  and compute dtype: 256 one-token prompts of 64 query heads take 294-353 us whatever the KV heads
+  (1-8), about one 3 us CTA wave per 148 (sequence, query head) CTAs, where vLLM's packed call takes
+  13-32 us growing with the KV heads (b200_sxm context tables, TRT-LLM 1.3.0rc20 and vLLM 0.24.0).
+  A one-token prompt runs the context kernel too, not the generation one.
 
 The trtllm-gen kernels are the cubins FlashInfer also ships (vLLM on Blackwell, the flashinfer_trtllm
 room): their tiles and split rule are that room's assumptions (mpsim/library/flashinfer_trtllm.py).
@@ -69,7 +76,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         if q_len > 1:
             check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = tg_config(batch, q_len, heads, kv_heads, head_dim, kv_len, 8 if fp8_kv or fp8_attention
-                        else 16, kv_append=False, l2_warm=False, sms=sms)
+                        else 16, kv_append=False, l2_warm=False, sms=sms, context=True,
+                        pack_gqa=False)
         return apply_config(row, replace(cfg, kernel=TRTLLM_TG_CONTEXT))
     if fp8_attention:
         raise MpsimInputError("attention: fp8_attention describes TensorRT-LLM's context FMHA")

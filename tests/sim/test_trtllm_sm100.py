@@ -81,3 +81,20 @@ def test_b200_trtllm_decode_rows_priced_out_of_sample() -> None:
     sim = float((f["predicted_us"] / f["measured_us"] - 1).abs().mean())
     roof = float((f["roofline_us"] / f["measured_us"] - 1).abs().mean())
     assert sim <= 0.16 and sim < roof / 3, (sim, roof)
+
+
+def test_the_context_call_gives_each_query_head_its_ctas() -> None:
+    """TensorRT-LLM's context call does not pack the query group into a tile (packed QKV: no
+    `mGroupsHeadsQ`): a one-token prompt of 64 query heads costs the same over 1 or 8 KV heads, and
+    runs the context kernel; vLLM's packed call grows with the KV heads instead."""
+    ours = [attention_row(256, 1, 1, 64, hk, 128, 16, kernel="trtllm_sm100", sms=SMS) for hk in (1, 8)]
+    cfgs = [json.loads(r["config"]) for r in ours]
+    assert [c["pack_gqa"] for c in cfgs] == [0, 0]
+    assert cfgs[0]["block_m"] == cfgs[1]["block_m"] == 128
+    assert json.loads(ours[0]["grid"]) == json.loads(ours[1]["grid"]) == [1, 256 * 64]
+    one, eight = (_us(r) for r in ours)
+    assert abs(eight - one) / one < 0.05
+    vllm = [attention_row(256, 8, 8, 64, hk, 128, 16, kernel="flashinfer_trtllm", sms=SMS)
+            for hk in (1, 8)]
+    assert [json.loads(r["config"])["pack_gqa"] for r in vllm] == [1, 1]
+    assert _us(vllm[1]) > 1.5 * _us(vllm[0])

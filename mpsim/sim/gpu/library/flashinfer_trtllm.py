@@ -73,10 +73,11 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
-    group = hq // hk
+    heads = hk if int(cfg.get("pack_gqa", 1)) else hq   # a CTA's query heads: the group, or one
+    group = hq // heads
     qt = cdiv(q * group, bm)
-    pairs = b * hk * causal_tiles(q, group, bm, bn, kv)
-    ctas = b * hk * qt
+    pairs = b * heads * causal_tiles(q, group, bm, bn, kv)
+    ctas = b * heads * qt
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
     # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
