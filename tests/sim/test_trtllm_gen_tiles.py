@@ -42,4 +42,4 @@ def test_every_row_of_the_tile_pays_the_mma_and_the_softmax(group: int) -> None:
     rows = tg_decode_rows(group)
     assert work.trip.mma_flops == 4.0 * rows * TG_BLOCK_N * 128
     assert work.trip.pipes["sfu"] == rows * TG_BLOCK_N
-    assert work.trip.pipes["fp32"] == rows * TG_BLOCK_N * DEFAULT_PARAMS.fa3.softmax_ops
+    assert work.trip.pipes["fp32"] == rows * TG_BLOCK_N * DEFAULT_PARAMS.flashinfer.tg_softmax_ops

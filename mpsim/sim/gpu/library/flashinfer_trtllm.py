@@ -53,7 +53,7 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
-                pipes={"fp32": rows * bn * p.fa3.softmax_ops, "sfu": float(rows * bn)}, serial=True,
+                pipes={"fp32": rows * bn * f.tg_softmax_ops, "sfu": float(rows * bn)}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16")
     kv_bytes = b * hk * kv * d * 2 * elem
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
@@ -83,7 +83,7 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
     # MMAs (two softmax warpgroups ping-pong), so the slower of the two bounds a trip
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=False,
-                pipes={"fp32": bm * bn * p.fa3.softmax_ops, "sfu": float(bm * bn)},
+                pipes={"fp32": bm * bn * f.tg_softmax_ops, "sfu": float(bm * bn)},
                 mma_dtype="fp8" if fp8 else "fp16",
                 mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta)
     io = b * q * d * hq * FP16 + prefill_kv_bytes(row, elem)
