@@ -9,7 +9,9 @@ priced by the flashinfer_trtllm room's work model (the same cubins vLLM runs on 
 `tg_*` constants), and TensorRT-LLM's own op
 cost in place of vLLM's (`trtllm.xqa_scope_us` for generation, `trtllm.fmha_scope_us` for the
 context). No constant is fitted on these rows: the kernel's from B200 vLLM rows, the op's and the
-preprocessing's from H200 TensorRT-LLM rows (docs/validation.md "TRT-LLM attention on Blackwell").
+preprocessing's from H200 TensorRT-LLM rows (docs/validation.md "TRT-LLM attention on Blackwell";
+`prep_round_ns` was kept rather than refitted with the H200 context FMHA, a choice the B200 TRT-LLM
+minus vLLM pairs informed, as said there).
 """
 
 from __future__ import annotations
