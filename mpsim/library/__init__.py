@@ -104,7 +104,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "
             "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row),
     Library("trtllm_sm100", trtllm_sm100.KERNELS, "TensorRT-LLM's attention op on Blackwell: its QKV "
-            "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 16 query "
+            "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 32 query "
             "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",
             attention=trtllm_sm100.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",

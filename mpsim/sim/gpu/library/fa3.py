@@ -164,6 +164,15 @@ def causal_tiles(q: int, group: int, bm: int, bn: int, kv: int | None = None) ->
                for j in range(cdiv(q * group, bm)))
 
 
+def prefill_tiles(b: int, q: int, kv: int, hq: int, hk: int, bm: int, bn: int,
+                  pack_gqa: bool) -> tuple[int, int]:
+    """(key-tile pairs, CTAs) of a causal prefill over `bm`-row query tiles: a tile holds the query
+    group of a KV head when `pack_gqa`, else the rows of one query head."""
+    heads = hk if pack_gqa else hq
+    group = hq // heads
+    return b * heads * causal_tiles(q, group, bm, bn, kv), b * heads * cdiv(q * group, bm)
+
+
 def prefill_kv_bytes(row: Mapping[str, Any], elem: float) -> float:
     """K and V of a prefill row's kv_len keys over its batch and KV heads, `elem` bytes an element,
     plus the block table's entries where the row reads a paged cache (`kv_block`)."""
@@ -180,11 +189,8 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     bm, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
     bits = int(row["k_bits"])
     elem, fp8 = _kv_elem_bytes(bits), bits == 8
-    heads = hk if int(cfg.get("pack_gqa", 0)) else hq
-    group = hq // heads
-    qt = cdiv(q * group, bm)
-    pairs = b * heads * causal_tiles(q, group, bm, bn, kv)
-    ctas = b * heads * qt * splits
+    pairs, tiles = prefill_tiles(b, q, kv, hq, hk, bm, bn, bool(int(cfg.get("pack_gqa", 0))))
+    ctas = tiles * splits
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(kv, bn), splits))
     # an fp8 cache: FA3's fp8 forward (Q cast to e4m3 first, both MMAs at the fp8 rate; V's

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
-from mpsim.sim.gpu.library.fa3 import causal_tiles, kv_append_part, prefill_kv_bytes
+from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes, prefill_tiles
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -73,11 +73,7 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
-    heads = hk if int(cfg.get("pack_gqa", 1)) else hq   # a CTA's query heads: the group, or one
-    group = hq // heads
-    qt = cdiv(q * group, bm)
-    pairs = b * heads * causal_tiles(q, group, bm, bn, kv)
-    ctas = b * heads * qt
+    pairs, ctas = prefill_tiles(b, q, kv, hq, hk, bm, bn, bool(int(cfg.get("pack_gqa", 1))))
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
     # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
