@@ -23,8 +23,10 @@ for a row" cites each file):
   128, capped at round(sqrt(8 x that)), at least 1, divided by (kv_heads x batch x count / SMs) / 8
   when that wave count exceeds 8 (kTargetWaveFactor), at most 6000 // batch.
 - MMHA (decoderMaskedMultiheadAttentionLaunch.h multi_block_grid_setup): one CTA per (sequence, query
-  head, KV tile); tiles = clamp(ceil(SMs x blocks/SM / (batch x heads)), 1, ceil(kv_len / (threads /
-  threads-per-value x 8))). RoPE and the KV append happen inside the kernel.
+  head, KV tile); tiles = clamp(ceil(SMs x blocks/SM / (batch x heads)), 1, ceil((kv_len + 1) /
+  (threads / threads-per-value x 8))), thread groups sized by dh_max; the first loop runs only the
+  warps of the tile's keys (decoderMaskedMultiheadAttentionTemplate.h k_loop_end). RoPE and the KV
+  append happen inside the kernel.
 
 The context (prefill) phase runs the fused context FMHA (fmha_v2 on sm_90: warp-specialized, 64- or
 128-row query tiles over 128-key tiles, causal) after the same QKV preprocessing (RoPE + KV append;
@@ -51,6 +53,9 @@ TRTLLM_XQA = "trtllm_xqa_decode"
 TRTLLM_MMHA = "trtllm_mmha_decode"
 TRTLLM_FMHA = "trtllm_context_fmha"
 ATTENTION_KERNELS = (TRTLLM_XQA, TRTLLM_MMHA, TRTLLM_FMHA)
+# decode kernels whose key tiles count the cached tokens and the new one (XQA's history and MMHA's
+# tlength + 1, tlength = kv_len): they step when kv_len reaches a multiple of a tile, not one past it
+KV_COUNTS_NEW_TOKEN = frozenset({TRTLLM_XQA, TRTLLM_MMHA})
 
 XQA_MIN_HISTORY_PER_BLOCK = 128   # kMinHistoryTokensPerBlock (decoderXQAConstants.h)
 XQA_ENABLE_MIN_BLOCK_FACTOR = 4   # kEnableMinBlockFactor
@@ -174,35 +179,66 @@ def mmha_threads(batch: int, heads: int, sms: int = GPU_SMS) -> int:
     return MMHA_THREADS if threads < 512 else (512 if threads < 1024 else 1024)
 
 
+def mmha_dh_max(head_dim: int) -> int:
+    """The head size MMHA's kernel is instantiated for (decoderMaskedMultiheadAttentionUtils.h
+    `dh_max`: the next power of two of max(head_dim, 32)); its thread groups are sized by it."""
+    return 1 << (max(head_dim, 32) - 1).bit_length()
+
+
+def mmha_threads_per_key(head_dim: int) -> int:
+    """`threads_per_key<T, Dh_MAX>`: one 16-byte bf16 vector a thread, at most a warp; the same count
+    is `threads_per_value` below 32."""
+    return min(32, mmha_dh_max(head_dim) * 2 // 16)
+
+
 def mmha_loop_keys(threads: int, head_dim: int) -> int:
-    """Keys per loop of a block: threads / threads-per-value x the unroll of 8 (`seq_len_per_kv_loop`);
-    threads_per_value: 16 bytes of a bf16 row each."""
-    per_value = max(1, head_dim * 2 // 16)
-    return cdiv(threads, per_value) * MMHA_UNROLL
+    """Keys per loop of a block: threads / threads-per-value x the unroll of 8 (`seq_len_per_kv_loop`
+    of multi_block_grid_setup, UNROLLED_K_PER_ITER of the kernel's key loop)."""
+    return cdiv(threads, mmha_dh_max(head_dim) * 2 // 16) * MMHA_UNROLL
 
 
 def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = GPU_SMS) -> int:
-    """`multi_block_grid_setup`: clamp(ceil(SMs x resident blocks / (batch x heads)), 1, ceil(kv_len /
-    keys per loop)), the resident blocks at the chosen block size (MMHA_BLOCKS_PER_SM of 256 threads:
-    the kernel's register limit of 32 warps an SM)."""
+    """`multi_block_grid_setup`: clamp(ceil(SMs x resident blocks / (batch x heads)), 1, ceil((tlength
+    + 1) / keys per loop)), the resident blocks at the chosen block size (MMHA_BLOCKS_PER_SM of 256
+    threads: the kernel's register limit of 32 warps an SM). tlength, the kernel's timestep, is the
+    row's kv_len (the cached tokens; the new one is the + 1): the H200 rows step where it says, e.g.
+    32 x 128 MHA at batch 1, 1024-thread blocks of 512 keys a loop: 11.3 us at 256 cached keys, 15.3 at
+    512 (two tiles)."""
     threads = mmha_threads(batch, heads, sms)
     resident = max(1, MMHA_BLOCKS_PER_SM * MMHA_THREADS // threads)
     balanced = cdiv(sms * resident, batch * heads)
-    # ceil(kv_len / keys per loop): tlength + 1 with tlength = kv_len (the timestep counting the new
-    # token, as XQA's history) would match the H200 rows' step at 512 keys for a 512-key loop (32 x
-    # 128 MHA, batch 1: 11.3 -> 15.3 us) but steps inside serving's KV tiles, which round the longest
-    # KV up to 64 keys (mean audit error 1.3% against the 0.2% of tests/serve/test_serve_chunked.py)
-    return max(1, min(balanced, cdiv(kv_len, mmha_loop_keys(threads, head_dim))))
+    return max(1, min(balanced, cdiv(kv_len + 1, mmha_loop_keys(threads, head_dim))))
+
+
+def mmha_tile_keys(kv_len: int, splits: int) -> int:
+    """Keys one CTA's loops cover: `timesteps_per_block` = ceil((tlength + 1) / tiles) in multi-block
+    mode; one tile runs the single-block kernel, whose loop covers the cached tokens only (the new
+    token's score is computed before it)."""
+    return kv_len if splits == 1 else cdiv(kv_len + 1, splits)
+
+
+def mmha_active_keys(threads: int, head_dim: int, tile_keys: int) -> int:
+    """Key slots of the first loop whose threads run it: the loop starts at the thread's key slot
+    (tidx / threads_per_key, K_PER_ITER slots) and ends at the tile's keys rounded up to a warp's
+    unrolled keys (k_loop_end), so a tile shorter than one pass leaves whole warps idle; the idle
+    slots' clamped loads and dot products are not issued. The value loop's groups (tidx /
+    threads_per_value < keys) idle alike."""
+    per_key = mmha_threads_per_key(head_dim)
+    k_per_iter = threads // per_key
+    per_warp = max(1, 32 // per_key) * MMHA_UNROLL
+    return min(k_per_iter, cdiv(max(tile_keys, 1), per_warp) * per_warp)
 
 
 def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
                 sms: int = GPU_SMS) -> LaunchConfig:
     """MMHA: one CTA of 256-1024 threads (mmha_threads) per (KV tile, query head, sequence), each
-    loop over `block_n` keys."""
+    loop over `block_n` keys; `active` of the first loop's key slots run (mmha_active_keys)."""
     threads = mmha_threads(batch, heads, sms)
     splits = mmha_splits(batch, heads, head_dim, kv_len, sms)
+    active = mmha_active_keys(threads, head_dim, mmha_tile_keys(kv_len, splits))
     return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, mmha_loop_keys(threads, head_dim),
-                        head_dim, threads // 32, 1, splits)
+                        head_dim, threads // 32, 1, splits,
+                        extra=(("active", active), ("k_per_iter", threads // mmha_threads_per_key(head_dim))))
 
 
 def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,

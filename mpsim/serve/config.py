@@ -84,6 +84,10 @@ class Buckets:
     kv_tile: int = 64
     gemm_tile: int = 64
     token_bits: int = 4
+    # 1 where the engine's decode kernel steps when the KV length reaches a multiple of its tile (its
+    # tiles cover the cached tokens plus the new one: TensorRT-LLM's XQA and MMHA); the KV tiles are
+    # then [k x tile, (k + 1) x tile - 1], so no tile holds a step (0: (k x tile, (k + 1) x tile])
+    kv_phase: int = 0
 
     def step(self, x: int, floor_step: int = 16) -> int:
         return max(floor_step, 1 << max(0, x.bit_length() - 1 - self.token_bits))
@@ -105,13 +109,15 @@ class Buckets:
         return max(17, hi - self.step(x, floor_step) + 1), hi  # never across 16 (GEMV below)
 
     def kv(self, x: int) -> int:
-        return -(-x // self.kv_tile) * self.kv_tile if self.enabled else x
+        """x rounded up to the end of its KV tile (`kv_phase`: tile ends one before a multiple)."""
+        ph = self.kv_phase
+        return -(-(x + ph) // self.kv_tile) * self.kv_tile - ph if self.enabled else x
 
     def kv_segment(self, x: float) -> tuple[int, int]:
         """The whole KV tile x lies in, [tile start + 1, tile end] (0 and disabled: x itself)."""
         if not self.enabled or x <= 0:
             return int(x), int(x)
-        hi = -(-math.ceil(x) // self.kv_tile) * self.kv_tile
+        hi = self.kv(math.ceil(x))
         return hi - self.kv_tile + 1, hi
 
 

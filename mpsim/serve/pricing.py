@@ -37,8 +37,11 @@ from typing import Any
 import numpy as np
 
 from mpsim.engines import Target
+from mpsim.engines.files import kv_key
+from mpsim.engines.rows import choose
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.launch_plan import Row, layer_rows, pass_rows
+from mpsim.library.trtllm_attention import KV_COUNTS_NEW_TOKEN
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec
 from mpsim.serve.config import Buckets, IterationProtocols
@@ -107,6 +110,16 @@ def corners(head: Key, axes: list[Axis]) -> list[tuple[Key, float]]:
     return out
 
 
+def decode_buckets(buckets: Buckets, target: Target | None, kv_bits: int,
+                   kv_format: str | None) -> Buckets:
+    """The buckets with their KV tiles where the engine's decode kernel steps (Buckets.kv_phase)."""
+    if target is None:
+        return buckets
+    kernel = choose(target.engine, "decode_attention", kv_key(kv_bits, kv_format), 1,
+                    target.arch).kernel
+    return replace(buckets, kv_phase=int(kernel in KV_COUNTS_NEW_TOKEN))
+
+
 class IterationPricer:
     """Prices iterations of one (model, policy, hardware, performance model); reusable across runs."""
 
@@ -123,7 +136,7 @@ class IterationPricer:
         # protocol cost on a bound (the roofline) or on an NPU (its dispatch is simulated).
         self.protocols = protocol
         self.launch_costs = PERF_MODELS[perf_model].launch_costs and isinstance(hw, GpuSpec)
-        self.buckets, self.kv_block = buckets, kv_block
+        self.buckets, self.kv_block = decode_buckets(buckets, target, kv_bits, kv_format), kv_block
         self.whole = whole_iterations  # price each (rounded) iteration as one launch list
         self.target = target  # an engine's kernels (mpsim/engines); None: mpsim's own
         self.layers = spec.num_layers

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 from serve_cases import requests, serve, together
 
+from mpsim.engines import Target, get_engine
 from mpsim.hw_models.loader import load_hardware
 from mpsim.models import get_model
 from mpsim.policy import parse_policy
 from mpsim.serve.config import Buckets, IterationProtocols, ServeConfig
 from mpsim.serve.engine import run_serve
+from mpsim.serve.pricing import decode_buckets
 from mpsim.sim.protocols import get_protocol
 
 
@@ -83,3 +85,18 @@ def test_the_iteration_log_records_the_protocols_it_priced(decode: str, prefill:
     cost = [get_protocol(prefill if p else decode).cost_s(n)
             for p, n in zip(has_prefill, it["launches"], strict=True)]
     np.testing.assert_allclose(it["time_s"], bodies["time_s"] + cost, rtol=1e-12, atol=0)
+
+
+def test_kv_tiles_end_where_the_engines_decode_kernel_steps() -> None:
+    """TensorRT-LLM's XQA / MMHA tiles count the cached tokens and the new one, so they step when
+    kv_len reaches a multiple of a tile: its KV tiles are [k x 64, (k + 1) x 64 - 1]."""
+    b = Buckets()
+    assert decode_buckets(b, None, 16, None) == b
+    tr = decode_buckets(b, engine_target("trtllm", "hopper"), 16, None)
+    assert tr.kv_phase == 1 and decode_buckets(b, engine_target("vllm", "hopper"), 16, None) == b
+    assert (tr.kv(448), tr.kv(511), tr.kv(512), tr.kv_segment(500)) == (511, 511, 575, (448, 511))
+    assert (b.kv(448), b.kv(449), b.kv_segment(500)) == (448, 512, (449, 512))
+
+
+def engine_target(name: str, arch: str) -> Target:
+    return Target(get_engine(name), arch, (32, 32, 128, 128))

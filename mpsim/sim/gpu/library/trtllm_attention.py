@@ -22,7 +22,9 @@ trtllm_attention.py `prep_rounds` reads the launch from the source).
   head, sequence), `block_n` keys a loop (the block size / threads per value x 8); each
   query head re-reads its KV head's keys (the other heads of the group hit in L2), and the dot
   products run on the fp32 lanes (`mmha_ops` lane-ops per K/V element), a dependent round trip per
-  loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel.
+  loop (`mmha_trip_ns`); the tiles' partial results are reduced in the kernel. A tile shorter than
+  one pass of the block's key slots leaves whole warps idle (config `active` of `k_per_iter` slots,
+  mmha_active_keys): a one-loop tile issues that share of the loop's lane-ops.
 - Context FMHA (`trtllm_context_fmha`): 128-row query tiles over 128-key tiles up to the diagonal,
   qt(qt+1)/2 tile pairs per (sequence, head), at `fmha_eta` of the tensor rate (`fmha_fp8_eta` of
   the fp8 rate for the FP8 FMHA), a prologue/epilogue per CTA (`fmha_tile_ns`) and per query row
@@ -44,7 +46,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
-from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA, prep_rounds
+from mpsim.library.trtllm_attention import (
+    TRTLLM_FMHA,
+    TRTLLM_MMHA,
+    TRTLLM_XQA,
+    mmha_tile_keys,
+    prep_rounds,
+)
 from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
@@ -110,10 +118,13 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     bn, splits = int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    loops = cdiv(cdiv(max(kv, 1), splits), bn)
+    loops = cdiv(max(mmha_tile_keys(kv, splits), 1), bn)
+    # one loop: only the active key slots' warps issue it (mmha_active_keys); more: every warp
+    busy = int(cfg.get("active", 1)) / int(cfg.get("k_per_iter", 1)) if loops == 1 else 1.0
     ctas = b * hq * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=0.0,
-                pipes={"fp32": bn * d * 2 * (t.mmha_ops + (t.mmha_fp8_ops if elem < 2 else 0.0))},
+                pipes={"fp32": busy * bn * d * 2
+                       * (t.mmha_ops + (t.mmha_fp8_ops if elem < 2 else 0.0))},
                 serial=True,
                 latency_ns=t.mmha_trip_ns, overlap_latency=True)
     kv_bytes = b * hk * kv * d * 2 * elem
