@@ -73,7 +73,16 @@ XQA_GMMA_ROWS = 64                # GMMA: priced as 64 query rows whatever the g
 MMHA_THREADS = 256                # THDS_PER_BLOCK, the base block size (assumption: not read per head_dim)
 MMHA_BLOCKS_PER_SM = 4            # 256-thread blocks an SM ("the max number of warps we can launch per
 #                                   SM is 32 limited by registers", mmha_launch_kernel_ex)
-MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8")
+# blocks an SM by block size: 256 from the source (32 warps an SM "limited by registers"); 1024 by
+# the same limit; 512: one, an observation of the H200 rows (the limit would allow two): priced with
+# two, batch x heads in 133..264 gets two tiles once tlength + 1 passes 256 keys and two waves, and
+# those rows came out +20..+70% (12.7-13.1 us measured at 256 keys against 11.3-11.4 at 128); with
+# one, the 2000-row H200 draw's bf16-cache class goes 10.9 -> 9.9%, H100 11.4 -> 10.7%
+MMHA_RESIDENT = {256: MMHA_BLOCKS_PER_SM, 512: 1, 1024: 1}
+MMHA_UNROLL = 8                   # keys per thread group and loop ("unroll size is default at 8"):
+#                                   V_LOOP_UNROLL, and multi_block_grid_setup's seq_len_per_kv_loop
+MMHA_K_UNROLL = 4                 # K_LOOP_UNROLL ("default to 4 for higher occupancy (by reducing
+#                                   registers usage)", decoderMaskedMultiheadAttentionTemplate.h)
 FMHA_BLOCK_M = 128                # context FMHA query rows per CTA (fmha_v2 sm90 warp-specialized)
 FMHA_BLOCK_N = 128                # keys per tile
 
@@ -205,7 +214,7 @@ def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = G
     32 x 128 MHA at batch 1, 1024-thread blocks of 512 keys a loop: 11.3 us at 256 cached keys, 15.3 at
     512 (two tiles)."""
     threads = mmha_threads(batch, heads, sms)
-    resident = max(1, MMHA_BLOCKS_PER_SM * MMHA_THREADS // threads)
+    resident = MMHA_RESIDENT[threads]
     balanced = cdiv(sms * resident, batch * heads)
     return max(1, min(balanced, cdiv(kv_len + 1, mmha_loop_keys(threads, head_dim))))
 
@@ -214,7 +223,7 @@ def mmha_tile_keys(kv_len: int, splits: int) -> int:
     """Keys one CTA's loops cover: `timesteps_per_block` = ceil((tlength + 1) / tiles) in multi-block
     mode; one tile runs the single-block kernel, whose loop covers the cached tokens only (the new
     token's score is computed before it)."""
-    return kv_len if splits == 1 else cdiv(kv_len + 1, splits)
+    return max(kv_len - 1, 1) if splits == 1 else cdiv(kv_len + 1, splits)
 
 
 def mmha_active_keys(threads: int, head_dim: int, tile_keys: int) -> int:
@@ -225,7 +234,7 @@ def mmha_active_keys(threads: int, head_dim: int, tile_keys: int) -> int:
     threads_per_value < keys) idle alike."""
     per_key = mmha_threads_per_key(head_dim)
     k_per_iter = threads // per_key
-    per_warp = max(1, 32 // per_key) * MMHA_UNROLL
+    per_warp = max(1, 32 // per_key) * MMHA_K_UNROLL
     return min(k_per_iter, cdiv(max(tile_keys, 1), per_warp) * per_warp)
 
 

@@ -125,22 +125,26 @@ def test_sglang_fa3_rows_are_fa3_kernels_with_sglang_names() -> None:
 
 def test_mmha_tiles_count_the_new_token_and_size_thread_groups_by_dh_max() -> None:
     """multi_block_grid_setup: tiles = clamp(balanced, 1, ceil((tlength + 1) / keys per loop)) with
-    tlength = kv_len; the groups by dh_max (head 96 runs the 128 kernel; 32 is the least)."""
+    tlength = kv_len; the groups by dh_max (head 96 runs the 128 kernel; 32 is the least). One tile
+    loops over the cached keys (kv_len - 1: the new one is scored before the loop); tiles of the
+    multi-block kernel over ceil((tlength + 1) / tiles)."""
     assert (mmha_dh_max(64), mmha_dh_max(96), mmha_dh_max(16), mmha_dh_max(256)) == (64, 128, 32, 256)
     assert mmha_threads_per_key(128) == 16 and mmha_threads_per_key(512) == 32
     assert mmha_loop_keys(1024, 128) == 512 and mmha_loop_keys(1024, 96) == 512
     # batch 1, 32 query heads: 1024-thread blocks, 512 keys a loop; the rows step at 512 cached keys
     assert mmha_splits(1, 32, 128, 511, SMS) == 1 and mmha_splits(1, 32, 128, 512, SMS) == 2
-    assert mmha_tile_keys(511, 1) == 511 and mmha_tile_keys(512, 2) == 257
+    assert mmha_tile_keys(511, 1) == 510 and mmha_tile_keys(512, 2) == 257
+    # 512-thread blocks run one an SM (MMHA_RESIDENT): batch 8 x 32 heads keeps one tile at 256 keys
+    assert lc.mmha_threads(8, 32, SMS) == 512 and mmha_splits(8, 32, 128, 256, SMS) == 1
 
 
 def test_mmha_first_loop_runs_only_the_warps_of_its_keys() -> None:
     """A tile shorter than one pass (K_PER_ITER key slots) leaves whole warps idle: head 128 at 1024
-    threads has 64 slots, two a warp, eight unrolled keys each (16 keys a warp)."""
-    assert [mmha_active_keys(1024, 128, kv) for kv in (2, 16, 17, 32, 64, 300)] == \
-        [16, 16, 32, 32, 64, 64]
-    assert mmha_active_keys(1024, 256, 20) == 24 and mmha_active_keys(256, 64, 300) == 32
+    threads has 64 slots, two a warp, four unrolled keys each (K_LOOP_UNROLL: 8 keys a warp)."""
+    assert [mmha_active_keys(1024, 128, kv) for kv in (1, 8, 9, 31, 64, 300)] == \
+        [8, 8, 16, 32, 64, 64]
+    assert mmha_active_keys(1024, 256, 10) == 12 and mmha_active_keys(256, 64, 300) == 32
     times = [_us(attention_row(1, 1, kv, 32, 32, 128, 16, kernel="trtllm", sms=SMS))
-             for kv in (8, 32, 64, 256)]
+             for kv in (8, 32, 65, 256)]
     # the H200 rows: 8.7, 9.4, 11.0, 11.3 us: flat once every warp runs, rising before
     assert times[0] < times[1] < times[2] == pytest.approx(times[3], rel=1e-6)

@@ -79,8 +79,9 @@ class TrtllmParams:
     # MMHA (block size by mmha_threads, tiles ceil((kv_len + 1) / loop) since stop 39): the six mmha_*
     # refitted (issue 23, stop 31) on 180 MMHA rows
     # (bf16 and fp8 caches) of the stratified 1600-row H200 generation sample; checked on h100_sxm.
-    # Stop 39 kept them: refitted with the new tile rule and idle warps (200 of 400 H200 MMHA rows,
-    # seed 23) they gave 11.5% on those and 12.8% on the other 200 (12.5 with these), H100 14.3 (14.5)
+    # Stop 39 kept them: refitted with its tile rule, idle warps and 512-thread residency (200 of 400
+    # H200 MMHA rows, seed 23) they gave 9.9% on those and 10.3% on the other 200 (10.6 / 10.7 with
+    # these), 12.4% on 400 H100 MMHA rows (12.5), but the H100 classes' bias rose 2 points
     mmha_ops: float = 2.790             # fp32 lane-ops per K or V element per query head
     mmha_fp8_ops: float = 4.578        # extra lane-ops per e4m3 element: its conversion
     mmha_trip_ns: float = 863.3       # per key loop of a CTA: dependent loads

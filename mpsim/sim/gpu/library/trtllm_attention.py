@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.trtllm_attention import (
+    MMHA_RESIDENT,
     TRTLLM_FMHA,
     TRTLLM_MMHA,
     TRTLLM_XQA,
@@ -134,7 +135,7 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     res = CtaResources(warps, 0.0, d * 64, 1, 64)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (loops,), "single", ctas, ctas, res,
                       reads, setup_ns=t.mmha_cta_ns, fixed_ns=fixed * 1e3, name="trtllm mmha")
-    return [KernelPart(work, Occupancy(max(1, 32 // warps), 1, False, "kernel"))]
+    return [KernelPart(work, Occupancy(MMHA_RESIDENT[warps * 32], 1, False, "kernel"))]
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
