@@ -44,7 +44,7 @@ bound: rounds of SMs x resident blocks, each round one dependent load/store
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -128,8 +128,13 @@ def q_cast_part(elements: float, r: GpuRates, p: SimParams) -> KernelPart:
     return KernelPart(work, Occupancy(1, 1, False, "kernel"))
 
 
+AppendPart = Callable[[int, int, int, int, GpuRates, "SimParams"], KernelPart]
+
+
 def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                    p: SimParams, resident: float) -> LaunchWork:
+                    p: SimParams, resident: float, append: AppendPart = kv_append_part) -> LaunchWork:
+    """`append`: the kernel that writes the new tokens' K and V first (vLLM's reshape_and_cache_flash;
+    SGLang's store kernel is its room's)."""
     b, kv, hq, hk, d = (int(row[c]) for c in ("batch", "kv_len", "num_q_heads", "num_kv_heads",
                                               "head_dim"))
     bits = int(row["k_bits"])
@@ -151,7 +156,7 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,
                       reads, setup_ns=p.fa3.cta_ns, fixed_ns=fixed, name="fa3 decode")
-    parts = [kv_append_part(b, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
+    parts = [append(b, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
@@ -183,7 +188,7 @@ def prefill_kv_bytes(row: Mapping[str, Any], elem: float) -> float:
 
 
 def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                     p: SimParams, resident: float) -> LaunchWork:
+                     p: SimParams, resident: float, append: AppendPart = kv_append_part) -> LaunchWork:
     b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
                                                  "num_kv_heads", "head_dim"))
     bm, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
@@ -206,7 +211,7 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
                       io, setup_ns=math.ceil(ctas / r.sms) * p.fa3.prefill_tile_ns, fixed_ns=fixed,
                       name="fa3 prefill")
-    parts = [kv_append_part(b * q, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
+    parts = [append(b * q, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     if fp8 and row["kernel"] == FA3_PREFILL:  # vLLM's scaled_fp8_quant of the query, its own kernel
         parts.append(q_cast_part(float(b * q * hq * d), r, p))
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
