@@ -194,16 +194,25 @@ def mmha_dh_max(head_dim: int) -> int:
     return 1 << (max(head_dim, 32) - 1).bit_length()
 
 
+def mmha_threads_per_value(head_dim: int) -> int:
+    """`threads_per_value<T>(dh_max)`: one 16-byte bf16 vector of a value row a thread."""
+    return mmha_dh_max(head_dim) * 2 // 16
+
+
 def mmha_threads_per_key(head_dim: int) -> int:
-    """`threads_per_key<T, Dh_MAX>`: one 16-byte bf16 vector a thread, at most a warp; the same count
-    is `threads_per_value` below 32."""
-    return min(32, mmha_dh_max(head_dim) * 2 // 16)
+    """`threads_per_key<T, Dh_MAX>`: as threads_per_value, at most a warp."""
+    return min(32, mmha_threads_per_value(head_dim))
+
+
+def mmha_key_slots(threads: int, head_dim: int) -> int:
+    """K_PER_ITER: the keys a block's thread groups take in one pass."""
+    return threads // mmha_threads_per_key(head_dim)
 
 
 def mmha_loop_keys(threads: int, head_dim: int) -> int:
     """Keys per loop of a block: threads / threads-per-value x the unroll of 8 (`seq_len_per_kv_loop`
     of multi_block_grid_setup, UNROLLED_K_PER_ITER of the kernel's key loop)."""
-    return cdiv(threads, mmha_dh_max(head_dim) * 2 // 16) * MMHA_UNROLL
+    return cdiv(threads, mmha_threads_per_value(head_dim)) * MMHA_UNROLL
 
 
 def mmha_splits(batch: int, heads: int, head_dim: int, kv_len: int, sms: int = GPU_SMS) -> int:
@@ -232,10 +241,8 @@ def mmha_active_keys(threads: int, head_dim: int, tile_keys: int) -> int:
     unrolled keys (k_loop_end), so a tile shorter than one pass leaves whole warps idle; the idle
     slots' clamped loads and dot products are not issued. The value loop's groups (tidx /
     threads_per_value < keys) idle alike."""
-    per_key = mmha_threads_per_key(head_dim)
-    k_per_iter = threads // per_key
-    per_warp = max(1, 32 // per_key) * MMHA_K_UNROLL
-    return min(k_per_iter, cdiv(max(tile_keys, 1), per_warp) * per_warp)
+    per_warp = max(1, 32 // mmha_threads_per_key(head_dim)) * MMHA_K_UNROLL
+    return min(mmha_key_slots(threads, head_dim), cdiv(max(tile_keys, 1), per_warp) * per_warp)
 
 
 def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
@@ -247,7 +254,7 @@ def mmha_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: in
     active = mmha_active_keys(threads, head_dim, mmha_tile_keys(kv_len, splits))
     return LaunchConfig(TRTLLM_MMHA, (splits, heads, batch), 1, mmha_loop_keys(threads, head_dim),
                         head_dim, threads // 32, 1, splits,
-                        extra=(("active", active), ("k_per_iter", threads // mmha_threads_per_key(head_dim))))
+                        extra=(("active", active), ("k_per_iter", mmha_key_slots(threads, head_dim))))
 
 
 def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, fp8: bool,

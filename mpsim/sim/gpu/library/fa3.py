@@ -101,18 +101,28 @@ def _kv_elem_bytes(bits: int) -> float:
     return bits / 8
 
 
-def kv_append_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRates,
-                   p: SimParams) -> KernelPart:
-    threads = min(kv_heads * head_dim, 512)
-    per_sm = min(MAX_APPEND_BLOCKS_PER_SM, SM_THREADS // threads)
-    rounds = cdiv(tokens, r.sms * per_sm)
-    count = min(tokens, r.sms)
+def kv_write_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, blocks: int,
+                  per_sm: int, warps: int, r: GpuRates, p: SimParams, name: str) -> KernelPart:
+    """A kernel writing the new tokens' K and V (bf16 in, the cache's format out), latency bound:
+    `blocks` blocks of `warps` warps in rounds of SMs x `per_sm` resident ones, each round one
+    dependent load/store (`kv_append_round_ns`)."""
+    rounds = cdiv(blocks, r.sms * per_sm)
+    count = min(blocks, r.sms)
     written = tokens * kv_heads * head_dim * 2 * _kv_elem_bytes(kv_bits)
     trip = Trip(0.0, 0.0, latency_ns=p.fa3.kv_append_round_ns, overlap_latency=True)
-    res = CtaResources(max(1, threads // 32), 0.0, 0.0, 1, 32)
+    res = CtaResources(warps, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res,
-                      tokens * kv_heads * head_dim * 2 * FP16, name="kv append")
+                      tokens * kv_heads * head_dim * 2 * FP16, name=name)
     return KernelPart(work, Occupancy(1, 1, False, "kernel"))
+
+
+def kv_append_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRates,
+                   p: SimParams) -> KernelPart:
+    """vLLM's reshape_and_cache_flash: one block of min(kv_heads x head_dim, 512) threads a token."""
+    threads = min(kv_heads * head_dim, 512)
+    per_sm = min(MAX_APPEND_BLOCKS_PER_SM, SM_THREADS // threads)
+    return kv_write_part(tokens, kv_heads, head_dim, kv_bits, tokens, per_sm,
+                         max(1, threads // 32), r, p, "kv append")
 
 
 def q_cast_part(elements: float, r: GpuRates, p: SimParams) -> KernelPart:

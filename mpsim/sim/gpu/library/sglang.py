@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
-from mpsim.sim.gpu.library.fa3 import fa3_decode_work, fa3_prefill_work
-from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.library.fa3 import fa3_decode_work, fa3_prefill_work, kv_write_part
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
-from mpsim.traces.accounting import FP16
+from mpsim.sim.gpu.work import KernelPart, LaunchWork
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -69,16 +67,9 @@ def store_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRa
     vLLM's reshape_and_cache_flash (fa3.kv_append_part): rounds of SMs x 16 resident blocks, each one
     dependent load/store at `fa3.kv_append_round_ns` (the same round trip, an assumption), where
     vLLM's kernel runs a block of up to 512 threads per token, four an SM."""
-    row_bytes = kv_heads * head_dim * kv_bits // 8
-    blocks = cdiv(tokens * store_splits(row_bytes), STORE_WARPS)
-    rounds = cdiv(blocks, r.sms * STORE_BLOCKS_PER_SM)
-    count = min(blocks, r.sms)
-    written = tokens * row_bytes * 2
-    trip = Trip(0.0, 0.0, latency_ns=p.fa3.kv_append_round_ns, overlap_latency=True)
-    res = CtaResources(STORE_WARPS, 0.0, 0.0, 1, 32)
-    work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res,
-                      tokens * kv_heads * head_dim * 2 * FP16, name="sglang kv store")
-    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
+    blocks = cdiv(tokens * store_splits(kv_heads * head_dim * kv_bits // 8), STORE_WARPS)
+    return kv_write_part(tokens, kv_heads, head_dim, kv_bits, blocks, STORE_BLOCKS_PER_SM,
+                         STORE_WARPS, r, p, "sglang kv store")
 
 
 def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
