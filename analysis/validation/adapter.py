@@ -104,15 +104,17 @@ WO_PLUGIN = "WeightOnlyQuantMatmul"  # TRT-LLM's TensorRT plugin layer (trt_flow
 def gemm_kernel(m: int, k: int, fmt: str, group: int | None, source: str = "") -> str | None:
     """The kernel that ran a measured GEMM (None: mpsim's own Triton kernels), by TRT-LLM's and
     PyTorch's own dispatch: 16-bit -> cuBLAS; per-channel int4/int8 (TRT-LLM's
-    WeightOnlyQuantMatmul plugin, or a row naming no kernel) -> the batched GEMV for m < 5
-    (SMALL_M_FAST_PATH), CUTLASS fpA_intB for m >= 5; other quantized formats -> mpsim's kernels."""
+    WeightOnlyQuantMatmul plugin, or a row naming no kernel) -> the plugin, `trtllm_fpaintb_gemm`,
+    whose profiled tactics include the batched GEMV below M = 16 (trtllm.plugin_candidates: the
+    config search keeps the fastest, as the plugin's profiler does); other quantized formats ->
+    mpsim's kernels."""
     if fmt == "fp16":
         if source not in TORCH_LINEAR:
             raise UnrepresentableError(f"16-bit GEMM kernel {source!r} is not modelled")
         return cublas.CUBLAS_GEMM
     per_channel = group in (0, k)
     if fmt in ("int4-group", "int8-group") and per_channel and (not source or WO_PLUGIN in source):
-        return trtllm.TRTLLM_WO_GEMV if m <= trtllm.TRTLLM_WO_MAX_ROWS else trtllm.TRTLLM_FPAINTB
+        return trtllm.TRTLLM_FPAINTB
     if source:
         raise UnrepresentableError(f"weight-only GEMM kernel {source!r} is not modelled")
     return None
@@ -202,9 +204,11 @@ MAX_PROFILE_M = 8192  # TRT-LLM gemmPluginProfiler: tactics profiled at powers o
 
 def profiled_m(kernel: str | None, m: int) -> int:
     """The M whose fastest tactic runs an M-row call: TRT-LLM's plugin profiler times the tactics
-    at powers of two and getBestConfig looks up min(nextPowerOfTwo(m), MAX_PROFILE_M); cuBLAS and
-    mpsim's kernels are tuned at M itself."""
-    if kernel != trtllm.TRTLLM_FPAINTB:
+    at every M below 16 and at powers of two above, and getBestConfig looks up M itself where it
+    was profiled, else min(nextPowerOfTwo(m), MAX_PROFILE_M) (gemmPluginProfiler.cpp: with the
+    CUDA kernel enabled, M from the shape's minimum to 15 one by one); cuBLAS and mpsim's kernels
+    are tuned at M itself."""
+    if kernel != trtllm.TRTLLM_FPAINTB or m <= trtllm.TRTLLM_WO_GEMV_MAX_ROWS:
         return m
     return min(1 << (m - 1).bit_length(), MAX_PROFILE_M)
 

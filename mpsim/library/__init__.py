@@ -35,7 +35,7 @@ from mpsim.library import (
     turbomind,
     vllm,
 )
-from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB, fpaintb_candidates
+from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB
 
 GemmBuilder = Callable[..., dict[str, Any]]
 AttentionBuilder = Callable[..., dict[str, Any]]
@@ -136,7 +136,7 @@ ATTENTION_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib is not MPSI
 
 
 # weight-only GEMM kernels -> their candidate configs (m, n, k, bits, group, sms, arch)
-WO_CANDIDATES = {TRTLLM_FPAINTB: lambda m, n, k, bits, group, sms, arch: fpaintb_candidates(
+WO_CANDIDATES = {TRTLLM_FPAINTB: lambda m, n, k, bits, group, sms, arch: trtllm.plugin_candidates(
     m, n, k, bits, sms, arch), marlin.MARLIN_GEMM: marlin.candidates,
     machete.MACHETE_GEMM: machete.candidates, turbomind.TURBOMIND_GEMM: turbomind.candidates}
 WO_GEMM_KERNELS = tuple(WO_CANDIDATES)

@@ -1,5 +1,7 @@
-"""TensorRT-LLM's kernels: the weight-only GEMMs, the batched GEMV (M <= 4) and the CUTLASS fpA_intB
-GEMM (M >= 5, trtllm_fpaintb.py): kernel names, launch configs and the row builder (`gemm_row(...,
+"""TensorRT-LLM's kernels: the weight-only GEMMs, the batched GEMV (M <= 15) and the CUTLASS fpA_intB
+GEMM (trtllm_fpaintb.py), the weight-only plugins' profiled tactics (`plugin_candidates`: the
+validation adapter and `--config best` take the fastest; the engine file keeps the GEMV at M <= 4
+and CUTLASS above): kernel names, launch configs and the row builder (`gemm_row(...,
 kernel=TRTLLM_WO_GEMV | TRTLLM_FPAINTB)`); and the attention op (XQA / MMHA decode, the context FMHA:
 trtllm_attention.py, `attention_row(..., kernel="trtllm")`); mpsim/sim/gpu/library/trtllm.py prices
 their rows.
@@ -24,25 +26,46 @@ KERNELS = (TRTLLM_WO_GEMV, TRTLLM_FPAINTB, TRTLLM_AWQ_PRESCALE, *ATTENTION_KERNE
 OPS = {TRTLLM_AWQ_PRESCALE: "other"}  # its row-wise kernel: AWQ's pre-quant scale (trtllm_fpaintb.py)
 PRESCALE_KERNELS = (TRTLLM_AWQ_PRESCALE,)  # quantizers whose output stays 16-bit (engine files)
 
-TRTLLM_WO_MAX_ROWS = 4  # TensorRT-LLM's batched GEMV path takes M < 5 (larger M: its tiled GEMM)
+TRTLLM_WO_MAX_ROWS = 4  # M < SMALL_M_FAST_PATH (5): the older plugins' GEMV rule (engine files)
+# weightOnlyBatchedGemv/kernelDispatcher.h: DISPATCHER_FOR_M(1..15), CtaM = M, CtaN 8, 128 threads
+TRTLLM_WO_GEMV_MAX_ROWS = 15
 
 
 def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
-    """TensorRT-LLM's weight-only batched GEMV (M < 5, sm90 path, per-channel scales): CTAs of 128
+    """TensorRT-LLM's weight-only batched GEMV (sm90 path, per-channel scales, M 1..15): CTAs of 128
     threads over 8 weight rows walking all of K in steps of 128 x (128 / bits) weights."""
     if bits not in (4, 8):
         raise ValueError(f"{TRTLLM_WO_GEMV}: bits must be 4 or 8, got {bits}")
-    if not 1 <= m <= TRTLLM_WO_MAX_ROWS:
-        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV path takes 1..{TRTLLM_WO_MAX_ROWS} rows, "
+    if not 1 <= m <= TRTLLM_WO_GEMV_MAX_ROWS:
+        raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV takes 1..{TRTLLM_WO_GEMV_MAX_ROWS} rows, "
                          f"got {m}")
     cta_k = 128 * (128 // bits)
     return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // 8)), m, 8, cta_k, 4, 1)
 
 
+def plugin_candidates(m: int, n: int, k: int, bits: int, sms: int,
+                      arch: str = "hopper") -> list[LaunchConfig]:
+    """The tactics TensorRT-LLM's weight-only plugins profile for an M-row call: the CUTLASS fpA_intB
+    tiles and, for M < 16, the batched GEMV as one more tactic (plugins/common/gemmPluginProfiler.cpp
+    profileTactics: the CUDA kernel is the last tactic, dropped above M = 16, and checkTactic keeps
+    it for M < 16 only; the plugin's enqueue runs the GEMV when the best tactic has
+    enableCudaKernel). The profiler keeps whichever it timed fastest: `best_config` over these."""
+    cands = fpaintb_candidates(m, n, k, bits, sms, arch)
+    if m <= TRTLLM_WO_GEMV_MAX_ROWS:
+        cands.append(trtllm_wo_config(m, n, k, bits))
+    return cands
+
+
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
-    """A `trtllm_wo_gemv` row (per-channel int4/int8 weights, group size = K, M <= 4) or a
-    `trtllm_fpaintb_gemm` row (M >= 5; config: one of its tactics, default wave_pick's)."""
+    """A `trtllm_wo_gemv` row (per-channel int4/int8 weights, group size = K, M <= 15) or a
+    `trtllm_fpaintb_gemm` row (config: one of `plugin_candidates`, the GEMV's making the row a
+    GEMV row; without one, the GEMV for M <= 4, else wave_pick's CUTLASS tile)."""
+    if kernel == TRTLLM_FPAINTB and (config.kernel == TRTLLM_WO_GEMV if config is not None
+                                     else m <= TRTLLM_WO_MAX_ROWS):
+        # the profiler's fastest tactic was the batched GEMV; without a profiled choice, the
+        # older plugins' fixed rule (M < SMALL_M_FAST_PATH runs the GEMV)
+        kernel = TRTLLM_WO_GEMV
     if kernel == TRTLLM_FPAINTB:
         check_format(kernel, fmt)
         cfg = config or wave_pick(fpaintb_candidates(m, n, k, bits, sms), m, sms)

@@ -1,8 +1,9 @@
 """TensorRT-LLM's CUTLASS fpA_intB GEMM (`trtllm_fpaintb_gemm`, the trtllm room's second kernel):
 its tactics on Hopper and before, as the plugin profiler times them (docs/kernels-weight-only.md).
 
-Sources, NVIDIA/TensorRT-LLM cpp/tensorrt_llm/: plugins/weightOnlyQuantMatmulPlugin (m <
-SMALL_M_FAST_PATH = 5 runs the batched GEMV, else this GEMM with the profiler's best tactic);
+Sources, NVIDIA/TensorRT-LLM cpp/tensorrt_llm/: plugins/weightOnlyQuantMatmulPlugin (runs the tactic
+its profiler timed fastest: these CUTLASS tiles at any M, and below M = 16 also the batched GEMV,
+trtllm.py `plugin_candidates`);
 kernels/cutlass_kernels/cutlass_heuristic.cpp (get_candidate_tiles_sm90, get_candidate_tiles for
 WeightOnly, get_candidate_configs: stages and split-K); fpA_intB_gemm/fpA_intB_gemm_template_sm90.h
 and launchers/fpA_intB_launcher_sm90.inl (A and B swapped: CTA shape = weight rows 64|128 x tokens
@@ -36,7 +37,6 @@ PRESCALE_THREADS = 128            # preQuantScaleKernel.cu: dim3 block(128)
 PRESCALE_VECTOR = 8               # float4 of fp16 per thread and row
 # (values below which, kProcessRows): apply_per_channel_scale_kernel_launcher
 PRESCALE_ROWS = ((2048 * 2048, 1), (4096 * 4096, 4), (8192 * 8192, 8))
-FPAINTB_MIN_ROWS = 5              # weightOnlyQuantMatmulPlugin: m < SMALL_M_FAST_PATH (5) -> GEMV
 FPAINTB_WEIGHT_TILES = (64, 128)
 FPAINTB_TOKEN_TILES = (16, 32, 64, 128, 256)
 FPAINTB_BLOCK_K = 64              # 128 bytes of fp16
@@ -51,9 +51,6 @@ def fpaintb_config(m: int, n: int, k: int, bits: int, tt: int, wt: int,
                    sms: int = GPU_SMS) -> LaunchConfig:
     """One sm90 tactic: a 64-row weight tile runs ping-pong on the persistent scheduler, a 128-row
     tile cooperative on the stream-K scheduler; stages fill the shared memory the epilogue leaves."""
-    if m < FPAINTB_MIN_ROWS:
-        raise ValueError(f"{TRTLLM_FPAINTB}: the plugin runs the batched GEMV for m < "
-                         f"{FPAINTB_MIN_ROWS}, got m={m}")
     stages = tile_stages(wt, tt, FPAINTB_BLOCK_K, bits, SM90_SMEM_BYTES, wt * min(tt, 32) * 2)
     sched = SCHED_PERSISTENT if wt == 64 else SCHED_STREAM_K
     return wo_config(TRTLLM_FPAINTB, m, n, k, bits, tt, wt, FPAINTB_BLOCK_K, stages, sched,
@@ -76,9 +73,6 @@ def fpaintb_candidates_sm80(m: int, n: int, k: int, bits: int,
     """The Ampere/Ada tactics (mma.sync, multistage, serial split-K). Only the 4-stage variant of
     each tile is a candidate: the model prices a deeper pipeline no slower, so the 2- and 3-stage
     ones the profiler also times never win here."""
-    if m < FPAINTB_MIN_ROWS:
-        raise ValueError(f"{TRTLLM_FPAINTB}: the plugin runs the batched GEMV for m < "
-                         f"{FPAINTB_MIN_ROWS}, got m={m}")
     out = []
     for tt, wt in FPAINTB_SM80_TILES:
         for s in range(1, FPAINTB_SPLIT_K_LIMIT + 1):

@@ -14,12 +14,20 @@ from mpsim.launch_plan import gemm_row
 from mpsim.library import EXTERNAL_KERNELS, WO_GEMM_KERNELS
 from mpsim.library.machete import MACHETE_GEMM, machete_tile
 from mpsim.library.marlin import MARLIN_GEMM, marlin_config
-from mpsim.library.trtllm_fpaintb import FPAINTB_SM80_TILES, TRTLLM_FPAINTB, fpaintb_candidates
+from mpsim.library.trtllm import TRTLLM_WO_GEMV, plugin_candidates, trtllm_wo_config
+from mpsim.library.trtllm_fpaintb import (
+    FPAINTB_SM80_TILES,
+    TRTLLM_FPAINTB,
+    fpaintb_candidates,
+    fpaintb_config,
+)
 from mpsim.library.turbomind import TURBOMIND_GEMM
+from mpsim.library.wo_tiled import SCHED_DP, SCHED_SPLIT_K, SCHED_STREAM_K
 from mpsim.sim.best_config import gemm_candidate_configs
 from mpsim.sim.gpu.library import EXTERNAL
 from mpsim.sim.gpu.library.marlin import MARLIN
-from mpsim.sim.gpu.library.wo_tiled import wo_tiled_work
+from mpsim.sim.gpu.library.trtllm_fpaintb import FPAINTB
+from mpsim.sim.gpu.library.wo_tiled import WoLoop, split_peers, wo_tiled_work
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.launch import price_launch
 from mpsim.sim.params import DEFAULT_PARAMS
@@ -61,13 +69,24 @@ def test_marlin_thread_config_is_the_first_valid_of_its_table() -> None:
         marlin_config(1, 4096 + 32, 4096, 4, 128)
 
 
-def test_fpaintb_candidates_are_the_sm90_tactics_and_m_below_5_is_the_gemv() -> None:
+def test_fpaintb_candidates_are_the_sm90_tactics_and_the_gemv_is_a_tactic_below_16() -> None:
     cands = fpaintb_candidates(16, 4096, 4096, 4, 132)
     assert sorted({(c.block_n, c.block_m) for c in cands}) == sorted(
         (wt, tt) for wt in (64, 128) for tt in (16, 32, 64, 128, 256))
     assert {c.block_k for c in cands} == {64}
-    with pytest.raises(MpsimInputError, match="batched GEMV for m < 5"):
-        gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_FPAINTB)
+    # gemmPluginProfiler: the CUDA kernel is a tactic for M < 16 (checkTactic), not at 16
+    assert [c.kernel for c in plugin_candidates(15, 4096, 4096, 4, 132)][-1] == TRTLLM_WO_GEMV
+    assert TRTLLM_WO_GEMV not in {c.kernel for c in plugin_candidates(16, 4096, 4096, 4, 132)}
+    gemv = plugin_candidates(8, 4096, 4096, 4, 132)[-1]
+    row = gemm_row(8, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_FPAINTB, config=gemv)
+    assert row["kernel"] == TRTLLM_WO_GEMV and row["m"] == 8
+    cutlass = plugin_candidates(4, 4096, 4096, 4, 132)[0]   # the CUTLASS tiles run at any M
+    assert gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_FPAINTB,
+                    config=cutlass)["kernel"] == TRTLLM_FPAINTB
+    # without a profiled choice, the older plugins' rule: the GEMV below M = 5
+    assert gemm_row(4, 4096, 4096, "group", 4, 4096, kernel=TRTLLM_FPAINTB)["kernel"] == TRTLLM_WO_GEMV
+    with pytest.raises(ValueError, match=r"1\.\.15 rows"):
+        trtllm_wo_config(16, 4096, 4096, 4)
 
 
 def test_bytes_per_weight_include_the_group_scales() -> None:
@@ -84,7 +103,9 @@ def test_time_is_monotone_in_m_n_k_and_w8_is_slower_at_m1() -> None:
         m0 = 5 if kernel == TRTLLM_FPAINTB else 1
         ms = [_time(kernel, m, 8192, 8192) for m in (m0, 64, 512, 4096)]
         assert ms == sorted(ms), (kernel, ms)
-        ns = [_time(kernel, 16 if m0 == 5 else 1, n, 8192) for n in (1024, 4096, 16384)]
+        # from N = 4096 up (at N = 1024 a column is split over more CTAs, whose serial fix-ups
+        # can cost more than the smaller weight saves: test_a_split_tile_finishes_...)
+        ns = [_time(kernel, 16 if m0 == 5 else 1, n, 8192) for n in (4096, 16384, 65536)]
         assert ns == sorted(ns), (kernel, ns)
         ks = [_time(kernel, 16 if m0 == 5 else 1, 8192, k) for k in (1024, 4096, 16384)]
         assert ks == sorted(ks), (kernel, ks)
@@ -132,3 +153,21 @@ def test_the_tile_heuristic_takes_the_largest_token_tile_when_none_holds_m() -> 
     hw = load_hardware("h200-sxm")
     ratio = price_launch(big, hw)["time_s"] / price_launch(cublas, hw)["time_s"]
     assert 0.8 < ratio < 1.5
+
+
+def test_a_split_tile_finishes_one_turnstile_step_per_peer() -> None:
+    # CUTLASS's stream-K reduces a tile's partials in K order (Deterministic mode, wait_eq on the
+    # tile's lock), CUTLASS 2's serial split-K by a semaphore: (peers - 1) steps after the main loops
+    assert split_peers(SCHED_DP, 8, 128, 1, 132) == 1
+    assert split_peers(SCHED_SPLIT_K, 8, 128, 4, 132) == 4
+    # 8 tiles x 128 trips: min(132, 8 * 128 / 8) = 128 stream-K units, 16 on each tile
+    assert split_peers(SCHED_STREAM_K, 8, 128, 1, 132) == 16
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    loop = WoLoop(tile_ns=1000.0, fixup_ns=500.0)
+    latency = []
+    for k in (2048, 8192):   # 32 and 128 trips: 4 and 16 peers on each of the 8 tiles
+        cfg = fpaintb_config(16, 1024, k, 4, 16, 128, 132)
+        row = gemm_row(16, 1024, k, "group", 4, k, kernel=TRTLLM_FPAINTB, config=cfg)
+        work = wo_tiled_work(row, json.loads(row["config"]), r, FPAINTB, loop, 0.0)[0].work
+        latency.append(work.epilogue.latency_ns)
+    assert latency == [1000.0 + 3 * 500.0, 1000.0 + 15 * 500.0]

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mpsim.analysis.validation.adapter import UnrepresentableError, gemm_kernel, launch_rows
+from mpsim.analysis.validation.adapter import (
+    UnrepresentableError,
+    gemm_kernel,
+    launch_rows,
+    profiled_m,
+)
 from mpsim.analysis.validation.sources import read_aic_gemm
 from mpsim.hw_models.loader import load_hardware
 
@@ -15,8 +20,9 @@ SQ = "trt_flow_/smooth_quant_gemm_L96/PLUGIN_V2_SmoothQuantGemm_0"
 PLUGIN = "trt_flow_/weight_only_quant_matmul_L257/PLUGIN_V2_WeightOnlyQuantMatmul_0"
 
 
-def test_trtllm_weight_only_dispatch_splits_at_m_5() -> None:
-    assert gemm_kernel(4, 4096, "int4-group", 4096, PLUGIN) == "trtllm_wo_gemv"
+def test_trtllm_weight_only_rows_are_the_plugin_whose_profiler_picks() -> None:
+    # the plugin's profiled tactics (the GEMV among them below M = 16) are searched per row
+    assert gemm_kernel(4, 4096, "int4-group", 4096, PLUGIN) == "trtllm_fpaintb_gemm"
     assert gemm_kernel(5, 4096, "int8-group", 4096, PLUGIN) == "trtllm_fpaintb_gemm"
     assert gemm_kernel(5, 4096, "int4-group", 0, "") == "trtllm_fpaintb_gemm"
     assert gemm_kernel(5, 4096, "int4-group", 128, "") is None          # group-wise: mpsim's own
@@ -26,6 +32,24 @@ def test_trtllm_weight_only_dispatch_splits_at_m_5() -> None:
         gemm_kernel(64, 4096, "fp16", None, "DeepGemmFp8BlockScaledMMKernel")
     with pytest.raises(UnrepresentableError, match="SmoothQuant"):
         gemm_kernel(64, 4096, "int8-group", 4096, SQ)
+
+
+def test_the_plugin_profiles_each_m_below_16_and_powers_of_two_above() -> None:
+    assert [profiled_m("trtllm_fpaintb_gemm", m) for m in (1, 12, 15, 16, 48, 384)] == [
+        1, 12, 15, 16, 64, 512]
+    assert profiled_m("cublas_gemm", 48) == 48
+
+
+def test_the_searched_plugin_row_is_the_gemv_where_the_model_prices_it_faster() -> None:
+    frame = pd.DataFrame({
+        "framework": ["TRTLLM"] * 2, "version": ["1.2.0rc5"] * 2, "device": ["NVIDIA H200"] * 2,
+        "op_name": ["gemm"] * 2, "kernel_source": [PLUGIN] * 2, "gemm_dtype": ["int8_wo"] * 2,
+        "m": [8, 16], "n": [1024] * 2, "k": [8192] * 2, "latency": [0.0127, 0.0284]})
+    rows = read_aic_gemm(frame).rows
+    kernels = [launch_rows(rows.iloc[i].to_dict(), HW).launches[0]["kernel"] for i in (0, 1)]
+    # 8 rows: the GEMV beats the CUTLASS tiles (8 weight tiles of 128, each split over 16 CTAs
+    # whose fix-ups run in turn); 16 rows: the GEMV is no longer a tactic
+    assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm"]
 
 
 def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:

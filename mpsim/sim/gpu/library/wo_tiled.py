@@ -52,7 +52,7 @@ class WoLoop:
     mma_wait_cycles: float = 118.0  # per trip: MMA issue-to-wait and the pipeline's barriers
     mma_token_cycles: float = 2.0   # per trip and token of the tile: the MMA's issue grows with N
     tile_ns: float = 2500.0         # per output tile: prologue, epilogue not hidden
-    fixup_ns: float = 1121.0        # a stream-K / split-K tile's partial written, flag, read back
+    fixup_ns: float = 1121.0        # one turnstile step of a split tile: wait, add the partial, signal
     fixed_ns: float = 0.0           # per launch beyond the kernel floor
     mma_eta: float = 1.0            # share of the dense tensor rate its MMA instructions reach
 
@@ -92,8 +92,9 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     # a split tile's CTAs each write an fp32 partial; the one that finishes it reads the others'
     # back (serial reduction): s partials through the finishing CTA's port, s CTAs per tile
     parts = max(2, cdiv(ctas, tiles)) if split else 0
+    chain = split_peers(sched, tiles, trips, splits, r.sms) - 1 if split else 0
     epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
-                   latency_ns=tiles_per * loop.tile_ns + (loop.fixup_ns if split else 0.0))
+                   latency_ns=tiles_per * loop.tile_ns + chain * loop.fixup_ns)
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
                       dram_write_bytes=float(m * n * FP16), fixed_ns=loop.fixed_ns, name=spec.name)
     return [KernelPart(work, Occupancy(1, stages, False, "kernel"))]
@@ -115,6 +116,25 @@ def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int
     if sched == SCHED_SPLIT_K:
         return tiles * splits, cdiv(trips, splits), 1, splits > 1
     raise ValueError(f"unknown weight-only GEMM schedule {sched}")
+
+
+def split_peers(sched: int, tiles: int, trips: int, splits: int, sms: int) -> int:
+    """CTAs that share one split tile. Both reductions are a turnstile: CUTLASS 3's stream-K in its
+    default Deterministic reduction mode (sm90_tile_scheduler_stream_k.hpp `fixup`: each peer but
+    the first waits until the tile's lock equals its K index, `wait_eq`, then adds its partial) and
+    CUTLASS 2's serial split-K (a semaphore per tile, waited on in K-partition order); Marlin's
+    slices of a column take its lock in slice order too (barrier_acquire(&locks[slice_col],
+    slice_idx)). So a tile finishes (peers - 1) fix-ups after its peers' main loops: `fixup_ns` is
+    one step (wait for the lock, add the partial, signal)."""
+    if sched == SCHED_SPLIT_K:
+        return splits
+    if sched != SCHED_STREAM_K:
+        return 1
+    full = tiles // sms
+    dp_waves = full - 1 if full > 1 else 0
+    sk_tiles = tiles - dp_waves * sms
+    units = max(1, min(sms, sk_tiles * trips // SK_MIN_ITERS))
+    return max(1, cdiv(units, sk_tiles))
 
 
 def _stream_k(tiles: int, trips: int, sms: int) -> tuple[int, int, int, bool]:
