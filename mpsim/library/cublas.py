@@ -12,7 +12,8 @@ the instruction family its kernels use on the target:
   128x256x32 s3, 256x64x32 s3/s4, 64x256x32 s4, 128x128x32 s3/s4/s5, 128x64x32 s6, 64x128x32 s6,
   64x64x32 s10 and the same with K 64 at fewer stages), kept where they fit the device's shared
   memory per CTA; split-K 1, 2, 4, 8 or 16 slices (cuBLASLt's CUBLASLT_ALGO_CONFIG_SPLITK_NUM).
-- `sm` 90, Hopper (wgmma + TMA, warp-specialized, one CTA per SM, data-parallel or stream-K): as
+- `sm` 90, Hopper (wgmma + TMA, warp-specialized, one CTA per SM, data-parallel, stream-K, or
+  split-K slices whose fp32 partials cuBLAS's splitKreduce_kernel adds in a second kernel): as
   measured on H100/H200, the tokens on the wgmma N side (any multiple of 8 up to 256).
 - `sm` 100, Blackwell (tcgen05 UMMA with TMEM accumulators, TMA, 1-SM and 2-SM (CTA pair) MMAs,
   data-parallel or stream-K): CUTLASS's SM100 16-bit shapes (python/cutlass_library/sm100_shapes.py
@@ -39,6 +40,9 @@ CUBLAS_WEIGHT_TILES = (64, 128, 256)
 CUBLAS_MAX_ACC = 128 * 256   # accumulator elements of two consumer warpgroups
 CUBLAS_BLOCK_K = 64
 CUBLAS_SMEM_BYTES = 220 * 1024
+# split-K on Hopper: the slices write fp32 partials and cuBLAS's splitKreduce_kernel, a second
+# kernel, adds them (the kernel pair nsys shows for small-M GEMMs); slice counts an assumption
+HOPPER_SPLIT_K = (2, 4, 8, 16, 32)
 
 # Ampere/Ada: CUTLASS SM80 16-bit tiles (weight tile = CUTLASS M, token tile = CUTLASS N, K, stages,
 # warps = the product of the warp grid), generator.py GenerateSM80_TensorOp_16816.
@@ -85,6 +89,14 @@ def cublas_config(m: int, n: int, k: int, token_tile: int, weight_tile: int, str
                         split_k=split_k, extra=extra)
 
 
+def hopper_splits(m: int, n: int, k: int, tt: int, wt: int, sms: int) -> list[int]:
+    """The split-K slice counts of a Hopper tile (HOPPER_SPLIT_K) that keep the split grid within
+    one wave and every slice at least SM80_MIN_TRIPS K trips."""
+    tiles = cdiv(m, tt) * cdiv(n, wt)
+    return [s for s in HOPPER_SPLIT_K
+            if tiles * s <= sms and cdiv(k, CUBLAS_BLOCK_K) >= s * SM80_MIN_TRIPS]
+
+
 def _hopper(m: int, n: int, k: int, sms: int) -> list[LaunchConfig]:
     out = []
     for tt in CUBLAS_TOKEN_TILES:
@@ -92,6 +104,8 @@ def _hopper(m: int, n: int, k: int, sms: int) -> list[LaunchConfig]:
             if tt * wt <= CUBLAS_MAX_ACC:
                 out.append(cublas_config(m, n, k, tt, wt, False, sms))
                 out.append(cublas_config(m, n, k, tt, wt, True, sms))
+                out += [cublas_config(m, n, k, tt, wt, False, sms, split_k=s)
+                        for s in hopper_splits(m, n, k, tt, wt, sms)]
     return out
 
 
@@ -143,9 +157,13 @@ def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS, generation: str
                      smem_per_cta: int = CUBLAS_SMEM_BYTES) -> LaunchConfig:
     """A fixed choice of the kernels cuBLAS runs on a GPU `generation` when no autotune is wanted:
     on Hopper and Blackwell stream-K with the token tile the next power of two of M (16..128) and a
-    256-row (Hopper) or 128-row (Blackwell, one SM) weight tile; on Ampere/Ada (no stream-K: data-
-    parallel tiles with serial split-K) the SM80 tile and split whose busiest SM does the least MMA
-    work (waves x tile x K trips per slice; ties: fewer slices, deeper pipeline)."""
+    256-row (Hopper) or 128-row (Blackwell, one SM) weight tile; on Hopper, where those tiles fill
+    under half a wave (each tile's K would be split over more than two CTAs, whose fix-ups run in
+    turn), data-parallel tiles of the weight rows whose busiest CTA loads the least per K trip (the
+    choice the model-guided search makes for such decode shapes, docs/validation.md); on
+    Ampere/Ada (no stream-K: data-parallel tiles with serial split-K) the SM80 tile and split whose
+    busiest SM does the least MMA work (waves x tile x K trips per slice; ties: fewer slices,
+    deeper pipeline)."""
     if generation == "ampere":  # the SM80 tile x split-K with the least work on its busiest SM
         cands = _ampere(m, n, k, sms, smem_per_cta)
         if not cands:
@@ -160,7 +178,12 @@ def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS, generation: str
         return cublas_config(m, n, k, tt, 128, True, sms, sm=100, block_k=SM100_BLOCK_K,
                              smem_bytes=smem_per_cta - 8 * 1024)
     if generation == "hopper":
-        return cublas_config(m, n, k, tt, 256, True, sms)
+        if cdiv(m, tt) * cdiv(n, 256) * 2 >= sms:  # no tile split over more than two CTAs
+            return cublas_config(m, n, k, tt, 256, True, sms)
+        # under half a wave of 256-row tiles: data-parallel, the weight tile whose busiest CTA
+        # loads the least per K trip (waves x (tokens + weight rows)), the wider on a tie
+        wt = min(CUBLAS_WEIGHT_TILES, key=lambda w: (cdiv(cdiv(m, tt) * cdiv(n, w), sms) * (tt + w), -w))
+        return cublas_config(m, n, k, tt, wt, False, sms)
     raise ValueError(f"cuBLAS: no kernels for GPU generation {generation!r} (expected {sorted(SM_OF)})")
 
 

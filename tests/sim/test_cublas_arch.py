@@ -14,6 +14,7 @@ from mpsim.hw_models.schema import GpuSpec
 from mpsim.launch_plan import gemm_row
 from mpsim.library import cublas
 from mpsim.sim.best_config import best_gemm_row, gemm_candidate_configs
+from mpsim.sim.gpu.library import launch_kernels
 from mpsim.sim.gpu.library.cublas import cublas_work, sm80_warp_grid
 from mpsim.sim.gpu.memory import replay_hits
 from mpsim.sim.gpu.rates import gpu_rates
@@ -114,9 +115,39 @@ def test_stream_k_fixup_only_where_a_tile_is_split() -> None:
     # 264 tiles of 2 trips on 132 CTAs: 4 trips each, two whole tiles per CTA
     ws, lat = _stream_k_epilogue(16, 264 * 64, 128, 16, 64)
     assert ws == 0.0 and lat == pytest.approx(2 * c.tile_ns)
-    # 16 tiles of 64 trips on 132 CTAs: 8 trips each, every tile shared by 8 CTAs
+    # 16 tiles of 64 trips on 132 CTAs: 8 trips each, every tile shared by 8 CTAs, whose
+    # partials are added in turn: 7 fix-ups after the main loops
     ws, lat = _stream_k_epilogue(16, 1024, 4096, 16, 64)
-    assert ws == 2.0 * 16 * 64 * 4 and lat == pytest.approx(c.tile_ns + c.sk_fixup_us * 1e3)
+    assert ws == 2.0 * 16 * 64 * 4 and lat == pytest.approx(c.tile_ns + 7 * c.sk_fixup_us * 1e3)
+    # 264 tiles of 64 trips: 128 trips a CTA, a tile at most shared by two: one fix-up
+    ws, lat = _stream_k_epilogue(16, 264 * 64 + 64, 4096, 16, 64)
+    assert lat == pytest.approx(3 * c.tile_ns + c.sk_fixup_us * 1e3)
+
+
+def test_hopper_split_k_adds_cublas_reduce_kernel() -> None:
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    cands = cublas.cublas_candidates(8, 256, 4096, 132)
+    splits = sorted({c.split_k for c in cands if c.block_n == 64 and c.block_m == 16})
+    # 4 tiles of 64 rows: slices while the grid stays within a wave and every slice has 2 trips
+    assert splits == [1, 2, 4, 8, 16, 32]
+    cfg = next(c for c in cands if c.split_k == 8 and c.block_n == 64 and c.block_m == 16)
+    row = gemm_row(8, 256, 4096, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=132)
+    gemm, reduce = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r,
+                               DEFAULT_PARAMS, 0.0)
+    assert gemm.work.total_ctas == 32 and gemm.work.iters_by_class == (8,)
+    # an fp32 partial per slice, of the 8 token rows used (M rounded to wgmma's 8) x 64
+    assert gemm.work.epilogue.write_bytes == 8 * 64 * 4
+    assert reduce.work.dram_read_bytes == 0.0                       # partials read back from L2
+    assert reduce.work.trip.load_bytes * reduce.work.total_ctas == 8 * 256 * 4 * 8
+    assert launch_kernels(row) == 2
+    assert launch_kernels(gemm_row(8, 256, 4096, kernel=cublas.CUBLAS_GEMM, sms=132)) == 1
+
+
+def test_hopper_heuristic_keeps_stream_k_only_where_tiles_fill_half_a_wave() -> None:
+    big = cublas.cublas_heuristic(2048, 6144, 4096, 132)
+    assert big.config_dict().get("stream_k") == 1 and big.block_n == 256
+    decode = cublas.cublas_heuristic(8, 4096, 4096, 132)     # 16 tiles of 256 rows: DP instead
+    assert decode.config_dict().get("stream_k") == 0 and (decode.block_m, decode.block_n) == (16, 64)
 
 
 def test_best_cublas_config_on_each_generation() -> None:

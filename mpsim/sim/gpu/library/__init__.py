@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mpsim.library import SCALED_GEMM_KERNELS
+from mpsim.library.cublas import CUBLAS_GEMM
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
 from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
@@ -118,6 +119,10 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 2
     if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
         return 1 + int(_config(row).get("zero_init", 0))
+    if kernel == CUBLAS_GEMM:  # Hopper split-K: + splitKreduce_kernel
+        cfg = _config(row)
+        return 1 + int(int(cfg.get("sm", 90)) == 90 and int(cfg.get("split_k", 1)) > 1
+                       and not int(cfg.get("stream_k", 0)))
     if kernel in SCALED_GEMM_KERNELS:  # the measured call's activation quantization kernels first
         return 1 + QUANT_KERNELS[int(_config(row).get("quant", 0))]
     return 1

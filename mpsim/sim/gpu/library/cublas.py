@@ -21,10 +21,17 @@ tile's rows; wgmma: each 64-row warpgroup reads its A rows and all of B; tcgen05
 once). Each output tile pays an epilogue not overlapped with the next tile (accumulator convert,
 smem staging, TMA store) plus its bytes through the port; on Blackwell two TMEM accumulators
 (CUTLASS sm100_mma_warpspecialized.hpp AccumulatorPipelineStageCount) overlap it with the next
-tile, so only a CTA's last one is exposed. A stream-K tile split between CTAs pays a fix-up
-(partial written, flag, read back); a split-K slice writes its fp32 partial and the slices reduce
-in turn. Constants: CublasParams, SimParams.cublas (GEMM rows of H200; applied to every generation,
-an assumption until rows of other GPUs refit them).
+tile, so only a CTA's last one is exposed. A stream-K tile split between P CTAs pays P - 1
+fix-ups in turn (each peer waits for the previous one, adds its partial, signals: CUTLASS's
+default Deterministic reduction; for cuBLAS's closed kernels an assumption, which the H200 rows
+support: priced with one fix-up, stream-K over a few tiles ran 13-27% fast). Ampere/Ada split-K
+slices write fp32 partials and reduce in turn (a semaphore, CUTLASS 2's serial split-K); Hopper
+split-K slices write them to a workspace and cuBLAS's splitKreduce_kernel, a second kernel, adds
+them (`cublas.reduce_ns`, one round trip): the H200 bf16 rows at M <= 16 and N <= 1024 ramp 1.33
+ns per K element to about 6 us at K = 2560 and stay there to K = 12288, two kernels' worth of
+fixed cost. Blackwell keeps one fix-up a split tile (its B200 rows got worse with the turnstile).
+Constants: CublasParams, SimParams.cublas (GEMM rows of H200; applied to every
+generation, an assumption until rows of other GPUs refit them).
 """
 
 from __future__ import annotations
@@ -52,12 +59,14 @@ SM100_TOKEN_GRANULE = 16
 @dataclass(frozen=True)
 class CublasParams:
     """cuBLAS bf16/fp16 GEMM (H200 GEMM rows, applied to every generation); SimParams.cublas
-    (`--fit-params cublas.NAME`).
-    Where a value came from: mpsim/sim/params.py's docstring names the row sets."""
+    (`--fit-params cublas.NAME`). tile_ns, sk_fixup_us, reduce_ns refitted at stop 40 on a
+    stratified 500-row sample of the H200 vLLM 0.24.0 bf16 GEMM rows (docs/simulator.md's table
+    of constants)."""
 
-    tile_ns: float = 763.4               # per output tile: epilogue not overlapped with the next tile
-    sk_fixup_us: float = 1.121           # stream-K: a split tile's partial written, flag, read back
+    tile_ns: float = 387.9               # per output tile: epilogue not overlapped with the next tile
+    sk_fixup_us: float = 1.445           # stream-K: one peer's turn (wait, add its partial, signal)
     token_granule: int = 8               # wgmma N granularity of the token side of a tile
+    reduce_ns: float = 797.2             # Hopper split-K: splitKreduce_kernel's round trip
 
 
 def token_tile(m: int, nominal: int, granule: int) -> tuple[int, int]:
@@ -113,12 +122,23 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
         per = cdiv(units, ctas)
         tiles_per = cdiv(tiles, ctas)
         split_tile = per % trips != 0  # a CTA's share ends inside a tile (never for one-trip tiles)
+        # Hopper: the CTAs sharing a tile add their partials in turn (CUTLASS's default
+        # Deterministic stream-K: wait_eq on the tile's lock; an assumption for cuBLAS's closed
+        # kernels that the H200 rows support); Blackwell: one fix-up a split tile (its rows
+        # do not support the turnstile: docs/validation.md)
+        peers = (max(2, cdiv(trips, per)) if sm == 90 else 2) if split_tile else 1
         exposed = 1 if sm == 100 else tiles_per
         epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split_tile else 0.0,
                        latency_ns=exposed * p.cublas.tile_ns
-                       + (p.cublas.sk_fixup_us * 1e3 if split_tile else 0.0))
+                       + (peers - 1) * p.cublas.sk_fixup_us * 1e3)
         work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
                           dram_write_bytes=writes, name="cublas stream-K")
+    elif sm == 90 and split > 1:  # the slices' fp32 partials, then splitKreduce_kernel adds them
+        ctas = tiles * split
+        epi = Epilogue(tt * wt * FP32, latency_ns=p.cublas.tile_ns)
+        work = KernelWork(trip, epi, (cdiv(trips, split),), "single", ctas, ctas, res, reads,
+                          dram_write_bytes=0.0, name="cublas split-K")
+        return [KernelPart(work, occ), split_reduce_part(m, n, split, writes, r, p)]
     else:
         if grid and int(grid[0]) != tiles * split:
             raise ValueError(f"cuBLAS grid {grid} does not match {tiles} tiles x {split} K slices "
@@ -133,6 +153,20 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
         work = KernelWork(trip, epi, (cdiv(trips, split),), "single", ctas, ctas, res, reads,
                           dram_write_bytes=writes, name="cublas")
     return [KernelPart(work, occ)]
+
+
+def split_reduce_part(m: int, n: int, split: int, writes: float, r: GpuRates,
+                      p: SimParams) -> KernelPart:
+    """cuBLAS's splitKreduce_kernel: reads the slices' fp32 partials (from L2: the GEMM kernel
+    just wrote them) and writes the 16-bit output; latency-bound, one round trip of
+    `cublas.reduce_ns` per CTA over at most one CTA an SM."""
+    partials = float(m * n * FP32 * split)
+    count = max(1, min(r.sms, cdiv(m * n, 4096)))
+    trip = Trip(partials / count, 0.0, latency_ns=p.cublas.reduce_ns, overlap_latency=True)
+    res = CtaResources(16, 0.0, 0.0, 1, 32)
+    work = KernelWork(trip, Epilogue(writes / count), (1,), "single", count, count, res, 0.0,
+                      dram_write_bytes=writes, name="cublas splitK reduce")
+    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
 
 
 WORK = dict.fromkeys(KERNELS, cublas_work)
