@@ -117,22 +117,7 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
     # Blackwell keeps two accumulators in TMEM: a CTA's epilogue overlaps its next tile's main
     # loop, so only its last tile's is exposed (AccumulatorPipelineStageCount, module doc)
     if int(cfg.get("stream_k", 0)):
-        ctas = int(grid[0])
-        units = tiles * trips
-        per = cdiv(units, ctas)
-        tiles_per = cdiv(tiles, ctas)
-        split_tile = per % trips != 0  # a CTA's share ends inside a tile (never for one-trip tiles)
-        # Hopper: the CTAs sharing a tile add their partials in turn (CUTLASS's default
-        # Deterministic stream-K: wait_eq on the tile's lock; an assumption for cuBLAS's closed
-        # kernels that the H200 rows support); Blackwell: one fix-up a split tile (its rows
-        # do not support the turnstile: docs/validation.md)
-        peers = (max(2, cdiv(trips, per)) if sm == 90 else 2) if split_tile else 1
-        exposed = 1 if sm == 100 else tiles_per
-        epi = Epilogue(tiles_per * tile_out, ws_bytes=2.0 * tt * wt * FP32 if split_tile else 0.0,
-                       latency_ns=exposed * p.cublas.tile_ns
-                       + (peers - 1) * p.cublas.sk_fixup_us * 1e3)
-        work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
-                          dram_write_bytes=writes, name="cublas stream-K")
+        work = _stream_k_work(trip, res, reads, writes, int(grid[0]), tiles, trips, tt * wt, sm, p)
     elif sm == 90 and split > 1:  # the slices' fp32 partials, then splitKreduce_kernel adds them
         ctas = tiles * split
         epi = Epilogue(tt * wt * FP32, latency_ns=p.cublas.tile_ns)
@@ -153,6 +138,24 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
         work = KernelWork(trip, epi, (cdiv(trips, split),), "single", ctas, ctas, res, reads,
                           dram_write_bytes=writes, name="cublas")
     return [KernelPart(work, occ)]
+
+
+def _stream_k_work(trip: Trip, res: CtaResources, reads: float, writes: float, ctas: int,
+                   tiles: int, trips: int, tile_elems: int, sm: int, p: SimParams) -> KernelWork:
+    """A persistent stream-K grid: every (tile, K trip) unit dealt evenly over `ctas` CTAs.
+    Hopper: the CTAs sharing a tile add their partials in turn (CUTLASS's default Deterministic
+    stream-K: wait_eq on the tile's lock; an assumption for cuBLAS's closed kernels that the H200
+    rows support); Blackwell: one fix-up a split tile (its rows do not support the turnstile:
+    docs/validation.md), and two TMEM accumulators expose only a CTA's last tile's epilogue."""
+    per = cdiv(tiles * trips, ctas)
+    tiles_per = cdiv(tiles, ctas)
+    split_tile = per % trips != 0  # a CTA's share ends inside a tile (never for one-trip tiles)
+    peers = (max(2, cdiv(trips, per)) if sm == 90 else 2) if split_tile else 1
+    exposed = 1 if sm == 100 else tiles_per
+    epi = Epilogue(tiles_per * tile_elems * FP16, ws_bytes=2.0 * tile_elems * FP32 if split_tile else 0.0,
+                   latency_ns=exposed * p.cublas.tile_ns + (peers - 1) * p.cublas.sk_fixup_us * 1e3)
+    return KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads, dram_write_bytes=writes,
+                      name="cublas stream-K")
 
 
 def split_reduce_part(m: int, n: int, split: int, writes: float, r: GpuRates,
