@@ -91,8 +91,22 @@ def _gemm(args: argparse.Namespace) -> int:
         return _report(best.row, args)
     hw = hardware(args.hw)
     row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias,
-                   kernel=args.kernel, sms=hw.compute_units)
+                   kernel=args.kernel, config=_cublas_heuristic(args, hw), sms=hw.compute_units)
     return _report(_as_engine(row, hw, args), args)
+
+
+def _cublas_heuristic(args: argparse.Namespace, hw: Any) -> Any:
+    """cuBLAS's fixed choice for --hw's GPU generation (Ampere/Ada, Hopper, Blackwell tile sets);
+    None (the kernel's own default) for other kernels and off a GPU."""
+    from mpsim.hw_models.schema import GpuSpec
+    from mpsim.library import cublas
+
+    if args.kernel != cublas.CUBLAS_GEMM or not isinstance(hw, GpuSpec):
+        return None
+    from mpsim.sim.gpu.arch import generation  # the GPU model's arch table: only for cuBLAS
+
+    return cublas.cublas_heuristic(args.m, args.n, args.k, hw.compute_units, generation(hw),
+                                   int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
 
 
 def _attention(args: argparse.Namespace) -> int:

@@ -29,5 +29,6 @@ def test_b200_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["op", "gemm", "--m", "64", "--n", "4096", "--k", "4096", "--kernel", "cublas_gemm",
                  "--hw", "b200-sxm"]) == 0
     ops = capsys.readouterr().out
-    # cuBLAS's heuristic under half a wave of 256-row tiles: data-parallel 64-row tiles
-    assert "gemm_fp16_kernel on b200-sxm" in ops and "cublas_gemm on b200-sxm  grid [64]" in ops
+    # cuBLAS's Blackwell heuristic (not Hopper's): stream-K over the 148 SMs, an sm-100 config
+    assert "gemm_fp16_kernel on b200-sxm" in ops and "cublas_gemm on b200-sxm  grid [148]" in ops
+    assert '"sm": 100' in ops
