@@ -51,7 +51,12 @@ from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
 from mpsim.library import cublas, torch, trtllm, vllm
 from mpsim.library.scaled_gemm import with_call
-from mpsim.sim.best_config import best_config, best_gemm_row, gemm_candidate_configs
+from mpsim.sim.best_config import (
+    best_config,
+    best_gemm_row,
+    cublas_fixed_config,
+    gemm_candidate_configs,
+)
 from mpsim.sim.gpu.arch import generation
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from mpsim.sim.protocols import scope_launches
@@ -146,9 +151,7 @@ def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimPara
     if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) or group == 0:
         group = k
     if config == "heuristic":
-        fixed = None if kernel != cublas.CUBLAS_GEMM or not isinstance(hw, GpuSpec) else \
-            cublas.cublas_heuristic(m, n, k, hw.compute_units, generation(hw),
-                                    int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
+        fixed = cublas_fixed_config(m, n, k, hw) if kernel == cublas.CUBLAS_GEMM else None
         return gemm_row(m, n, k, fmt, bits, group, kernel=kernel, config=fixed, sms=hw.compute_units)
     tune_m = profiled_m(kernel, m)
     key = json.dumps([tune_m, n, k, fmt, bits, group, kernel])

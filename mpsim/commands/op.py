@@ -98,15 +98,13 @@ def _gemm(args: argparse.Namespace) -> int:
 def _cublas_heuristic(args: argparse.Namespace, hw: Any) -> Any:
     """cuBLAS's fixed choice for --hw's GPU generation (Ampere/Ada, Hopper, Blackwell tile sets);
     None (the kernel's own default) for other kernels and off a GPU."""
-    from mpsim.hw_models.schema import GpuSpec
     from mpsim.library import cublas
 
-    if args.kernel != cublas.CUBLAS_GEMM or not isinstance(hw, GpuSpec):
+    if args.kernel != cublas.CUBLAS_GEMM:
         return None
-    from mpsim.sim.gpu.arch import generation  # the GPU model's arch table: only for cuBLAS
+    from mpsim.sim.best_config import cublas_fixed_config  # the GPU model: only for cuBLAS
 
-    return cublas.cublas_heuristic(args.m, args.n, args.k, hw.compute_units, generation(hw),
-                                   int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
+    return cublas_fixed_config(args.m, args.n, args.k, hw)
 
 
 def _attention(args: argparse.Namespace) -> int:

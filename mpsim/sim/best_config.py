@@ -110,6 +110,15 @@ def _simulate(row: Row, hw: HardwareSpec, params: SimParams, resident: float) ->
     return simulate_launch(row, hw, params, resident)
 
 
+def cublas_fixed_config(m: int, n: int, k: int, hw: HardwareSpec) -> lc.LaunchConfig | None:
+    """cuBLAS's fixed choice (no search) for `hw`'s GPU generation and shared memory; None off a
+    GPU (the NPU model does not read GPU launch configs)."""
+    if not isinstance(hw, GpuSpec):
+        return None
+    return cublas.cublas_heuristic(m, n, k, hw.compute_units, generation(hw),
+                                   int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
+
+
 def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
                            group_size: int | None, hw: HardwareSpec,
                            kernel: str | None = None) -> list[lc.LaunchConfig]:

@@ -162,7 +162,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
         ctas = min(tiles, r.sms)
         per, tiles_per, split = cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
     elif sched == SCHED_STREAM_K:
-        ctas, per, tiles_per, split = _stream_k(tiles, trips, r.sms)
+        ctas, per, tiles_per, split, _ = _stream_k(tiles, trips, r.sms)
     else:
         raise ValueError(f"{name}: unknown schedule {sched}")
     parts = max(2, cdiv(ctas, tiles)) if split else 0

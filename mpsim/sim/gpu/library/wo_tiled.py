@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.wo_tiled import SCHED_DP, SCHED_PERSISTENT, SCHED_SPLIT_K, SCHED_STREAM_K
@@ -88,13 +88,13 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
     reads = w_bytes + m * k * FP16 - residency_credit(resident, m * k * FP16)
     res = CtaResources(threads // 32 + 4, trip.load_bytes, 0.0, stages, 168)
     tile_out = tt * wt * FP16
-    ctas, per, tiles_per, split = _schedule(sched, tiles, trips, splits, r.sms)
+    ctas, per, tiles_per, split, peers = _schedule(sched, tiles, trips, splits, r.sms)
     # a split tile's CTAs each write an fp32 partial; the one that finishes it reads the others'
-    # back (serial reduction): s partials through the finishing CTA's port, s CTAs per tile
+    # back (serial reduction): s partials through the finishing CTA's port, s CTAs per tile; the
+    # peers add theirs in turn (split_peers): peers - 1 fix-ups
     parts = max(2, cdiv(ctas, tiles)) if split else 0
-    chain = split_peers(sched, tiles, trips, splits, r.sms) - 1 if split else 0
     epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
-                   latency_ns=tiles_per * loop.tile_ns + chain * loop.fixup_ns)
+                   latency_ns=tiles_per * loop.tile_ns + (peers - 1 if split else 0) * loop.fixup_ns)
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
                       dram_write_bytes=float(m * n * FP16), fixed_ns=loop.fixed_ns, name=spec.name)
     return [KernelPart(work, Occupancy(1, stages, False, "kernel"))]
@@ -103,18 +103,26 @@ def wo_tiled_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, s
 SK_MIN_ITERS = 8  # CUTLASS tile_scheduler_params.h: min_iters_per_sk_unit_
 
 
-def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int
-              ) -> tuple[int, int, int, bool]:
-    """(CTAs, trips of the busiest CTA, tiles it finishes, whether tiles are split over CTAs)."""
+class Schedule(NamedTuple):
+    """How a schedule deals a weight-only GEMM's tiles over CTAs."""
+
+    ctas: int
+    per: int          # trips of the busiest CTA
+    tiles_per: int    # tiles it finishes
+    split: bool       # whether tiles are split over CTAs
+    peers: int = 1    # CTAs that share one split tile (split_peers)
+
+
+def _schedule(sched: int, tiles: int, trips: int, splits: int, sms: int) -> Schedule:
     if sched == SCHED_DP:
-        return tiles, trips, 1, False
+        return Schedule(tiles, trips, 1, False)
     if sched == SCHED_PERSISTENT:
         ctas = min(tiles, sms)
-        return ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
+        return Schedule(ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False)
     if sched == SCHED_STREAM_K:
         return _stream_k(tiles, trips, sms)
     if sched == SCHED_SPLIT_K:
-        return tiles * splits, cdiv(trips, splits), 1, splits > 1
+        return Schedule(tiles * splits, cdiv(trips, splits), 1, splits > 1, splits)
     raise ValueError(f"unknown weight-only GEMM schedule {sched}")
 
 
@@ -126,18 +134,10 @@ def split_peers(sched: int, tiles: int, trips: int, splits: int, sms: int) -> in
     slices of a column take its lock in slice order too (barrier_acquire(&locks[slice_col],
     slice_idx)). So a tile finishes (peers - 1) fix-ups after its peers' main loops: `fixup_ns` is
     one step (wait for the lock, add the partial, signal)."""
-    if sched == SCHED_SPLIT_K:
-        return splits
-    if sched != SCHED_STREAM_K:
-        return 1
-    full = tiles // sms
-    dp_waves = full - 1 if full > 1 else 0
-    sk_tiles = tiles - dp_waves * sms
-    units = max(1, min(sms, sk_tiles * trips // SK_MIN_ITERS))
-    return max(1, cdiv(units, sk_tiles))
+    return _schedule(sched, tiles, trips, splits, sms).peers
 
 
-def _stream_k(tiles: int, trips: int, sms: int) -> tuple[int, int, int, bool]:
+def _stream_k(tiles: int, trips: int, sms: int) -> Schedule:
     """CUTLASS sm90 StreamKScheduler, Heuristic mode (tile_scheduler_params.h get_num_sk_tiles,
     get_num_sk_units): data-parallel when the tiles fill whole waves, a tile has <= 8 K trips, or
     the tail wave is at least half full; else the last two waves' tiles (one when there is no full
@@ -146,9 +146,10 @@ def _stream_k(tiles: int, trips: int, sms: int) -> tuple[int, int, int, bool]:
     tail = tiles - full * sms
     if full == total or trips <= SK_MIN_ITERS or 2 * tail >= sms:
         ctas = min(tiles, sms)
-        return ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False
+        return Schedule(ctas, cdiv(tiles, ctas) * trips, cdiv(tiles, ctas), False)
     dp_waves = full - 1 if full > 1 else 0
     sk_tiles = tiles - dp_waves * sms
     units = max(1, min(sms, sk_tiles * trips // SK_MIN_ITERS))
     per = dp_waves * trips + cdiv(sk_tiles * trips, units)
-    return max(units, min(tiles, sms)), per, dp_waves + cdiv(sk_tiles, units), True
+    return Schedule(max(units, min(tiles, sms)), per, dp_waves + cdiv(sk_tiles, units), True,
+                    max(1, cdiv(units, sk_tiles)))
