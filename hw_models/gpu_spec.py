@@ -55,6 +55,10 @@ class GpuCache(Block):
     size_MiB: float
     bandwidth_GBps: float | None = None
     latency_ns: float | None = None
+    # the L2's partitions (whitepapers: A100 and GH100 split it in two, each caching for the SMs
+    # wired to it; B200 has one per die; Ada's AD102 one): where a cyclic stream starts to miss
+    # (mpsim/sim/gpu/memory.py replay_hits). None: as partitioned (misses from the usable share)
+    partitions: int | None = field(default=None, metadata={"min": 1})
 
 
 @dataclass(frozen=True, kw_only=True)

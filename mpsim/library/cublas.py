@@ -11,7 +11,9 @@ the instruction family its kernels use on the target:
   python/cutlass_library/generator.py at 7107b0553, GenerateSM80_TensorOp_16816: 256x128x32 s3,
   128x256x32 s3, 256x64x32 s3/s4, 64x256x32 s4, 128x128x32 s3/s4/s5, 128x64x32 s6, 64x128x32 s6,
   64x64x32 s10 and the same with K 64 at fewer stages), kept where they fit the device's shared
-  memory per CTA; split-K 1, 2, 4, 8 or 16 slices (cuBLASLt's CUBLASLT_ALGO_CONFIG_SPLITK_NUM).
+  memory per CTA; split-K 1, 2, 4, 8 or 16 slices (cuBLASLt's CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+  where cuBLAS's Ada heuristic runs a split (`sm80_splits`: from M x N x K = 2^21, within
+  half the SMs; read from the L40S rows).
 - `sm` 90, Hopper (wgmma + TMA, warp-specialized, one CTA per SM, data-parallel, stream-K, or
   split-K slices whose fp32 partials cuBLAS's splitKreduce_kernel adds in a second kernel): as
   measured on H100/H200, the tokens on the wgmma N side (any multiple of 8 up to 256).
@@ -56,6 +58,18 @@ SM80_TILES = (
 )
 SM80_SPLIT_K = (1, 2, 4, 8, 16)
 SM80_MIN_TRIPS = 2  # a split keeps at least this many K trips (else it is all fix-up)
+# What cuBLAS's own heuristic does on Ada (sm_89), read from the L40S bf16 rows (aiconfigurator
+# vLLM 0.24.0 and TRT-LLM 1.0.0 / 1.3.0rc20, torch F.linear; the same cuBLAS choice in all three):
+# - below M x N x K = 2^21 it runs one CTA per tile through the whole K (no split): at M 2-64 and
+#   N 32-256 the time is 2 us + 4.1 ns per K element (M 8, N 32: K 1024 5.7 us, K 4096 18.5 us,
+#   K 7168 31.2 us) until M N K reaches 1.3-2.1 M, then drops to 4-6 us (M 8, N 32, K 8192: 4.7);
+# - split grids stay within about half the SMs: the split-K slope d(time)/dK at M 8 says 16 slices
+#   for N <= 256 (one or two weight tiles), 8 at N 512, 4-6 at N 1024, 3 at N 2048 (M 32), i.e.
+#   tiles x slices of 32-64 CTAs on 142 SMs.
+# M = 1 runs cuBLAS's GEMV kernels (time not linear in K), which the split tiles stand in for.
+# A rule of Ada's cuBLAS, assumed for Ampere (no Ampere rows: A100 is held out).
+SM80_SPLIT_MIN_MNK = 2 ** 21
+SM80_SPLIT_MAX_CTA_SHARE = 0.5
 
 # Blackwell: (CTA weight tile, token tile, pair) from SM100_MMA_SHAPES_16b_DENSE_1SM/_2SM at the
 # default levels (0-2): 1-SM M 64/128 x N 16/32/64/128(/256 for M 64, level 3 excluded); 2-SM
@@ -115,12 +129,21 @@ def _ampere(m: int, n: int, k: int, sms: int, smem_per_cta: int) -> list[LaunchC
         if (tt + wt) * bk * 2 * stages > smem_per_cta:
             continue
         tiles = cdiv(m, tt) * cdiv(n, wt)
-        for s in SM80_SPLIT_K:
-            if s > 1 and (tiles * s > 2 * sms or cdiv(k, bk) < s * SM80_MIN_TRIPS):
-                break
+        for s in sm80_splits(m, n, k, tiles, cdiv(k, bk), sms):
             out.append(cublas_config(m, n, k, tt, wt, False, sms, sm=80, block_k=bk, stages=stages,
                                      warps=warps, split_k=s))
     return out
+
+
+def sm80_splits(m: int, n: int, k: int, tiles: int, trips: int, sms: int) -> list[int]:
+    """The split-K slice counts cuBLAS's Ada heuristic runs for `tiles` tiles of `trips` K trips
+    (SM80_SPLIT_MIN_MNK, SM80_SPLIT_MAX_CTA_SHARE): 1 always; more from M x N x K = 2^21 (at any
+    size for M = 1, where the split tiles stand in for its GEMV kernels), the slices' CTAs within
+    half the SMs and every slice at least SM80_MIN_TRIPS K trips."""
+    if m > 1 and m * n * k < SM80_SPLIT_MIN_MNK:
+        return [1]
+    return [s for s in SM80_SPLIT_K
+            if s == 1 or (tiles * s <= SM80_SPLIT_MAX_CTA_SHARE * sms and trips >= s * SM80_MIN_TRIPS)]
 
 
 def _blackwell(m: int, n: int, k: int, sms: int, smem_per_cta: int) -> list[LaunchConfig]:

@@ -88,6 +88,22 @@ class SimParams:
     # conflicts, two partitions). Decode rows: KV caches of 33.5 MB stay resident in a 60 MiB L2 and
     # 67 MB do not, so any value in 0.53-1.0 fits; 0.75 kept from the earlier model.
     l2_usable_fraction: float = 0.75
+    # Weights a measurement replays (memory.py replay_hits: copies cycled through, each call
+    # re-reading a copy after the others) in an L2 of one partition (l2.partitions 1, Ada): found
+    # entirely while the bytes cycled stay within `replay_l2_from` of the L2, none from
+    # `replay_l2_to`, linear between (a partitioned L2: from l2_usable_fraction to 1.0, the H200
+    # rows: the same 0.95 / 1.06 there moved TRT-LLM 1.3.0rc20 M 1-16 6.2 -> 7.1%, rows cycling
+    # exactly its 60 MiB priced 20-49% fast). Set from the L40S bf16
+    # rows at M 2-16 (weights 8-100 MiB: DRAM 0.64-0.72 TB/s, L2 1.4-2.0): TRT-LLM 1.0.0 (5
+    # copies) finds them at 85-90 MiB cycled (1.51 TB/s median), partly at 95-100 (0.90), not at
+    # 100-120; TRT-LLM 1.3.0rc20 (copies = ceil(L2 / weights), so a power-of-two weight cycles
+    # just the L2's 96 MiB) at 92-96 MiB (1.87), partly at 97-104 (0.92-1.14), not from 104.
+    # 800-row samples per stack (docs/validation.md#l2-replay-edge): 0.95 / 1.06 against the usable
+    # share's 0.75 / 1.0, TRT-LLM 1.3.0rc20 M 1-16 24.2 -> 15.4% MAPE, 1.0.0 16.7 -> 15.6, vLLM
+    # 0.24.0 (6 copies, each with its own output; partly found from 84 MiB) 10.2 -> 10.3. One
+    # device so far: an assumption for other one-partition L2s (RTX 4090's AD102).
+    replay_l2_from: float = 0.95
+    replay_l2_to: float = 1.06
 
     # ---- clocks (both H100 and H200 SXM are 700 W GH100 boards) ---------------------------------
     # Tensor issue efficiency at the running clock (GEMM rows: bounded at 1).

@@ -167,7 +167,10 @@ NOT_FROM_DATASHEETS = {("l40s", "compute.base_clock_MHz"), ("l40s", "l2.size_MiB
                        ("b200-sxm", "l2.size_MiB"), ("b200-sxm", "tensor_core.flops_per_clock_per_SM"),
                        ("b200-sxm", "tensor_core.datasheet_clock_MHz"),
                        # base clocks: NVIDIA publishes none for these boards (TechPowerUp, unverified)
-                       ("a100-sxm-80gb", "compute.base_clock_MHz"), ("b200-sxm", "compute.base_clock_MHz")}
+                       ("a100-sxm-80gb", "compute.base_clock_MHz"), ("b200-sxm", "compute.base_clock_MHz"),
+                       # the L2's partitions: third-party microbenchmarks (GH100), the rows (L40S)
+                       ("h100-sxm", "l2.partitions"), ("h200-sxm", "l2.partitions"),
+                       ("l40s", "l2.partitions")}
 
 
 @pytest.mark.parametrize("name", [n for n in SHIPPED if not n.startswith("npu")])

@@ -34,11 +34,28 @@ def test_ada_runs_sm80_tiles_with_split_k_and_no_stream_k() -> None:
     cfgs = _cfgs(L40S, 16, 4096, 4096)
     assert {c["sm"] for c in cfgs} == {80}
     assert not any(c["stream_k"] for c in cfgs)
-    assert max(c["split_k"] for c in cfgs) > 1  # 64 tiles on 142 SMs: split-K fills the chip
+    assert max(c["split_k"] for c in cfgs) > 1  # 16-64 tiles on 142 SMs: split within half of them
     tiles = {(c["block_n"], c["block_m"], c["block_k"], c["num_stages"]) for c in cfgs}
     # 256x128x64 at 3 stages needs 144 KiB: above Ada's 99 KiB per CTA; the 32-deep one fits
     assert (256, 128, 64, 3) not in tiles and (256, 128, 32, 3) in tiles
     assert {c["block_m"] for c in cfgs} <= {64, 128, 256}
+
+
+def test_ada_cublas_splits_k_only_from_2_to_the_21_macs_within_half_the_sms() -> None:
+    """cuBLAS's Ada heuristic (L40S rows: M 8, N 64 takes 16.4 us at K 3584, unsplit, and 4.0 us
+    at K 4096 = 2^21 / (8 x 64), split)."""
+    assert {c["split_k"] for c in _cfgs(L40S, 8, 64, 3584)} == {1}
+    assert max(c["split_k"] for c in _cfgs(L40S, 8, 64, 4096)) == 16
+    assert max(c["split_k"] for c in _cfgs(L40S, 1, 64, 3584)) > 1  # M = 1: its GEMV kernels
+    for m, n, k in ((8, 1024, 4096), (32, 2048, 2048), (1, 4096, 4096)):
+        cands = gemm_candidate_configs(m, n, k, "fp16", 16, None, L40S, cublas.CUBLAS_GEMM)
+        assert max(c.split_k for c in cands) > 1
+        assert all(c.grid[0] <= L40S.compute_units // 2 for c in cands if c.split_k > 1)
+    unsplit = best_gemm_row(8, 64, 3584, hw=L40S, kernel=cublas.CUBLAS_GEMM).predicted_s
+    split = best_gemm_row(8, 64, 4096, hw=L40S, kernel=cublas.CUBLAS_GEMM).predicted_s
+    assert unsplit > 2.5 * split  # measured 16.4 vs 4.0 us
+    # Hopper's candidates are not gated: split-K at the small shape
+    assert max(c.split_k for c in cublas.cublas_candidates(8, 64, 3584, H200.compute_units)) > 1
 
 
 def test_split_k_stops_when_the_tiles_fill_the_chip() -> None:
@@ -161,19 +178,28 @@ def test_best_cublas_config_on_each_generation() -> None:
 
 def test_replay_hits_by_hand() -> None:
     r = gpu_rates(L40S, DEFAULT_PARAMS)
-    whole = 96 * 2**20                                   # 100,663,296 B
-    usable = whole * DEFAULT_PARAMS.l2_usable_fraction   # 75,497,472 B
+    l2 = 96 * 2**20                                      # 100,663,296 B
+    full, none = l2 * DEFAULT_PARAMS.replay_l2_from, l2 * DEFAULT_PARAMS.replay_l2_to
+    assert (full, none) == (l2 * 0.95, l2 * 1.06)        # 95.6 MB, 106.7 MB
     x = y = 0.5e6
     assert replay_hits(0, 1e9, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
-    # five 10 MB copies cycle 51 MB: all of it stays, and the input and output too
-    assert replay_hits(5, 10e6, x, y, r, DEFAULT_PARAMS) == (10e6, x, y)
-    # five 16 MB copies cycle 81 MB, between the usable share and the whole L2: a linear share
-    w, x_hit, y_kept = replay_hits(5, 16e6, x, y, r, DEFAULT_PARAMS)
-    assert w == pytest.approx(16e6 * (whole - 81e6) / (whole - usable), rel=1e-12)
-    assert (x_hit, y_kept) == (x, y)
-    # one 103 MB weight and five 50 MB copies: beyond the whole L2, nothing of the weights stays
-    assert replay_hits(1, 102_760_448.0, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
-    assert replay_hits(5, 50_331_648.0, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
+    # five 18 MB copies cycle 91 MB: all of it stays, and the input and output too
+    assert replay_hits(5, 18e6, x, y, r, DEFAULT_PARAMS) == (18e6, x, y)
+    # two 50,331,648 B copies (TRT-LLM 1.3's ceil(L2 / weights) for a 48 MiB weight) cycle the
+    # L2's size plus 1 MB: between the edges, a linear share
+    w, x_hit, y_kept = replay_hits(2, 50_331_648.0, x, y, r, DEFAULT_PARAMS)
+    assert w == pytest.approx(50_331_648.0 * (none - (l2 + 1e6)) / (none - full), rel=1e-12)
+    assert 0.4 < w / 50_331_648.0 < 0.5 and (x_hit, y_kept) == (x, y)
+    # one 110 MB weight and five 22 MB copies: beyond the edge, nothing of the weights stays
+    assert replay_hits(1, 110e6, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    assert replay_hits(5, 22e6, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
+    # GH100's two partitions (h200-sxm l2.partitions 2): two copies cycling exactly its 60 MiB are
+    # not found (the H200 rows), and misses begin at the usable share
+    h = gpu_rates(H200, DEFAULT_PARAMS)
+    assert h.l2_partitions == 2 and r.l2_partitions == 1
+    assert replay_hits(2, 30 * 2**20, x, y, h, DEFAULT_PARAMS)[0] == 0.0
+    usable = 60 * 2**20 * DEFAULT_PARAMS.l2_usable_fraction
+    assert replay_hits(4, usable / 4 - 1e6, x, y, h, DEFAULT_PARAMS)[0] == usable / 4 - 1e6
 
 
 def test_weight_copies_per_collector() -> None:

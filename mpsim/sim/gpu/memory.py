@@ -69,16 +69,20 @@ def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: 
 
     An operand is found when the bytes touched between two of its uses fit in L2: for a weight copy
     the copies x weights plus the shared input and output (a cyclic stream), for the input or the
-    output one call's bytes. A cyclic stream under LRU hits entirely or not at all; the usable share
-    of the L2 (size x l2_usable_fraction, set conflicts and streaming lines) is where misses begin
-    and the whole L2 where nothing is left, with the share found falling linearly between the two
-    (assumption: the same ramp as the usable share's own uncertainty, docs/simulator.md; the L40S
-    rows show it: TRT-LLM 1.3.0rc20 and vLLM 0.24.0 weights cycling 73-76 MB of the 96 MiB L2
-    re-read at 1.5-2.2x the DRAM rate, 104-110 MB at 0.8-1.05x).
+    output one call's bytes. A cyclic stream under LRU hits entirely or not at all, the share found
+    falling linearly between two edges. An L2 of one partition (Ada, `l2.partitions` 1) keeps it
+    up to `replay_l2_from` of its size, nothing from `replay_l2_to` (the L40S rows: a stream of
+    exactly the L2's size is found); a partitioned one (A100, H100/H200, B200) from the usable
+    share (size x l2_usable_fraction) to its size (the H200 rows: TRT-LLM 1.3.0rc20's copies
+    cycling exactly its 60 MiB are not found, 20.6 us at M 7, N 12288, K 2560 against 10.4 priced
+    as found). SimParams names the rows of each.
     """
     if copies <= 0:
         return 0.0, 0.0, 0.0
-    usable, whole = usable_l2(r, p), r.l2_bytes
+    if r.l2_partitions == 1:
+        usable, whole = r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to
+    else:
+        usable, whole = usable_l2(r, p), r.l2_bytes
 
     def kept(own: float, others: float) -> float:
         span = own + others

@@ -51,6 +51,7 @@ class GpuRates:
     l2_Bpc: float            # whole chip
     l2_latency: float        # cycles
     l2_bytes: float
+    l2_partitions: int       # the hardware file's l2.partitions (None read as 2, partitioned)
     port_Bpc: float          # one SM's L2 port
     smem_Bpc: float          # one SM's shared memory
     pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
@@ -118,6 +119,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         l2_Bpc=l2_bps / f if l2_bps is not None else port * sms,
         l2_latency=l2_lat * 1e-9 * f,
         l2_bytes=hw.l2.size_MiB * 2**20,
+        l2_partitions=hw.l2.partitions if hw.l2.partitions is not None else 2,
         port_Bpc=port, smem_Bpc=p.smem_bytes_per_clk,
         pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
                "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
