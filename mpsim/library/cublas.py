@@ -69,6 +69,7 @@ SM80_MIN_TRIPS = 2  # a split keeps at least this many K trips (else it is all f
 # M = 1 runs cuBLAS's GEMV kernels (time not linear in K), which the split tiles stand in for.
 # A rule of Ada's cuBLAS, assumed for Ampere (no Ampere rows: A100 is held out).
 SM80_SPLIT_MIN_MNK = 2 ** 21
+SM80_SPLIT_ANY_K = 10240  # and at any M N K from this K (M 2-4, N 32-64: unsplit to 8192, split at 10240)
 SM80_SPLIT_MAX_CTA_SHARE = 0.5
 
 # Blackwell: (CTA weight tile, token tile, pair) from SM100_MMA_SHAPES_16b_DENSE_1SM/_2SM at the
@@ -137,10 +138,11 @@ def _ampere(m: int, n: int, k: int, sms: int, smem_per_cta: int) -> list[LaunchC
 
 def sm80_splits(m: int, n: int, k: int, tiles: int, trips: int, sms: int) -> list[int]:
     """The split-K slice counts cuBLAS's Ada heuristic runs for `tiles` tiles of `trips` K trips
-    (SM80_SPLIT_MIN_MNK, SM80_SPLIT_MAX_CTA_SHARE): 1 always; more from M x N x K = 2^21 (at any
-    size for M = 1, where the split tiles stand in for its GEMV kernels), the slices' CTAs within
+    (SM80_SPLIT_MIN_MNK, SM80_SPLIT_ANY_K, SM80_SPLIT_MAX_CTA_SHARE): 1 always; more from M x N x K
+    = 2^21 or K = 10240 (at any size for M = 1, where the split tiles stand in for its GEMV
+    kernels), the slices' CTAs within
     half the SMs and every slice at least SM80_MIN_TRIPS K trips."""
-    if m > 1 and m * n * k < SM80_SPLIT_MIN_MNK:
+    if m > 1 and m * n * k < SM80_SPLIT_MIN_MNK and k < SM80_SPLIT_ANY_K:
         return [1]
     return [s for s in SM80_SPLIT_K
             if s == 1 or (tiles * s <= SM80_SPLIT_MAX_CTA_SHARE * sms and trips >= s * SM80_MIN_TRIPS)]

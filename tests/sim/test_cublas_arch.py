@@ -47,6 +47,9 @@ def test_ada_cublas_splits_k_only_from_2_to_the_21_macs_within_half_the_sms() ->
     assert {c["split_k"] for c in _cfgs(L40S, 8, 64, 3584)} == {1}
     assert max(c["split_k"] for c in _cfgs(L40S, 8, 64, 4096)) == 16
     assert max(c["split_k"] for c in _cfgs(L40S, 1, 64, 3584)) > 1  # M = 1: its GEMV kernels
+    # from K = 10240 at any M N K (M 2, N 32: 35.1 us at K 8192, unsplit; 5.3 at K 10240)
+    assert {c["split_k"] for c in _cfgs(L40S, 2, 32, 8192)} == {1}
+    assert max(c["split_k"] for c in _cfgs(L40S, 2, 32, 10240)) > 1
     for m, n, k in ((8, 1024, 4096), (32, 2048, 2048), (1, 4096, 4096)):
         cands = gemm_candidate_configs(m, n, k, "fp16", 16, None, L40S, cublas.CUBLAS_GEMM)
         assert max(c.split_k for c in cands) > 1
