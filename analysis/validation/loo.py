@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mpsim.analysis.validation.calibration import Evaluator
+from mpsim.analysis.validation.doc_block import publish, run
 from mpsim.analysis.validation.gemm_devices import bf16_only
 from mpsim.analysis.validation.loo_fit import CANDIDATES, Fit, Pool, fit_shared
 from mpsim.analysis.validation.loo_md import markdown, write_doc
@@ -212,20 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts.append(rows)
     t = table(pd.concat(parts, ignore_index=True))
     wall = time.perf_counter() - start
-    print(markdown(t, fits, a.sample, wall))
-    if a.doc is not None:
-        write_doc(a.doc, t, fits, a.sample, wall)
-        print(f"wrote {a.doc}")
-    return 0
-
-
-def _main() -> int:
-    try:
-        return main()
-    except MpsimInputError as exc:
-        print(f"mpsim: error: {exc}", file=sys.stderr)
-        return 2
+    return publish(markdown(t, fits, a.sample, wall), a.doc,
+                   lambda doc: write_doc(doc, t, fits, a.sample, wall))
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(run(main))

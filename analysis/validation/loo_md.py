@@ -10,8 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from mpsim.errors import MpsimInputError
-from mpsim.traces.atomic import write_text_atomic
+from mpsim.analysis.validation.doc_block import write_block
 
 HEADING = "## Leave one device out (issue 24 point 3)"
 BEGIN, END = "<!-- validation:loo -->", "<!-- /validation:loo -->"
@@ -40,13 +39,4 @@ def markdown(t: pd.DataFrame, fits: Mapping[str, Mapping[str, Any]], sample: int
 
 def write_doc(doc: Path, t: pd.DataFrame, fits: Mapping[str, Mapping[str, Any]], sample: int,
               wall_s: float) -> Path:
-    if not doc.is_file():
-        raise MpsimInputError(f"{doc}: no such doc")
-    text = doc.read_text(encoding="utf-8")
-    body = f"{BEGIN}\n{markdown(t, fits, sample, wall_s)}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + body + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{body}\n"
-    return write_text_atomic(text, doc)
+    return write_block(doc, BEGIN, END, HEADING, markdown(t, fits, sample, wall_s))

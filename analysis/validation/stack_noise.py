@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpsim.analysis.validation.doc_block import publish, run, write_block
 from mpsim.errors import MpsimInputError
-from mpsim.traces.atomic import write_text_atomic
 
 BANDS = ((1, 16, "1-16"), (17, 256, "17-256"), (257, 8192, "257-8192"), (8193, 1 << 62, ">8192"))
 HEADING = "### Disagreement between stacks, every GPU"
@@ -90,16 +90,7 @@ def markdown(t: pd.DataFrame) -> str:
 
 
 def write_doc(doc: Path, t: pd.DataFrame) -> Path:
-    if not doc.is_file():
-        raise MpsimInputError(f"{doc}: no such doc")
-    text = doc.read_text(encoding="utf-8")
-    body = f"{BEGIN}\n{markdown(t)}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + body + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{body}\n"
-    return write_text_atomic(text, doc)
+    return write_block(doc, BEGIN, END, HEADING, markdown(t))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,20 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--doc", type=Path, default=None, help="write the table into this doc")
     a = p.parse_args(argv)
     t = noise_table(a.groundtruth)
-    print(markdown(t))
-    if a.doc is not None:
-        write_doc(a.doc, t)
-        print(f"wrote {a.doc}")
-    return 0
-
-
-def _main() -> int:
-    try:
-        return main()
-    except MpsimInputError as exc:
-        print(f"mpsim: error: {exc}", file=sys.stderr)
-        return 2
+    return publish(markdown(t), a.doc, lambda doc: write_doc(doc, t))
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(run(main))
