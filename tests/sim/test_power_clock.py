@@ -4,6 +4,8 @@ bf16 GEMM draws the board's TDP on every shipped GPU file and a memory-bound GEM
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 
 import pytest
 
@@ -103,3 +105,41 @@ def test_fp8_tensor_cycles_are_priced_apart_and_the_energy_model_follows() -> No
     assert got["bf16", 1.3] == got["bf16", 1.0]
     for factor in (1.0, 1.3):  # power-limited: the energy model's average power is the TDP
         assert got["fp8", factor][1] == pytest.approx(hw.energy.tdp_W, rel=0.03)
+
+
+def test_one_run_clock_decays_from_boost_to_the_sustained_clock() -> None:
+    from mpsim.sim.gpu.model import one_run_clock
+
+    f_s, boost, tau = 1.4e9, 1.98e9, 100e-6
+    assert one_run_clock(10.0, f_s, boost, tau) == pytest.approx(boost, rel=1e-4)  # 7 ns of work
+    assert one_run_clock(f_s * 1.0, f_s, boost, tau) == pytest.approx(f_s, rel=1e-3)  # 1 s of work
+    cycles = f_s * 200e-6
+    f = one_run_clock(cycles, f_s, boost, tau)
+    t = cycles / f   # the time solves f_s T + (boost - f_s) tau (1 - exp(-T / tau)) = cycles
+    assert f_s * t + (boost - f_s) * tau * (1 - math.exp(-t / tau)) == pytest.approx(cycles, rel=1e-9)
+    assert f_s < f < boost
+    assert one_run_clock(cycles, f_s, boost, 0.0) == f_s   # no ramp: the sustained clock
+
+
+def test_a_launch_measured_once_from_idle_runs_faster_than_back_to_back() -> None:
+    """`one_run` (TensorRT's profiler, analysis/validation/adapter.py one_run): a compute-bound
+    launch gains part of the boost clock, a short one more of it than a long one; a fixed clock is
+    kept."""
+    from mpsim.launch_plan import gemm_row
+    from mpsim.library import trtllm
+    from mpsim.sim.gpu.model import simulate_gpu_launch
+
+    hw = load_hardware("l40s")
+    assert isinstance(hw, GpuSpec)
+    boost = hw.compute.boost_clock_MHz * 1e6
+    gain = []
+    for m, n, k in ((8192, 12288, 12288), (1024, 4096, 4096)):  # about 12 ms and 0.3 ms steady
+        row = gemm_row(m, n, k, "int8-group", 8, k, False, kernel=trtllm.TRTLLM_FPAINTB,
+                       sms=hw.compute_units)
+        once = {**row, "config": json.dumps({**json.loads(row["config"]), "one_run": 1})}
+        steady = simulate_gpu_launch(row, hw, DEFAULT_PARAMS)
+        first = simulate_gpu_launch(once, hw, DEFAULT_PARAMS)
+        assert steady.clock_hz < first.clock_hz < boost and first.time_s < steady.time_s
+        assert simulate_gpu_launch(once, hw, DEFAULT_PARAMS, clock_hz=1.5e9).clock_hz == 1.5e9
+        gain.append((first.clock_hz - steady.clock_hz) / (boost - steady.clock_hz))
+    assert gain[0] < 0.05 < gain[1]  # tau 100 us: a 12 ms launch keeps little of the boost

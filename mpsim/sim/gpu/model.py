@@ -11,8 +11,9 @@ CUDA-core busy shares, L2 and DRAM bytes) priced by the power model (power.py: t
 static power, base/boost clocks and the energy block of the hardware file) gives the sustained clock
 f_s, the highest clock within the TDP, and the launch runs again at f_s (SimParams.power_iterations
 times, or until the clock settles to 1e-4). Launches whose work fits the TDP at boost keep the boost
-clock. (The limiter's ramp over a launch's first tens of microseconds is not modelled: a launch's
-average power never exceeds the TDP.)
+clock. That is the clock of back-to-back replays (a CUDA graph, every protocol but one). A launch
+measured once from idle (config `one_run`: TensorRT's per-layer profiler) starts at boost and decays
+to f_s with SimParams.power_tau_us (`one_run_clock`), and runs again at that average clock.
 """
 
 from __future__ import annotations
@@ -128,7 +129,29 @@ def simulate_gpu_launch(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resid
         f = f_new
         r = gpu_rates(hw, p, f)
         out = _run(launch_work(row, r, p, resident), r, p, row)
+    if launch_config(row)[0].get("one_run") and out.clock_hz < r.boost_hz:
+        f = one_run_clock(out.cycles, out.clock_hz, r.boost_hz, p.power_tau_us * 1e-6)
+        r = gpu_rates(hw, p, f)
+        out = _run(launch_work(row, r, p, resident), r, p, row)
     return out
+
+
+def one_run_clock(cycles: float, f_s: float, boost: float, tau_s: float) -> float:
+    """The average clock of `cycles` cycles run from idle: the clock starts at `boost` and decays to
+    the sustained `f_s` with time constant `tau_s`, f(t) = f_s + (boost - f_s) exp(-t / tau), so the
+    time T solves f_s T + (boost - f_s) tau (1 - exp(-T / tau)) = cycles (Newton steps from the
+    sustained clock's time, which overestimates T; the left side is increasing and concave)."""
+    if cycles <= 0 or tau_s <= 0:
+        return boost if tau_s > 0 else f_s
+    t = cycles / f_s
+    for _ in range(50):
+        g = f_s * t + (boost - f_s) * tau_s * (1 - math.exp(-t / tau_s)) - cycles
+        dg = f_s + (boost - f_s) * math.exp(-t / tau_s)
+        step = g / dg
+        t -= step
+        if abs(step) <= 1e-12 * t:
+            break
+    return cycles / t
 
 
 def lower_bound_s(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: float,

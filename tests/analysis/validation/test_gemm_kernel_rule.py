@@ -3,6 +3,8 @@ kernel_source / framework / version the aiconfigurator GEMM reader carries."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -63,8 +65,10 @@ def test_reader_carries_the_kernel_and_the_adapter_routes_by_it() -> None:
     assert list(rows["kernel_source"]) == [PLUGIN, PLUGIN, "torch_flow"]
     assert list(rows["protocol"]) == ["trt-profiler", "trt-profiler", "graph"]
     assert rows["status"].iloc[2] == "ok" and rows["w_format"].iloc[2] == "fp8"
-    kernels = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0]["kernel"] for i in (0, 1, 2)]
-    assert kernels == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm", "trtllm_fp8_gemm"]
+    launches = [launch_rows(rows.iloc[i].to_dict(), HW, "heuristic").launches[0] for i in (0, 1, 2)]
+    assert [x["kernel"] for x in launches] == ["trtllm_wo_gemv", "trtllm_fpaintb_gemm", "trtllm_fp8_gemm"]
+    # the profiled rows ran once from idle (the GPU model's boost-clock ramp); the graph row did not
+    assert [json.loads(x["config"]).get("one_run") for x in launches] == [1, 1, None]
 
 
 def test_wo_band_table_and_shape_halves() -> None:
