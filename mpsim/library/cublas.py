@@ -12,8 +12,8 @@ the instruction family its kernels use on the target:
   128x256x32 s3, 256x64x32 s3/s4, 64x256x32 s4, 128x128x32 s3/s4/s5, 128x64x32 s6, 64x128x32 s6,
   64x64x32 s10 and the same with K 64 at fewer stages), kept where they fit the device's shared
   memory per CTA; split-K 1, 2, 4, 8 or 16 slices (cuBLASLt's CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-  where cuBLAS's Ada heuristic runs a split (`sm80_splits`: from M x N x K = 2^21, within
-  half the SMs; read from the L40S rows).
+  where cuBLAS's Ada heuristic runs a split (`sm80_splits`: from M x N x K = 2^21 or K = 10240,
+  within half the SMs; read from the L40S rows).
 - `sm` 90, Hopper (wgmma + TMA, warp-specialized, one CTA per SM, data-parallel, stream-K, or
   split-K slices whose fp32 partials cuBLAS's splitKreduce_kernel adds in a second kernel): as
   measured on H100/H200, the tokens on the wgmma N side (any multiple of 8 up to 256).
@@ -140,8 +140,7 @@ def sm80_splits(m: int, n: int, k: int, tiles: int, trips: int, sms: int) -> lis
     """The split-K slice counts cuBLAS's Ada heuristic runs for `tiles` tiles of `trips` K trips
     (SM80_SPLIT_MIN_MNK, SM80_SPLIT_ANY_K, SM80_SPLIT_MAX_CTA_SHARE): 1 always; more from M x N x K
     = 2^21 or K = 10240 (at any size for M = 1, where the split tiles stand in for its GEMV
-    kernels), the slices' CTAs within
-    half the SMs and every slice at least SM80_MIN_TRIPS K trips."""
+    kernels), the slices' CTAs within half the SMs and every slice at least SM80_MIN_TRIPS K trips."""
     if m > 1 and m * n * k < SM80_SPLIT_MIN_MNK and k < SM80_SPLIT_ANY_K:
         return [1]
     return [s for s in SM80_SPLIT_K
