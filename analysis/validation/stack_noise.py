@@ -45,7 +45,11 @@ def gemm_files(gt: Path) -> dict[str, dict[str, Path]]:
 
 def bf16_latency(path: Path) -> pd.Series:
     """Latency (us) of the file's bf16 rows by (m, n, k); the mean where a shape repeats."""
-    d = pd.read_parquet(path, columns=["gemm_dtype", *KEY, "latency"])
+    cols = ["gemm_dtype", *KEY, "latency"]
+    d = pd.read_parquet(path)
+    missing = [c for c in cols if c not in d.columns]
+    if missing:
+        raise MpsimInputError(f"{path}: no column(s) {missing} (expected {cols})")
     d = d[d["gemm_dtype"] == "bfloat16"]
     if d.empty:
         raise MpsimInputError(f"{path}: no bfloat16 rows (gemm_dtype)")

@@ -63,3 +63,7 @@ def test_bad_trees_fail_with_the_path(tmp_path: Path) -> None:
     _table(tmp_path, "gpu_y", "vllm", "1.0", [("fp8", 8, 64, 64, 0.001)])
     with pytest.raises(MpsimInputError, match=r"gemm_perf\.parquet: no bfloat16 rows"):
         stack_noise.noise_table(tmp_path)
+    bad = tmp_path / "aiconfigurator" / "gpu_y" / "gemm" / "vllm" / "1.0" / "gemm_perf.parquet"
+    pd.DataFrame({"gemm_dtype": ["bfloat16"], "m": [1], "n": [2], "k": [3]}).to_parquet(bad)
+    with pytest.raises(MpsimInputError, match=r"gemm_perf\.parquet: no column\(s\) \['latency'\]"):
+        stack_noise.noise_table(tmp_path)
