@@ -136,18 +136,22 @@ def with_weight_copies(launch: Row, row: Mapping[str, Any], hw: HardwareSpec) ->
                            hw.l2.size_MiB * 2**20, hw.dram.size_GB * 1e9)
     if copies == 0:  # a source whose collector is not known: weights from DRAM, config unchanged
         return launch
-    cfg = json.loads(str(launch["config"]))
-    return {**launch, "config": json.dumps({**cfg, "w_copies": copies}, sort_keys=True)}
+    return _with_config(launch, "w_copies", copies)
 
 
 def one_run(launch: Row, row: Mapping[str, Any]) -> Row:
     """A launch TensorRT's per-layer profiler timed (`trt-profiler`: one profiled inference, each
-    layer run once between host-side gaps), marked `one_run` in its config: the board never reaches
-    its power-limited steady state, and the GPU model keeps the boost clock (mpsim/sim/gpu/model.py)."""
+    layer run once between host-side gaps), marked `one_run` in its config: it starts at the boost
+    clock and has not settled to the power-limited one (mpsim/sim/gpu/model.py one_run_clock)."""
     if str(row.get("protocol")) != "trt-profiler":
         return launch
+    return _with_config(launch, "one_run", 1)
+
+
+def _with_config(launch: Row, key: str, value: int) -> Row:
+    """`launch` with `key` set in its JSON config: a property of the measurement the GPU model reads."""
     cfg = json.loads(str(launch["config"]))
-    return {**launch, "config": json.dumps({**cfg, "one_run": 1}, sort_keys=True)}
+    return {**launch, "config": json.dumps({**cfg, key: value}, sort_keys=True)}
 
 
 def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimParams,
