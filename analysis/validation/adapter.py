@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, l2_weights, scaled_kernel
+from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, scaled_kernel
+from mpsim.analysis.validation.fp8_rows import weight_copies as scaled_copies  # vs weight_copies.py's
 from mpsim.analysis.validation.weight_copies import weight_copies
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
@@ -200,13 +201,13 @@ def _scaled_gemm(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams,
     m, n, k = _int(row, "m"), _int(row, "n"), _int(row, "k")
     fmt, bits = str(row["w_format"]), _int(row, "w_bits")
     group = None if str(row.get("group_size")) in ("None", "nan", "<NA>") else int(row["group_size"])
-    warm = l2_weights(row, hw, params)
-    cands = [with_call(c, quant, warm)
+    copies = scaled_copies(row, hw) if isinstance(hw, GpuSpec) else 0
+    cands = [with_call(c, quant, copies)
              for c in gemm_candidate_configs(m, n, k, fmt, bits, group, hw, kernel)]
     build = partial(gemm_row, m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
     if len(cands) == 1:
         return build(config=cands[0])
-    key = json.dumps([m, n, k, fmt, bits, group, kernel, quant, warm])
+    key = json.dumps([m, n, k, fmt, bits, group, kernel, quant, copies])
     name = configs.get(key) if configs is not None else None
     found = [c for c in cands if c.name() == name]
     if found:

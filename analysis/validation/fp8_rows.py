@@ -8,29 +8,30 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
   `deepgemm_fp8_block_gemm`, FlashInferFp8BlockScaledMMKernel (M < 32) -> `flashinfer_fp8_block_gemm`,
   CutlassFp8BlockScaledMMKernel (shapes DeepGEMM refuses) -> `cutlass_fp8_block_gemm`, each after the
   per-token-group 1x128 quantization (QUANT_GROUP); FlashInferCuteDslNvFp4LinearKernel ->
-  `flashinfer_nvfp4_gemm` after the fp4 quantization (QUANT_FP4). TritonFp8BlockScaledMMKernel (L40S)
-  is not modelled, nor any fp8 kernel on Ada (sm_89: vLLM's c2x mma.sync dispatch); Blackwell runs
-  the Hopper designs' fp8 tiles (an assumption, as mpsim.sim.gpu.arch states for every kernel).
+  `flashinfer_nvfp4_gemm` after the fp4 quantization (QUANT_FP4). On Ada (sm_89) the CUTLASS fp8
+  kernel is vLLM's c2x mma.sync dispatch (mpsim/library/cutlass_fp8.py); TritonFp8BlockScaledMMKernel
+  (L40S) is not modelled; Blackwell runs the Hopper designs' fp8 tiles (an assumption, as
+  mpsim.sim.gpu.arch states for every kernel).
 - SGLang 0.5.14: sglang_sgl_kernel_fp8_scaled_mm -> `cutlass_fp8_gemm` after sgl_per_token_quant_fp8
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
 - TensorRT-LLM 1.3.0rc20 `torch_flow` (mpsim/library/trtllm_fp8.py's rule): fp8 -> `trtllm_fp8_gemm`
-  (QUANT_TENSOR_TRT); fp8_block -> `deepgemm_fp8_block_gemm` (QUANT_GROUP; the rows labelled
-  `deepgemm` on Blackwell too); nvfp4 -> `trtllm_nvfp4_gemm` (QUANT_FP4).
+  (QUANT_TENSOR_TRT; on Ada cuBLASLt's mma.sync kernels); fp8_block -> `deepgemm_fp8_block_gemm`
+  (QUANT_GROUP; the rows labelled `deepgemm` on Blackwell too; on Ada TensorRT-LLM's own sm_89
+  blockwise GEMM runs, not modelled); nvfp4 -> `trtllm_nvfp4_gemm` (QUANT_FP4).
 
-Weight copies per measured call (the collectors'): vLLM 6 for fp8 and 1 for fp8_block and nvfp4;
-SGLang up to 6 (a memory budget these shapes never reach); TensorRT-LLM clamp(ceil(L2 bytes /
-weight bytes), 1, 5). The weight stays in L2 between calls (`l2_weights`) when the copies, the
-activations and the output fit the usable L2 (SimParams.l2_usable_fraction).
+Weight copies per measured call (the collectors', analysis/validation/weight_copies.py): vLLM 6
+for fp8 and 1 for fp8_block and nvfp4; SGLang up to 6 (a memory budget these shapes never reach);
+TensorRT-LLM 1.3 clamp(ceil(L2 bytes / weight bytes), 1, 5), before 1.3 5 for every shape. The
+launch's config carries them (`w_copies`); what L2 finds between calls is the GPU model's replay
+rule (mpsim/sim/gpu/memory.py `replay_hits`), as for cuBLAS's rows.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
+from mpsim.analysis.validation.weight_copies import weight_copies as collector_copies
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.library.cutlass_fp8 import CUTLASS_FP8_BLOCK_GEMM, CUTLASS_FP8_GEMM
 from mpsim.library.deepgemm import DEEPGEMM_FP8_BLOCK_GEMM
@@ -44,8 +45,6 @@ from mpsim.library.scaled_gemm import (
 )
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
 from mpsim.sim.gpu.arch import generation
-from mpsim.sim.params import SimParams
-from mpsim.traces.accounting import FP16, weight_bytes
 
 FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
 # (framework, kernel_source, w_format) -> (kernel, activation quantization of the call)
@@ -62,10 +61,11 @@ SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "torch_flow", "nvfp4"): (TRTLLM_NVFP4_GEMM, QUANT_FP4),
 }
-VLLM_COPIES = {"fp8": 6, "fp8-block": 1, "nvfp4": 1}
-SGLANG_COPIES = 6
-TRTLLM_MAX_COPIES = 5
-TRTLLM_ELEM_BYTES = {"fp8": 1.0, "fp8-block": 1.0, "nvfp4": 0.5}  # the collector's _bytes_per_elem
+# the kernels with an sm_89 (Ada) form: vLLM's c2x dispatch, cuBLASLt's mma.sync fp8 GEMM
+ADA_KERNELS = (CUTLASS_FP8_GEMM, TRTLLM_FP8_GEMM)
+SGLANG_COPIES = 6  # collector/sglang/collect_gemm.py: up to 6 quantize + GEMM pairs (its memory
+#                   budget is never reached by these shapes)
+COLLECTOR_DTYPE = {"fp8": "fp8", "fp8-block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "nvfp4"}
 
 
 class NotModelledError(ValueError):
@@ -84,30 +84,20 @@ def scaled_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> tuple[str, int]:
     need = "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
     if not isinstance(hw, GpuSpec) or need not in hw.tensor_core.flops_per_clock_per_SM:
         raise NotModelledError(f"{hw.name} has no {need} tensor cores (its hardware file lists none)")
-    if generation(hw) == "ampere":  # Ada (sm_89) runs mma.sync kernels: vLLM's c2x sm89 dispatch
-        raise NotModelledError(f"{source} on {hw.name} not modelled (the fp8 kernels are modelled for "
-                               "Hopper's wgmma and Blackwell, not sm_89's mma.sync dispatch)")
+    if generation(hw) == "ampere" and found[0] not in ADA_KERNELS:
+        raise NotModelledError(f"{source} on {hw.name} not modelled (the {fmt} kernels are modelled "
+                               "for Hopper's wgmma and Blackwell; on sm_89 only vLLM's CUTLASS fp8 "
+                               "dispatch and cuBLASLt's fp8 GEMM)")
     return found
 
 
 def weight_copies(row: Mapping[str, Any], hw: GpuSpec) -> int:
-    """How many weight copies the collector cycled through in one measured call."""
+    """How many weight copies the collector cycled through in one measured call: weight_copies.py's
+    rule for the row's framework and version (TensorRT-LLM before 1.3: 5 for every shape), SGLang's
+    fp8 collector SGLANG_COPIES (0: a collector whose rule is not known, no replay)."""
     fmt, framework = str(row["w_format"]), str(row.get("framework") or "").lower()
-    if framework == "vllm":
-        return VLLM_COPIES.get(fmt, 1)
-    if framework == "trtllm":
-        w = int(row["n"]) * int(row["k"]) * TRTLLM_ELEM_BYTES.get(fmt, 1.0)
-        return max(1, min(TRTLLM_MAX_COPIES, math.ceil(hw.l2.size_MiB * 2**20 / w)))
-    return SGLANG_COPIES
-
-
-def l2_weights(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams) -> bool:
-    """Whether the weight stays in L2 from one measured call to the next (module docstring)."""
-    if not isinstance(hw, GpuSpec):
-        return False
-    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    group = row.get("group_size")
-    group = None if group is None or pd.isna(group) else int(group)
-    w = weight_bytes(n, k, str(row["w_format"]), int(row["w_bits"]), group)
-    footprint = weight_copies(row, hw) * w + m * k * FP16 + m * n * FP16
-    return footprint <= params.l2_usable_fraction * hw.l2.size_MiB * 2**20
+    if framework == "sglang":
+        return SGLANG_COPIES
+    return collector_copies(framework, str(row.get("fw_version") or ""), COLLECTOR_DTYPE[fmt],
+                            int(row["m"]), int(row["n"]), int(row["k"]), hw.l2.size_MiB * 2**20,
+                            hw.dram.size_GB * 1e9)

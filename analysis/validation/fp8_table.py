@@ -8,8 +8,8 @@ Each file is `mpsim validate --against FILE --hw H --select fp8 --sample N` (a s
 fixed seed), run in `--workers` processes; the table is printed, or written between the
 `<!-- validation:fp8 -->` markers of `--doc`. Columns: rows, the simulator's MAPE, its p90 absolute
 error and bias, the plain roofline's MAPE, and whether the cell meets issue 26's 10% bar (B200's fp8
-and fp8_block classes are outside it; "ties the roofline" marks a host-bound cell). Absent files
-are skipped with a reason.
+and fp8_block classes are outside it; L40S's cells are issue 24's GEMM bar, the same 10%; "ties the
+roofline" marks a host-bound cell). Absent files are skipped with a reason.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ FILES = (("H200", "h200_sxm", "h200-sxm", "vllm", "0.24.0"),
          ("H100", "h100_sxm", "h100-sxm", "vllm", "0.24.0"),
          ("H100", "h100_sxm", "h100-sxm", "trtllm", "1.3.0rc20"),
          ("B200", "b200_sxm", "b200-sxm", "vllm", "0.24.0"),
-         ("B200", "b200_sxm", "b200-sxm", "trtllm", "1.3.0rc20"))
+         ("B200", "b200_sxm", "b200-sxm", "trtllm", "1.3.0rc20"),
+         ("L40S", "l40s", "l40s", "vllm", "0.24.0"),
+         ("L40S", "l40s", "l40s", "trtllm", "1.3.0rc20"),
+         ("L40S", "l40s", "l40s", "trtllm", "1.0.0"))
 BANDS = ((1, 16, "1-16"), (17, 256, "17-256"), (257, 8192, "257-8192"))
 CLASSES = ("gemm fp8", "gemm fp8_block", "gemm nvfp4")
 BAR = 10.0

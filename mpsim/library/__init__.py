@@ -151,9 +151,17 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], Lau
     cublas.CUBLAS_GEMM: lambda kernel, m, n, k, group, sms, arch: cublas.heuristic_for_arch(
         m, n, k, sms, arch),
     **dict.fromkeys(gemlite.KERNELS, lambda kernel, m, n, k, group, sms, arch: gemlite.default_config(
-        kernel, m, n, k, group or k, arch))}
-# fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms): the library's fixed
-# heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles a search tries
+        kernel, m, n, k, group or k, arch)),
+    # vLLM's cutlass_scaled_mm and cuBLASLt's fp8 GEMM run mma.sync kernels on Ada
+    cutlass_fp8.CUTLASS_FP8_GEMM: lambda kernel, m, n, k, group, sms, arch: (
+        cutlass_fp8.cutlass_fp8_sm89_heuristic(m, n, k) if arch == "ada"
+        else cutlass_fp8.cutlass_fp8_heuristic(m, n, k, sms)),
+    trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, group, sms, arch: (
+        trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
+        else trtllm_fp8.fp8_heuristic(m, n, sms))}
+# fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms, GPU generation): the
+# library's fixed heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles
+# a search tries; generation `ampere` (mpsim.sim.gpu.arch) is Ada for these (fp8 needs sm_89)
 SCALED_CANDIDATES = {kernel: room.candidates for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8)
                      for kernel in room.KERNELS}
 SCALED_GEMM_KERNELS = tuple(SCALED_CANDIDATES)

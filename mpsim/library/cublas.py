@@ -147,6 +147,14 @@ def sm80_splits(m: int, n: int, k: int, tiles: int, trips: int, sms: int) -> lis
             if s == 1 or (tiles * s <= SM80_SPLIT_MAX_CTA_SHARE * sms and trips >= s * SM80_MIN_TRIPS)]
 
 
+def least_work(cands: list[LaunchConfig], k: int, sms: int) -> LaunchConfig:
+    """The data-parallel tile x split-K whose busiest SM does the least MMA work (waves x tile x K
+    trips per slice; ties: fewer slices, deeper pipeline): cuBLAS's fixed choice on Ampere/Ada."""
+    return min(cands, key=lambda c: (cdiv(c.grid[0], sms) * int(c.block_m or 0) * int(c.block_n or 0)
+                                     * cdiv(cdiv(k, int(c.block_k or 1)), c.split_k),
+                                     c.split_k, -c.num_stages))
+
+
 def _blackwell(m: int, n: int, k: int, sms: int, smem_per_cta: int) -> list[LaunchConfig]:
     out = []
     for wt, tt, pair in SM100_TILES:
@@ -193,10 +201,7 @@ def cublas_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS, generation: str
         if not cands:
             raise ValueError(f"cuBLAS heuristic: no SM80 tile fits {smem_per_cta} bytes of shared "
                              "memory per CTA")
-        return min(cands, key=lambda c: (cdiv(c.grid[0], sms) * int(c.block_m or 0)
-                                         * int(c.block_n or 0)
-                                         * cdiv(cdiv(k, int(c.block_k or 1)), c.split_k),
-                                         c.split_k, -c.num_stages))
+        return least_work(cands, k, sms)
     tt = min(128, max(16, next_pow2(m)))
     if generation == "blackwell":
         return cublas_config(m, n, k, tt, 128, True, sms, sm=100, block_k=SM100_BLOCK_K,

@@ -15,18 +15,48 @@ multicast: `pair`). SGLang's sm90 fp8_scaled_mm dispatch is taken to be the same
 (ASSUMPTION: its file was not read). The block-scaled kernel (scaled_mm_blockwise_sm90_fp8_dispatch
 .cuh) runs a 128 x 128 x 128 persistent tile, promoting each 128-deep block's partial sums with
 its scales on the CUDA cores as DeepGEMM does.
+
+On Ada (sm_89) vLLM's cutlass_scaled_mm runs CUTLASS 2.x kernels instead (`cutlass_fp8_sm89_heuristic`,
+read from csrc/quantization/w8a8/cutlass/scaled_mm_c2x_sm89_fp8_dispatch.cuh at 42d3ba86): mma.sync
+m16n8k32 on e4m3, the tokens on the MMA's M side, one CTA per tile through the whole K (no split-K,
+no stream-K), the ThreadblockShape / WarpShape / stages chosen by the next power of two of M (at
+least 16) and of N (`SM89_DISPATCH`). Every tile fits the L40S's 99 KB of shared memory per CTA, so
+the dispatch's fallback kernel (64 x 128 x 64, 5 stages, used where a tile does not fit) never runs
+there. No blockwise fp8 kernel of CUTLASS runs on sm_89 (vLLM runs its Triton kernel there).
 """
 
 from __future__ import annotations
 
-from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, next_pow2
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_DP, SCHED_PERSISTENT, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import (
+    SCHED_DP,
+    SCHED_PERSISTENT,
+    scaled_config,
+    scaled_row,
+    sm89_config,
+)
 
 CUTLASS_FP8_GEMM = "cutlass_fp8_gemm"
 CUTLASS_FP8_BLOCK_GEMM = "cutlass_fp8_block_gemm"
 KERNELS = (CUTLASS_FP8_GEMM, CUTLASS_FP8_BLOCK_GEMM)
 SMALL_N = 1280  # vLLM's sm90 dispatch: the N bound of its small-M tiles
+# vLLM's sm89 fp8 dispatch: (largest next_pow2(M) of the rule, [(largest next_pow2(N) or None,
+# (token tile, weight tile, K tile), stages, warps along (tokens, weights, K))])
+_Tile = tuple[int | None, tuple[int, int, int], int, tuple[int, int, int]]
+SM89_DISPATCH: tuple[tuple[int | None, tuple[_Tile, ...]], ...] = (
+    (16, ((8192, (16, 64, 128), 5, (1, 1, 2)), (24576, (16, 128, 64), 5, (1, 2, 1)),
+          (None, (32, 64, 128), 5, (2, 1, 2)))),
+    (32, ((8192, (32, 64, 128), 5, (2, 1, 2)), (16384, (32, 128, 128), 4, (1, 2, 2)),
+          (None, (32, 64, 128), 5, (2, 1, 2)))),
+    (64, ((8196, (64, 64, 128), 5, (2, 1, 2)), (16384, (64, 128, 128), 3, (1, 2, 2)),
+          (None, (64, 64, 128), 5, (2, 1, 2)))),
+    (128, ((8192, (64, 128, 128), 3, (1, 2, 2)), (16384, (128, 128, 64), 5, (2, 2, 1)),
+           (None, (128, 64, 128), 3, (2, 1, 2)))),
+    (256, ((4096, (64, 128, 128), 3, (1, 2, 2)), (None, (128, 128, 64), 5, (2, 2, 1)))),
+    (None, ((4096, (128, 128, 64), 5, (2, 2, 1)), (8192, (256, 128, 64), 3, (4, 2, 1)),
+            (None, (128, 128, 64), 5, (2, 2, 1)))),
+)
 
 
 def cutlass_fp8_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
@@ -43,14 +73,29 @@ def cutlass_fp8_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchC
     return scaled_config(CUTLASS_FP8_GEMM, m, n, 128, 128, 128, SCHED_PERSISTENT, sms, pair=True)
 
 
+def cutlass_fp8_sm89_heuristic(m: int, n: int, k: int) -> LaunchConfig:
+    """vLLM's sm89 fp8 dispatch (module docstring, SM89_DISPATCH): the first rule whose M and N
+    bounds hold for next_pow2(max(M, 16)) and next_pow2(N)."""
+    mp2, np2 = max(16, next_pow2(m)), next_pow2(n)
+    rules = next(r for top, r in SM89_DISPATCH if top is None or mp2 <= top)
+    _, (tt, wt, bk), stages, grid = next(t for t in rules if t[0] is None or np2 <= t[0])
+    return sm89_config(CUTLASS_FP8_GEMM, m, n, tt, wt, bk, stages, grid, swap_ab=False)
+
+
 def cutlass_fp8_block_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
     """vLLM's sm90 blockwise dispatch: one 128 x 128 x 128 persistent tile, CUDA-core promotion."""
     return scaled_config(CUTLASS_FP8_BLOCK_GEMM, m, n, 128, 128, 128, SCHED_PERSISTENT, sms,
                          promote=True)
 
 
-def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
-    """The config the library's fixed dispatch picks (no search: vLLM's heuristic is static)."""
+def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
+               generation: str = "hopper") -> list[LaunchConfig]:
+    """The config the library's fixed dispatch picks on a GPU `generation` (no search: vLLM's
+    heuristic is static); `ampere` is Ada here (sm_89: no fp8 tensor cores before it)."""
+    if generation == "ampere":
+        if kernel != CUTLASS_FP8_GEMM:
+            raise ValueError(f"{kernel}: CUTLASS has no blockwise fp8 kernel for sm_89")
+        return [cutlass_fp8_sm89_heuristic(m, n, k)]
     if kernel == CUTLASS_FP8_GEMM:
         return [cutlass_fp8_heuristic(m, n, k, sms)]
     return [cutlass_fp8_block_heuristic(m, n, k, sms)]

@@ -89,7 +89,11 @@ def deepgemm_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
                          promote=True, warps=warps, stages=stages)
 
 
-def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
+def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
+               generation: str = "hopper") -> list[LaunchConfig]:
+    """The config of the library's fixed dispatch (Hopper and Blackwell only)."""
+    if generation == "ampere":
+        raise ValueError(f"{kernel}: DeepGEMM runs on sm_90 / sm_100, not on Ampere or Ada")
     return [deepgemm_config(m, n, k, sms)]
 
 

@@ -46,7 +46,12 @@ def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS, kernel: str = F
             for tt, wt, pair in NVFP4_TILES for sched in scheds]
 
 
-def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
+def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
+               generation: str = "hopper") -> list[LaunchConfig]:
+    """The config of the library's fixed dispatch (Hopper and Blackwell only)."""
+    if generation == "ampere":
+        raise ValueError(f"{kernel}: FlashInfer's fp8 / fp4 GEMMs run on sm_90 / sm_100, not on "
+                         "Ampere or Ada")
     if kernel == FLASHINFER_FP8_BLOCK_GEMM:
         return [fp8_block_config(m, n, k, sms)]
     return nvfp4_candidates(m, n, k, sms)

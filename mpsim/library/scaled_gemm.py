@@ -9,8 +9,9 @@ mpsim/sim/gpu/library/wo_tiled.py `_stream_k`), `swap_ab` (1: the weights on the
 tokens on its N side, as CUTLASS/FlashInfer run small M), `mma_m` (the MMA's smallest row count on
 the token side: 64 for Hopper wgmma with tokens on M, 8 with swap_ab), `promote` (1: DeepGEMM's
 promotion of each 128-deep fp8 partial sum into fp32 registers on the CUDA cores, Hopper), `quant`
-(the activation quantization the call runs before the GEMM, below) and `l2_weights` (1: the
-weight stays in L2 between calls: a benchmark that cycles fewer weight copies than L2 holds).
+(the activation quantization the call runs before the GEMM, below) and, for a measured call,
+`w_copies` (how many copies of the weight the benchmark cycled: what L2 finds between calls is the
+GPU model's `replay_hits`, as for cuBLAS's rows; absent for a model's forward pass).
 
 Activation quantization (`quant`): a trace's GEMM row takes quantized activations from the
 policy's own quantization launch (fp8pol's `fp8_act_quant` / `fp8_block_act_quant` /
@@ -81,16 +82,20 @@ def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int
     return LaunchConfig(kernel, (grid,), token_tile, weight_tile, block_k, warps, stages,
                         extra=(("sched", sched), ("swap_ab", int(swap_ab)), ("mma_m", mma_m),
                                ("promote", int(promote)), ("umma", int(umma)), ("pair", int(pair)),
-                               ("quant", QUANT_NONE),
-                               ("l2_weights", 0)))
+                               ("quant", QUANT_NONE)))
 
 
-def with_call(cfg: LaunchConfig, quant: int, l2_weights: bool) -> LaunchConfig:
-    """The config with the measured call's activation quantization and weight residency set."""
+def with_call(cfg: LaunchConfig, quant: int, copies: int) -> LaunchConfig:
+    """The config with the measured call's activation quantization and the weight copies its
+    benchmark cycled (`w_copies`; 0: not a replay) set."""
     if quant not in QUANT_KERNELS:
         raise ValueError(f"activation quantization mode {quant}: expected one of {sorted(QUANT_KERNELS)}")
+    if copies < 0:
+        raise ValueError(f"weight copies {copies}: expected 0 (not a replay) or more")
     extra = dict(cfg.extra)
-    extra.update(quant=quant, l2_weights=int(l2_weights))
+    extra.update(quant=quant)
+    if copies:
+        extra.update(w_copies=copies)
     return LaunchConfig(cfg.kernel, cfg.grid, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps,
                         cfg.num_stages, cfg.split_k, cfg.group_m, tuple(extra.items()))
 
@@ -109,3 +114,26 @@ def scaled_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_s
     row = gemm_shape(m, n, k, fmt, bits, group_size if fmt == "fp8" else DEFAULT_GROUP[fmt], bias)
     row["a_dtype"] = A_DTYPE[fmt]
     return apply_config(row, cfg)
+
+
+# Ada (sm_89): CUTLASS 2.x mma.sync kernels (m16n8k32 e4m3, cp.async multistage, data-parallel
+# tiles, serial split-K where cuBLAS's heuristic splits); no clusters, no persistent schedule.
+SM89 = 89
+
+
+def sm89_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
+                stages: int, warp_grid: tuple[int, int, int], *, swap_ab: bool,
+                split_k: int = 1) -> LaunchConfig:
+    """One config of an Ada fp8 mma.sync kernel: a data-parallel grid of token x weight tiles, each
+    split into `split_k` K slices; `warp_grid` = warps along (tokens, weights, K) (CUTLASS's
+    ThreadblockShape / WarpShape); `swap_ab`: the weights on the MMA's M side (cuBLAS's y^T =
+    W x^T), else the tokens (vLLM's cutlass_scaled_mm, A = activations)."""
+    warps_t, warps_w, warps_k = warp_grid
+    tiles = cdiv(m, token_tile) * cdiv(n, weight_tile)
+    return LaunchConfig(kernel, (tiles * split_k,), token_tile, weight_tile, block_k,
+                        warps_t * warps_w * warps_k, stages, split_k=split_k,
+                        extra=(("sched", SCHED_DP), ("swap_ab", int(swap_ab)),
+                               ("mma_m", 8 if swap_ab else 16), ("promote", 0), ("umma", 0),
+                               ("pair", 0), ("sm", SM89),
+                               ("warps_t", warps_t), ("warps_w", warps_w),
+                               ("quant", QUANT_NONE)))

@@ -8,6 +8,10 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
 - fp8 (FP8QDQLinearMethod): torch.ops.tensorrt_llm.quantize_e4m3_per_tensor (amax, quantize), then
   torch.ops.trtllm.cublas_scaled_mm: cuBLASLt's fp8 GEMM with the two per-tensor scales. Priced as
   `trtllm_fp8_gemm`: cuBLAS's Hopper tiles and schedules (mpsim/library/cublas.py), fp8 operands.
+  On Ada (sm_89) cuBLASLt runs mma.sync e4m3 kernels: priced with CUTLASS's SM89 fp8 tiles
+  (`SM89_FP8_TILES`) in cuBLAS's orientation (the weights on the MMA's M side), data-parallel,
+  split into K slices where cuBLAS's Ada heuristic splits its bf16 GEMMs (cublas.sm80_splits:
+  ASSUMPTION that its fp8 heuristic splits alike; cuBLASLt's own tile list is not public).
 - fp8_block on Hopper: fp8_quantize_1x128, then fp8_block_scaling_gemm (TensorRT-LLM's port of
   DeepGEMM's design): priced as `deepgemm_fp8_block_gemm`; on Blackwell the collector labels the
   rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path): the same kernel name.
@@ -25,16 +29,43 @@ build: priced as this room's `trtllm_fp8_gemm` at `fp8_heuristic`'s tile (an ass
 
 from __future__ import annotations
 
-from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, next_pow2
-from mpsim.library.cublas import CUBLAS_MAX_ACC, CUBLAS_TOKEN_TILES, CUBLAS_WEIGHT_TILES
+from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv, next_pow2
+from mpsim.library.cublas import (
+    CUBLAS_MAX_ACC,
+    CUBLAS_TOKEN_TILES,
+    CUBLAS_WEIGHT_TILES,
+    SMEM_PER_CTA_BY_ARCH,
+    least_work,
+    sm80_splits,
+)
 from mpsim.library.flashinfer_gemm import nvfp4_candidates
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import (
+    SCHED_DP,
+    SCHED_PERSISTENT,
+    SCHED_STREAM_K,
+    scaled_config,
+    scaled_row,
+    sm89_config,
+)
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
 KERNELS = (TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM)
 FP8_BLOCK_K = 128  # cuBLASLt fp8 wgmma kernels: K steps of 128 bytes
+# CUTLASS's SM89 e4m3 tensor-op tiles (NVIDIA/cutlass python/cutlass_library/generator.py at
+# 7107b0553, GenerateSM89_TensorOp_16832_fp8): (weight tile, token tile, K tile, warps along the
+# weights, along the tokens), each at the deepest of its generated stage counts that fits the CTA's
+# shared memory (SM89_FP8_STAGES)
+SM89_FP8_TILES = (
+    (256, 128, 64, 4, 2), (256, 128, 128, 4, 2), (128, 256, 128, 2, 4), (128, 256, 64, 2, 4),
+    (256, 64, 128, 4, 1), (256, 64, 64, 4, 1), (64, 256, 128, 1, 4), (64, 256, 64, 1, 4),
+    (256, 32, 128, 4, 1), (256, 32, 64, 4, 1), (32, 256, 128, 1, 4), (32, 256, 64, 1, 4),
+    (128, 128, 128, 2, 2), (128, 128, 64, 2, 2), (128, 64, 128, 2, 2), (64, 128, 128, 2, 2),
+    (128, 64, 64, 2, 2), (64, 128, 64, 2, 2), (128, 32, 128, 4, 1), (128, 32, 64, 4, 1),
+    (32, 128, 128, 1, 4), (32, 128, 64, 1, 4), (64, 64, 128, 2, 2), (64, 64, 64, 2, 2),
+)
+SM89_FP8_STAGES = (10, 6, 5, 4, 3)  # the generator's stage counts, deepest first
 
 
 def fp8_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
@@ -49,7 +80,29 @@ def fp8_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchCon
     return out
 
 
-def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
+def fp8_sm89_candidates(m: int, n: int, k: int, sms: int = GPU_SMS,
+                        smem_per_cta: int = SMEM_PER_CTA_BY_ARCH["ada"]) -> list[LaunchConfig]:
+    """cuBLASLt's fp8 GEMM on Ada (module docstring): every SM89 tile at its deepest pipeline that
+    fits `smem_per_cta`, at each split-K cuBLAS's Ada heuristic allows."""
+    out = []
+    for wt, tt, bk, warps_w, warps_t in SM89_FP8_TILES:
+        stages = next((s for s in SM89_FP8_STAGES if (wt + tt) * bk * s <= smem_per_cta), 0)
+        if stages < 3:
+            continue
+        tiles = cdiv(m, tt) * cdiv(n, wt)
+        for split in sm80_splits(m, n, k, tiles, cdiv(k, bk), sms):
+            out.append(sm89_config(TRTLLM_FP8_GEMM, m, n, tt, wt, bk, stages, (warps_t, warps_w, 1),
+                                   swap_ab=True, split_k=split))
+    return out
+
+
+def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
+               generation: str = "hopper") -> list[LaunchConfig]:
+    """The tiles a search tries on a GPU `generation` (`ampere` is Ada here: fp8 needs sm_89)."""
+    if generation == "ampere":
+        if kernel != TRTLLM_FP8_GEMM:
+            raise ValueError(f"{kernel}: NVFP4 needs Blackwell's tensor cores, not sm_89's")
+        return fp8_sm89_candidates(m, n, k, sms)
     if kernel == TRTLLM_FP8_GEMM:
         return fp8_candidates(m, n, k, sms)
     return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))
@@ -67,6 +120,12 @@ def fp8_heuristic(m: int, n: int, sms: int = GPU_SMS) -> LaunchConfig:
     K step and left the grid on 16-112 SMs (1.1-1.8 TB/s on llama-3-8b's decode shapes, H200)."""
     tt = min(128, max(16, next_pow2(m)))
     return scaled_config(TRTLLM_FP8_GEMM, m, n, tt, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms, swap_ab=True)
+
+
+def fp8_sm89_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """The fixed choice on Ada: the SM89 tile x split-K whose busiest SM does the least MMA work
+    (cublas.least_work, the rule cuBLAS's bf16 heuristic is priced with there)."""
+    return least_work(fp8_sm89_candidates(m, n, k, sms), k, sms)
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,

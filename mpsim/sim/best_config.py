@@ -132,7 +132,11 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
     if kernel == trtllm.TRTLLM_WO_GEMV:
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
     if kernel in SCALED_CANDIDATES:
-        return SCALED_CANDIDATES[kernel](kernel, m, n, k, sms)
+        gen = generation(hw) if isinstance(hw, GpuSpec) else "hopper"
+        try:
+            return SCALED_CANDIDATES[kernel](kernel, m, n, k, sms, gen)
+        except ValueError as exc:
+            raise MpsimInputError(f"best config on {hw.name}: {exc}") from None
     if kernel in AUTOTUNED_CANDIDATES:
         try:
             return AUTOTUNED_CANDIDATES[kernel](m, n, k, bits, group_size or k, sms)

@@ -39,13 +39,11 @@ WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_deco
                 "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill")
 # kernels whose config can say a measurement cycled copies of their weights (`w_copies` > 0, a replay:
 # analysis/validation/weight_copies.py); the bound treats them as warm (up to an L2 of their reads)
-REPLAY_KERNELS = ("cublas_gemm",)
+# (and the fp8 / fp4 scaled GEMMs, mpsim.library.SCALED_GEMM_KERNELS, whose rows say it alike)
+REPLAY_KERNELS = ("cublas_gemm", *SCALED_GEMM_KERNELS)
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill",
                       "fa3_decode", "fa3_prefill", "sglang_fa3_decode", "sglang_fa3_prefill")
-# fp8 / fp4 scaled GEMMs (mpsim/library/scaled_gemm.py): their weights may stay in L2 between the
-# calls of a benchmark (`l2_weights`: 1), a warm launch as the kernels above
-# (the fp8 / fp4 rooms name them: mpsim.library.SCALED_GEMM_KERNELS)
 # a GEMM's quantized activations (a_dtype) name the tensor rate it runs at
 A_DTYPE_PEAK = {"fp8-e4m3": "fp8", "fp4-e2m1": "fp4"}
 
@@ -132,7 +130,7 @@ def input_bytes(rows: pd.DataFrame) -> np.ndarray:
 
 def warm_rows(rows: pd.DataFrame) -> np.ndarray:
     """Rows whose config says they replay back to back (`l2_warm`: 1)."""
-    return _config_flag(rows, WARM_KERNELS, "l2_warm") | _config_flag(rows, SCALED_GEMM_KERNELS, "l2_weights")
+    return _config_flag(rows, WARM_KERNELS, "l2_warm")
 
 
 def replay_rows(rows: pd.DataFrame) -> np.ndarray:
@@ -192,8 +190,7 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     flops = float(row["flops"])
     read = float(row["bytes_read"])
     nbytes = read + float(row["bytes_written"])
-    warm = (row["kernel"] in WARM_KERNELS and is_warm(str(row["config"]))) or \
-        (row["kernel"] in SCALED_GEMM_KERNELS and _flag(str(row["config"]), "l2_weights"))
+    warm = row["kernel"] in WARM_KERNELS and is_warm(str(row["config"]))
     if resident and isinstance(hw, GpuSpec) and warm:
         nbytes -= min(read, hw.l2.size_MiB * 2**20)  # up to an L2 of its reads (resident_credit)
     elif resident and isinstance(hw, GpuSpec) and row["kernel"] in REPLAY_KERNELS and _flag(

@@ -131,21 +131,32 @@ def test_the_calls_activation_quantization_adds_its_kernels_and_time() -> None:
     assert launch_kernels(plain) == 1 and json.loads(plain["config"])["quant"] == QUANT_NONE
     t0 = price_launch(plain, H200)["time_s"]
     for quant in (QUANT_GROUP, QUANT_TENSOR_TRT):
-        cfg = with_call(base, quant, False)
+        cfg = with_call(base, quant, 0)
         row = gemm_row(512, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=cfg)
         assert launch_kernels(row) == 1 + QUANT_KERNELS[quant]
         assert price_launch(row, H200)["time_s"] > t0
     with pytest.raises(ValueError, match="activation quantization mode 9"):
-        with_call(base, 9, False)
+        with_call(base, 9, 0)
+    with pytest.raises(ValueError, match="weight copies -1"):
+        with_call(base, QUANT_NONE, -1)
 
 
-def test_weights_kept_in_l2_skip_dram() -> None:
+def test_weights_a_benchmark_replays_from_l2_skip_dram() -> None:
+    """A measured call's weight copies (`w_copies`) go through the replay rule cuBLAS's rows use
+    (memory.py replay_hits): one 16.8 MB copy stays in H200's L2 between calls, six do not."""
     base = cutlass_fp8_heuristic(16, 4096, 4096)
-    cold = price_launch(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=base), H200)
-    warm = price_launch(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM,
-                                 config=with_call(base, QUANT_NONE, True)), H200)
-    assert warm["bytes_dram"] < cold["bytes_dram"] - 4096 * 4096 * 0.99
-    assert warm["time_s"] < cold["time_s"]
+
+    def priced(copies: int) -> dict[str, float]:
+        row = gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM,
+                       config=with_call(base, QUANT_NONE, copies))
+        return price_launch(row, H200)
+
+    cold, one, six = priced(0), priced(1), priced(6)
+    assert json.loads(gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM,
+                               config=with_call(base, QUANT_NONE, 0))["config"]).get("w_copies") is None
+    assert one["bytes_dram"] < cold["bytes_dram"] - 4096 * 4096 * 0.99
+    assert one["time_s"] < cold["time_s"]
+    assert six["bytes_dram"] >= 4096 * 4096  # every weight byte streamed (the output may stay)
 
 
 def test_the_roofline_prices_fp8_and_fp4_gemms_at_their_tensor_rate() -> None:
@@ -201,3 +212,16 @@ def test_hopper_clusters_run_whole_pairs_of_token_tiles() -> None:
 
     t256, t257, t512 = us(256), us(257), us(512)
     assert t257 > 1.2 * t256 and t257 == pytest.approx(t512, rel=0.05)  # 13.6 -> 17.5 us (512: 17.7)
+
+
+def test_the_simulators_bound_credits_a_replayed_scaled_gemm_as_cublas_rows() -> None:
+    """A measured call's `w_copies` makes the simulators' roofline (resident) treat the launch as a
+    replay, as cuBLAS's rows: up to an L2 of its bytes found there; the plain roofline is unchanged."""
+    from mpsim.sim.roofline import launch_roofline
+
+    base = cutlass_fp8_heuristic(16, 4096, 4096)
+    rows = [gemm_row(16, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM, config=with_call(base, QUANT_NONE, c))
+            for c in (0, 6)]
+    plain = [launch_roofline(r, H200)["t_mem_s"] for r in rows]
+    resident = [launch_roofline(r, H200, resident=True)["t_mem_s"] for r in rows]
+    assert plain[0] == plain[1] and resident[1] < resident[0] == plain[0]

@@ -14,10 +14,9 @@ import pytest
 
 from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
 from mpsim.analysis.validation.eager_host import HOST_US, host_floor_us
-from mpsim.analysis.validation.fp8_rows import SCALED_KERNELS, l2_weights, weight_copies
+from mpsim.analysis.validation.fp8_rows import SCALED_KERNELS, weight_copies
 from mpsim.analysis.validation.sources import read_aic_gemm
 from mpsim.hw_models.loader import load_hardware
-from mpsim.sim.params import DEFAULT_PARAMS
 
 H200, B200, L40S = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "l40s"))
 
@@ -25,7 +24,8 @@ H200, B200, L40S = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "l40s"))
 def _frame(framework: str, sources: list[str], dtypes: list[str], ms: list[int], n: int = 4096,
            k: int = 4096) -> pd.DataFrame:
     count = len(sources)
-    return pd.DataFrame({"framework": [framework] * count, "version": ["x"] * count,
+    version = {"VLLM": "0.24.0", "TRTLLM": "1.3.0rc20", "SGLANG": "0.5.14"}[framework]
+    return pd.DataFrame({"framework": [framework] * count, "version": [version] * count,
                          "device": ["NVIDIA"] * count, "op_name": ["gemm"] * count,
                          "kernel_source": sources, "gemm_dtype": dtypes, "m": ms, "n": [n] * count,
                          "k": [k] * count, "latency": [0.05] * count})
@@ -63,29 +63,41 @@ def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
     triton = read_aic_gemm(_frame("VLLM", ["TritonFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
     with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):
         launch_rows(triton.iloc[0].to_dict(), L40S)
-    cutlass = read_aic_gemm(_frame("VLLM", ["CutlassFP8ScaledMMLinearKernel"], ["fp8"], [64])).rows
-    with pytest.raises(UnrepresentableError, match="sm_89"):
-        launch_rows(cutlass.iloc[0].to_dict(), L40S)
+    block = read_aic_gemm(_frame("TRTLLM", ["torch_flow"], ["fp8_block"], [64])).rows
+    with pytest.raises(UnrepresentableError, match="sm_89"):  # TensorRT-LLM's Ada blockwise GEMM
+        launch_rows(block.iloc[0].to_dict(), L40S)
     nvfp4 = read_aic_gemm(_frame("VLLM", ["FlashInferCuteDslNvFp4LinearKernel"], ["nvfp4"], [8])).rows
     with pytest.raises(UnrepresentableError, match="h200-sxm has no fp4 tensor cores"):
         launch_rows(nvfp4.iloc[0].to_dict(), H200)
 
 
-def test_weight_copies_and_l2_residency_follow_the_collectors() -> None:
-    def row(framework: str, fmt: str, n: int, k: int, m: int = 1) -> dict[str, object]:
+def test_weight_copies_follow_the_collectors_by_version() -> None:
+    def row(framework: str, fmt: str, n: int, k: int, version: str = "1.3.0rc20") -> dict[str, object]:
         group = {"fp8": pd.NA, "fp8-block": 128, "nvfp4": 16}[fmt]
-        return {"framework": framework, "w_format": fmt, "w_bits": 4 if fmt == "nvfp4" else 8,
-                "group_size": group, "m": m, "n": n, "k": k}
+        return {"framework": framework, "fw_version": {"vllm": "0.24.0", "sglang": "0.5.14"}.get(
+                    framework, version), "w_format": fmt, "w_bits": 4 if fmt == "nvfp4" else 8,
+                "group_size": group, "m": 1, "n": n, "k": k}
 
     l2 = H200.l2.size_MiB * 2**20
     assert weight_copies(row("vllm", "fp8", 4096, 4096), H200) == 6
     assert weight_copies(row("vllm", "fp8-block", 4096, 4096), H200) == 1
+    assert weight_copies(row("sglang", "fp8", 4096, 4096), H200) == 6
     assert weight_copies(row("trtllm", "fp8", 4096, 4096), H200) == int(np.ceil(l2 / 4096**2))
     assert weight_copies(row("trtllm", "fp8", 16384, 16384), H200) == 1
     assert weight_copies(row("trtllm", "fp8", 512, 512), H200) == 5
-    assert l2_weights(row("vllm", "fp8-block", 4096, 4096), H200, DEFAULT_PARAMS)       # 16.8 MB, 1 copy
-    assert not l2_weights(row("vllm", "fp8", 4096, 4096), H200, DEFAULT_PARAMS)         # 6 copies
-    assert not l2_weights(row("vllm", "fp8-block", 16384, 16384), H200, DEFAULT_PARAMS)  # 268 MB
+    assert weight_copies(row("trtllm", "fp8", 16384, 16384, "1.0.0"), L40S) == 5  # before 1.3: always 5
+
+
+def test_a_measured_call_carries_its_weight_copies_on_ada_and_hopper() -> None:
+    # vLLM: 6 everywhere; TensorRT-LLM 1.3: min(5, ceil(L2 / 16.8 MB)), 4 on H200, 5 on L40S
+    for framework, source, copies in (("VLLM", "CutlassFP8ScaledMMLinearKernel", (6, 6)),
+                                      ("TRTLLM", "torch_flow", (4, 5))):
+        row = read_aic_gemm(_frame(framework, [source], ["fp8"], [16])).rows.iloc[0].to_dict()
+        for hw, expect in zip((H200, L40S), copies, strict=True):
+            launch = launch_rows(row, hw, "best").launches[0]
+            config = json.loads(launch["config"]) if isinstance(launch["config"], str) else launch["config"]
+            assert config["w_copies"] == expect == weight_copies(row, hw)
+            assert config.get("sm") == (89 if hw is L40S else None)
 
 
 def test_eager_rows_take_the_longer_of_host_and_gpu() -> None:

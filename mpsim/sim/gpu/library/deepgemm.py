@@ -31,7 +31,7 @@ class DeepgemmParams(ScaledGemmParams):
 
 def deepgemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p.deepgemm, p.fp8_act, resident)
+    return scaled_gemm_work(row, cfg, r, p, p.deepgemm, resident)
 
 
 WORK = dict.fromkeys(KERNELS, deepgemm_work)

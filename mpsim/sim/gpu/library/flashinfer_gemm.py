@@ -27,7 +27,7 @@ class FlashinferGemmParams(ScaledGemmParams):
 
 def flashinfer_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p.flashinfer_gemm, p.fp8_act, resident)
+    return scaled_gemm_work(row, cfg, r, p, p.flashinfer_gemm, resident)
 
 
 WORK = dict.fromkeys(KERNELS, flashinfer_gemm_work)

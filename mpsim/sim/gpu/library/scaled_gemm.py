@@ -16,8 +16,10 @@ data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles
 stream-K heuristic (wo_tiled.py `_stream_k`).
 
 DRAM reads: the weight with its scales and the activation with its scales, once (tiles re-read
-through L2); with `l2_weights` the weight stays in L2 between calls (a benchmark that cycles fewer
-weight copies than L2 holds) and only the activations come from DRAM.
+through L2); a benchmark's call (`w_copies` in the config: the weight copies it cycled) finds in L2
+what the GPU model's replay rule says (mpsim/sim/gpu/memory.py `replay_hits`, the rule cuBLAS's rows
+are priced with: all of a weight whose copies, input and output fit the L2's usable share, none
+beyond its size, linear between).
 
 Activation-quantization part (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
 lists the modes, their kernel counts and how many token rows an SM quantizes at a time): each kernel
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.scaled_gemm import (
@@ -47,17 +49,22 @@ from mpsim.library.scaled_gemm import (
     SCHED_DP,
     SCHED_PERSISTENT,
     SCHED_STREAM_K,
+    SM89,
     token_tiles,
 )
 from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.library.wo_tiled import _stream_k
-from mpsim.sim.gpu.memory import residency_credit
-from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.memory import replay_hits, residency_credit
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 from mpsim.traces.accounting import FP16, activation_bytes, weight_bytes
 
+if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.params import SimParams
+
 FP32 = 4
+SM89_EPI_TILE = 128 * 128  # the output count `sm89_tile_ns` is quoted for
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ class ScaledGemmParams:
     promote_ops: float = 1.0      # fp32 lane-ops per accumulator element per 128-deep block (one
     #                               FFMA: acc += partial x scale_a x scale_b, DeepGEMM's promotion)
     fixed_ns: float = 0.0         # per launch beyond the kernel floor
+    sm89_mma_eta: float = 1.0     # Ada's mma.sync main loop (`sm89_part`): share of the fp8 rate
+    #                               (ASSUMPTION: all of it, as cuBLAS's sm80 main loop is priced)
+    sm89_tile_ns: float = 300.0   # Ada's epilogue per 128 x 128 outputs of a tile (`sm89_part`)
 
 
 @dataclass(frozen=True)
@@ -127,13 +137,58 @@ def _smem_bytes(cfg: Mapping[str, int], rows: int, wt: int, bk: int, el: float) 
     return (wt / 64) * (64 + rows) * bk * el
 
 
-def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: ScaledGemmParams,
-              resident: float, name: str) -> KernelPart:
-    """The GEMM kernel of a scaled-GEMM row (module docstring)."""
+def _dram_traffic(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
+                  resident: float) -> tuple[float, float]:
+    """(DRAM reads, DRAM writes) of the launch: the weight with its scales and the activations,
+    less what L2 holds of them (a benchmark's replay of `w_copies` weight copies, memory.py
+    `replay_hits`; the previous launch's output), and the 16-bit output, less what stays in L2."""
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    fmt, a_dtype, w_bits = str(row["w_format"]), str(row["a_dtype"]), int(row["w_bits"])
     group = row.get("group_size")
     group = None if group is None or group != group else int(group)
+    w_bytes = float(weight_bytes(n, k, str(row["w_format"]), int(row["w_bits"]), group))
+    a_bytes = float(activation_bytes(m, k, str(row["a_dtype"]), str(row["w_format"])))
+    y_bytes = float(m * n * FP16)
+    w_hit, a_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, a_bytes, y_bytes, r, p)
+    return w_bytes - w_hit + a_bytes - max(a_hit, residency_credit(resident, a_bytes)), y_bytes - y_kept
+
+
+def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
+              gp: ScaledGemmParams, resident: float, name: str) -> KernelPart:
+    """Ada's mma.sync kernels (mpsim/library/scaled_gemm.py `sm89_config`): one CTA per tile and K
+    slice, as many CTAs an SM as its shared memory and warps allow; a partial token tile runs every
+    MMA (the kernels are compiled per tile); per trip every warp reads its warp tile's rows of both
+    operands from shared memory (ldmatrix), so the MMAs wait for (warps along the weights x token
+    rows + warps along the tokens x weight rows) x K bytes; K slices add their fp32 partials in
+    turn (serial split-K, a semaphore). MMAs at `sm89_mma_eta` of the fp8 rate."""
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    fmt = str(row["w_format"])
+    tt, wt, bk, stages = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"]), int(cfg["num_stages"])
+    split, warps_t, warps_w = int(cfg.get("split_k", 1)), int(cfg["warps_t"]), int(cfg["warps_w"])
+    a_el, w_el = elem_bytes(str(row["a_dtype"])), int(row["w_bits"]) / 8
+    stage = (tt * a_el + wt * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk)
+    trip = Trip(load_bytes=stage, mma_flops=2.0 * tt * wt * bk, serial=True, mma_dtype=mma_dtype(fmt),
+                mma_eta=gp.sm89_mma_eta, smem_bytes=(warps_w * tt * a_el + warps_t * wt * w_el) * bk)
+    tile_out, epi_ns = tt * wt * FP16, gp.sm89_tile_ns * tt * wt / SM89_EPI_TILE
+    if split > 1:
+        epi = Epilogue(tile_out / split, ws_bytes=2.0 * tt * wt * FP32, reduce_ops=tt * wt, sync=True,
+                       latency_ns=epi_ns)
+    else:
+        epi = Epilogue(tile_out, latency_ns=epi_ns)
+    ctas = cdiv(m, tt) * cdiv(n, wt) * split
+    res = CtaResources(int(cfg["num_warps"]), stage, 0.0, stages, 168)
+    reads, writes = _dram_traffic(row, cfg, r, p, resident)
+    work = KernelWork(trip, epi, (cdiv(cdiv(k, bk), split),), "single", ctas, ctas, res, reads,
+                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, name=name)
+    return KernelPart(work, occupancy(res, r))
+
+
+def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
+              gp: ScaledGemmParams, resident: float, name: str) -> KernelPart:
+    """The GEMM kernel of a scaled-GEMM row (module docstring; Ada's: `sm89_part`)."""
+    if int(cfg.get("sm", 0)) == SM89:
+        return sm89_part(row, cfg, r, p, gp, resident, name)
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    fmt, a_dtype, w_bits = str(row["w_format"]), str(row["a_dtype"]), int(row["w_bits"])
     tt, wt, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
     sched, stages, mma_m = int(cfg["sched"]), int(cfg["num_stages"]), int(cfg.get("mma_m", 64))
     a_el, w_el = elem_bytes(a_dtype), w_bits / 8
@@ -149,11 +204,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta,
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)))
-    w_bytes = weight_bytes(n, k, fmt, w_bits, group)
-    a_bytes = activation_bytes(m, k, a_dtype, fmt)
-    reads = a_bytes - residency_credit(resident, a_bytes)
-    if not int(cfg.get("l2_weights", 0)):
-        reads += w_bytes
+    reads, writes = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)
     if sched == SCHED_DP:
@@ -169,7 +220,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, gp: S
     epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
                    latency_ns=tiles_per * gp.tile_ns)
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
-                      dram_write_bytes=float(m * n * FP16), fixed_ns=gp.fixed_ns, name=name)
+                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, name=name)
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
@@ -205,7 +256,9 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
     return parts
 
 
-def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-                     gp: ScaledGemmParams, q: ActQuantParams, resident: float) -> LaunchWork:
-    """The launch of a scaled-GEMM row: the call's activation quantization (if any), the GEMM."""
-    return [*quant_parts(row, cfg, r, q), gemm_part(row, cfg, r, gp, resident, str(row["kernel"]))]
+def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
+                     gp: ScaledGemmParams, resident: float) -> LaunchWork:
+    """The launch of a scaled-GEMM row: the call's activation quantization (if any, constants
+    `p.fp8_act`), the GEMM (its room's constants `gp`)."""
+    return [*quant_parts(row, cfg, r, p.fp8_act),
+            gemm_part(row, cfg, r, p, gp, resident, str(row["kernel"]))]

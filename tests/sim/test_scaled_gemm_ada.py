@@ -1,0 +1,118 @@
+"""fp8 GEMMs on Ada (sm_89, L40S): vLLM's CUTLASS 2.x dispatch read from its source, cuBLASLt's
+SM89 tiles as TensorRT-LLM's fp8 rows run them, and the mma.sync work model (tiles padded to the
+CTA tile, CTAs as many as shared memory allows, serial split-K, the c2x epilogue's cost)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models.loader import load_hardware
+from mpsim.launch_plan import gemm_row
+from mpsim.library import ARCH_CONFIGS
+from mpsim.library.cublas import SMEM_PER_CTA_BY_ARCH
+from mpsim.library.cutlass_fp8 import CUTLASS_FP8_GEMM, candidates, cutlass_fp8_sm89_heuristic
+from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, fp8_sm89_candidates, fp8_sm89_heuristic
+from mpsim.sim.best_config import gemm_candidate_configs
+from mpsim.sim.launch import price_launch
+from mpsim.sim.params import DEFAULT_PARAMS
+
+L40S = load_hardware("l40s")
+
+
+def _shape(m: int, n: int) -> tuple[int | None, ...]:
+    c = cutlass_fp8_sm89_heuristic(m, n, 4096)
+    return c.block_m, c.block_n, c.block_k, c.num_stages, c.num_warps
+
+
+def test_vllm_sm89_dispatch_follows_its_source() -> None:
+    """scaled_mm_c2x_sm89_fp8_dispatch.cuh: (token tile, weight tile, K tile, stages, warps) by the
+    next power of two of M (at least 16) and of N; warps = ThreadblockShape / WarpShape."""
+    assert _shape(1, 4096) == (16, 64, 128, 5, 2)       # M16, np2 <= 8192, warp 16x64x64
+    assert _shape(16, 16384) == (16, 128, 64, 5, 2)     # M16, np2 <= 24576
+    assert _shape(3, 20000) == (32, 64, 128, 5, 4)      # M16, above
+    assert _shape(17, 16384) == (32, 128, 128, 4, 4)    # M32, np2 <= 16384, warp 32x64x64
+    assert _shape(64, 8192) == (64, 64, 128, 5, 4)      # M64, np2 <= 8196
+    assert _shape(100, 4096) == (64, 128, 128, 3, 4)    # M128, np2 <= 8192
+    assert _shape(128, 32768) == (128, 64, 128, 3, 4)   # M128, above 16384
+    assert _shape(256, 4096) == (64, 128, 128, 3, 4)    # M256, np2 <= 4096
+    assert _shape(300, 8192) == (256, 128, 64, 3, 8)    # default, np2 <= 8192, warp 64x64x64
+    assert _shape(8192, 16384) == (128, 128, 64, 5, 4)  # default, above
+    cfg = cutlass_fp8_sm89_heuristic(300, 8192, 4096)
+    extra = dict(cfg.extra)
+    assert cfg.grid == (2 * 64,) and cfg.split_k == 1 and extra["sm"] == 89 and extra["swap_ab"] == 0
+    assert (extra["warps_t"], extra["warps_w"]) == (4, 2)
+    for m in (1, 17, 65, 200, 4097):  # every tile fits Ada's 99 KB per CTA (no fallback kernel)
+        for n in (1024, 8192, 16384, 65536):
+            c = cutlass_fp8_sm89_heuristic(m, n, 4096)
+            assert (c.block_m + c.block_n) * c.block_k * c.num_stages <= SMEM_PER_CTA_BY_ARCH["ada"]
+
+
+def test_ada_has_no_blockwise_or_fp4_kernels_of_these_libraries() -> None:
+    assert candidates(CUTLASS_FP8_GEMM, 64, 4096, 4096, 142, "ampere")[0].extra == \
+        cutlass_fp8_sm89_heuristic(64, 4096, 4096).extra
+    with pytest.raises(ValueError, match="no blockwise fp8 kernel for sm_89"):
+        candidates("cutlass_fp8_block_gemm", 64, 4096, 4096, 142, "ampere")
+    for kernel in ("deepgemm_fp8_block_gemm", "flashinfer_nvfp4_gemm", "trtllm_nvfp4_gemm"):
+        with pytest.raises(MpsimInputError, match="l40s"):
+            gemm_candidate_configs(64, 4096, 4096, "fp8-block", 8, 128, L40S, kernel)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 4096, 4096), (8, 256, 512), (64, 8192, 16384),
+                                           (4096, 4096, 4096)])
+def test_cublaslt_sm89_candidates_fit_and_split_as_cublas_does_on_ada(m: int, n: int, k: int) -> None:
+    cands = fp8_sm89_candidates(m, n, k, 142)
+    assert cands and gemm_candidate_configs(m, n, k, "fp8", 8, None, L40S, TRTLLM_FP8_GEMM) == cands
+    for c in cands:
+        extra = dict(c.extra)
+        assert extra["swap_ab"] == 1 and extra["sm"] == 89 and c.num_stages >= 3
+        assert (c.block_m + c.block_n) * c.block_k * c.num_stages <= 99 * 1024
+        assert c.grid[0] == -(-m // c.block_m) * -(-n // c.block_n) * c.split_k
+    splits = {c.split_k for c in cands}
+    # cuBLAS's Ada rule: no split below M N K = 2^21 (unless K >= 10240), splits at M = 1
+    assert 1 in splits
+    if m > 1 and m * n * k < 2**21:
+        assert splits == {1}
+    if m == 1:
+        assert len(splits) > 1
+    assert ARCH_CONFIGS[TRTLLM_FP8_GEMM](TRTLLM_FP8_GEMM, m, n, k, None, 142, "ada") == \
+        fp8_sm89_heuristic(m, n, k, 142) in cands
+
+
+def _us(m: int, n: int, k: int, kernel: str = CUTLASS_FP8_GEMM, params: object = DEFAULT_PARAMS,
+        config: object = None) -> float:
+    row = gemm_row(m, n, k, "fp8", 8, kernel=kernel, sms=142,
+                   config=config or cutlass_fp8_sm89_heuristic(m, n, k))
+    return float(price_launch(row, L40S, params=params)["time_s"]) * 1e6  # type: ignore[arg-type]
+
+
+def test_a_partial_token_tile_runs_every_mma_of_the_tile() -> None:
+    """mma.sync kernels are compiled per CTA tile: M = 1 and M = 16 run the same 16-token tiles."""
+    t1, t16 = _us(1, 4096, 16384), _us(16, 4096, 16384)
+    assert t1 == pytest.approx(t16, rel=0.01)
+    assert json.loads(gemm_row(1, 4096, 16384, "fp8", 8, kernel=CUTLASS_FP8_GEMM, sms=142,
+                               config=cutlass_fp8_sm89_heuristic(1, 4096, 16384))["config"])["block_m"] == 16
+
+
+def test_the_c2x_epilogue_costs_per_output_of_each_tile() -> None:
+    """`sm89_tile_ns` per 128 x 128 outputs of a tile, one tile at a time on each SM: M 4096, N 8192
+    runs 1024 tiles of 256 x 128 (one CTA an SM, by registers), 7.2 tiles an SM on 142 SMs, each
+    paying 2 x sm89_tile_ns: the launch grows by more than half of 8 waves' worth (88 us of 128
+    here: not all of it lands on the critical path) and never by more."""
+    cutlass = DEFAULT_PARAMS.cutlass_fp8
+    free = dataclasses.replace(DEFAULT_PARAMS, cutlass_fp8=dataclasses.replace(cutlass, sm89_tile_ns=0.0))
+    extra = _us(4096, 8192, 1024) - _us(4096, 8192, 1024, params=free)
+    waves = 8 * 2 * cutlass.sm89_tile_ns / 1e3
+    assert 0.5 * waves < extra <= waves
+
+
+def test_cublaslt_split_k_slices_share_the_k_loop() -> None:
+    """Serial split-K: each slice walks its share of K; at M = 1 two slices beat one whole-K tile."""
+    base = [c for c in fp8_sm89_candidates(1, 1024, 16384, 142) if (c.block_m, c.block_n) == (32, 128)]
+    one = next(c for c in base if c.split_k == 1)
+    four = next(c for c in base if c.split_k == 4)
+    shape = (1, 1024, 16384, TRTLLM_FP8_GEMM)
+    assert _us(*shape, config=four) < _us(*shape, config=one)
