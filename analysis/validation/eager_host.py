@@ -19,6 +19,9 @@ physics, so each GPU's tables have their own (`HOSTS` maps a hardware file to it
   other table was collected on that host. Its host time drifts in blocks of the collection order
   (DeepGEMM ~175 us in some, ~235 us in others, whatever the shape), so a single value leaves about
   +-15% of noise that no GPU model can explain.
+- `l40s`: fitted on L40S vLLM 0.24.0 fp8_block rows (TritonFp8BlockScaledMMKernel, 1850 rows; median
+  345.0 us, 10th-90th percentile 304-371 us, the same in every M band), in sample as for B200: a
+  Triton launch from Python plus the group quantization.
 A hardware file with no entry in `HOSTS` has no host floor: its eager rows are priced with the eager
 protocol's additive cost (mpsim/sim/protocols.yaml), as every eager row of an unknown host path is.
 """
@@ -34,8 +37,9 @@ HOST_US: dict[tuple[str, str, str], float] = {
     ("hopper", "vllm", "CutlassFp8BlockScaledMMKernel"): 176.4,
     ("b200", "vllm", "DeepGemmFp8BlockScaledMMKernel"): 180.3,
     ("b200", "vllm", "CutlassFp8BlockScaledMMKernel"): 165.9,
+    ("l40s", "vllm", "TritonFp8BlockScaledMMKernel"): 345.0,
 }
-HOSTS: dict[str, str] = {"h200-sxm": "hopper", "h100-sxm": "hopper", "b200-sxm": "b200"}
+HOSTS: dict[str, str] = {"h200-sxm": "hopper", "h100-sxm": "hopper", "b200-sxm": "b200", "l40s": "l40s"}
 
 
 def host_floor_us(rows: pd.DataFrame, hw_name: str) -> np.ndarray:

@@ -9,15 +9,16 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
   CutlassFp8BlockScaledMMKernel (shapes DeepGEMM refuses) -> `cutlass_fp8_block_gemm`, each after the
   per-token-group 1x128 quantization (QUANT_GROUP); FlashInferCuteDslNvFp4LinearKernel ->
   `flashinfer_nvfp4_gemm` after the fp4 quantization (QUANT_FP4). On Ada (sm_89) the CUTLASS fp8
-  kernel is vLLM's c2x mma.sync dispatch (mpsim/library/cutlass_fp8.py); TritonFp8BlockScaledMMKernel
-  (L40S) is not modelled; Blackwell runs the Hopper designs' fp8 tiles (an assumption, as
-  mpsim.sim.gpu.arch states for every kernel).
+  kernel is vLLM's c2x mma.sync dispatch (mpsim/library/cutlass_fp8.py) and TritonFp8BlockScaledMMKernel
+  (L40S) -> `triton_fp8_block_gemm` after the 1x128 group quantization (QUANT_GROUP); Blackwell runs
+  the Hopper designs' fp8 tiles (an assumption, as mpsim.sim.gpu.arch states for every kernel).
 - SGLang 0.5.14: sglang_sgl_kernel_fp8_scaled_mm -> `cutlass_fp8_gemm` after sgl_per_token_quant_fp8
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
 - TensorRT-LLM 1.3.0rc20 `torch_flow` (mpsim/library/trtllm_fp8.py's rule): fp8 -> `trtllm_fp8_gemm`
   (QUANT_TENSOR_TRT; on Ada cuBLASLt's mma.sync kernels); fp8_block -> `deepgemm_fp8_block_gemm`
   (QUANT_GROUP; the rows labelled `deepgemm` on Blackwell too; on Ada TensorRT-LLM's own sm_89
-  blockwise GEMM runs, not modelled); nvfp4 -> `trtllm_nvfp4_gemm` (QUANT_FP4).
+  blockwise kernel, `trtllm_fp8_block_gemm`: ADA_SCALED_KERNELS); nvfp4 -> `trtllm_nvfp4_gemm`
+  (QUANT_FP4).
 
 Weight copies per measured call (the collectors', analysis/validation/weight_copies.py): vLLM 6
 for fp8 and 1 for fp8_block and nvfp4; SGLang up to 6 (a memory budget these shapes never reach);
@@ -43,7 +44,8 @@ from mpsim.library.scaled_gemm import (
     QUANT_TOKEN_SGL,
     QUANT_TOKEN_VLLM,
 )
-from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
+from mpsim.library.triton_fp8 import TRITON_FP8_BLOCK_GEMM
+from mpsim.library.trtllm_fp8 import TRTLLM_FP8_BLOCK_GEMM, TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
 from mpsim.sim.gpu.arch import generation
 
 FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
@@ -60,9 +62,16 @@ SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("trtllm", "torch_flow", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "torch_flow", "nvfp4"): (TRTLLM_NVFP4_GEMM, QUANT_FP4),
+    ("vllm", "TritonFp8BlockScaledMMKernel", "fp8-block"): (TRITON_FP8_BLOCK_GEMM, QUANT_GROUP),
 }
-# the kernels with an sm_89 (Ada) form: vLLM's c2x dispatch, cuBLASLt's mma.sync fp8 GEMM
-ADA_KERNELS = (CUTLASS_FP8_GEMM, TRTLLM_FP8_GEMM)
+# the same measured op running another kernel on Ada: TensorRT-LLM's fp8_block GEMM is its own
+# sm_89 blockwise kernel there (mpsim/library/trtllm_fp8.py), the DeepGEMM design elsewhere
+ADA_SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
+    ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP),
+}
+# the kernels with an sm_89 (Ada) form: vLLM's c2x dispatch, cuBLASLt's mma.sync fp8 GEMM, vLLM's
+# Triton block-scaled kernel and TensorRT-LLM's blockwise kernel (these two on Ada only)
+ADA_KERNELS = (CUTLASS_FP8_GEMM, TRTLLM_FP8_GEMM, TRITON_FP8_BLOCK_GEMM, TRTLLM_FP8_BLOCK_GEMM)
 SGLANG_COPIES = 6  # collector/sglang/collect_gemm.py: up to 6 quantize + GEMM pairs (its memory
 #                   budget is never reached by these shapes)
 COLLECTOR_DTYPE = {"fp8": "fp8", "fp8-block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "nvfp4"}
@@ -78,12 +87,17 @@ def scaled_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> tuple[str, int]:
     framework = str(row.get("framework") or "").lower()
     source = str(row.get("kernel_source") or "")
     found = SCALED_KERNELS.get((framework, source, fmt))
+    if generation(hw) == "ampere" and (framework, source, fmt) in ADA_SCALED_KERNELS:
+        found = ADA_SCALED_KERNELS[(framework, source, fmt)]
     if found is None:
         raise NotModelledError(f"{fmt} GEMM kernel {source or 'unnamed'} ({framework or 'no framework'}) "
                                "is not modelled")
     need = "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
     if not isinstance(hw, GpuSpec) or need not in hw.tensor_core.flops_per_clock_per_SM:
         raise NotModelledError(f"{hw.name} has no {need} tensor cores (its hardware file lists none)")
+    if generation(hw) != "ampere" and found[0] == TRITON_FP8_BLOCK_GEMM:
+        raise NotModelledError(f"{source} on {hw.name} not modelled (vLLM's Triton block kernel is "
+                               "modelled on sm_89, where vLLM runs it)")
     if generation(hw) == "ampere" and found[0] not in ADA_KERNELS:
         raise NotModelledError(f"{source} on {hw.name} not modelled (the {fmt} kernels are modelled "
                                "for Hopper's wgmma and Blackwell; on sm_89 only vLLM's CUTLASS fp8 "

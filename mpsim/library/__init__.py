@@ -29,6 +29,7 @@ from mpsim.library import (
     mpsim,
     sglang,
     torch,
+    triton_fp8,
     trtllm,
     trtllm_fp8,
     trtllm_sm100,
@@ -90,6 +91,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("trtllm_fp8", trtllm_fp8.KERNELS, "TensorRT-LLM's fp8 per-tensor GEMM (cuBLASLt "
             "cublas_scaled_mm) and nvfp4 GEMM as its PyTorch flow runs them",
             "tensorrt_llm/_torch/modules/linear.py", gemm=trtllm_fp8.gemm_row),
+    Library("triton_fp8", triton_fp8.KERNELS, "vLLM's Triton W8A8 block-scaled fp8 GEMM (its path on "
+            "sm_89, where DeepGEMM and CUTLASS's blockwise kernel do not run)",
+            "vllm/model_executor/layers/quantization/utils/fp8_utils.py w8a8_triton_block_scaled_mm",
+            gemm=triton_fp8.gemm_row),
     Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
             "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
     Library("fa2", fa2.KERNELS, "FlashAttention-2 decode/prefill as vLLM runs it on Ampere/Ada",
@@ -162,7 +167,8 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], Lau
 # fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms, GPU generation): the
 # library's fixed heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles
 # a search tries; generation `ampere` (mpsim.sim.gpu.arch) is Ada for these (fp8 needs sm_89)
-SCALED_CANDIDATES = {kernel: room.candidates for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8)
+SCALED_CANDIDATES = {kernel: room.candidates
+                     for room in (cutlass_fp8, deepgemm, flashinfer_gemm, trtllm_fp8, triton_fp8)
                      for kernel in room.KERNELS}
 SCALED_GEMM_KERNELS = tuple(SCALED_CANDIDATES)
 

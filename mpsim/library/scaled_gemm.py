@@ -123,17 +123,18 @@ SM89 = 89
 
 def sm89_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
                 stages: int, warp_grid: tuple[int, int, int], *, swap_ab: bool,
-                split_k: int = 1) -> LaunchConfig:
+                split_k: int = 1, promote: bool = False) -> LaunchConfig:
     """One config of an Ada fp8 mma.sync kernel: a data-parallel grid of token x weight tiles, each
     split into `split_k` K slices; `warp_grid` = warps along (tokens, weights, K) (CUTLASS's
     ThreadblockShape / WarpShape); `swap_ab`: the weights on the MMA's M side (cuBLAS's y^T =
-    W x^T), else the tokens (vLLM's cutlass_scaled_mm, A = activations)."""
+    W x^T), else the tokens (vLLM's cutlass_scaled_mm, A = activations); `promote`: every K step's
+    partial sums scaled into the accumulator on the CUDA cores (block-scaled kernels)."""
     warps_t, warps_w, warps_k = warp_grid
     tiles = cdiv(m, token_tile) * cdiv(n, weight_tile)
     return LaunchConfig(kernel, (tiles * split_k,), token_tile, weight_tile, block_k,
                         warps_t * warps_w * warps_k, stages, split_k=split_k,
                         extra=(("sched", SCHED_DP), ("swap_ab", int(swap_ab)),
-                               ("mma_m", 8 if swap_ab else 16), ("promote", 0), ("umma", 0),
-                               ("pair", 0), ("sm", SM89),
+                               ("mma_m", 8 if swap_ab else 16), ("promote", int(promote)),
+                               ("umma", 0), ("pair", 0), ("sm", SM89),
                                ("warps_t", warps_t), ("warps_w", warps_w),
                                ("quant", QUANT_NONE)))

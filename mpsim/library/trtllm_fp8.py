@@ -14,7 +14,14 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   ASSUMPTION that its fp8 heuristic splits alike; cuBLASLt's own tile list is not public).
 - fp8_block on Hopper: fp8_quantize_1x128, then fp8_block_scaling_gemm (TensorRT-LLM's port of
   DeepGEMM's design): priced as `deepgemm_fp8_block_gemm`; on Blackwell the collector labels the
-  rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path): the same kernel name.
+  rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path): the same kernel name. On Ada (sm_89) the
+  same op runs TensorRT-LLM's own blockwise kernel, `trtllm_fp8_block_gemm`
+  (cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_blockscale_gemm/ada_blockwise_gemm/, dispatched by
+  fp8_blockscale_gemm_kernel.cuh gemm_dispatch_sm89, read at 302f037f): one config, 32 tokens x 128
+  weight rows x 128 of K, 3 stages, 4 warps in a 2 x 2 TiledMMA of mma.sync m16n8k32 e4m3
+  (sm89_utils.cuh AdaBlockwiseGemmTraits), grid (ceil(M / 32), ceil(N / 128)), each K step's
+  partial sums added to the accumulator times the tokens' x the block's scale (`promote`: one
+  FFMA per element).
 - nvfp4 (NVFP4LinearMethod): fp4_quantize of the activations, then nvfp4_gemm (CUTLASS sm100
   block-scaled tiles; the autotuner's tactics): `trtllm_nvfp4_gemm`, candidates FlashInfer's
   tcgen05 tiles, persistent only (ASSUMPTION: the tactic list was not read; the published rows'
@@ -51,7 +58,12 @@ from mpsim.library.scaled_gemm import (
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
-KERNELS = (TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM)
+TRTLLM_FP8_BLOCK_GEMM = "trtllm_fp8_block_gemm"  # Ada's blockwise kernel (module docstring)
+KERNELS = (TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM, TRTLLM_FP8_BLOCK_GEMM)
+# AdaBlockwiseGemmTraits as gemm_dispatch_sm89 instantiates it: (tokens, weight rows, K, stages),
+# warps (along the tokens, the weights, K)
+SM89_BLOCK_TILE = (32, 128, 128, 3)
+SM89_BLOCK_WARPS = (2, 2, 1)
 FP8_BLOCK_K = 128  # cuBLASLt fp8 wgmma kernels: K steps of 128 bytes
 # CUTLASS's SM89 e4m3 tensor-op tiles (NVIDIA/cutlass python/cutlass_library/generator.py at
 # 7107b0553, GenerateSM89_TensorOp_16832_fp8): (weight tile, token tile, K tile, warps along the
@@ -99,6 +111,11 @@ def fp8_sm89_candidates(m: int, n: int, k: int, sms: int = GPU_SMS,
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
                generation: str = "hopper") -> list[LaunchConfig]:
     """The tiles a search tries on a GPU `generation` (`ampere` is Ada here: fp8 needs sm_89)."""
+    if kernel == TRTLLM_FP8_BLOCK_GEMM:
+        if generation != "ampere":
+            raise ValueError(f"{kernel}: TensorRT-LLM's sm_89 blockwise kernel; on {generation} its "
+                             "fp8_block GEMM is the DeepGEMM design (deepgemm_fp8_block_gemm)")
+        return [fp8_block_sm89_config(m, n)]
     if generation == "ampere":
         if kernel != TRTLLM_FP8_GEMM:
             raise ValueError(f"{kernel}: NVFP4 needs Blackwell's tensor cores, not sm_89's")
@@ -122,6 +139,13 @@ def fp8_heuristic(m: int, n: int, sms: int = GPU_SMS) -> LaunchConfig:
     return scaled_config(TRTLLM_FP8_GEMM, m, n, tt, 256, FP8_BLOCK_K, SCHED_STREAM_K, sms, swap_ab=True)
 
 
+def fp8_block_sm89_config(m: int, n: int) -> LaunchConfig:
+    """TensorRT-LLM's Ada blockwise kernel: its one config (module docstring)."""
+    tt, wt, bk, stages = SM89_BLOCK_TILE
+    return sm89_config(TRTLLM_FP8_BLOCK_GEMM, m, n, tt, wt, bk, stages, SM89_BLOCK_WARPS, swap_ab=False,
+                       promote=True)
+
+
 def fp8_sm89_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
     """The fixed choice on Ada: the SM89 tile x split-K whose busiest SM does the least MMA work
     (cublas.least_work, the rule cuBLAS's bf16 heuristic is priced with there)."""
@@ -130,10 +154,13 @@ def fp8_sm89_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConf
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
-    """A TensorRT-LLM fp8 (per-tensor) or nvfp4 row; default config: `fp8_heuristic` / stream-K
-    128 x 128."""
+    """A TensorRT-LLM fp8 (per-tensor), Ada fp8-block or nvfp4 row; default config: `fp8_heuristic`,
+    the Ada kernel's one config / stream-K 128 x 128."""
     if kernel == TRTLLM_FP8_GEMM:
         cfg = config or fp8_heuristic(m, n, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
+    if kernel == TRTLLM_FP8_BLOCK_GEMM:
+        cfg = config or fp8_block_sm89_config(m, n)
+        return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))
     cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))[1]
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

@@ -130,6 +130,8 @@ def test_vllm_block_fp8_picks_its_kernel_by_m_shape_and_architecture() -> None:
     assert choose(vllm, "gemm", "fp8-block", 32, "hopper", 4100, 4096).kernel == "cutlass_fp8_block_gemm"
     assert choose(vllm, "gemm", "fp8-block", 32, "hopper", 4096, 4160).kernel == "cutlass_fp8_block_gemm"
     assert choose(vllm, "gemm", "fp8-block", 1, "ada", 4096, 4096).kernel == "triton_fp8_block_gemm"
+    trtllm = get_engine("trtllm")
+    assert choose(trtllm, "gemm", "fp8-block", 1, "ada", 4096, 4096).kernel == "trtllm_fp8_block_gemm"
     ada = _rows("fp8b", "vllm", "ada")
     _check_quantized_gemms(ada, "triton_fp8_block_gemm", "fp8_block_act_quant", "fp8-e4m3")
 
@@ -155,7 +157,7 @@ def test_nvfp4_on_b200_runs_a4_gemms(engine: str, gemm: str) -> None:
     ("nvfp4", "vllm", "hopper", "vllm does not run this there: FP4 tensor cores are Blackwell's"),
     ("nvfp4", "trtllm", "ada", "NVFP4 needs Blackwell's FP4 tensor cores"),
     ("fp8", "vllm", "ampere", "as W8A16 through Marlin's fp8 kernel"),
-    ("fp8b", "trtllm", "ampere", "FP8 block scales run on Hopper and Blackwell only"),
+    ("fp8b", "trtllm", "ampere", "FP8 block scales need fp8 tensor cores (sm_89 and later)"),
 ])
 def test_a_combination_that_cannot_run_is_one_error(policy: str, engine: str, arch: str | None,
                                                     message: str) -> None:

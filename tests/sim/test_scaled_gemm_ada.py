@@ -116,3 +116,55 @@ def test_cublaslt_split_k_slices_share_the_k_loop() -> None:
     four = next(c for c in base if c.split_k == 4)
     shape = (1, 1024, 16384, TRTLLM_FP8_GEMM)
     assert _us(*shape, config=four) < _us(*shape, config=one)
+
+
+@pytest.mark.parametrize(("engine", "kernel"), [("vllm", CUTLASS_FP8_GEMM), ("trtllm", TRTLLM_FP8_GEMM)])
+@pytest.mark.parametrize(("arch", "sm"), [("ada", 89), ("hopper", None)])
+def test_engine_fp8_rows_take_the_architectures_kernels(engine: str, kernel: str, arch: str,
+                                                        sm: int | None) -> None:
+    """`synth --engine vllm|trtllm --policy fp8 --hw l40s`: the fp8 GEMM rows are built with the
+    sm_89 kernels (vLLM's c2x dispatch, cuBLASLt's SM89 tiles), on Hopper with the sm_90 ones."""
+    from mpsim.engines import engine_target, model_heads
+    from mpsim.engines.rows import as_engine
+    from mpsim.models import get_model
+    from mpsim.policy import parse_policy
+
+    target = engine_target(engine, parse_policy("fp8"), model_heads(get_model("llama-3-8b").as_dict()),
+                           arch=arch, sms=142 if arch == "ada" else 132)
+    assert target is not None
+    for m in (1, 200, 4096):
+        row = as_engine(gemm_row(m, 4096, 4096, "fp8", 8, kernel=CUTLASS_FP8_GEMM), target)
+        assert row is not None and row["kernel"] == kernel
+        cfg = row["config"] if isinstance(row["config"], dict) else json.loads(row["config"])
+        assert cfg.get("sm") == sm
+        if kernel == CUTLASS_FP8_GEMM and sm == 89:
+            assert (cfg["block_m"], cfg["block_n"]) == _shape(m, 4096)[:2]
+
+
+def test_vllms_triton_block_kernel_takes_its_default_config_on_ada_only() -> None:
+    """w8a8_triton_block_scaled_mm's default (no tuned JSON): 64 tokens x 128 weight rows x 128 of K,
+    2 stages, 4 warps laid 2 x 2 by Triton's warpsPerTileV2, the per-K-step promotion on."""
+    from mpsim.library.triton_fp8 import TRITON_FP8_BLOCK_GEMM, candidates, warps_per_tile
+
+    assert warps_per_tile(64, 128, 4) == (2, 2)
+    assert warps_per_tile(16, 128, 4) == (1, 4)   # one 16-row slab: every warp along N
+    assert warps_per_tile(128, 128, 8) == (4, 2)
+    (cfg,) = gemm_candidate_configs(300, 4096, 4096, "fp8-block", 8, 128, L40S, TRITON_FP8_BLOCK_GEMM)
+    extra = dict(cfg.extra)
+    assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps) == (64, 128, 128, 2, 4)
+    assert cfg.grid == (5 * 32,) and extra["promote"] == 1 and (extra["warps_t"], extra["warps_w"]) == (2, 2)
+    with pytest.raises(ValueError, match="modelled on sm_89 only"):
+        candidates(TRITON_FP8_BLOCK_GEMM, 64, 4096, 4096, 132, "hopper")
+
+
+def test_the_promotion_costs_cuda_core_time_on_a_compute_bound_tile() -> None:
+    from mpsim.library.triton_fp8 import TRITON_FP8_BLOCK_GEMM
+
+    triton = DEFAULT_PARAMS.triton_fp8
+    free = dataclasses.replace(DEFAULT_PARAMS, triton_fp8=dataclasses.replace(triton, promote_ops=0.0))
+
+    def us(params: object) -> float:
+        row = gemm_row(4096, 8192, 8192, "fp8-block", 8, kernel=TRITON_FP8_BLOCK_GEMM, sms=142)
+        return float(price_launch(row, L40S, params=params)["time_s"]) * 1e6  # type: ignore[arg-type]
+
+    assert us(DEFAULT_PARAMS) > 1.05 * us(free)

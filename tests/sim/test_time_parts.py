@@ -16,8 +16,10 @@ from mpsim.cli import main
 from mpsim.hw_models.loader import load_hardware
 from mpsim.launch_plan import attention_row, framework_op_row, gemm_row
 from mpsim.library.cublas import CUBLAS_GEMM
+from mpsim.library.cutlass_fp8 import cutlass_fp8_sm89_heuristic
 from mpsim.library.torch import TORCH_ADD
 from mpsim.library.trtllm import TRTLLM_WO_GEMV
+from mpsim.library.trtllm_fp8 import fp8_sm89_heuristic
 from mpsim.library.vllm import VLLM_RMS_NORM, VLLM_ROPE, VLLM_SILU_MUL
 from mpsim.models import get_model
 from mpsim.policy import parse_policy
@@ -71,6 +73,14 @@ EXTERNAL_ROWS = [
 # above): their parts are checked on b200-sxm below
 FP4_ROWS = [gemm_row(16, 4096, 4096, "nvfp4", 4, kernel="flashinfer_nvfp4_gemm"),
             gemm_row(1024, 4096, 4096, "nvfp4", 4, kernel="trtllm_nvfp4_gemm")]
+# Ada's fp8 kernels (sm_89: vLLM's Triton block kernel, TensorRT-LLM's blockwise kernel, the c2x /
+# cuBLASLt forms of the per-tensor ones) run on the L40S: their parts are checked there below
+ADA_ROWS = [gemm_row(64, 4096, 4096, "fp8-block", 8, kernel="triton_fp8_block_gemm"),
+            gemm_row(64, 4096, 4096, "fp8-block", 8, kernel="trtllm_fp8_block_gemm"),
+            gemm_row(16, 4096, 4096, "fp8", 8, kernel="cutlass_fp8_gemm",
+                     config=cutlass_fp8_sm89_heuristic(16, 4096, 4096)),
+            gemm_row(1, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm",
+                     config=fp8_sm89_heuristic(1, 4096, 4096, 142))]
 TOL = 1e-12
 
 
@@ -97,7 +107,8 @@ def test_parts_add_up_to_the_time_for_every_kernel_family(hw_name: str, model: s
         _check_sum(res[list(PART_COLUMNS)], res["time_s"])
         kernels |= set(rows["kernel"])
     fp4 = {str(r["kernel"]) for r in FP4_ROWS}
-    assert set(library.EXTERNAL_KERNELS) - fp4 <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
+    ada = {"triton_fp8_block_gemm", "trtllm_fp8_block_gemm"}  # Ada only: checked on l40s below
+    assert set(library.EXTERNAL_KERNELS) - fp4 - ada <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
                                                     "gemm_anyprec_kernel", "rms_norm_kernel"} <= kernels
 
 
@@ -113,6 +124,13 @@ def test_one_launch_priced_alone_has_parts_that_add_up(row: dict[str, Any]) -> N
 @pytest.mark.parametrize("row", FP4_ROWS, ids=lambda r: str(r["kernel"]))
 def test_an_fp4_launch_on_blackwell_has_parts_that_add_up(row: dict[str, Any]) -> None:
     out = price_launch(row, load_hardware("b200-sxm"))
+    assert min(out[c] for c in PART_COLUMNS) >= 0
+    assert abs(sum(out[c] for c in PART_COLUMNS) - out["time_s"]) <= TOL * out["time_s"]
+
+
+@pytest.mark.parametrize("row", ADA_ROWS, ids=lambda r: str(r["kernel"]))
+def test_an_ada_fp8_launch_on_the_l40s_has_parts_that_add_up(row: dict[str, Any]) -> None:
+    out = price_launch(row, load_hardware("l40s"))
     assert min(out[c] for c in PART_COLUMNS) >= 0
     assert abs(sum(out[c] for c in PART_COLUMNS) - out["time_s"]) <= TOL * out["time_s"]
 

@@ -51,7 +51,7 @@ def test_each_kernel_source_routes_to_its_kernel_and_quantization(key: tuple[str
     framework, source, fmt = key
     dtype = {"fp8": "fp8", "fp8-block": "fp8_block", "nvfp4": "nvfp4"}[fmt]
     m = 8 if source.startswith("FlashInferFp8") else 64
-    hw = B200 if fmt == "nvfp4" else H200
+    hw = B200 if fmt == "nvfp4" else (L40S if source.startswith("Triton") else H200)
     row = read_aic_gemm(_frame(framework.upper(), [source], [dtype], [m])).rows.iloc[0].to_dict()
     launch = launch_rows(row, hw, "best").launches[0]
     config = launch["config"] if isinstance(launch["config"], dict) else json.loads(launch["config"])
@@ -61,11 +61,16 @@ def test_each_kernel_source_routes_to_its_kernel_and_quantization(key: tuple[str
 
 def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
     triton = read_aic_gemm(_frame("VLLM", ["TritonFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
-    with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):
-        launch_rows(triton.iloc[0].to_dict(), L40S)
+    assert launch_rows(triton.iloc[0].to_dict(), L40S).launches[0]["kernel"] == "triton_fp8_block_gemm"
+    with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):  # Hopper: DeepGEMM's
+        launch_rows(triton.iloc[0].to_dict(), H200)
     block = read_aic_gemm(_frame("TRTLLM", ["torch_flow"], ["fp8_block"], [64])).rows
-    with pytest.raises(UnrepresentableError, match="sm_89"):  # TensorRT-LLM's Ada blockwise GEMM
-        launch_rows(block.iloc[0].to_dict(), L40S)
+    # TensorRT-LLM's op runs its own blockwise kernel on Ada, the DeepGEMM design on Hopper
+    assert launch_rows(block.iloc[0].to_dict(), L40S).launches[0]["kernel"] == "trtllm_fp8_block_gemm"
+    assert launch_rows(block.iloc[0].to_dict(), H200).launches[0]["kernel"] == "deepgemm_fp8_block_gemm"
+    deepgemm = read_aic_gemm(_frame("VLLM", ["DeepGemmFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
+    with pytest.raises(UnrepresentableError, match="sm_89"):  # no DeepGEMM on Ada
+        launch_rows(deepgemm.iloc[0].to_dict(), L40S)
     nvfp4 = read_aic_gemm(_frame("VLLM", ["FlashInferCuteDslNvFp4LinearKernel"], ["nvfp4"], [8])).rows
     with pytest.raises(UnrepresentableError, match="h200-sxm has no fp4 tensor cores"):
         launch_rows(nvfp4.iloc[0].to_dict(), H200)
@@ -108,7 +113,10 @@ def test_eager_rows_take_the_longer_of_host_and_gpu() -> None:
     # the host is the collector's machine: H100 shares H200's, B200's tables were timed on another
     assert host_floor_us(rows, "h100-sxm")[0] == 88.4
     assert host_floor_us(rows, "b200-sxm")[0] == HOST_US[("b200", "vllm", "DeepGemmFp8BlockScaledMMKernel")]
-    assert np.isnan(host_floor_us(rows, "l40s")).all()  # no known host: the eager protocol's cost
+    assert np.isnan(host_floor_us(rows, "l40s")).all()  # no host time for these paths there
+    triton = read_aic_gemm(_frame("VLLM", ["TritonFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
+    assert host_floor_us(triton, "l40s")[0] == HOST_US[("l40s", "vllm", "TritonFp8BlockScaledMMKernel")]
+    assert np.isnan(host_floor_us(rows, "a100-sxm-80gb")).all()  # no known host: the eager protocol's cost
 
 
 GROUNDTRUTH = Path(__file__).resolve().parents[3] / ".." / "shared" / "groundtruth" / "aiconfigurator"

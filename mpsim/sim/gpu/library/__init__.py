@@ -46,6 +46,7 @@ from mpsim.sim.gpu.library import (
     mpsim,
     sglang,
     torch,
+    triton_fp8,
     trtllm,
     trtllm_fp8,
     trtllm_sm100,
@@ -68,7 +69,7 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK,
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
     "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK,
-    "trtllm_sm100": trtllm_sm100.WORK}
+    "trtllm_sm100": trtllm_sm100.WORK, "triton_fp8": triton_fp8.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:

@@ -159,14 +159,18 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     MMA (the kernels are compiled per tile); per trip every warp reads its warp tile's rows of both
     operands from shared memory (ldmatrix), so the MMAs wait for (warps along the weights x token
     rows + warps along the tokens x weight rows) x K bytes; K slices add their fp32 partials in
-    turn (serial split-K, a semaphore). MMAs at `sm89_mma_eta` of the fp8 rate."""
+    turn (serial split-K, a semaphore); with `promote` (a block-scaled kernel) each K step's partial
+    sums are scaled into the accumulator on the CUDA cores after its MMAs (`promote_ops` lane-ops
+    per accumulator element per 128 of K). MMAs at `sm89_mma_eta` of the fp8 rate."""
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
     fmt = str(row["w_format"])
     tt, wt, bk, stages = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"]), int(cfg["num_stages"])
     split, warps_t, warps_w = int(cfg.get("split_k", 1)), int(cfg["warps_t"]), int(cfg["warps_w"])
     a_el, w_el = elem_bytes(str(row["a_dtype"])), int(row["w_bits"]) / 8
     stage = (tt * a_el + wt * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk)
+    promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
     trip = Trip(load_bytes=stage, mma_flops=2.0 * tt * wt * bk, serial=True, mma_dtype=mma_dtype(fmt),
+                pipes={"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {},
                 mma_eta=gp.sm89_mma_eta, smem_bytes=(warps_w * tt * a_el + warps_t * wt * w_el) * bk)
     tile_out, epi_ns = tt * wt * FP16, gp.sm89_tile_ns * tt * wt / SM89_EPI_TILE
     if split > 1:

@@ -36,6 +36,7 @@ def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     gp = p.trtllm_fp8
     if row["kernel"] == TRTLLM_NVFP4_GEMM:
         gp = replace(gp, mma_eta=gp.nvfp4_eta, fixed_ns=gp.nvfp4_fixed_ns)
+
     return scaled_gemm_work(row, cfg, r, p, gp, resident)
 
 
