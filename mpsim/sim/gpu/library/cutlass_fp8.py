@@ -5,17 +5,10 @@ mpsim/sim/gpu/library/scaled_gemm.py's. Constants: CutlassFp8Params, SimParams.c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from mpsim.library.cutlass_fp8 import KERNELS
-from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
-from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
-
-if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
-    from mpsim.sim.params import SimParams
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, room_work
 
 
 @dataclass(frozen=True)
@@ -36,9 +29,4 @@ class CutlassFp8Params(ScaledGemmParams):
     sm89_tile_ns: float = 8000.0
 
 
-def cutlass_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p, p.cutlass_fp8, resident)
-
-
-WORK = dict.fromkeys(KERNELS, cutlass_fp8_work)
+WORK = dict.fromkeys(KERNELS, room_work("cutlass_fp8"))

@@ -5,17 +5,10 @@ DeepgemmParams, SimParams.deepgemm.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from mpsim.library.deepgemm import KERNELS
-from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
-from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
-
-if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
-    from mpsim.sim.params import SimParams
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, room_work
 
 
 @dataclass(frozen=True)
@@ -29,9 +22,4 @@ class DeepgemmParams(ScaledGemmParams):
     mma_eta: float = 0.95
 
 
-def deepgemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p, p.deepgemm, resident)
-
-
-WORK = dict.fromkeys(KERNELS, deepgemm_work)
+WORK = dict.fromkeys(KERNELS, room_work("deepgemm"))

@@ -5,17 +5,10 @@ mpsim/sim/gpu/library/scaled_gemm.py's. Constants: FlashinferGemmParams, SimPara
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from mpsim.library.flashinfer_gemm import KERNELS
-from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
-from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
-
-if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
-    from mpsim.sim.params import SimParams
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, room_work
 
 
 @dataclass(frozen=True)
@@ -25,9 +18,4 @@ class FlashinferGemmParams(ScaledGemmParams):
     accumulator element per block)."""
 
 
-def flashinfer_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-              p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p, p.flashinfer_gemm, resident)
-
-
-WORK = dict.fromkeys(KERNELS, flashinfer_gemm_work)
+WORK = dict.fromkeys(KERNELS, room_work("flashinfer_gemm"))

@@ -32,7 +32,7 @@ its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -266,3 +266,15 @@ def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates
     `p.fp8_act`), the GEMM (its room's constants `gp`)."""
     return [*quant_parts(row, cfg, r, p.fp8_act),
             gemm_part(row, cfg, r, p, gp, resident, str(row["kernel"]))]
+
+
+def room_work(field: str) -> Callable[[Mapping[str, Any], Mapping[str, int], list[int], GpuRates,
+                                       SimParams, float], LaunchWork]:
+    """The work builder of a scaled-GEMM room whose constants are SimParams.`field` (the rooms'
+    WORK tables: cutlass_fp8, deepgemm, flashinfer_gemm, triton_fp8)."""
+    def work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
+             p: SimParams, resident: float) -> LaunchWork:
+        return scaled_gemm_work(row, cfg, r, p, getattr(p, field), resident)
+
+    work.__name__ = f"{field}_work"
+    return work

@@ -6,17 +6,10 @@ SimParams.triton_fp8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from mpsim.library.triton_fp8 import KERNELS
-from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
-from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import LaunchWork
-
-if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
-    from mpsim.sim.params import SimParams
+from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, room_work
 
 
 @dataclass(frozen=True)
@@ -34,9 +27,4 @@ class TritonFp8Params(ScaledGemmParams):
     sm89_mma_eta: float = 0.7
 
 
-def triton_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
-                    p: SimParams, resident: float) -> LaunchWork:
-    return scaled_gemm_work(row, cfg, r, p, p.triton_fp8, resident)
-
-
-WORK = dict.fromkeys(KERNELS, triton_fp8_work)
+WORK = dict.fromkeys(KERNELS, room_work("triton_fp8"))
