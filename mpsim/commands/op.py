@@ -91,20 +91,23 @@ def _gemm(args: argparse.Namespace) -> int:
         return _report(best.row, args)
     hw = hardware(args.hw)
     row = gemm_row(args.m, args.n, args.k, args.w_format, args.bits, args.group, args.bias,
-                   kernel=args.kernel, config=_cublas_heuristic(args, hw), sms=hw.compute_units)
+                   kernel=args.kernel, config=_fixed_config(args, hw), sms=hw.compute_units)
     return _report(_as_engine(row, hw, args), args)
 
 
-def _cublas_heuristic(args: argparse.Namespace, hw: Any) -> Any:
-    """cuBLAS's fixed choice for --hw's GPU generation (Ampere/Ada, Hopper, Blackwell tile sets);
-    None (the kernel's own default) for other kernels and off a GPU."""
-    from mpsim.library import cublas
-
-    if args.kernel != cublas.CUBLAS_GEMM:
+def _fixed_config(args: argparse.Namespace, hw: Any) -> Any:
+    """The --kernel library's own choice for --hw's architecture (cuBLAS's tile sets per generation,
+    vLLM's sm89 / sm90 fp8 dispatch, ...: best_config.fixed_config); None (the kernel's own
+    default) where it does not depend on the architecture and off a GPU."""
+    if args.kernel is None:
         return None
-    from mpsim.sim.best_config import cublas_fixed_config  # the GPU model: only for cuBLAS
+    from mpsim.errors import MpsimInputError
+    from mpsim.sim.best_config import fixed_config  # the GPU model: only for a library kernel
 
-    return cublas_fixed_config(args.m, args.n, args.k, hw)
+    try:
+        return fixed_config(args.kernel, args.m, args.n, args.k, args.group, hw)
+    except ValueError as exc:  # an architecture the kernel does not run on
+        raise MpsimInputError(f"op gemm --kernel {args.kernel} --hw {hw.name}: {exc}") from None
 
 
 def _attention(args: argparse.Namespace) -> int:

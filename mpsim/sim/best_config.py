@@ -35,6 +35,7 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import gemm_row
 from mpsim.library import (
+    ARCH_CONFIGS,
     AUTOTUNED_CANDIDATES,
     AUTOTUNED_KERNELS,
     SCALED_CANDIDATES,
@@ -108,6 +109,26 @@ def _simulate(row: Row, hw: HardwareSpec, params: SimParams, resident: float) ->
     from mpsim.sim.replay import simulate_launch  # replay imports this module's neighbours
 
     return simulate_launch(row, hw, params, resident)
+
+
+def fixed_config(kernel: str | None, m: int, n: int, k: int, group: int | None,
+                 hw: HardwareSpec) -> lc.LaunchConfig | None:
+    """A library's own fixed choice of `kernel` (no search) on `hw`'s architecture: cuBLAS's
+    heuristic per generation, the rooms' per-architecture dispatch (library.ARCH_CONFIGS: vLLM's sm89
+    / sm90 fp8 dispatch, cuBLASLt's fp8 tile, GemLite's defaults) or a scaled kernel's one config
+    there (one an architecture does not run is one error); None where the kernel's default does not
+    depend on the architecture, and off a GPU."""
+    if kernel is None or not isinstance(hw, GpuSpec):
+        return None
+    if kernel == cublas.CUBLAS_GEMM:
+        return cublas_fixed_config(m, n, k, hw)
+    if kernel in ARCH_CONFIGS:
+        from mpsim.engines import architecture  # the engine files' names (engines import the rooms)
+
+        return ARCH_CONFIGS[kernel](kernel, m, n, k, group, hw.compute_units, architecture(hw))
+    if kernel in SCALED_CANDIDATES:
+        return gemm_candidate_configs(m, n, k, "fp8", 8, group, hw, kernel)[0]
+    return None
 
 
 def cublas_fixed_config(m: int, n: int, k: int, hw: HardwareSpec) -> lc.LaunchConfig | None:

@@ -168,3 +168,21 @@ def test_the_promotion_costs_cuda_core_time_on_a_compute_bound_tile() -> None:
         return float(price_launch(row, L40S, params=params)["time_s"]) * 1e6  # type: ignore[arg-type]
 
     assert us(DEFAULT_PARAMS) > 1.05 * us(free)
+
+
+def test_op_prices_a_library_kernel_at_its_choice_for_the_device(capsys: pytest.CaptureFixture[str]) -> None:
+    """`mpsim op gemm --kernel K --hw l40s` (no --config best) builds K's own choice for Ada (vLLM's
+    sm89 dispatch), not its Hopper tile; a kernel the device does not run is one error."""
+    from mpsim.cli import main
+
+    args = ["op", "gemm", "--m", "64", "--n", "4096", "--k", "4096", "--w-format", "fp8", "--bits", "8",
+            "--kernel", CUTLASS_FP8_GEMM]
+    assert main([*args, "--hw", "l40s"]) == 0
+    out = capsys.readouterr().out
+    assert '"sm": 89' in out and '"block_k": 128' in out and '"block_m": 64' in out
+    assert main([*args, "--hw", "h200-sxm"]) == 0
+    assert '"sm": 89' not in capsys.readouterr().out
+    block = ["op", "gemm", "--m", "64", "--n", "4096", "--k", "4096", "--w-format", "fp8-block",
+             "--bits", "8", "--kernel", "triton_fp8_block_gemm", "--hw", "h200-sxm"]
+    assert main(block) == 2
+    assert "triton_fp8_block_gemm: modelled on sm_89 only" in capsys.readouterr().err
