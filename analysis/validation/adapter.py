@@ -202,8 +202,12 @@ def _scaled_gemm(row: Mapping[str, Any], hw: HardwareSpec, params: SimParams,
     fmt, bits = str(row["w_format"]), _int(row, "w_bits")
     group = None if str(row.get("group_size")) in ("None", "nan", "<NA>") else int(row["group_size"])
     copies = scaled_copies(row, hw) if isinstance(hw, GpuSpec) else 0
-    cands = [with_call(c, quant, copies)
-             for c in gemm_candidate_configs(m, n, k, fmt, bits, group, hw, kernel)]
+    try:  # the kernel's room refuses an architecture it does not run (DeepGEMM on Ada, ...)
+        tiles = gemm_candidate_configs(m, n, k, fmt, bits, group, hw, kernel)
+    except MpsimInputError as exc:
+        source = row.get("kernel_source")
+        raise UnrepresentableError(f"{source} on {hw.name} not modelled: {exc}") from None
+    cands = [with_call(c, quant, copies) for c in tiles]
     build = partial(gemm_row, m, n, k, fmt, bits, group, kernel=kernel, sms=hw.compute_units)
     if len(cands) == 1:
         return build(config=cands[0])

@@ -93,7 +93,8 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
                generation: str = "hopper") -> list[LaunchConfig]:
     """The config of the library's fixed dispatch (Hopper and Blackwell only)."""
     if generation == "ampere":
-        raise ValueError(f"{kernel}: DeepGEMM runs on sm_90 / sm_100, not on Ampere or Ada")
+        raise ValueError(f"{kernel}: DeepGEMM runs on sm_90 / sm_100, not on Ampere or Ada "
+                         "(sm_80 / sm_89)")
     return [deepgemm_config(m, n, k, sms)]
 
 

@@ -51,7 +51,7 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
     """The config of the library's fixed dispatch (Hopper and Blackwell only)."""
     if generation == "ampere":
         raise ValueError(f"{kernel}: FlashInfer's fp8 / fp4 GEMMs run on sm_90 / sm_100, not on "
-                         "Ampere or Ada")
+                         "Ampere or Ada (sm_80 / sm_89)")
     if kernel == FLASHINFER_FP8_BLOCK_GEMM:
         return [fp8_block_config(m, n, k, sms)]
     return nvfp4_candidates(m, n, k, sms)

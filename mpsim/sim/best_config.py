@@ -115,9 +115,9 @@ def fixed_config(kernel: str | None, m: int, n: int, k: int, group: int | None,
                  hw: HardwareSpec) -> lc.LaunchConfig | None:
     """A library's own fixed choice of `kernel` (no search) on `hw`'s architecture: cuBLAS's
     heuristic per generation, the rooms' per-architecture dispatch (library.ARCH_CONFIGS: vLLM's sm89
-    / sm90 fp8 dispatch, cuBLASLt's fp8 tile, GemLite's defaults) or a scaled kernel's one config
-    there (one an architecture does not run is one error); None where the kernel's default does not
-    depend on the architecture, and off a GPU."""
+    / sm90 fp8 dispatch, cuBLASLt's fp8 tile, GemLite's defaults); None where the kernel's own
+    default does not depend on the architecture, and off a GPU. A scaled kernel the architecture
+    does not run (DeepGEMM on Ada, vLLM's Triton block kernel on Hopper) is one error."""
     if kernel is None or not isinstance(hw, GpuSpec):
         return None
     if kernel == cublas.CUBLAS_GEMM:
@@ -126,8 +126,8 @@ def fixed_config(kernel: str | None, m: int, n: int, k: int, group: int | None,
         from mpsim.engines import architecture  # the engine files' names (engines import the rooms)
 
         return ARCH_CONFIGS[kernel](kernel, m, n, k, group, hw.compute_units, architecture(hw))
-    if kernel in SCALED_CANDIDATES:
-        return gemm_candidate_configs(m, n, k, "fp8", 8, group, hw, kernel)[0]
+    if kernel in SCALED_CANDIDATES:  # the room's own default, once it runs on the architecture
+        gemm_candidate_configs(m, n, k, "fp8", 8, group, hw, kernel)
     return None
 
 

@@ -45,7 +45,6 @@ def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
         gp = replace(gp, mma_eta=gp.nvfp4_eta, fixed_ns=gp.nvfp4_fixed_ns)
     elif row["kernel"] == TRTLLM_FP8_BLOCK_GEMM:
         gp = replace(gp, sm89_mma_eta=gp.block_sm89_eta)
-
     return scaled_gemm_work(row, cfg, r, p, gp, resident)
 
 
