@@ -67,6 +67,18 @@ class SimParams:
     # and few-CTA configs; A100's whitepaper L2 of 5120 B/clk over 108 SMs is 47 B/clk/SM). The chip's
     # L2 bandwidth is SMs x this (no GEMM row needs less).
     port_bytes_per_clk: float = 49.76
+    # The chip's L2 reads per SM and clock (at the datasheet tensor clock) where the L2 is one
+    # partition (l2.partitions 1, Ada's AD102); a partitioned L2 (A100, GH100, B200) is held to SMs x
+    # the port above. No datasheet or whitepaper prints it; from the L40S rows where L2 traffic binds:
+    # TensorRT-LLM 1.3.0rc20's fp8_block GEMM on sm_89 (its blockwise kernel's 32 x 128 tiles re-read
+    # the weights once per 32 tokens), even half of an 800-row `--select fp8` sample: 4.0 / 4.5 / 4.8
+    # / 5.0 / 5.5 TB/s gave M 257-8192 17.7 / 7.2 / 5.7 / 6.5 / 11.3% (no cap: 35%, -35% bias); the
+    # odd half 5.5%. 13.6 B x 142 SMs x 2.49 GHz = 4.8 TB/s. Checked on L40S rows it was not set from
+    # (docs/validation.md#an-l2-rate-for-ada): cuBLASLt's fp8, vLLM's c2x fp8 and Triton fp8_block,
+    # bf16 cuBLAS (vLLM 0.24.0, TensorRT-LLM 1.3.0rc20), and the decode attention of vLLM (FA2) and
+    # TensorRT-LLM (XQA, MMHA) once their L2 traffic counts the keys the kernels load (Trip.l2_bytes).
+    # One device: an assumption for other one-partition L2s (the RTX 4090's AD102).
+    l2_one_partition_bytes_per_clk: float = 13.6
     # Shared memory per SM per clock (CUDA C++ Programming Guide: 32 banks x 4 bytes).
     smem_bytes_per_clk: float = 128.0
     # A CTA's first tile from HBM: round trip plus pipeline fill (H200 GEMM rows, 425 ns). Later

@@ -8,7 +8,9 @@ compute loop waits for each trip's tiles, computes, and frees its buffer; after 
 epilogue writes the outputs and, for split launches, exchanges partials in L2.
 
 A trip's load moves its bytes through the bundle's SMs' L2 ports (`port`: one server per SM, each
-pulling at most `port_Bpc`; the chip's L2 is the sum of the ports unless a file sets it lower) and
+pulling at most `port_Bpc`; the chip's L2 is the sum of the ports unless it is one partition (Ada:
+its own rate, rates.py `chip_l2_bytes_per_clk`) or a file sets it lower; that server takes the bytes
+the L2 serves, `Trip.l2_bytes` where a kernel's port count holds loads it never issues) and
 its misses through HBM at the same time, so the longer of the two counts, then waits a latency: a
 CTA's first tile pays the full latency of the level it comes from (HBM when the launch misses, L2
 otherwise: a per-tile cache model), later trips the L2 latency
@@ -58,7 +60,7 @@ class GpuLaunchSim:
         self.r, self.work, self.stages = r, work, max(1, stages)
         self.dram = Memory(self.env, "dram", r.dram_Bpc, r.dram_latency)
         self.port = TokenPool(self.env, "port", r.sms)
-        # the chip's L2 as its own server only when a file sets it below the sum of the SMs' ports
+        # the chip's L2 as its own server only when its rate is below the sum of the SMs' ports
         self.l2 = Memory(self.env, "l2", r.l2_Bpc, r.l2_latency) \
             if r.l2_Bpc < r.port_Bpc * r.sms * (1 - 1e-9) else None
         self.tensor = TokenPool(self.env, "tensor", r.sms)
@@ -126,7 +128,8 @@ class GpuLaunchSim:
         scale = b.trip_scale(i)
         per_cta = t.load_bytes * scale
         total = b.count * per_cta
-        self.l2_bytes += total
+        served = total if t.l2_bytes is None else b.count * t.l2_bytes * scale
+        self.l2_bytes += served
         request = lock.request()
         yield request
         start = self.env.now
@@ -139,7 +142,7 @@ class GpuLaunchSim:
                                                      + b.count * self.write_share * scale)),
                  self.env.process(self.port.hold(min(b.count, r.sms), port))]
         if self.l2 is not None:
-            moves.append(self.env.process(self.l2.transfer(total)))
+            moves.append(self.env.process(self.l2.transfer(served)))
         yield self.env.all_of(moves)
         lock.release(request)
         elapsed = self.env.now - start

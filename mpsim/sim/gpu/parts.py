@@ -4,8 +4,8 @@ bound it, plus its fixed costs.
 A kernel's duration is its body (the SimPy run) + its per-launch `fixed_ns` + the kernel floor. The
 body's parts come from the run's own counters, each as the cycles one SM (or the chip's HBM) was
 busy:
-- `memory`: the longest of HBM's busy time, an active SM's L2-port time and (when a file sets one
-  below the ports' sum) the chip's L2 busy time;
+- `memory`: the longest of HBM's busy time, an active SM's L2-port time and (when it is below the
+  ports' sum: one-partition L2s, a file's override) the chip's L2 busy time;
 - `math`: an active SM's tensor-pipe time; `issue`: its CUDA-core time (the busiest issue pipe or the
   issue limit: dequantization, softmax, FMAs on the fp32 lanes, reductions).
 "Active SM": the busy server-cycles over min(SMs, CTAs), so a launch of fewer CTAs than SMs is

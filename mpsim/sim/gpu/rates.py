@@ -97,6 +97,13 @@ def bw_fraction(hw: GpuSpec, p: SimParams) -> float:
     return p.bw_frac if override is None else override
 
 
+def chip_l2_bytes_per_clk(hw: GpuSpec, p: SimParams, f: float) -> float:
+    """The whole chip's L2 bytes per clock at `f`: SMs x the per-SM port, or for an L2 of one
+    partition (Ada) SMs x `l2_one_partition_bytes_per_clk` (both quoted at the datasheet clock)."""
+    per_sm = p.l2_one_partition_bytes_per_clk if hw.l2.partitions == 1 else p.port_bytes_per_clk
+    return per_sm * hw.tensor_core.datasheet_clock_MHz * 1e6 / f * hw.compute_units
+
+
 def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRates:
     """Rates at `clock_hz` (default the boost clock)."""
     boost = hw.compute.boost_clock_MHz * 1e6
@@ -116,7 +123,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         dram_latency=dram_lat * 1e-9 * f,
         load_latency=(hw.dram.load_latency_ns if hw.dram.load_latency_ns is not None
                       else p.load_latency_ns) * 1e-9 * f,
-        l2_Bpc=l2_bps / f if l2_bps is not None else port * sms,
+        l2_Bpc=l2_bps / f if l2_bps is not None else chip_l2_bytes_per_clk(hw, p, f),
         l2_latency=l2_lat * 1e-9 * f,
         l2_bytes=hw.l2.size_MiB * 2**20,
         l2_partitions=hw.l2.partitions if hw.l2.partitions is not None else 2,

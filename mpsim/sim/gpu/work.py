@@ -48,6 +48,8 @@ class Trip:
     #                                    the memory model's (first tile, then miss-weighted)
     overlap_latency: bool = False      # latency and transfer overlap (many requests in flight)
     overhead_cycles: float = 0.0       # per trip, not hidden (loop control of kernels without SASS)
+    l2_bytes: float | None = None      # of load_bytes, what the chip's L2 serves (None: all of it);
+    #                                    less where the port's count holds loads never issued
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,10 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
     fixed = p.fa2.decode_scope_us * 1e3 + (p.fa2.combine_us * 1e3 if splits > 1 else 0.0)
     res = _resources(bm, bn, d)
-    work = KernelWork(_trip(bm, bn, d, p), Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single",
+    # the chip's L2 serves the cached tokens only: the last tile's rows past kv_len are zero-filled
+    # (cp.async with no source bytes), while the port's count keeps whole tiles as fitted
+    trip = replace(_trip(bm, bn, d, p), l2_bytes=max(kv, 1) / (splits * tiles) * d * 2 * FP16)
+    work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single",
                       ctas, ctas, res, reads, setup_ns=p.fa2.cta_ns, fixed_ns=fixed, name="fa2 decode")
     parts = [kv_append_part(b, hk, d, 16, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, _occupancy(res, r))]

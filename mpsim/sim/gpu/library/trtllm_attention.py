@@ -96,10 +96,15 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     tiles = cdiv(cdiv(max(kv, 1), bn), splits)
     ctas = b * hk * splits
     d_mma = 1 << (d - 1).bit_length()   # the MMAs run on the head padded to a power of two
+    # the port moves whole tiles (the per-tile cost the constants were fitted with); the chip's L2
+    # serves GMMA's whole 64-token pages (TMA) but only HMMA's cached tokens (mha.cu: the last
+    # tile's copyPartialHeadsAsync of nbHeadsAvail heads; warps past the sequence stop)
+    served = None if gmma else max(kv, 1) / (splits * tiles) * d * 2 * elem
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d_mma,
                 pipes={"fp32": rows * bn * t.xqa_softmax_ops}, serial=True,
                 mma_dtype="fp8" if gmma else "fp16",
-                latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True)
+                latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True,
+                l2_bytes=served)
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     combine = t.xqa_combine_us if gmma else t.hmma_combine_us
@@ -127,7 +132,10 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                 pipes={"fp32": busy * bn * d * 2
                        * (t.mmha_ops + (t.mmha_fp8_ops if elem < 2 else 0.0))},
                 serial=True,
-                latency_ns=t.mmha_trip_ns, overlap_latency=True)
+                latency_ns=t.mmha_trip_ns, overlap_latency=True,
+                # the port moves whole loops as fitted; the chip's L2 serves the tile's keys only
+                # (the clamped loads past them are not issued)
+                l2_bytes=max(mmha_tile_keys(kv, splits), 1) / loops * d * 2 * elem)
     kv_bytes = b * hk * kv * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     fixed = t.mmha_scope_us + (t.mmha_combine_us if splits > 1 else 0.0)

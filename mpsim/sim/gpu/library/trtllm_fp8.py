@@ -24,18 +24,18 @@ class TrtllmFp8Params(ScaledGemmParams):
     1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); tile_ns cuBLAS's (the fit kept it); nvfp4
     GEMM: nvfp4_eta and nvfp4_fixed_ns instead of mma_eta and fixed_ns, fitted on B200 TRT-LLM
     1.3.0rc20 nvfp4 rows (`--select fp8`, 200 sampled; no other stack runs this kernel, so
-    nothing checks them). Ada's blockwise kernel (`trtllm_fp8_block_gemm`): block_sm89_eta 0.6 of
-    the fp8 rate instead of sm89_mma_eta, fitted on the even half of an 800-row sample of the L40S
-    TRT-LLM 1.3.0rc20 fp8_block rows (0.5 / 0.55 / 0.6 gave 14.3 / 9.4 / 9.1% over the rows; at 1.0
-    M 257-8192 was 35%, -35% bias); the odd half 13.8 / 10.0 / 6.1% by M band, the 1.0.0 rows
-    (not used) 7.7 / 7.9 / 5.2%. Its large-M rate is what a chip-level L2 of about 4.8 TB/s gives
-    these 32-token tiles (docs/validation.md#fp8-on-ada); the model has no such limit yet, so the
-    share stands for it and leaves M <= 16 +11% biased. One kernel on one device."""
+    nothing checks them). Ada's blockwise kernel (`trtllm_fp8_block_gemm`): block_sm89_eta of
+    the fp8 rate instead of sm89_mma_eta, fitted with the one-partition L2 rate
+    (SimParams.l2_one_partition_bytes_per_clk) on the even half of an 800-row sample of the L40S
+    TRT-LLM 1.3.0rc20 fp8_block rows (0.706; at 1.0 M 1-16 / 17-256 were +7..+9% biased), the odd
+    half 13.4 / 7.8 / 5.9% by M band; the same share as vLLM's Triton block kernel on Ada
+    (triton_fp8.sm89_mma_eta 0.70): both are mma.sync fp8 loops that promote every 128-wide K block
+    on the CUDA cores. One kernel on one device."""
 
     mma_eta: float = 0.9
     nvfp4_eta: float = 0.6
     nvfp4_fixed_ns: float = 1500.0
-    block_sm89_eta: float = 0.6
+    block_sm89_eta: float = 0.70
 
 
 def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
