@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from mpsim import library
 from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, scaled_kernel
 from mpsim.analysis.validation.fp8_rows import weight_copies as scaled_copies  # vs weight_copies.py's
 from mpsim.analysis.validation.weight_copies import weight_copies
@@ -251,9 +252,12 @@ ATTENTION_KERNELS = {
 ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
 # ... and its sm_100 one, a room of its own (mpsim/library/trtllm_sm100.py)
 OTHER_GENERATION = {("trtllm", "blackwell"): "trtllm_sm100"}
+# ... and its sm_89 one (mpsim/library/trtllm_sm89.py): Ada, the Ampere-class GPUs with fp8 tensor
+# cores; sm_80 (A100) picks tiled context kernels above 64 keys, not modelled
+ADA = {name: room for (name, arch), room in library.ARCH_ATTENTION.items() if arch == "ada"}
 TRTLLM_ELSEWHERE = {
-    "ampere": ", and its bf16-cache decode on Ampere/Ada: the sm_8x fp8-cache XQA path and "
-              "context FMHA are not modelled",
+    "ampere": ", and its bf16-cache decode on Ampere (sm_80): the context FMHA (tiled above 64 "
+              "keys there) and fp8 caches are modelled on Ada (sm_89) only",
 }
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
@@ -277,9 +281,11 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
     if other is not None:
         return other
     if need is not None and gen != need:
-        # TensorRT-LLM on Ampere/Ada: the bf16-cache generation kernels are XQA's HMMA kernel and
-        # MMHA, the same kernels and dispatch rule as on sm_90; its sm_89 fp8-cache XQA path and the
-        # sm_8x context FMHA (fmha_v2 HMMA kernels) are other kernels, not modelled
+        if gen == "ampere" and kernel in ADA and isinstance(hw, GpuSpec) \
+                and "fp8" in hw.tensor_core.flops_per_clock_per_SM:
+            return ADA[kernel]
+        # TensorRT-LLM on Ampere (sm_80): the bf16-cache generation kernels are XQA's HMMA kernel
+        # and MMHA, the same kernels and dispatch rule as on sm_90 (the Ada room's decode too)
         decode = str(row.get("cls") or "attention decode").startswith("attention decode")
         if kernel == "trtllm" and gen == "ampere" and decode and int(row["q_len"]) == 1 \
                 and int(row["kv_bits"]) == 16:

@@ -33,6 +33,7 @@ from mpsim.library import mpsim as own
 from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
+from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
 from mpsim.traces.schema import COLLECTIVE_OPS
 
@@ -66,7 +67,7 @@ KERNELS_BY_OP: dict[str, tuple[str, ...]] = {
                          flashinfer_attention.FI_DECODE, flashinfer_trtllm.TG_DECODE, TRTLLM_TG_DECODE),
     "prefill_attention": ("attention_prefill_kernel", fa3.FA3_PREFILL, TRTLLM_FMHA,
                           sglang.SGLANG_FA3_PREFILL, fa2.FA2_PREFILL, flashinfer_attention.FI_PREFILL,
-                          flashinfer_trtllm.TG_PREFILL, TRTLLM_TG_CONTEXT),
+                          flashinfer_trtllm.TG_PREFILL, TRTLLM_TG_CONTEXT, TRTLLM_SM89_FMHA),
     "silu_mul": ("silu_mul_kernel", vllm.VLLM_SILU_MUL),
     "gelu": ("gelu_kernel",),
     "residual_add": ("residual_add_kernel", torch.TORCH_ADD),
@@ -227,6 +228,7 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
         out["group_size"] = group
         return out
     if op in ("decode_attention", "prefill_attention"):
+        lib = library.LIBRARIES[library.ARCH_ATTENTION.get((lib.name, t.arch), lib.name)]
         assert lib.attention is not None
         out = lib.attention(int(r["batch"]), int(r["q_len"]), int(r["kv_len"]), int(r["num_q_heads"]),
                             int(r["num_kv_heads"]), int(r["head_dim"]), int(r["k_bits"]),

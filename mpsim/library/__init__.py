@@ -32,6 +32,7 @@ from mpsim.library import (
     triton_fp8,
     trtllm,
     trtllm_fp8,
+    trtllm_sm89,
     trtllm_sm100,
     turbomind,
     vllm,
@@ -108,6 +109,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "the trtllm-gen decode/context kernels FlashInfer ships (vLLM on Blackwell; tiles assumed)",
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "
             "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row),
+    Library("trtllm_sm89", trtllm_sm89.KERNELS, "TensorRT-LLM's attention op on Ada: its QKV "
+            "preprocessing, then fmha_v2's sm_89 context kernels, XQA's HMMA kernel (any cache) or "
+            "MMHA", "cpp/kernels/fmha_v2/setup.py, cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/"
+            "fmhaRunner.cpp, cpp/kernels/xqa/mha.cu", attention=trtllm_sm89.attention_row),
     Library("trtllm_sm100", trtllm_sm100.KERNELS, "TensorRT-LLM's attention op on Blackwell: its QKV "
             "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 32 query "
             "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",
@@ -164,6 +169,10 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], Lau
     trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, group, sms, arch: (
         trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
         else trtllm_fp8.fp8_heuristic(m, n, sms))}
+# attention libraries whose kernels run under another room's dispatch rule on an architecture
+# ((library, engine-file architecture) -> the room whose row builder runs them there): TensorRT-LLM's
+# XQA / MMHA on Ada (sm_89: XQA's HMMA kernel over any cache, fmha_v2's sm_89 context kernels)
+ARCH_ATTENTION = {("trtllm", "ada"): "trtllm_sm89"}
 # fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms, GPU generation): the
 # library's fixed heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles
 # a search tries; generation `ampere` (mpsim.sim.gpu.arch) is Ada for these (fp8 needs sm_89)

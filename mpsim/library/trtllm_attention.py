@@ -64,6 +64,7 @@ XQA_MAX_SUB_SEQ = 6000            # getXqaMaxNumSubSeq (non-MLA)
 XQA_MAX_GROUP = 32                # head_grp_size x beam_width <= 32 (kernelUtils.cpp)
 XQA_GMMA_TILE = 64                # GMMA kernel: keys per CTA tile (mha_sm90.cu gemm0CtaTileNbTokens:
 #                                   64-token warp-group tile x gemm0NbGmmaGrps 1)
+XQA_HMMA_WARP_KEYS = 64          # HMMA kernel: keys of one warp's tile (warpTile.x)
 XQA_HMMA_TILE = 256               # HMMA kernel: keys per CTA iteration (mha.cu ctaTile.x = warpTile.x 64
 #                                   x ctaShapeInWarps.x 4; a split walks every nbSubSeq-th such tile)
 XQA_GMMA_ROWS = 64                # GMMA: priced as 64 query rows whatever the group. The kernel swaps A/B
@@ -164,14 +165,15 @@ def xqa_multi_block(batch: int, kv_heads: int, kv_len: int, sms: int = GPU_SMS) 
 
 
 def xqa_config(batch: int, heads: int, kv_heads: int, head_dim: int, kv_len: int, kv_fp8: bool,
-               sms: int = GPU_SMS) -> LaunchConfig:
+               sms: int = GPU_SMS, *, gmma: bool | None = None) -> LaunchConfig:
     """XQA: one CTA per (multi-block split, KV head, sequence) holding the KV head's query group:
     GMMA (the Hopper fp8-cache kernel, RoPE + KV append fused; 3 warp groups) over 64-key tiles,
     priced as 64 rows (XQA_GMMA_ROWS); HMMA (after the preprocessing kernel;
     256 threads, mha.cu) pads it to 16 or 32 rows (warpTile.y = roundUp(group, 16)) over 256-key
-    CTA tiles. `gmma` 1 for GMMA, 0 for HMMA."""
+    CTA tiles. `gmma` 1 for GMMA, 0 for HMMA; `gmma` None: sm_90's rule (GMMA over an e4m3 cache),
+    False: the HMMA kernel whatever the cache (sm_8x: supportConfigQGMMA needs sm_90)."""
     group = heads // kv_heads
-    gmma = kv_fp8
+    gmma = kv_fp8 if gmma is None else gmma and kv_fp8
     rows = XQA_GMMA_ROWS if gmma else (16 if group <= 16 else 32)
     splits = xqa_multi_block(batch, kv_heads, kv_len, sms)
     tile = XQA_GMMA_TILE if gmma else XQA_HMMA_TILE

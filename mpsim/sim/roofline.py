@@ -42,7 +42,8 @@ WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_deco
 # (and the fp8 / fp4 scaled GEMMs, mpsim.library.SCALED_GEMM_KERNELS, whose rows say it alike)
 REPLAY_KERNELS = ("cublas_gemm", *SCALED_GEMM_KERNELS)
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
-FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "flashinfer_trtllm_decode", "flashinfer_trtllm_prefill",
+FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "trtllm_sm89_context_fmha", "flashinfer_trtllm_decode",
+                      "flashinfer_trtllm_prefill",
                       "fa3_decode", "fa3_prefill", "sglang_fa3_decode", "sglang_fa3_prefill")
 # a GEMM's quantized activations (a_dtype) name the tensor rate it runs at
 A_DTYPE_PEAK = {"fp8-e4m3": "fp8", "fp4-e2m1": "fp4"}

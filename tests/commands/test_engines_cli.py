@@ -119,9 +119,9 @@ def test_mpsim_engines_lists_kernels_and_stand_ins(capsys: pytest.CaptureFixture
     for name in ("mpsim:", "sglang:", "trtllm:", "turbomind:", "vllm:"):
         assert f"\n{name}" in f"\n{out}"
     assert "trtllm_wo_gemv (M <= 4); trtllm_fpaintb_gemm\n" in out
-    assert ("rope                      fused on hopper/blackwell; vllm_rotary_embedding [stands in for "
+    assert ("rope                      fused on ada/hopper/blackwell; vllm_rotary_embedding [stands in for "
             "RoPE fused") in out
-    assert "trtllm_tg_decode on blackwell; fa3_decode on ampere/ada [stands in for" in out
+    assert "trtllm_tg_decode on blackwell; fa3_decode on ampere [stands in for" in out
     assert "runs: weights fp16, int4-group (groups 128); KV cache kv16, kv8, kv4" in out
     clear_error(["engines", "tensorrt"], capsys, "unknown engine 'tensorrt'")
 

@@ -52,7 +52,7 @@ def test_the_row_builders_dispatch_through_the_table_and_fail_loudly() -> None:
     with pytest.raises(MpsimInputError, match=r"attention: unknown kernel 'cublas'; expected None "
                                               r"\(mpsim's\) or 'trtllm' or 'fa3' or 'fa2' or "
                                               r"'flashinfer_attention' or 'flashinfer_trtllm' or "
-                                              r"'trtllm_sm100' or 'sglang'"):
+                                              r"'trtllm_sm89' or 'trtllm_sm100' or 'sglang'"):
         attention_row(1, 1, 64, 8, 8, 64, kernel="cublas")
     with pytest.raises(MpsimInputError, match=r"unknown row-wise kernel 'cublas_gemm'.*'torch_add'"):
         framework_op_row("cublas_gemm", 4, 4096)

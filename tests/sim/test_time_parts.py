@@ -80,7 +80,10 @@ ADA_ROWS = [gemm_row(64, 4096, 4096, "fp8-block", 8, kernel="triton_fp8_block_ge
             gemm_row(16, 4096, 4096, "fp8", 8, kernel="cutlass_fp8_gemm",
                      config=cutlass_fp8_sm89_heuristic(16, 4096, 4096)),
             gemm_row(1, 4096, 4096, "fp8", 8, kernel="trtllm_fp8_gemm",
-                     config=fp8_sm89_heuristic(1, 4096, 4096, 142))]
+                     config=fp8_sm89_heuristic(1, 4096, 4096, 142)),
+            attention_row(2, 512, 512, 32, 8, 128, kernel="trtllm_sm89"),
+            attention_row(2, 512, 512, 32, 8, 128, 8, kernel="trtllm_sm89", fp8_attention=True),
+            attention_row(1, 1, 4096, 32, 8, 128, 8, kernel="trtllm_sm89", l2_warm=True)]
 TOL = 1e-12
 
 
@@ -107,7 +110,7 @@ def test_parts_add_up_to_the_time_for_every_kernel_family(hw_name: str, model: s
         _check_sum(res[list(PART_COLUMNS)], res["time_s"])
         kernels |= set(rows["kernel"])
     fp4 = {str(r["kernel"]) for r in FP4_ROWS}
-    ada = {"triton_fp8_block_gemm", "trtllm_fp8_block_gemm"}  # Ada only: checked on l40s below
+    ada = {"triton_fp8_block_gemm", "trtllm_fp8_block_gemm", "trtllm_sm89_context_fmha"}  # on l40s below
     assert set(library.EXTERNAL_KERNELS) - fp4 - ada <= kernels and {"kv_quant_kernel", "gemv_group_kernel",
                                                     "gemm_anyprec_kernel", "rms_norm_kernel"} <= kernels
 

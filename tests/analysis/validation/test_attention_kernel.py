@@ -62,15 +62,23 @@ def test_vllm_rows_off_hopper_are_priced_as_fa2_or_flashinfer(source: str, hw: s
     assert json.loads(g.launches[0]["config"])["kv_append"] == 1
 
 
-def test_trtllm_bf16_cache_decode_on_ada_runs_xqa_hmma_or_mmha() -> None:
+def test_trtllm_on_ada_runs_its_sm89_room() -> None:
+    """XQA's HMMA kernel over either cache (one CTA a KV head through an e4m3 one), MMHA by the
+    dispatch rule, fmha_v2's sm_89 context kernels; on Ampere (sm_80) the bf16-cache decode only."""
     l40s = load_hardware("l40s")
     row = {**BASE, "framework": "trtllm", "kernel_source": "torch_flow", "includes": "rope+kv_append"}
     assert _kernels(row, l40s) == ["trtllm_xqa_decode"]
     assert json.loads(launch_rows(row, l40s).launches[0]["config"])["gmma"] == 0
     assert _kernels({**row, "kv_heads": 32}, l40s) == ["trtllm_mmha_decode"]
+    fp8 = launch_rows({**row, "kv_bits": 8}, l40s).launches[0]
+    assert fp8["kernel"] == "trtllm_xqa_decode" and json.loads(fp8["config"])["gmma"] == 0
+    assert json.loads(fp8["grid"]) == [1, 8, 8]
+    assert _kernels({**row, "q_len": 512, "kv_len": 512}, l40s) == ["trtllm_sm89_context_fmha"]
+    a100 = load_hardware("a100-sxm-80gb")
+    assert _kernels(row, a100) == ["trtllm_xqa_decode"]
     for other in ({"kv_bits": 8}, {"q_len": 512, "kv_len": 512}):
-        with pytest.raises(UnrepresentableError, match="sm_8x fp8-cache XQA path"):
-            launch_rows({**row, **other}, l40s)
+        with pytest.raises(UnrepresentableError, match=r"modelled on Ada \(sm_89\) only"):
+            launch_rows({**row, **other}, a100)
 
 
 @pytest.mark.parametrize(("extra", "kernels"), [

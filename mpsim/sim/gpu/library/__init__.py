@@ -29,6 +29,7 @@ from mpsim.library.gemlite import KERNELS as GEMLITE_KERNELS
 from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
+from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import KERNELS as TRTLLM_SM100_KERNELS
 from mpsim.sim.gpu.library import (
     act_quant,
@@ -49,6 +50,7 @@ from mpsim.sim.gpu.library import (
     triton_fp8,
     trtllm,
     trtllm_fp8,
+    trtllm_sm89,
     trtllm_sm100,
     turbomind,
     vllm,
@@ -69,7 +71,8 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "deepgemm": deepgemm.WORK, "flashinfer_gemm": flashinfer_gemm.WORK, "trtllm_fp8": trtllm_fp8.WORK,
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
     "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK,
-    "trtllm_sm100": trtllm_sm100.WORK, "triton_fp8": triton_fp8.WORK}
+    "trtllm_sm100": trtllm_sm100.WORK, "triton_fp8": triton_fp8.WORK,
+    "trtllm_sm89": trtllm_sm89.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -116,7 +119,7 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(_config(row).get("gmma", 0))
-    if kernel == TRTLLM_FMHA or kernel in TRTLLM_SM100_KERNELS:  # QKV preprocessing, then the FMHA
+    if kernel in (TRTLLM_FMHA, TRTLLM_SM89_FMHA) or kernel in TRTLLM_SM100_KERNELS:  # QKV prep, FMHA
         return 2
     if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
         return 1 + int(_config(row).get("zero_init", 0))
