@@ -58,6 +58,10 @@ TILED_HEAD_CHUNK = 128       # a tiled kernel holds its head in chunks of this (
 # 256-key tile at head_dim 128 whatever the group (2-32) until the cache's bytes bind at 64 and more
 # CTAs. An observation of l40s rows (the source's multi-block rule, read for sm_90, would split)
 XQA_FP8_ONE_BLOCK = True
+# MMHA over an e4m3 cache on sm_89 pays a per-CTA cost the bf16 cache does not: the L40S rows (vanilla
+# MHA, head_dim 128, 1-64 cached keys) take 13.3-15.7 us at one CTA against 7.3-9.6 with a bf16 cache,
+# and about 1 ms more at 65,536 CTAs; priced per CTA (TrtllmParams.sm89_mmha_fp8_cta_ns), cause not
+# found in the source (an observation of l40s rows, not of Hopper's, where the fp8 MMHA pays none)
 
 
 def fmha_tile(head_dim: int, kv_len: int, fp8: bool) -> tuple[int, int, bool]:
@@ -103,6 +107,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     pick = trtllm_decode_kernel(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
     if pick != TRTLLM_XQA:
         cfg = mmha_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
+        if fp8_kv:  # MMHA over an e4m3 cache on sm_89 (MMHA_FP8_CTA)
+            cfg = replace(cfg, extra=(*cfg.extra, ("sm89_fp8", 1)))
     elif fp8_kv and XQA_FP8_ONE_BLOCK:  # one CTA per (KV head, sequence) through the whole cache
         cfg = replace(xqa_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms, gmma=False),
                       grid=(1, kv_heads, batch), split_k=1)

@@ -96,3 +96,15 @@ def test_context_work_counts_the_steps_up_to_the_diagonal() -> None:
     # (40 steps a head over 8 CTAs on 142 SMs: the longest CTA bounds a slot's share)
     assert fmha.total_ctas == 8 and fmha.iters_by_class == (8,)
     assert fmha.trip.mma_flops == 4.0 * 64 * 32 * 128
+
+
+def test_mmha_over_an_e4m3_cache_on_ada_pays_its_per_cta_cost() -> None:
+    r = gpu_rates(L40S, P)
+    fp8 = _row(8, 1, 16, 32, 32, 128, 8)
+    assert fp8["kernel"] == TRTLLM_MMHA and json.loads(fp8["config"])["sm89_fp8"] == 1
+    assert "sm89_fp8" not in json.loads(_row(8, 1, 16, 32, 32, 128)["config"])
+    setup = launch_work(fp8, r, P, 0.0)[-1].work.setup_ns
+    assert setup == pytest.approx(P.trtllm.mmha_cta_ns + P.trtllm.sm89_mmha_fp8_cta_ns)
+    # the Hopper room's MMHA over an e4m3 cache pays none
+    hopper = attention_row(8, 1, 16, 32, 32, 128, 8, kernel="trtllm", sms=132)
+    assert launch_work(hopper, r, P, 0.0)[-1].work.setup_ns == pytest.approx(P.trtllm.mmha_cta_ns)

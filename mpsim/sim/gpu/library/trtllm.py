@@ -112,6 +112,7 @@ class TrtllmParams:
     sm89_fmha_scope_us: float = 3.873   # the op's fixed cost on Ada (metadata, launches)
     sm89_fmha_tile_ns: float = 350.2    # per query-tile CTA: prologue and epilogue
     sm89_softmax_ops: float = 7.462     # fp32 lane-ops per score: FA2's (FA3's count), not fitted
+    sm89_mmha_fp8_cta_ns: float = 8376.0  # MMHA over an e4m3 cache on sm_89: per CTA (trtllm_sm89.py)
     hmma_fp8_cvt: float = 1.63          # XQA HMMA: conversion-pipe ops per e4m3 K/V element
 
 

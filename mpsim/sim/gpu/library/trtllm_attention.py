@@ -147,7 +147,8 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     warps = int(cfg["num_warps"])
     res = CtaResources(warps, 0.0, d * 64, 1, 64)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (loops,), "single", ctas, ctas, res,
-                      reads, setup_ns=t.mmha_cta_ns, fixed_ns=fixed * 1e3, name="trtllm mmha")
+                      reads, setup_ns=t.mmha_cta_ns + t.sm89_mmha_fp8_cta_ns * int(cfg.get("sm89_fp8", 0)),
+                      fixed_ns=fixed * 1e3, name="trtllm mmha")
     return [KernelPart(work, Occupancy(MMHA_RESIDENT[warps * 32], 1, False, "kernel"))]
 
 
