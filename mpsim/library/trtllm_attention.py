@@ -272,6 +272,18 @@ def fmha_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int
                         12, 2, 1, extra=(("fp8", int(fp8 or kv_fp8)), ("kv_fp8", int(kv_fp8))))
 
 
+def op_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
+           kv_bits: int, kv_block: int | None) -> Row:
+    """The shape columns of a TensorRT-LLM attention op row (every architecture's room): a 16-bit or
+    an e4m3 cache, else one error; its paged block (prefill after cached tokens)."""
+    if kv_bits not in (16, 8):
+        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
+                              f"got {kv_bits} bits")
+    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
+    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
+    return row
+
+
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
                   l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
@@ -281,9 +293,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     the dispatch rule; 8-bit KV is e4m3 (decode and the
     context's append), `fp8_attention` the FP8 context FMHA. RoPE and the KV append are inside the
     op (`kv_append` is implied); `l2_warm`: replayed back to back."""
-    if kv_bits not in (16, 8):
-        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
-                              f"got {kv_bits} bits")
+    row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
     if q_len > 1:
         check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)
     fp8_kv = kv_bits == 8
@@ -296,6 +306,4 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         build = xqa_config if pick == TRTLLM_XQA else mmha_config
         cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
-    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

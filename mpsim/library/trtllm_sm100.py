@@ -42,12 +42,9 @@ from mpsim.library.flashinfer_trtllm import TG_KEEP_MAX_GROUP, tg_config
 from mpsim.library.rows import (
     Row,
     apply_config,
-    attention_shape,
     check_prefill_chunk,
-    fp8_cache,
-    prefill_kv_block,
 )
-from mpsim.library.trtllm_attention import mmha_config
+from mpsim.library.trtllm_attention import mmha_config, op_row
 
 TRTLLM_TG_DECODE = "trtllm_tg_decode"
 TRTLLM_TG_CONTEXT = "trtllm_tg_context"
@@ -63,12 +60,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     kernel (MMHA where the dispatch rule falls back to it). 8-bit KV is e4m3; `l2_warm`: replayed
     back to back (a cache that fits the L2 stays there). RoPE and the KV append are inside the op
     (`kv_append` is implied)."""
-    if kv_bits not in (16, 8):
-        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
-                              f"got {kv_bits} bits")
     fp8_kv = kv_bits == 8
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
-    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
+    row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         if head_dim == FMHA_V2_HEAD_DIM:
             raise MpsimInputError("attention: TensorRT-LLM's sm_100 context with head_dim 80 runs "

@@ -36,12 +36,15 @@ from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.rows import (
     Row,
     apply_config,
-    attention_shape,
     check_prefill_chunk,
-    fp8_cache,
-    prefill_kv_block,
 )
-from mpsim.library.trtllm_attention import TRTLLM_XQA, mmha_config, trtllm_decode_kernel, xqa_config
+from mpsim.library.trtllm_attention import (
+    TRTLLM_XQA,
+    mmha_config,
+    op_row,
+    trtllm_decode_kernel,
+    xqa_config,
+)
 
 TRTLLM_SM89_FMHA = "trtllm_sm89_context_fmha"
 KERNELS = (TRTLLM_SM89_FMHA,)
@@ -91,12 +94,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     else XQA's HMMA kernel or MMHA by the dispatch rule; 8-bit KV is e4m3, `fp8_attention` the FP8
     context FMHA. RoPE and the KV append are inside the op (`kv_append` is implied); `l2_warm`:
     replayed back to back."""
-    if kv_bits not in (16, 8):
-        raise MpsimInputError(f"attention: TensorRT-LLM's attention has a 16-bit or fp8 KV cache, "
-                              f"got {kv_bits} bits")
     fp8_kv = kv_bits == 8
-    row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
-    row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
+    row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         if q_len > 1:
             check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)

@@ -152,18 +152,30 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     return [KernelPart(work, Occupancy(MMHA_RESIDENT[warps * 32], 1, False, "kernel"))]
 
 
+def context_shape(row: Mapping[str, Any], cfg: Mapping[str, int]) -> tuple[int, ...]:
+    """(batch, q_len, kv_len, query heads, KV heads, head_dim, fp8, query rows, keys a step) of a
+    context FMHA row (fp8 1: e4m3 Q/K/V and MMAs)."""
+    return (*(int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads", "num_kv_heads",
+                                   "head_dim")),
+            int(cfg.get("fp8", 0)), int(cfg["block_m"]), int(cfg["block_n"]))
+
+
+def diagonal_steps(batch: int, q_len: int, kv_len: int, heads: int, bm: int, bn: int) -> int:
+    """Key steps of bn keys every (sequence, head) walks with bm-row query tiles up to the causal
+    diagonal shifted by the kv_len - q_len cached tokens (a prompt within itself with square tiles:
+    qt (qt + 1) / 2 a (sequence, head))."""
+    return batch * heads * sum(cdiv(min(q_len, (j + 1) * bm) + kv_len - q_len, bn)
+                               for j in range(cdiv(q_len, bm)))
+
+
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> LaunchWork:
     t = p.trtllm
-    b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
-                                                 "num_kv_heads", "head_dim"))
-    fp8 = bool(int(cfg.get("fp8", 0)))
+    b, q, kv, hq, hk, d, fp8, bm, bn = context_shape(row, cfg)
     elem = 1 if fp8 else FP16
-    bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
     qt = cdiv(q, bm)
-    # key tiles up to the diagonal shifted by the cached tokens (a prompt within itself: qt (qt + 1)
-    # / 2 a (sequence, head), the tiles being square); the longest CTA walks all kv_len keys
-    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm) + kv - q, bn) for j in range(qt))
+    # the longest CTA walks all kv_len keys
+    pairs = diagonal_steps(b, q, kv, hq, bm, bn)
     ctas = b * hq * qt
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
@@ -176,7 +188,7 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                       io, setup_ns=math.ceil(ctas / r.sms) * t.fmha_tile_ns
                       + b * hq * q / workers * t.fmha_row_ns,
                       fixed_ns=t.fmha_scope_us * 1e3, name="trtllm context fmha")
-    prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, fp8, r, p)
+    prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, bool(fp8), r, p)
     return [prep, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 

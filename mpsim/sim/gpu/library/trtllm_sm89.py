@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.trtllm_sm89 import FMHA_WARPS, TILED_HEAD_CHUNK, TRTLLM_SM89_FMHA
 from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes
-from mpsim.sim.gpu.library.trtllm_attention import prep_part
+from mpsim.sim.gpu.library.trtllm_attention import context_shape, diagonal_steps, prep_part
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -39,19 +39,14 @@ FMHA_REGS = 255
 def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                    p: SimParams, resident: float) -> LaunchWork:
     t = p.trtllm
-    b, q, kv, hq, hk, d = (int(row[c]) for c in ("batch", "q_len", "kv_len", "num_q_heads",
-                                                 "num_kv_heads", "head_dim"))
-    fp8 = bool(int(cfg.get("fp8", 0)))
+    b, q, kv, hq, hk, d, fp8, bm, bn = context_shape(row, cfg)
     elem = 1 if fp8 else FP16
-    bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
     held = min(d, TILED_HEAD_CHUNK) if int(cfg.get("tiled", 0)) else d   # smem holds this much head
     res = CtaResources(FMHA_WARPS, bn * held * 2 * elem, bm * held * elem, 1, FMHA_REGS)
     occ = occupancy(res, r)
     slots = r.sms * occ.ctas_per_sm
-    q_tiles = cdiv(q, bm)
-    # key steps up to the diagonal shifted by the cached tokens, every (sequence, head)
-    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm) + kv - q, bn) for j in range(q_tiles))
-    ctas = q_tiles * b * hq
+    pairs = diagonal_steps(b, q, kv, hq, bm, bn)
+    ctas = cdiv(q, bm) * b * hq
     workers = min(ctas, slots)
     per_worker = max(math.ceil(pairs / slots), cdiv(kv, bn))
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d,
@@ -67,7 +62,7 @@ def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     work = KernelWork(trip, Epilogue(out / workers), (per_worker,), "single", workers, workers, res,
                       io, setup_ns=math.ceil(ctas / workers) * t.sm89_fmha_tile_ns,
                       fixed_ns=t.sm89_fmha_scope_us * 1e3, name="trtllm sm89 context fmha")
-    prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, fp8, r, p)
+    prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, bool(fp8), r, p)
     # two K/V buffers filled by cp.async overlap the MMAs; without ldgsts (SYNC_LOADS) they do not
     stages = 1 if int(cfg.get("sync_loads", 0)) else 2
     return [prep, KernelPart(work, Occupancy(occ.ctas_per_sm, stages, False, occ.limiter))]
