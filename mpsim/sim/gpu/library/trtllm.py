@@ -105,11 +105,13 @@ class TrtllmParams:
     # fitted together, 949 ns and 34.3 ns at the same held-out MAPE)
     prep_round_ns: float = 1416.0     # QKV preprocessing (RoPE + KV append): one round of blocks
     # ---- the op on Ada (trtllm_sm89.py): fmha_v2's sm_89 context kernels and XQA's HMMA kernel over
-    # an e4m3 cache; fitted on L40S TRT-LLM 1.3.0rc20 rows (docs/validation.md#trtllm-attention-on-ada)
+    # an e4m3 cache; each fitted on the even half of a 1,200-row `--select stacks` sample of the L40S
+    # TRT-LLM 1.3.0rc20 tables (bf16 FMHA, FP8 FMHA, fp8-cache XQA and MMHA rows apart), the odd half
+    # checked (docs/validation.md#trtllm-attention-on-ada); one kernel on one device each
     sm89_fmha_eta: float = 0.6339       # share of the mma.sync peak of the bf16 context main loop
     sm89_fmha_fp8_eta: float = 0.515    # the same for the FP8 FMHA's 64-row kernels (fp8 peak)
     sm89_fmha_fp8_wide_eta: float = 0.250  # the FP8 FMHA's 128 x 128 kernels (head_dim <= 64)
-    sm89_fmha_scope_us: float = 2.630   # the op's fixed cost on Ada (metadata, launches)
+    sm89_fmha_scope_us: float = 2.630   # the op's fixed cost on Ada beyond its 2 kernels' launches
     sm89_fmha_tile_ns: float = 389.9    # per query-tile CTA: prologue and epilogue
     sm89_softmax_ops: float = 7.462     # fp32 lane-ops per score: FA2's (FA3's count), not fitted
     sm89_mmha_fp8_cta_ns: float = 8376.0  # MMHA over an e4m3 cache on sm_89: per CTA (trtllm_sm89.py)
