@@ -47,6 +47,7 @@ from mpsim import library
 from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, scaled_kernel
 from mpsim.analysis.validation.fp8_rows import weight_copies as scaled_copies  # vs weight_copies.py's
 from mpsim.analysis.validation.weight_copies import weight_copies
+from mpsim.engines import architecture
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
@@ -249,12 +250,10 @@ ATTENTION_KERNELS = {
     ("sglang", "fa3"): "sglang",
     ("trtllm", "torch_flow"): "trtllm",
 }
-ENGINE_GENERATION = {"trtllm": "hopper"}  # the dispatch rule read is TensorRT-LLM's sm_90 one
-# ... and its sm_100 one, a room of its own (mpsim/library/trtllm_sm100.py)
-OTHER_GENERATION = {("trtllm", "blackwell"): "trtllm_sm100"}
-# ... and its sm_89 one (mpsim/library/trtllm_sm89.py): Ada, the Ampere-class GPUs with fp8 tensor
-# cores; sm_80 (A100) picks tiled context kernels above 64 keys, not modelled
-ADA = {name: room for (name, arch), room in library.ARCH_ATTENTION.items() if arch == "ada"}
+# the dispatch rule read is TensorRT-LLM's sm_90 one; its sm_89 and sm_100 ones are rooms of their
+# own (library.ARCH_ATTENTION, by the engine files' architecture, as the engines build them); sm_80
+# (A100) picks tiled context kernels above 64 keys, not modelled
+ENGINE_GENERATION = {"trtllm": "hopper"}
 TRTLLM_ELSEWHERE = {
     "ampere": ", and its bf16-cache decode on Ampere (sm_80): the context FMHA (tiled above 64 "
               "keys there) and fp8 caches are modelled on Ada (sm_89) only",
@@ -275,15 +274,12 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
     kernel = ATTENTION_KERNELS.get((framework, source))
     if kernel is None:
         raise UnrepresentableError(f"{source or framework} not modeled")
-    need = ENGINE_GENERATION.get(kernel)
-    gen = generation(hw) if isinstance(hw, GpuSpec) else None
-    other = OTHER_GENERATION.get((kernel, str(gen)))
+    other = library.ARCH_ATTENTION.get((kernel, architecture(hw))) if isinstance(hw, GpuSpec) else None
     if other is not None:
         return other
+    need = ENGINE_GENERATION.get(kernel)
+    gen = generation(hw) if isinstance(hw, GpuSpec) else None
     if need is not None and gen != need:
-        if gen == "ampere" and kernel in ADA and isinstance(hw, GpuSpec) \
-                and "fp8" in hw.tensor_core.flops_per_clock_per_SM:
-            return ADA[kernel]
         # TensorRT-LLM on Ampere (sm_80): the bf16-cache generation kernels are XQA's HMMA kernel
         # and MMHA, the same kernels and dispatch rule as on sm_90 (the Ada room's decode too)
         decode = str(row.get("cls") or "attention decode").startswith("attention decode")

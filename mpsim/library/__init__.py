@@ -170,9 +170,10 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], Lau
         trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
         else trtllm_fp8.fp8_heuristic(m, n, sms))}
 # attention libraries whose kernels run under another room's dispatch rule on an architecture
-# ((library, engine-file architecture) -> the room whose row builder runs them there): TensorRT-LLM's
-# XQA / MMHA on Ada (sm_89: XQA's HMMA kernel over any cache, fmha_v2's sm_89 context kernels)
-ARCH_ATTENTION = {("trtllm", "ada"): "trtllm_sm89"}
+# ((library, engine-file architecture) -> the room whose row builder runs them there; validation
+# and the engines both read it): TensorRT-LLM's op on Ada (sm_89: XQA's HMMA kernel over any cache,
+# fmha_v2's sm_89 context kernels) and on Blackwell (sm_100: its preprocessing, then trtllm-gen)
+ARCH_ATTENTION = {("trtllm", "ada"): "trtllm_sm89", ("trtllm", "blackwell"): "trtllm_sm100"}
 # fp8 / fp4 scaled GEMM kernels -> their candidate configs (m, n, k, sms, GPU generation): the
 # library's fixed heuristic where it has one (vLLM's CUTLASS dispatch, DeepGEMM's), else the tiles
 # a search tries; generation `ampere` (mpsim.sim.gpu.arch) is Ada for these (fp8 needs sm_89)

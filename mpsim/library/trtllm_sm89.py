@@ -108,9 +108,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = mmha_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         if fp8_kv:  # MMHA over an e4m3 cache on sm_89 (MMHA_FP8_CTA)
             cfg = replace(cfg, extra=(*cfg.extra, ("sm89_fp8", 1)))
-    elif fp8_kv and XQA_FP8_ONE_BLOCK:  # one CTA per (KV head, sequence) through the whole cache
-        cfg = replace(xqa_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms, gmma=False),
-                      grid=(1, kv_heads, batch), split_k=1)
     else:
         cfg = xqa_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms, gmma=False)
+        if fp8_kv and XQA_FP8_ONE_BLOCK:  # one CTA per (KV head, sequence) through the whole cache
+            cfg = replace(cfg, grid=(1, kv_heads, batch), split_k=1)
     return apply_config(row, replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm)))))

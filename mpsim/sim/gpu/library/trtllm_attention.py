@@ -100,10 +100,11 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     # the port moves whole tiles (the per-tile cost the constants were fitted with); the chip's L2
     # serves GMMA's whole 64-token pages (TMA) but only HMMA's cached tokens (mha.cu: the last
     # tile's copyPartialHeadsAsync of nbHeadsAvail heads; warps past the sequence stop)
-    served = None if gmma else max(kv, 1) / (splits * tiles) * d * 2 * elem
+    keys = max(kv, 1) / (splits * tiles)   # cached keys a trip of a split
+    served = None if gmma else keys * d * 2 * elem
     # HMMA over an e4m3 cache (sm_8x): each K/V element converted to the input type in registers
     # (the warps holding cached keys: those past the sequence stop, SHORT_SEQ_OPT)
-    live = min(bn, cdiv(math.ceil(max(kv, 1) / (splits * tiles)), XQA_HMMA_WARP_KEYS) * XQA_HMMA_WARP_KEYS)
+    live = min(bn, cdiv(math.ceil(keys), XQA_HMMA_WARP_KEYS) * XQA_HMMA_WARP_KEYS)
     cvt = {"cvt": live * d_mma * 2 * t.hmma_fp8_cvt} if elem < 2 and not gmma else {}
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d_mma,
                 pipes={"fp32": rows * bn * t.xqa_softmax_ops, **cvt}, serial=True,
