@@ -29,7 +29,15 @@ from mpsim.library import mpsim as own
 from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import collective_row
 from mpsim.library.mpsim_fp import FP8_CACHE
-from mpsim.library.rows import Row, apply_config, check_sizes, costed, gemm_shape, single
+from mpsim.library.rows import (
+    Row,
+    apply_config,
+    binding_window,
+    check_sizes,
+    costed,
+    gemm_shape,
+    single,
+)
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers, vocab_shard
 from mpsim.policy import FLOAT_FORMATS, FP16_WEIGHTS, WeightChoice
@@ -311,7 +319,7 @@ def gemm_row(m: int, n: int, k: int, w_format: str = "fp16", bits: int = 16,
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int = 16, kv_block: int | None = None, *, on_gpu: bool = True,
                   kernel: str | None = None, kv_append: bool = False, l2_warm: bool = False,
-                  sms: int = lc.GPU_SMS, fp8_attention: bool = False) -> Row:
+                  sms: int = lc.GPU_SMS, fp8_attention: bool = False, window: int = 0) -> Row:
     """Decode attention (q_len 1, over a cache of kv_bits) or causal prefill (q_len > 1, fp16).
 
     `kernel`: None for mpsim's Triton kernels, or "fa3" for vLLM's FlashAttention-3 (library.fa3's
@@ -320,7 +328,11 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     to back: a KV cache that fits the usable L2 stays there); `sms` sets FA3's split heuristic.
     "trtllm": TensorRT-LLM's attention op (XQA/MMHA decode by its dispatch rule, the context FMHA;
     8-bit KV is e4m3, in prefill too; `fp8_attention`: the FP8 context FMHA); "sglang": SGLang's FA3
-    backend (library rooms mpsim/library/trtllm.py, sglang.py)."""
+    backend (library rooms mpsim/library/trtllm.py, sglang.py). `window`: a sliding window, the
+    keys each query sees (0: all); one that covers every key (kv_len <= window) is no window (the
+    kernels visit the same tiles: FA's flash_api drops it, and the published rows of every kernel
+    but two show the same time, docs/validation.md#sliding-window-attention-stop-44); a binding one only
+    for the rooms that model it (library.WINDOWED_LIBRARIES), one error otherwise."""
     if kv_bits not in KV_BITS:
         raise MpsimInputError(f"attention: kv bits must be one of {KV_BITS}, got {kv_bits}")
     if min(batch, q_len, kv_len, heads, kv_heads, head_dim) < 1 or kv_len < q_len:
@@ -329,9 +341,19 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                 head_dim=head_dim)
     if heads % kv_heads:
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
-    build = library.attention_library(kernel)
-    row = build(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block, on_gpu=on_gpu,
-                kv_append=kv_append, l2_warm=l2_warm, sms=sms, fp8_attention=fp8_attention)
+    lib = library.attention_library(kernel)
+    assert lib.attention is not None
+    extra = {"window": window} if lib.windowed and window else {}
+    if window and lib.window_path:
+        raise MpsimInputError(f"attention: a sliding window is not modelled for {kernel}: "
+                              f"{lib.window_path}")
+    if binding_window(kv_len, window) and not lib.windowed:
+        raise MpsimInputError(f"attention: a sliding window of {window} keys over {kv_len} is "
+                              f"not modelled for {kernel or 'mpsim'}'s kernels (the rooms that take "
+                              f"one: {', '.join(library.WINDOWED_LIBRARIES)}; each says which)")
+    row = lib.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block,
+                        on_gpu=on_gpu, kv_append=kv_append, l2_warm=l2_warm, sms=sms,
+                        fp8_attention=fp8_attention, **extra)
     row["phase"] = "decode" if q_len == 1 else "prefill"
     return single(row)
 

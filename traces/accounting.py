@@ -15,6 +15,7 @@ W8A8 / A4 GEMM (_act_quant) read the 16-bit activations and write the quantized 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -163,9 +164,24 @@ def _gemm(r: Mapping[str, Any]) -> Cost:
     return Cost(2 * m * n * k + (m * n if bias else 0), read, m * n * FP16)
 
 
-def causal_pairs(q_len: int, kv_len: int) -> int:
-    """(query, key) pairs a causal mask keeps when the q_len queries are the last of kv_len keys."""
-    return q_len * (kv_len - q_len) + q_len * (q_len + 1) // 2
+def causal_pairs(q_len: int, kv_len: int, window: int = 0) -> int:
+    """(query, key) pairs a causal mask keeps when the q_len queries are the last of kv_len keys;
+    with a sliding `window` (> 0) a query sees at most that many keys, its own included."""
+    if window <= 0 or window >= kv_len:
+        return q_len * (kv_len - q_len) + q_len * (q_len + 1) // 2
+    lo, hi = kv_len - q_len + 1, kv_len  # keys the first and last query would see unwindowed
+    if lo > window:
+        return window * q_len
+    return (lo + window) * (window - lo + 1) // 2 + window * (hi - window)
+
+
+def attention_window(r: Mapping[str, Any]) -> int:
+    """The sliding window of an attention row (its config's `window`: keys a query sees; 0: none).
+    The config is a dict while a row is built, JSON text in a trace."""
+    cfg: Any = r.get("config")
+    if isinstance(cfg, str):
+        cfg = json.loads(cfg) if cfg else {}
+    return int(cfg.get("window", 0)) if isinstance(cfg, Mapping) else 0
 
 
 def decode_kv_tokens(r: Mapping[str, Any]) -> int | None:
@@ -194,10 +210,16 @@ def _attention(r: Mapping[str, Any]) -> Cost:
     b, q, kv = r["batch"], r["q_len"], r["kv_len"]
     hq, hkv, d = r["num_q_heads"], r["num_kv_heads"], r["head_dim"]
     decode_tokens = decode_kv_tokens(r)
+    window = attention_window(r)
+    window = window if 0 < window < kv else 0
+    # keys read once per sequence: a sliding window reads from the first query's window start
+    first = max(0, kv - q - window + 1) if window else 0
+    if decode_tokens is not None and window:
+        decode_tokens = b * window
     # (query, key) pairs over the batch; decode: one query per sequence over its own cache
     pairs = decode_tokens if decode_tokens is not None else \
-        b * (causal_pairs(q, kv) if r["causal"] else q * kv)
-    tokens = decode_tokens if decode_tokens is not None else b * kv
+        b * (causal_pairs(q, kv, window) if r["causal"] else q * kv)
+    tokens = decode_tokens if decode_tokens is not None else b * (kv - first)
     fmt = _kv_format(r)
     kv_read = hkv * tokens * (kv_bytes_per_token_head(d, r["k_bits"], fmt)
                               + kv_bytes_per_token_head(d, r["v_bits"], fmt))

@@ -104,6 +104,15 @@ def _int(row: Mapping[str, Any], key: str) -> int:
     return int(row[key])
 
 
+def _window(row: Mapping[str, Any]) -> int:
+    """The row's sliding window (keys a query sees; a missing or empty cell: none)."""
+    value = row.get("window")
+    try:
+        return 0 if value is None or value != value else int(value)
+    except TypeError:  # pandas.NA: its comparisons are NA, whose truth value raises
+        return 0
+
+
 # kernel_source values that name a 16-bit GEMM through PyTorch (cuBLAS): aiconfigurator's TRT-LLM
 # torch flow, vLLM (0.24: torch.nn.functional.linear, 0.14: vllm_default) and SGLang.
 TORCH_LINEAR = ("", "torch_flow", "torch.nn.functional.linear", "vllm_default", "sglang_torch_linear")
@@ -297,23 +306,25 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
     batch, q_len, kv_len = _int(row, "batch"), _int(row, "q_len"), _int(row, "kv_len")
     heads, kv_heads, d = _int(row, "heads"), _int(row, "kv_heads"), _int(row, "head_dim")
     bits = _int(row, "kv_bits")
+    window = _window(row)  # a sliding window (launch_plan.attention_row's rule)
     if bits == 4:  # no published kernel has a 4-bit cache: mpsim's own decode kernel
         before = [_kv_quant(batch, q_len, kv_heads, d, bits)] if "kv_append" in scope else []
-        return LaunchGroup([*before, attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits)],
-                           len(before))
+        return LaunchGroup([*before, attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
+                                                   window=window)], len(before))
     kernel = attention_kernel(row, hw)
     warm = q_len == 1 and str(row.get("protocol")) != "trt-profiler"
     if kernel not in VLLM_ATTENTION:  # the op holds its RoPE and KV append (mpsim/library/<kernel>.py)
         fp8 = str(row.get("attn_dtype") or "") == "fp8"
         return LaunchGroup([attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits,
                                           kernel=kernel, l2_warm=warm, sms=hw.compute_units,
-                                          fp8_attention=fp8)], 0)
+                                          fp8_attention=fp8, window=window)], 0)
     before = [_rowwise("rope", {"tokens": batch * q_len, "heads": heads, "kv_heads": kv_heads,
                                 "head_dim": d})] if "rope" in scope else []
     # FA2's and FlashInfer's prefill rows replay too: Q, K, V that fit the L2 are read from it
     warm = warm or (kernel in WARM_PREFILL and str(row.get("protocol")) != "trt-profiler")
     main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel=kernel,
-                         kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units)
+                         kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units,
+                         window=window)
     return LaunchGroup([*before, main], len(before))
 
 

@@ -36,10 +36,12 @@ OPS = ("gemm", "attention", "rmsnorm", "rope", "silu_mul", "add")
 SCOPES = ("", "kv_append", "rope+kv_append")
 GENERIC_COLUMNS = (
     "op", "m", "n", "k", "w_format", "w_bits", "group_size", "batch", "q_len", "kv_len", "heads",
-    "kv_heads", "head_dim", "kv_bits", "tokens", "hidden", "measured_us", "protocol", "includes",
+    "kv_heads", "head_dim", "kv_bits", "window", "tokens", "hidden", "measured_us", "protocol",
+    "includes",
 )
+# `window`: attention under a sliding window of that many keys a query sees (empty or 0: none)
 INT_COLUMNS = ("m", "n", "k", "w_bits", "group_size", "batch", "q_len", "kv_len", "heads",
-               "kv_heads", "head_dim", "kv_bits", "tokens", "hidden")
+               "kv_heads", "head_dim", "kv_bits", "window", "tokens", "hidden")
 NEEDS = {
     "gemm": ("m", "n", "k"),
     "attention": ("batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"),

@@ -17,7 +17,8 @@ Sources (docs/validation.md#the-data says where to get them):
   append + attention (`rope+kv_append`). `framework`, `version` and `kernel_source` are carried
   (framework lower-cased, version as `fw_version`): the adapter prices each row with the kernel that
   ran it (docs/validation.md "Which kernel stands for a row"). Quirks: sliding-window rows
-  (window_size > 0) and beam width > 1 are unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
+  (window_size > 0) carry `window` (priced where the kernel's room models it), beam width > 1 is
+  unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
   8 with kv_dtype fp8 (its own class); prefill with an fp8 KV cache ("attention prefill fp8-kv") or
   FP8 attention compute ("attention prefill fp8", attn_dtype fp8) is priced for TRT-LLM's context
   FMHA and FA3's fp8 forward (an fp8 cache, kernel_source `fa3`: SGLang), prefill with an fp8 KV
@@ -219,8 +220,8 @@ FP8_ATTENTION_SOURCES = ("vllm_flash_attn_fa3", "fa3")
 
 def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
                       fp8_kv: np.ndarray, fa3_fp8: np.ndarray) -> None:
-    window = d["window_size"].fillna(0).to_numpy() if "window_size" in d else np.zeros(len(d))
-    _mark(rows, window > 0, "unrepresentable: sliding-window attention (window_size > 0)")
+    if "window_size" in d:  # priced by the room of the row's kernel (launch_plan.attention_row)
+        rows["window"] = d["window_size"].fillna(0).astype("Int64").to_numpy()
     if "beam_width" in d:
         _mark(rows, d["beam_width"].fillna(1).to_numpy() != 1, "unrepresentable: beam width > 1")
     trtllm_prefill = ~decode & (rows["framework"] == "trtllm").to_numpy()

@@ -65,6 +65,9 @@ def register(sub: Any) -> None:
                         "FlashAttention-3), trtllm (TensorRT-LLM's XQA/MMHA decode or context FMHA, "
                         "RoPE and KV append inside), sglang (SGLang's FA3 backend)")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
+    a.add_argument("--window", type=int, default=0,
+                   help="sliding window: keys each query sees, its own included (default 0: all); "
+                        "one shorter than --kv-len is modelled for --kernel fa3")
     _common(a, _attention)
     register_collective(ops, _common, _report)
 
@@ -115,7 +118,7 @@ def _attention(args: argparse.Namespace) -> int:
     hw = hardware(args.hw)
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
                         args.head_dim, args.kv_bits, args.kv_block, kernel=args.kernel,
-                        kv_append=args.kv_append, sms=hw.compute_units)
+                        kv_append=args.kv_append, sms=hw.compute_units, window=args.window)
     return _report(_as_engine(row, hw, args), args)
 
 

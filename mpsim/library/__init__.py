@@ -57,6 +57,10 @@ class Library:
     attention: AttentionBuilder | None = None
     rowwise: RowwiseBuilder | None = None
     ops: tuple[tuple[str, str], ...] = ()  # row-wise kernels: kernel -> op class
+    windowed: bool = False  # its attention builder takes a sliding `window` (keys a query sees)
+    # non-empty: a window of any size runs another path than the full attention (why, measured);
+    # empty: a window covering every key is no window (launch_plan.attention_row)
+    window_path: str = ""
 
 
 LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
@@ -97,10 +101,12 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "vllm/model_executor/layers/quantization/utils/fp8_utils.py w8a8_triton_block_scaled_mm",
             gemm=triton_fp8.gemm_row),
     Library("fa3", fa3.KERNELS, "FlashAttention-3 decode/prefill as vLLM runs it",
-            "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row),
+            "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row, windowed=True),
     Library("fa2", fa2.KERNELS, "FlashAttention-2 decode/prefill as vLLM runs it on Ampere/Ada",
             "csrc/flash_attn of vllm-project/flash-attention (flash_api.cpp, "
-            "flash_fwd_launch_template.h)", attention=fa2.attention_row),
+            "flash_fwd_launch_template.h)", attention=fa2.attention_row,
+            window_path="vLLM's FA2 under a sliding window takes another path (its L40S decode rows "
+            "cost 1.6x the full decode's median even where the window covers the cache)"),
     Library("flashinfer_attention", flashinfer_attention.KERNELS,
             "FlashInfer's batch prefill kernel (FA2 template) as vLLM's FlashInfer backend runs "
             "decode (tensor cores) and prefill", "include/flashinfer/attention/{prefill,scheduler}.cuh",
@@ -118,7 +124,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",
             attention=trtllm_sm100.attention_row),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
-            "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row),
+            "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row,
+            windowed=True),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
             "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
             ops=tuple(vllm.OPS.items())),
@@ -215,13 +222,17 @@ def gemm_library(kernel: str | None) -> GemmBuilder:
     return lib.gemm
 
 
-def attention_library(name: str | None) -> AttentionBuilder:
-    """The attention row builder of library `name` (None: mpsim's); an error naming the known ones."""
+def attention_library(name: str | None) -> Library:
+    """The library whose attention rows `name` names (None: mpsim's); an error naming the known
+    ones."""
     lib = MPSIM if name is None else LIBRARIES.get(name)
     if lib is None or lib.attention is None or (lib is MPSIM and name is not None):
         raise MpsimInputError(f"attention: unknown kernel {name!r}; expected None (mpsim's) or "
                               f"{' or '.join(repr(n) for n in ATTENTION_LIBRARIES)}")
-    return lib.attention
+    return lib
+
+
+WINDOWED_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib.windowed)
 
 
 def rowwise_library(kernel: str) -> RowwiseBuilder:

@@ -12,6 +12,7 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
+    binding_window,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -53,55 +54,72 @@ FA3_BLOCK_N = 128      # keys per tile (decode and prefill, head_dim 128)
 FA3_BLOCK_M = 128      # query rows per prefill tile
 
 
+def loaded_keys(kv_len: int, window: int, block_m: int = FA3_BLOCK_M) -> int:
+    """The keys FA3's split heuristic counts (flash_api.cpp get_num_splits, `seqlen_k_loaded`): all
+    of them, or with a window (left W - 1, right 0, as vLLM passes it) min(kv, W + kBlockM)."""
+    return kv_len if not window else min(kv_len, window + block_m)
+
+
 def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, kv_len: int,
                       *, kv_append: bool = False, l2_warm: bool = False,
-                      sms: int = GPU_SMS) -> LaunchConfig:
+                      sms: int = GPU_SMS, window: int = 0) -> LaunchConfig:
     """vLLM's FA3 decode: one CTA per (sequence, KV head, split) holding the KV head's query group
     padded to 64 rows (pack-GQA); `kv_append`: the measured op also wrote the new token's K/V
     (reshape_and_cache_flash); `l2_warm`: the launch repeats back to back (a CUDA-graph benchmark),
-    so a KV cache that fits the usable L2 is read from it."""
+    so a KV cache that fits the usable L2 is read from it; `window`: a sliding window of that many
+    keys (`binding_window`; the split heuristic counts the keys it loads)."""
     group = num_q_heads // num_kv_heads
     rows = 64 * cdiv(group, 64)
-    blocks = cdiv(max(kv_len, 1), FA3_BLOCK_N)
+    window = binding_window(kv_len, window)
+    blocks = cdiv(max(loaded_keys(kv_len, window), 1), FA3_BLOCK_N)
     splits = fa3_num_splits(batch * num_kv_heads, sms, blocks)
     return LaunchConfig(FA3_DECODE, (batch, num_kv_heads, splits), rows, FA3_BLOCK_N, head_dim, 4,
-                        2, splits, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm))))
+                        2, splits, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
+                                          *windowed(window)))
+
+
+def windowed(window: int) -> tuple[tuple[str, int], ...]:
+    """A config's window entry: none without a (binding) window."""
+    return (("window", window),) if window else ()
 
 
 def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
                        *, kv_append: bool = False, sms: int = GPU_SMS,
-                       kv_len: int | None = None) -> LaunchConfig:
+                       kv_len: int | None = None, window: int = 0) -> LaunchConfig:
     """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
     heuristic when the query tiles cannot fill the SMs. Pack-GQA (hopper/flash_api.cpp get_pack_gqa:
     a paged or varlen call with heads != kv_heads packs the KV head's query group into the rows of
     one tile): the tiles then run over q_len x group rows per (sequence, KV head). `kv_len` (None:
     q_len): the keys, a chunk's cached prefix included (vLLM's varlen call with seqused_k and the
     block table); the split heuristic counts their tiles (flash_api.cpp: num_n_blocks over
-    max_seqlen_k)."""
+    max_seqlen_k, the loaded keys with a `window`)."""
     pack = num_q_heads != num_kv_heads
     heads = num_kv_heads if pack else num_q_heads
     q_tiles = cdiv(q_len * (num_q_heads // heads), FA3_BLOCK_M)
     keys = q_len if kv_len is None else kv_len
-    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(keys, FA3_BLOCK_N))
+    window = binding_window(keys, window)
+    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(loaded_keys(keys, window), FA3_BLOCK_N))
     return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
                         head_dim, 12, 2, splits,
-                        extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack))))
+                        extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack)),
+                               *windowed(window)))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+                  l2_warm: bool, sms: int, fp8_attention: bool = False, window: int = 0) -> Row:
     """An `fa3_decode` (q_len 1; 16-bit or fp8 e4m3 KV) or `fa3_prefill` row: q_len queries, the last
     of kv_len keys (kv_len > q_len: a chunk after cached tokens, causal over the last q_len
-    positions, hopper/block.h get_n_block_min_max)."""
+    positions, hopper/block.h get_n_block_min_max); `window`: each query sees its last `window`
+    keys (a sliding window, 0: all)."""
     check_fa3_kv(q_len, kv_bits, fp8_attention)
     if q_len == 1:
         cfg = fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=kv_append,
-                                l2_warm=l2_warm, sms=sms)
+                                l2_warm=l2_warm, sms=sms, window=window)
     else:
         check_prefill_chunk("FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
-                                 sms=sms, kv_len=kv_len)
+                                 sms=sms, kv_len=kv_len, window=window)
     if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
         cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))

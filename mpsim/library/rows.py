@@ -103,6 +103,15 @@ def attention_shape(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
             "kv_format": kv_format or KV_FORMAT_OF_BITS[kv_bits]}
 
 
+def binding_window(kv_len: int, window: int) -> int:
+    """The sliding window a kernel runs with: `window` keys a query sees (its own included), 0 when
+    there is none or when it covers every key (kv_len <= window: FA's flash_api drops such a window,
+    `window_size_left >= seqlen_k - 1` -> -1, and the tiles visited are the full causal ones)."""
+    if window < 0:
+        raise MpsimInputError(f"attention: a sliding window is >= 0 keys (0: none), got {window}")
+    return window if 0 < window < kv_len else 0
+
+
 def fp8_cache(kv_bits: int) -> str | None:
     """The kv_format of a room whose only 8-bit cache is fp8 e4m3 (FA3, SGLang's FA3, TensorRT-LLM's
     attention op as its room prices it); None (by bits) otherwise."""

@@ -111,7 +111,8 @@ def test_a_chunk_reads_its_cached_prefix_and_pays_for_it(kernel: str, hw: str) -
 @pytest.mark.parametrize(("kernel", "hw"), ROOMS)
 def test_more_queries_than_keys_is_an_error_naming_the_row(kernel: str, hw: str) -> None:
     from mpsim import library
-    build = library.attention_library(kernel)
+    build = library.attention_library(kernel).attention
+    assert build is not None
     with pytest.raises(MpsimInputError, match=r"q_len 512, kv_len 256.*expected q_len <= kv_len"):
         build(1, 512, 256, 32, 8, 128, 16, None, on_gpu=True, kv_append=False, l2_warm=False,
               sms=load_hardware(hw).compute_units)

@@ -104,8 +104,8 @@ def test_stacks_selection_keeps_every_attention_row_and_leaves_issue11_alone() -
     stacks = apply_selection(m, "stacks").rows["status"].tolist()
     assert [s.startswith("skipped") for s in stacks] == [False] * 6  # fp8 compute: its own class
     assert read_aic_attention(d).rows["cls"].tolist()[-1] == "attention prefill fp8"
-    # the sliding window is unrepresentable; TRT-LLM's fp8-KV prefill runs its fp8 FMHA (priced)
-    assert stacks[2].startswith("unrepresentable: sliding-window") and stacks[3] == "ok"
+    # the sliding window travels to the adapter; TRT-LLM's fp8-KV prefill runs its fp8 FMHA (priced)
+    assert stacks[2] == "ok" and int(m.rows["window"].iloc[2]) == 128 and stacks[3] == "ok"
     issue11 = apply_selection(m, "issue11").rows["status"].str.startswith("skipped").tolist()
     assert issue11 == [False, True, True, True, False, True]  # 32/8 heads only, bf16 prefill only
 

@@ -89,6 +89,12 @@ class Fa3Params:
     prefill_scope_us: float = 2.408      # the rest of vLLM's prefill attention op
     prefill_tile_ns: float = 3830.0      # per query-tile CTA: prologue and epilogue
     kv_append_round_ns: float = 2478.0   # reshape_and_cache_flash: one round of resident blocks
+    # a binding sliding window in decode (prefill's tile count alone fits its rows): Nelder-Mead on
+    # MAPE over the even half of 800 binding window rows (window 128 / 1024 / 8192, kv16 and fp8-kv,
+    # seed 7) of h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet: 10.1% (odd half
+    # 9.6%; no window cost: 18.3 / 17.2%, -17% biased); docs/validation.md#sliding-window-attention-stop-44
+    window_mask_ops: float = 54.27       # lane-ops per score of a windowed decode CTA's edge tiles
+    window_cta_ns: float = 1570.0        # per windowed decode CTA wave (its window's bounds)
 
 
 MAX_APPEND_BLOCKS_PER_SM = 32
@@ -151,13 +157,17 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     elem = _kv_elem_bytes(bits)
     fp8 = bits == 8
     rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    blocks = cdiv(max(kv, 1), bn)
-    tiles = cdiv(blocks, splits)
+    window = int(cfg.get("window", 0))
+    first = window_first_block(kv - 1, window, bn)
+    tiles = cdiv(max(cdiv(max(kv, 1), bn) - first, 1), splits)
     ctas = b * hk * splits
-    lanes = rows * bn * p.fa3.softmax_ops + (bn * d * p.fa3.fp8_v_ops if fp8 else 0.0)
+    # a window's masks fall on a CTA's edge tiles (its window start, the cache's end), spread here
+    # over the tiles it visits
+    mask = p.fa3.window_mask_ops * min(tiles, 2) / tiles if window else 0.0
+    lanes = rows * bn * (p.fa3.softmax_ops + mask) + (bn * d * p.fa3.fp8_v_ops if fp8 else 0.0)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": lanes}, serial=True, mma_dtype="fp8" if fp8 else "fp16")
-    kv_bytes = b * hk * kv * d * 2 * elem
+    kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     q_bytes = b * hq * d * FP16
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     reads = q_bytes + (0.0 if warm else kv_bytes)
@@ -165,27 +175,45 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
         + (p.fa3.fp8_extra_us * 1e3 if fp8 else 0.0)
     res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,
-                      reads, setup_ns=p.fa3.cta_ns, fixed_ns=fixed, name="fa3 decode")
+                      reads, setup_ns=p.fa3.cta_ns + (p.fa3.window_cta_ns if window else 0.0),
+                      fixed_ns=fixed, name="fa3 decode")
     parts = [append(b, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
-def causal_tiles(q: int, group: int, bm: int, bn: int, kv: int | None = None) -> int:
-    """Key tiles a causal prefill's query tiles visit, one (sequence, head): a tile of `bm` rows
+def window_first_block(position: int, window: int, bn: int) -> int:
+    """The first key tile a query at `position` (0-based, of kv keys) visits under a sliding window
+    of `window` keys (0: none): hopper/block.h get_n_block_min_max, n_block_min = (m_idx_min +
+    seqlen_k - seqlen_q - window_size_left) / kBlockN with window_size_left = W - 1 (vLLM's and
+    SGLang's call); 0 without a window."""
+    return max(0, position - (window - 1)) // bn if window else 0
+
+
+def tile_spans(q: int, group: int, bm: int, bn: int, kv: int | None = None,
+               window: int = 0) -> list[int]:
+    """Key tiles each causal prefill query tile visits, one (sequence, head): a tile of `bm` rows
     (packed: `group` query heads per token) reaches the keys up to its last row's token, shifted by
-    the kv - q cached tokens before the queries (kv None: q, a prompt within itself)."""
+    the kv - q cached tokens before the queries (kv None: q, a prompt within itself); with a sliding
+    `window` from its first row's window start (`window_first_block`)."""
     before = 0 if kv is None else kv - q
-    return sum(cdiv(min(q, ((j + 1) * bm - 1) // group + 1) + before, bn)
-               for j in range(cdiv(q * group, bm)))
+    return [cdiv(min(q, ((j + 1) * bm - 1) // group + 1) + before, bn)
+            - window_first_block(j * bm // group + before, window, bn)
+            for j in range(cdiv(q * group, bm))]
+
+
+def causal_tiles(q: int, group: int, bm: int, bn: int, kv: int | None = None,
+                 window: int = 0) -> int:
+    """Key tiles a causal prefill's query tiles visit, one (sequence, head) (`tile_spans`)."""
+    return sum(tile_spans(q, group, bm, bn, kv, window))
 
 
 def prefill_tiles(b: int, q: int, kv: int, hq: int, hk: int, bm: int, bn: int,
-                  pack_gqa: bool) -> tuple[int, int]:
+                  pack_gqa: bool, window: int = 0) -> tuple[int, int]:
     """(key-tile pairs, CTAs) of a causal prefill over `bm`-row query tiles: a tile holds the query
     group of a KV head when `pack_gqa`, else the rows of one query head."""
     heads = hk if pack_gqa else hq
     group = hq // heads
-    return b * heads * causal_tiles(q, group, bm, bn, kv), b * heads * cdiv(q * group, bm)
+    return b * heads * causal_tiles(q, group, bm, bn, kv, window), b * heads * cdiv(q * group, bm)
 
 
 def prefill_kv_bytes(row: Mapping[str, Any], elem: float) -> float:
@@ -204,10 +232,13 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     bm, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
     bits = int(row["k_bits"])
     elem, fp8 = _kv_elem_bytes(bits), bits == 8
-    pairs, tiles = prefill_tiles(b, q, kv, hq, hk, bm, bn, bool(int(cfg.get("pack_gqa", 0))))
+    window = int(cfg.get("window", 0))
+    pairs, tiles = prefill_tiles(b, q, kv, hq, hk, bm, bn, bool(int(cfg.get("pack_gqa", 0))), window)
     ctas = tiles * splits
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(cdiv(kv, bn), splits))
+    group = hq // (hk if int(cfg.get("pack_gqa", 0)) else hq)
+    longest = max(tile_spans(q, group, bm, bn, kv, window))
+    per_worker = max(math.ceil(pairs / r.sms), cdiv(longest, splits))
     # an fp8 cache: FA3's fp8 forward (Q cast to e4m3 first, both MMAs at the fp8 rate; V's
     # transpose for the fp8 wgmma runs in the producer warps, overlapped) at its own share of peak
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,

@@ -1,0 +1,119 @@
+"""Sliding-window attention: the keys a query sees (traces/accounting.py), the tiles FA3 visits
+(hopper/block.h get_n_block_min_max), what each room models (launch_plan.attention_row), and the
+measured rows' `window` through the adapter (docs/validation.md#sliding-window-attention-stop-44)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pandas as pd
+import pytest
+
+from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
+from mpsim.errors import MpsimInputError
+from mpsim.hw_models import load_hardware
+from mpsim.launch_plan import attention_row
+from mpsim.library import fa3
+from mpsim.sim.gpu.library.fa3 import tile_spans, window_first_block
+from mpsim.sim.launch import simulate_launch
+from traces.accounting import causal_pairs
+
+H200 = load_hardware("h200-sxm")
+
+
+def _keys_seen(q: int, kv: int, window: int) -> list[range]:
+    """Each query's keys, by brute force: the last q of kv positions, causal, at most `window`."""
+    return [range(max(0, p - window + 1) if window else 0, p + 1) for p in range(kv - q, kv)]
+
+
+@pytest.mark.parametrize(("q", "kv", "window"), list(itertools.product(
+    (1, 2, 5, 128, 300), (300, 512, 1000), (0, 1, 7, 128, 299, 300, 600, 2000))))
+def test_causal_pairs_count_each_querys_window(q: int, kv: int, window: int) -> None:
+    if q <= kv:
+        assert causal_pairs(q, kv, window) == sum(len(r) for r in _keys_seen(q, kv, window))
+
+
+@pytest.mark.parametrize(("q", "kv", "window", "group", "bm", "bn"), [
+    (1, 1024, 128, 1, 64, 128), (1, 1000, 128, 8, 64, 128), (1, 4096, 1024, 4, 64, 128),
+    (512, 512, 128, 1, 128, 128), (512, 512, 128, 4, 128, 128), (300, 1300, 100, 2, 128, 64),
+    (1000, 1000, 333, 3, 128, 128)])
+def test_tile_spans_are_the_tiles_holding_a_visible_key(q: int, kv: int, window: int, group: int,
+                                                       bm: int, bn: int) -> None:
+    """FA3's range per query tile (its first row's window start to its last row's key) is the span
+    of key tiles its rows' windows touch, counted key by key."""
+    seen = _keys_seen(q, kv, window)
+    spans = tile_spans(q, group, bm, bn, kv, window)
+    for j, span in enumerate(spans):
+        tokens = range(j * bm // group, min(q, ((j + 1) * bm - 1) // group + 1))
+        touched = {key // bn for t in tokens for key in seen[t]}
+        assert span == max(touched) - min(touched) + 1
+    assert window_first_block(kv - 1, 0, bn) == 0  # no window: from the first tile
+
+
+def test_a_covering_window_is_no_window() -> None:
+    """kv_len <= window: the same row (FA's flash_api drops such a window), in every room."""
+    for kernel in ("fa3", "trtllm", "flashinfer_trtllm", None):
+        full = attention_row(4, 1, 1024, 32, 8, 128, 16, kernel=kernel, sms=132)
+        assert attention_row(4, 1, 1024, 32, 8, 128, 16, kernel=kernel, sms=132, window=1024) == full
+    with pytest.raises(MpsimInputError, match="sliding window is >= 0 keys"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="fa3", sms=132, window=-1)
+
+
+def test_fa3_window_in_the_config_and_its_split_heuristic() -> None:
+    """A binding window is the config's `window`; FA3's split heuristic counts the loaded keys
+    (flash_api.cpp: min(kv, W + kBlockM)): one sequence over 64K keys splits without a window and
+    not with a window of 128 (2 n-blocks)."""
+    full = json.loads(attention_row(1, 1, 65536, 32, 8, 128, 16, kernel="fa3", sms=132)["config"])
+    win = json.loads(attention_row(1, 1, 65536, 32, 8, 128, 16, kernel="fa3", sms=132,
+                                   window=128)["config"])
+    assert full["split_k"] > 1 and "window" not in full
+    assert win["split_k"] == 1 and win["window"] == 128
+    assert fa3.loaded_keys(65536, 128) == 256 and fa3.loaded_keys(200, 128) == 200
+
+
+def test_windowed_decode_is_priced_by_its_window_not_its_cache() -> None:
+    """FA3 decode under a window of 4096: the same time at 8K and 64K cached keys (aligned: the
+    same tiles, bytes and splits), far below the full decode at 64K, above its own roofline bound
+    (whose bytes are the window's keys)."""
+    def run(kv: int, window: int = 0) -> float:
+        row = attention_row(16, 1, kv, 32, 8, 128, 16, kernel="fa3", sms=132, window=window)
+        out = simulate_launch(row, H200)  # below its roofline bound: BelowBoundError
+        if window:
+            assert row["bytes_read"] < 16 * 8 * window * 128 * 2 * 2 + 16 * 32 * 128 * 2 + 1
+        return out.time_s
+    assert run(8192, 4096) == run(65536, 4096)
+    assert run(65536, 4096) < 0.25 * run(65536)
+
+
+def test_rooms_say_which_windows_they_model() -> None:
+    with pytest.raises(MpsimInputError, match=r"window of 128 keys over 1024 is not modelled for "
+                                              r"trtllm's kernels \(the rooms that take one: fa3"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="trtllm", sms=132, window=128)
+    with pytest.raises(MpsimInputError, match="not modelled for fa2: vLLM's FA2 under a sliding "
+                                              "window takes another path"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="fa2", sms=142, window=2048)
+    with pytest.raises(MpsimInputError, match="SGLang's decode under a sliding window of 2048"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="sglang", sms=132, window=2048)
+    with pytest.raises(MpsimInputError, match="SGLang's prefill under a sliding window of 128"):
+        attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=128)
+    covered = attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=512)
+    assert covered == attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132)
+
+
+def _measured(window: object, framework: str, source: str) -> dict[str, object]:
+    return {"op": "attention", "batch": 8, "q_len": 1, "kv_len": 4096, "heads": 32, "kv_heads": 8,
+            "head_dim": 128, "kv_bits": 16, "window": window, "protocol": "graph",
+            "includes": "kv_append", "framework": framework, "kernel_source": source,
+            "attn_dtype": "bfloat16"}
+
+
+def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
+    """A measured row's `window` reaches the room: FA3 prices it (the config's window), TensorRT-
+    LLM's op refuses a binding one (unrepresentable, its reason), an empty cell is no window."""
+    fa3_rows = launch_rows(_measured(128, "vllm", "vllm_flash_attn_fa3"), H200).launches
+    assert json.loads(fa3_rows[-1]["config"])["window"] == 128
+    assert "window" not in json.loads(launch_rows(_measured(pd.NA, "vllm", "vllm_flash_attn_fa3"),
+                                                  H200).launches[-1]["config"])
+    with pytest.raises(UnrepresentableError, match="window of 128 keys over 4096 is not modelled"):
+        launch_rows(_measured(128, "trtllm", "torch_flow"), H200)
