@@ -67,7 +67,8 @@ def register(sub: Any) -> None:
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     a.add_argument("--window", type=int, default=0,
                    help="sliding window: keys each query sees, its own included (default 0: all); "
-                        "one shorter than --kv-len is modelled for --kernel fa3")
+                        "one shorter than --kv-len is modelled for FA3, TensorRT-LLM's op on "
+                        "Hopper and Blackwell and the trtllm-gen kernels (library.WINDOWED_LIBRARIES)")
     _common(a, _attention)
     register_collective(ops, _common, _report)
 

@@ -73,7 +73,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "and KV append fused, context FMHA)",
             "cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv, cutlass_kernels/fpA_intB_gemm, "
             "decoderMaskedMultiheadAttention/, preQuantScaleKernel.cu", gemm=trtllm.gemm_row,
-            attention=trtllm.attention_row, rowwise=trtllm.rowwise_row, ops=tuple(trtllm.OPS.items())),
+            attention=trtllm.attention_row, rowwise=trtllm.rowwise_row, ops=tuple(trtllm.OPS.items()),
+            windowed=True),
     Library("marlin", marlin.KERNELS, "vLLM's Marlin W4A16/W8A16 GEMM (gptq_marlin, awq_marlin)",
             "vllm csrc/quantization/gptq_marlin, IST-DASLab/marlin", gemm=marlin.gemm_row),
     Library("gemlite", gemlite.KERNELS, "GemLite's Triton A16Wn GEMV (split over K, atomic "
@@ -114,7 +115,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("flashinfer_trtllm", flashinfer_trtllm.KERNELS,
             "the trtllm-gen decode/context kernels FlashInfer ships (vLLM on Blackwell; tiles assumed)",
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "
-            "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row),
+            "trtllm_batch_context_with_kv_cache", attention=flashinfer_trtllm.attention_row, windowed=True),
     Library("trtllm_sm89", trtllm_sm89.KERNELS, "TensorRT-LLM's attention op on Ada: its QKV "
             "preprocessing, then fmha_v2's sm_89 context kernels, XQA's HMMA kernel (any cache) or "
             "MMHA", "cpp/kernels/fmha_v2/setup.py, cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/"
@@ -122,7 +123,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("trtllm_sm100", trtllm_sm100.KERNELS, "TensorRT-LLM's attention op on Blackwell: its QKV "
             "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 32 query "
             "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",
-            attention=trtllm_sm100.attention_row),
+            attention=trtllm_sm100.attention_row, windowed=True),
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
             "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row,
             windowed=True),

@@ -24,6 +24,8 @@ prefill attention does not support BF16 Q and fp8 kv cache"), so the MMAs are fp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.fa3 import fa3_num_splits
@@ -31,6 +33,7 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
+    binding_window,
     check_prefill_chunk,
     prefill_kv_block,
 )
@@ -81,10 +84,12 @@ def tg_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
+                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False,
+                  window: int = 0) -> Row:
     """A `flashinfer_trtllm_decode` (q_len 1) or `flashinfer_trtllm_prefill` (q_len <= kv_len: the
     queries last, trtllm_batch_context_with_kv_cache over the paged cache) row over a 16-bit or fp8
-    e4m3 KV cache."""
+    e4m3 KV cache; `window`: a sliding window (vLLM passes window_left = W - 1), in the config where
+    it binds (the split count keeps the whole cache)."""
     if fp8_attention or kv_bits not in (16, 8):
         raise MpsimInputError("attention: trtllm-gen rows have a 16-bit or fp8 KV cache and bf16 "
                               "attention compute")
@@ -92,6 +97,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         check_prefill_chunk("trtllm-gen", batch, q_len, kv_len, heads, kv_heads, head_dim)
     cfg = tg_config(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
                     l2_warm=l2_warm, sms=sms)
+    if binding_window(kv_len, window):
+        cfg = replace(cfg, extra=(*cfg.extra, ("window", window)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
     row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

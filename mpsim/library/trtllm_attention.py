@@ -44,6 +44,7 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
+    binding_window,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -286,13 +287,15 @@ def op_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int, fp8_attention: bool = False) -> Row:
+                  l2_warm: bool, sms: int, fp8_attention: bool = False, window: int = 0) -> Row:
     """A TensorRT-LLM attention op row: the context FMHA for a prompt (q_len = kv_len; a one-token
     prompt included) or a chunk of one after kv_len - q_len cached tokens (1 < q_len < kv_len: the
     chunked context, the paged context FMHA reading the prefix from the cache), else XQA or MMHA by
     the dispatch rule; 8-bit KV is e4m3 (decode and the
     context's append), `fp8_attention` the FP8 context FMHA. RoPE and the KV append are inside the
-    op (`kv_append` is implied); `l2_warm`: replayed back to back."""
+    op (`kv_append` is implied); `l2_warm`: replayed back to back; `window`: a sliding window (the
+    keys a query sees), in the config where it binds (the dispatch and the split counts keep the
+    whole cache: `windowed_keys`)."""
     row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
     if q_len > 1:
         check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)
@@ -306,4 +309,11 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         build = xqa_config if pick == TRTLLM_XQA else mmha_config
         cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
+    if binding_window(kv_len, window):
+        if cfg.kernel == TRTLLM_FMHA and (fp8_attention or fp8_kv):
+            raise MpsimInputError(
+                f"attention: TensorRT-LLM's context FMHA under a sliding window of {window} keys "
+                f"(kv_len {kv_len}) with an fp8 cache or fp8 compute is not modelled (its H200 rows "
+                "run another path: 1.0-2.2x the time of the full causal FMHA)")
+        cfg = replace(cfg, extra=(*cfg.extra, ("window", window)))
     return apply_config(row, cfg)

@@ -42,6 +42,7 @@ from mpsim.library.flashinfer_trtllm import TG_KEEP_MAX_GROUP, tg_config
 from mpsim.library.rows import (
     Row,
     apply_config,
+    binding_window,
     check_prefill_chunk,
 )
 from mpsim.library.trtllm_attention import mmha_config, op_row
@@ -54,14 +55,17 @@ FMHA_V2_HEAD_DIM = 80      # fmhaDispatcher.cpp: trtllm-gen "only supports power
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
+                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False,
+                  window: int = 0) -> Row:
     """A TensorRT-LLM attention op row on sm_100: the context (q_len > 1, or a one-token prompt) or
     generation call, each one launch row standing for the preprocessing kernel and the trtllm-gen
     kernel (MMHA where the dispatch rule falls back to it). 8-bit KV is e4m3; `l2_warm`: replayed
     back to back (a cache that fits the L2 stays there). RoPE and the KV append are inside the op
-    (`kv_append` is implied)."""
+    (`kv_append` is implied); `window`: a sliding window, in the config where it binds (the
+    trtllm-gen work's tile range, as vLLM's FlashInfer rows)."""
     fp8_kv = kv_bits == 8
     row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
+    win = (("window", window),) if binding_window(kv_len, window) else ()
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         if head_dim == FMHA_V2_HEAD_DIM:
             raise MpsimInputError("attention: TensorRT-LLM's sm_100 context with head_dim 80 runs "
@@ -71,12 +75,12 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = tg_config(batch, q_len, heads, kv_heads, head_dim, kv_len, 8 if fp8_kv or fp8_attention
                         else 16, kv_append=False, l2_warm=False, sms=sms, context=True,
                         pack_gqa=False)
-        return apply_config(row, replace(cfg, kernel=TRTLLM_TG_CONTEXT))
+        return apply_config(row, replace(cfg, kernel=TRTLLM_TG_CONTEXT, extra=(*cfg.extra, *win)))
     if fp8_attention:
         raise MpsimInputError("attention: fp8_attention describes TensorRT-LLM's context FMHA")
     if heads // kv_heads > TG_KEEP_MAX_GROUP:  # MMHA (not the stored xqaDispatcher.cpp's 16)
         cfg = mmha_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
-        return apply_config(row, replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm)))))
+        return apply_config(row, replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm)), *win)))
     cfg = tg_config(batch, 1, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=False,
                     l2_warm=l2_warm, sms=sms)
-    return apply_config(row, replace(cfg, kernel=TRTLLM_TG_DECODE))
+    return apply_config(row, replace(cfg, kernel=TRTLLM_TG_DECODE, extra=(*cfg.extra, *win)))

@@ -88,8 +88,14 @@ def test_windowed_decode_is_priced_by_its_window_not_its_cache() -> None:
 
 def test_rooms_say_which_windows_they_model() -> None:
     with pytest.raises(MpsimInputError, match=r"window of 128 keys over 1024 is not modelled for "
-                                              r"trtllm's kernels \(the rooms that take one: fa3"):
-        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="trtllm", sms=132, window=128)
+                                              r"trtllm_sm89's kernels \(the rooms that take one: "
+                                              r"trtllm, fa3"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="trtllm_sm89", sms=142, window=128)
+    with pytest.raises(MpsimInputError, match="not modelled for flashinfer_attention's kernels"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="flashinfer_attention", sms=142, window=128)
+    with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
+                                              r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
+        attention_row(1, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", sms=132, window=128)
     with pytest.raises(MpsimInputError, match="not modelled for fa2: vLLM's FA2 under a sliding "
                                               "window takes another path"):
         attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="fa2", sms=142, window=2048)
@@ -115,5 +121,43 @@ def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
     assert json.loads(fa3_rows[-1]["config"])["window"] == 128
     assert "window" not in json.loads(launch_rows(_measured(pd.NA, "vllm", "vllm_flash_attn_fa3"),
                                                   H200).launches[-1]["config"])
-    with pytest.raises(UnrepresentableError, match="window of 128 keys over 4096 is not modelled"):
-        launch_rows(_measured(128, "trtllm", "torch_flow"), H200)
+    trt = launch_rows(_measured(128, "trtllm", "torch_flow"), H200).launches
+    assert json.loads(trt[-1]["config"])["window"] == 128
+    with pytest.raises(UnrepresentableError, match="window of 128 keys over 4096 is not modelled "
+                                                   "for trtllm_sm89's kernels"):
+        launch_rows(_measured(128, "trtllm", "torch_flow"), load_hardware("l40s"))
+
+
+@pytest.mark.parametrize(("kernel", "hw", "kv_bits"), [
+    ("trtllm", "h200-sxm", 8), ("trtllm", "h200-sxm", 16), ("flashinfer_trtllm", "b200-sxm", 16),
+    ("trtllm_sm100", "b200-sxm", 8)])
+def test_windowed_decode_in_the_other_rooms(kernel: str, hw: str, kv_bits: int) -> None:
+    """TensorRT-LLM's XQA / MMHA on Hopper and the trtllm-gen kernels on Blackwell: a binding
+    window's config carries it, its time is below the full cache's and not below its roofline
+    (simulate_launch checks), and it does not grow past the window where the split count stays."""
+    spec = load_hardware(hw)
+
+    def run(kv: int, window: int = 0) -> float:
+        row = attention_row(64, 1, kv, 32, 8, 128, kv_bits, kernel=kernel, sms=spec.compute_units,
+                            window=window)
+        assert json.loads(row["config"]).get("window", 0) == (window if window < kv else 0)
+        return simulate_launch(row, spec).time_s
+    assert run(32768, 1024) < 0.2 * run(32768)
+    assert run(4096, 1024) <= run(32768, 1024) < 1.5 * run(4096, 1024)
+
+
+def test_trtllm_context_window_prices_its_edge_tiles() -> None:
+    """The context FMHA under a window: the tile range of FA3's rule (one query head a tile), its
+    two masked edge tiles at `fmha_window_eta`, the rest at `fmha_eta`."""
+    from mpsim.sim.gpu.library.trtllm_attention import diagonal_steps, window_eta
+    from mpsim.sim.params import DEFAULT_PARAMS
+    t = DEFAULT_PARAMS.trtllm
+    assert diagonal_steps(2, 1024, 1024, 4, 128, 128, 128) == 2 * 4 * (1 + 2 * 7)
+    assert diagonal_steps(2, 1024, 1024, 4, 128, 128) == 2 * 4 * sum(range(1, 9))
+    assert window_eta(2.0, t) == pytest.approx(t.fmha_window_eta)
+    assert t.fmha_window_eta < window_eta(64.0, t) < t.fmha_eta
+    full = simulate_launch(attention_row(1, 8192, 8192, 32, 8, 128, 16, kernel="trtllm", sms=132),
+                           H200).time_s
+    win = simulate_launch(attention_row(1, 8192, 8192, 32, 8, 128, 16, kernel="trtllm", sms=132,
+                                        window=128), H200).time_s
+    assert win < 0.25 * full

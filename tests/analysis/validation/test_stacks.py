@@ -20,8 +20,7 @@ KERNEL_SOURCE = {"vllm": "vllm_flash_attn_fa3", "trtllm": "torch_flow"}  # what 
 
 
 def _decode(framework: str, version: str, slow: float, n: int = 8) -> pd.DataFrame:
-    """Decode attention rows of one stack; the last one under a binding sliding window (priced by
-    FA3's room, not modelled for TensorRT-LLM's op)."""
+    """Decode attention rows of one stack; the last one under a binding sliding window."""
     batch = np.array([1, 2, 4, 8, 16, 32, 64, 128])[:n]
     return pd.DataFrame({
         "framework": framework, "version": version, "device": "NVIDIA H200",
@@ -92,10 +91,8 @@ def test_report_on_a_fake_tree_two_stacks(tmp_path: Path, monkeypatch: pytest.Mo
              if line.startswith("| H200 SXM | ") and "| attention decode kv16 | all |" in line}
     assert set(lines) == {"trtllm 1.3.0rc20", "vllm 0.24.0"}
     assert "| vllm 0.24.0 |" in lines["trtllm 1.3.0rc20"] and "| trtllm 1.3.0rc20 |" in lines["vllm 0.24.0"]
-    # the binding window: priced by FA3's room (vLLM), not modelled for TensorRT-LLM's op
-    assert "| 5 | 0 |  | 5 |" in lines["vllm 0.24.0"]
-    assert "| 5 | 1 | attention: a sliding window of 128 keys over 1024 is not modelled for" \
-        in lines["trtllm 1.3.0rc20"]
+    # the binding window: priced by FA3's room (vLLM) and TensorRT-LLM's (Hopper)
+    assert "| 5 | 0 |  | 5 |" in lines["vllm 0.24.0"] and "| 5 | 0 |  | 5 |" in lines["trtllm 1.3.0rc20"]
     assert "| `vllm_flash_attn_fa3` | 8 | 5 | 5 |" in text  # kernel_source: selected, sampled, priced
     assert len(list(work.glob("*.rows.parquet"))) == 2
 

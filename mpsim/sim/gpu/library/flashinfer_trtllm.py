@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
-from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes, prefill_tiles
+from mpsim.sim.gpu.library.fa3 import (
+    kv_append_part,
+    prefill_kv_bytes,
+    prefill_tiles,
+    tile_spans,
+    window_first_block,
+)
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -50,12 +56,13 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    tiles = cdiv(cdiv(max(kv, 1), bn), splits)
+    first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)  # tiles a window skips
+    tiles = cdiv(cdiv(max(kv, 1), bn) - first, splits)
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": rows * bn * f.tg_softmax_ops, "sfu": float(rows * bn)}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16")
-    kv_bytes = b * hk * kv * d * 2 * elem
+    kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
     fixed = (f.tg_decode_scope_us + (f.tg_combine_us if splits > 1 else 0.0)) * 1e3
@@ -73,9 +80,11 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     bm, bn = int(cfg["block_m"]), int(cfg["block_n"])
-    pairs, ctas = prefill_tiles(b, q, kv, hq, hk, bm, bn, bool(int(cfg.get("pack_gqa", 1))))
+    pack, window = bool(int(cfg.get("pack_gqa", 1))), int(cfg.get("window", 0))
+    pairs, ctas = prefill_tiles(b, q, kv, hq, hk, bm, bn, pack, window)
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
+    longest = max(tile_spans(q, hq // hk if pack else 1, bm, bn, kv, window))
+    per_worker = max(math.ceil(pairs / r.sms), longest)
     # the softmax of a tile (fp32 lanes, one exp a score on the SFU) overlaps the other tile's
     # MMAs (two softmax warpgroups ping-pong), so the slower of the two bounds a trip
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=False,

@@ -73,6 +73,10 @@ class TrtllmParams:
     hmma_trip_ns: float = 973.5      # HMMA kernel, per 256-key CTA tile
     hmma_cta_ns: float = 2219.0       # HMMA kernel, per CTA: Q load, O write
     hmma_combine_us: float = 3.796    # HMMA multi-block: the last CTA's merge of the partial outputs
+    # a binding sliding window (stop 44): Nelder-Mead on MAPE over the even half of 800 binding-
+    # window bf16-cache rows of h200_sxm/attention/trtllm/1.3.0rc20/generation_attention_perf.parquet
+    # (seed 7): 13.6 -> 12.0% (odd half 13.5 -> 12.1%); docs/validation.md#sliding-window-attention-stop-44
+    hmma_idle_split: float = 0.657       # a window's HMMA split with no tile in it, as a share of a CTA
     xqa_head_ns: float = 68.27        # per CTA per query head of the group (x head_dim / 128):
     #                                   Q load and RoPE, the output's conversion and store
     xqa_combine_us: float = 2.412      # GMMA multi-block: the last CTA's merge of the partials
@@ -96,6 +100,10 @@ class TrtllmParams:
     # draw) of h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet; checked on the
     # other 300 and on 600 h100_sxm rows (docs/validation.md "TRT-LLM attention on Hopper")
     fmha_eta: float = 0.6248            # share of the tensor peak of the causal main loop (bf16)
+    # its masked edge tiles under a binding sliding window (stop 44): Nelder-Mead on the even half of
+    # 800 binding-window bf16 rows of h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf
+    # .parquet (seed 7): 10.8 -> 7.2% (odd half 11.5 -> 7.9%)
+    fmha_window_eta: float = 0.3745     # share of the tensor peak of a window's two edge tiles (bf16)
     fmha_fp8_eta: float = 0.4421         # the same for the FP8 FMHA (share of the fp8 peak)
     fmha_tile_ns: float = 2145.0      # per query-tile CTA: prologue and epilogue
     fmha_row_ns: float = 29.29         # per query row of a tile: Q load, O normalization and store

@@ -55,7 +55,7 @@ from mpsim.library.trtllm_attention import (
     mmha_tile_keys,
     prep_rounds,
 )
-from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes
+from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes, tile_spans, window_first_block
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -94,13 +94,19 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     # a split walks every splits-th tile; a split beyond the tiles still loads Q and joins the merge
     # (mha.cu), priced as one tile like the others
     splits = int(cfg.get("split_k", 1))
-    tiles = cdiv(cdiv(max(kv, 1), bn), splits)
-    ctas = b * hk * splits
+    window = int(cfg.get("window", 0))
+    first = window_first_block(kv - 1, window, bn)   # the leading tiles a window skips
+    visited = cdiv(max(kv, 1), bn) - first
+    tiles = cdiv(visited, splits)
+    # a window's splits without a tile in it return early: GMMA's priced free, HMMA's as a share of
+    # a working CTA (`hmma_idle_split`)
+    idle = splits - min(splits, visited) if window else 0
+    ctas = b * hk * (splits - idle + (0 if gmma else math.ceil(idle * t.hmma_idle_split)))
     d_mma = 1 << (d - 1).bit_length()   # the MMAs run on the head padded to a power of two
     # the port moves whole tiles (the per-tile cost the constants were fitted with); the chip's L2
     # serves GMMA's whole 64-token pages (TMA) but only HMMA's cached tokens (mha.cu: the last
     # tile's copyPartialHeadsAsync of nbHeadsAvail heads; warps past the sequence stop)
-    keys = max(kv, 1) / (splits * tiles)   # cached keys a trip of a split
+    keys = max(kv - first * bn, 1) / (splits * tiles)   # cached keys a trip of a split
     served = None if gmma else keys * d * 2 * elem
     # HMMA over an e4m3 cache (sm_8x): each K/V element converted to the input type in registers
     # (the warps holding cached keys: those past the sequence stop, SHORT_SEQ_OPT)
@@ -111,7 +117,7 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
                 mma_dtype="fp8" if gmma else "fp16",
                 latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True,
                 l2_bytes=served)
-    kv_bytes = b * hk * kv * d * 2 * elem
+    kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     combine = t.xqa_combine_us if gmma else t.hmma_combine_us
     fixed = t.xqa_scope_us + (combine if splits > 1 else 0.0) \
@@ -130,6 +136,7 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     bn, splits = int(cfg["block_n"]), int(cfg.get("split_k", 1))
+    kv = windowed_keys(kv, int(cfg.get("window", 0)))
     loops = cdiv(max(mmha_tile_keys(kv, splits), 1), bn)
     # one loop: only the active key slots' warps issue it (mmha_active_keys); more: every warp
     busy = int(cfg.get("active", 1)) / int(cfg.get("k_per_iter", 1)) if loops == 1 else 1.0
@@ -161,12 +168,26 @@ def context_shape(row: Mapping[str, Any], cfg: Mapping[str, int]) -> tuple[int, 
             int(cfg.get("fp8", 0)), int(cfg["block_m"]), int(cfg["block_n"]))
 
 
-def diagonal_steps(batch: int, q_len: int, kv_len: int, heads: int, bm: int, bn: int) -> int:
+def diagonal_steps(batch: int, q_len: int, kv_len: int, heads: int, bm: int, bn: int,
+                   window: int = 0) -> int:
     """Key steps of bn keys every (sequence, head) walks with bm-row query tiles up to the causal
     diagonal shifted by the kv_len - q_len cached tokens (a prompt within itself with square tiles:
-    qt (qt + 1) / 2 a (sequence, head))."""
-    return batch * heads * sum(cdiv(min(q_len, (j + 1) * bm) + kv_len - q_len, bn)
-                               for j in range(cdiv(q_len, bm)))
+    qt (qt + 1) / 2 a (sequence, head)); under a sliding window from the tile's first row's window
+    start (FA3's `tile_spans` with one query head a tile)."""
+    return batch * heads * sum(tile_spans(q_len, 1, bm, bn, kv_len, window))
+
+
+def window_eta(span: float, t: Any) -> float:
+    """The main loop's share of the tensor peak under a binding window, over a query tile's `span`
+    key tiles: its two edge tiles (the window's start, the diagonal: both masked) at
+    `fmha_window_eta`, the rest at `fmha_eta` (time-weighted)."""
+    edge = min(span, 2.0)
+    return span / (edge / t.fmha_window_eta + (span - edge) / t.fmha_eta)
+
+
+def windowed_keys(kv: int, window: int) -> int:
+    """The keys a decode kernel that reads a window's tokens only walks: min(kv, window)."""
+    return min(kv, window) if window else kv
 
 
 def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -176,12 +197,15 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     elem = 1 if fp8 else FP16
     qt = cdiv(q, bm)
     # the longest CTA walks all kv_len keys
-    pairs = diagonal_steps(b, q, kv, hq, bm, bn)
+    window = int(cfg.get("window", 0))
+    pairs = diagonal_steps(b, q, kv, hq, bm, bn, window)
     ctas = b * hq * qt
     workers = min(ctas, r.sms)
-    per_worker = max(math.ceil(pairs / r.sms), cdiv(kv, bn))
+    per_worker = max(math.ceil(pairs / r.sms), max(tile_spans(q, 1, bm, bn, kv, window)))
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
-                mma_dtype="fp8" if fp8 else "fp16", mma_eta=t.fmha_fp8_eta if fp8 else t.fmha_eta)
+                mma_dtype="fp8" if fp8 else "fp16",
+                mma_eta=t.fmha_fp8_eta if fp8 else window_eta(pairs / (b * hq * qt), t) if window
+                else t.fmha_eta)
     io = elem * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
