@@ -344,9 +344,6 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     lib = library.attention_library(kernel)
     assert lib.attention is not None
     extra = {"window": window} if lib.windowed and window else {}
-    if window and lib.window_path:
-        raise MpsimInputError(f"attention: a sliding window is not modelled for {kernel}: "
-                              f"{lib.window_path}")
     if binding_window(kv_len, window) and not lib.windowed:
         raise MpsimInputError(f"attention: a sliding window of {window} keys over {kv_len} is "
                               f"not modelled for {kernel or 'mpsim'}'s kernels (the rooms that take "

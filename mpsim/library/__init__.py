@@ -57,10 +57,9 @@ class Library:
     attention: AttentionBuilder | None = None
     rowwise: RowwiseBuilder | None = None
     ops: tuple[tuple[str, str], ...] = ()  # row-wise kernels: kernel -> op class
-    windowed: bool = False  # its attention builder takes a sliding `window` (keys a query sees)
-    # non-empty: a window of any size runs another path than the full attention (why, measured);
-    # empty: a window covering every key is no window (launch_plan.attention_row)
-    window_path: str = ""
+    # its attention builder takes a sliding `window` (keys a query sees) and says which it models;
+    # False: a window covering every key is no window, a binding one an error (launch_plan)
+    windowed: bool = False
 
 
 LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
@@ -105,9 +104,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "hopper/ of flash-attention (heuristics.h)", attention=fa3.attention_row, windowed=True),
     Library("fa2", fa2.KERNELS, "FlashAttention-2 decode/prefill as vLLM runs it on Ampere/Ada",
             "csrc/flash_attn of vllm-project/flash-attention (flash_api.cpp, "
-            "flash_fwd_launch_template.h)", attention=fa2.attention_row,
-            window_path="vLLM's FA2 under a sliding window takes another path (its L40S decode rows "
-            "cost 1.6x the full decode's median even where the window covers the cache)"),
+            "flash_fwd_launch_template.h)", attention=fa2.attention_row, windowed=True),
     Library("flashinfer_attention", flashinfer_attention.KERNELS,
             "FlashInfer's batch prefill kernel (FA2 template) as vLLM's FlashInfer backend runs "
             "decode (tensor cores) and prefill", "include/flashinfer/attention/{prefill,scheduler}.cuh",

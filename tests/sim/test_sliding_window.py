@@ -96,15 +96,32 @@ def test_rooms_say_which_windows_they_model() -> None:
     with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
                                               r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
         attention_row(1, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", sms=132, window=128)
-    with pytest.raises(MpsimInputError, match="not modelled for fa2: vLLM's FA2 under a sliding "
-                                              "window takes another path"):
-        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="fa2", sms=142, window=2048)
     with pytest.raises(MpsimInputError, match="SGLang's decode under a sliding window of 2048"):
         attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="sglang", sms=132, window=2048)
     with pytest.raises(MpsimInputError, match="SGLang's prefill under a sliding window of 128"):
         attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=128)
     covered = attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=512)
     assert covered == attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132)
+
+
+def test_fa2_decode_under_any_window_is_not_swapped() -> None:
+    """vLLM's FA2 decode under a window (W - 1, 0): flash_api.cpp's GQA swap needs a negative right
+    bound, so even a covering window runs a CTA per query head with one live row and one split;
+    a binding one walks its window's tiles. The published L40S rows: a covering window costs about
+    1.6x the swapped decode at batch 16-128 (docs/validation.md#sliding-window-attention-stop-44)."""
+    def cfg(kv: int, window: int = 0) -> dict[str, int]:
+        return json.loads(attention_row(16, 1, kv, 32, 8, 128, 16, kernel="fa2", sms=142,
+                                        window=window)["config"])
+    swapped, covered, bound = cfg(1024), cfg(1024, 2048), cfg(4096, 128)
+    assert swapped["rows"] == 4 and "window" not in swapped
+    assert covered["rows"] == 1 and covered["split_k"] == 1 and "window" not in covered
+    assert bound["rows"] == 1 and bound["window"] == 128
+    l40s = load_hardware("l40s")
+    def price(kv: int, window: int = 0) -> float:
+        return simulate_launch(attention_row(16, 1, kv, 32, 8, 128, 16, kernel="fa2", sms=142,
+                                             window=window), l40s).time_s
+    assert price(1024, 2048) > price(1024)          # the unswapped path costs more
+    assert price(8192, 128) == price(65536, 128)    # the window's tiles, whatever the cache
 
 
 def _measured(window: object, framework: str, source: str) -> dict[str, object]:

@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
-from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
+from mpsim.sim.gpu.library.fa3 import (
+    kv_append_part,
+    prefill_kv_bytes,
+    tile_spans,
+    window_first_block,
+)
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -86,7 +91,9 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     ctas = 1
     for g in grid:
         ctas *= int(g)
-    tiles = cdiv(cdiv(max(kv, 1), bn), splits)
+    first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)  # tiles a window skips
+    tiles = cdiv(cdiv(max(kv, 1), bn) - first, splits)
+    kv = kv - first * bn                 # the keys read
     kv_bytes = b * hk * kv * d * 2 * FP16
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     # MHA: every query head reads its own K/V; GQA: each KV head's once (its group is one tile)
@@ -113,10 +120,11 @@ def fa2_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     slots = r.sms * occ.ctas_per_sm
     # key tiles up to the (shifted) diagonal, all query tiles of all (sequence, head); the grid deals
     # the CTAs in waves, so a slot's share is the larger of (all tiles / slots) and the longest CTA
-    pairs = b * hq * sum(cdiv(min(q, (j + 1) * bm) + kv - q, bn) for j in range(m_blocks))
+    spans = tile_spans(q, 1, bm, bn, kv, int(cfg.get("window", 0)))
+    pairs = b * hq * sum(spans)
     ctas = m_blocks * b * hq
     workers = min(ctas, slots)
-    per_worker = max(math.ceil(pairs / slots), cdiv(kv, bn))
+    per_worker = max(math.ceil(pairs / slots), max(spans))
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, FP16)
     if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
