@@ -222,6 +222,9 @@ def _check_shape(rows: pd.DataFrame, i: int, where: str) -> None:
         value = rows.at[i, col]
         if value is pd.NA or int(value) < 1:
             raise row_error(where, i, col, f"op {op} needs {col} >= 1")
+    window = rows.at[i, "window"]
+    if op != "attention" and window is not pd.NA and int(window) > 0:
+        raise row_error(where, i, "window", f"a sliding window is attention's, not op {op}'s")
     if op == "gemm":
         _gemm_format(rows, i, where)
     elif op == "attention":

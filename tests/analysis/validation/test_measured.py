@@ -68,6 +68,26 @@ def test_missing_required_columns_and_optional_ones(tmp_path: Path) -> None:
     assert m.rows.loc[0, "cls"] == "gemm fp16" and list(m.input.columns)[-1] == "who"
 
 
+def test_the_window_column(tmp_path: Path) -> None:
+    """An optional `window` (keys a query sees; blank or 0: none), attention's only; a sliding
+    window binding its cache is priced by FA3's room (a blank framework), below the full cache."""
+    from mpsim.analysis.validation.against import validate_against
+    from mpsim.hw_models import load_hardware
+    header = "op,batch,q_len,kv_len,heads,kv_heads,head_dim,window,measured_us,protocol,includes"
+    m = read_generic_csv(_csv(tmp_path, "attention,8,1,32768,32,8,128,,100,graph,kv_append",
+                              "attention,8,1,32768,32,8,128,4096,30,graph,kv_append",
+                              "attention,8,1,1024,32,8,128,0,10,graph,kv_append", header=header))
+    assert m.rows["window"].tolist()[1:] == [4096, 0] and m.rows["window"].isna().tolist()[0]
+    r = validate_against(m, load_hardware("h200-sxm"), cache_dir=None, progress=False).frame
+    assert (r["status"] == "ok").all() and r.loc[1, "predicted_us"] < 0.5 * r.loc[0, "predicted_us"]
+    with pytest.raises(MpsimInputError, match=r"row 1, column 'window': a sliding window is "
+                                              r"attention's, not op gemm's"):
+        read_generic_csv(_csv(tmp_path, "gemm,2,64,64,128,3.0,graph",
+                              header="op,m,n,k,window,measured_us,protocol"))
+    with pytest.raises(MpsimInputError, match=r"row 1, column 'window': expected a whole number"):
+        read_generic_csv(_csv(tmp_path, "attention,8,1,1024,32,8,128,-1,10,graph,", header=header))
+
+
 def test_bands() -> None:
     assert list(band_of([1, 16, 17, 256, 257, 8192, 8193, float("nan")])) == [
         "1-16", "1-16", "17-256", "17-256", "257-8192", "257-8192", ">8192", "n/a"]
