@@ -179,8 +179,8 @@ def attention_window(r: Mapping[str, Any]) -> int:
     """The sliding window of an attention row (its config's `window`: keys a query sees; 0: none).
     The config is a dict while a row is built, JSON text in a trace."""
     cfg: Any = r.get("config")
-    if isinstance(cfg, str):
-        cfg = json.loads(cfg) if cfg else {}
+    if isinstance(cfg, str):  # parsed only when it names a window (most rows have none)
+        cfg = json.loads(cfg) if '"window"' in cfg else {}
     return int(cfg.get("window", 0)) if isinstance(cfg, Mapping) else 0
 
 
