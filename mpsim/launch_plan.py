@@ -29,15 +29,7 @@ from mpsim.library import mpsim as own
 from mpsim.library import mpsim_fp as own_fp
 from mpsim.library.collectives import collective_row
 from mpsim.library.mpsim_fp import FP8_CACHE
-from mpsim.library.rows import (
-    Row,
-    apply_config,
-    binding_window,
-    check_sizes,
-    costed,
-    gemm_shape,
-    single,
-)
+from mpsim.library.rows import Row, apply_config, check_sizes, costed, gemm_shape, single
 from mpsim.models import ModelSpec
 from mpsim.parallel import SINGLE, ParallelPlan, rank_spec, stage_of_layers, vocab_shard
 from mpsim.policy import FLOAT_FORMATS, FP16_WEIGHTS, WeightChoice
@@ -343,11 +335,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         raise MpsimInputError(f"attention: heads {heads} is not a multiple of kv_heads {kv_heads}")
     lib = library.attention_library(kernel)
     assert lib.attention is not None
-    extra = {"window": window} if lib.windowed and window else {}
-    if binding_window(kv_len, window) and not lib.windowed:
-        raise MpsimInputError(f"attention: a sliding window of {window} keys over {kv_len} is "
-                              f"not modelled for {kernel or 'mpsim'}'s kernels (the rooms that take "
-                              f"one: {', '.join(library.WINDOWED_LIBRARIES)}; each says which)")
+    extra = library.window_kwargs(lib, kv_len, window)
     row = lib.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block,
                         on_gpu=on_gpu, kv_append=kv_append, l2_warm=l2_warm, sms=sms,
                         fp8_attention=fp8_attention, **extra)

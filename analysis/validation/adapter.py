@@ -53,6 +53,7 @@ from mpsim.hw_models.schema import GpuSpec, HardwareSpec
 from mpsim.kernels import launch_config as lc
 from mpsim.launch_plan import attention_row, costed, framework_op_row, gemm_row
 from mpsim.library import cublas, torch, trtllm, vllm
+from mpsim.library.rows import with_config
 from mpsim.library.scaled_gemm import with_call
 from mpsim.sim.best_config import (
     best_config,
@@ -148,7 +149,7 @@ def with_weight_copies(launch: Row, row: Mapping[str, Any], hw: HardwareSpec) ->
                            hw.l2.size_MiB * 2**20, hw.dram.size_GB * 1e9)
     if copies == 0:  # a source whose collector is not known: weights from DRAM, config unchanged
         return launch
-    return _with_config(launch, "w_copies", copies)
+    return with_config(launch, "w_copies", copies)
 
 
 def one_run(launch: Row, row: Mapping[str, Any]) -> Row:
@@ -157,13 +158,7 @@ def one_run(launch: Row, row: Mapping[str, Any]) -> Row:
     clock and has not settled to the power-limited one (mpsim/sim/gpu/model.py one_run_clock)."""
     if str(row.get("protocol")) != "trt-profiler":
         return launch
-    return _with_config(launch, "one_run", 1)
-
-
-def _with_config(launch: Row, key: str, value: int) -> Row:
-    """`launch` with `key` set in its JSON config: a property of the measurement the GPU model reads."""
-    cfg = json.loads(str(launch["config"]))
-    return {**launch, "config": json.dumps({**cfg, key: value}, sort_keys=True)}
+    return with_config(launch, "one_run", 1)
 
 
 def _gemm(row: Mapping[str, Any], hw: HardwareSpec, config: str, params: SimParams,

@@ -27,6 +27,7 @@ from mpsim.commands.common import (
 from mpsim.commands.op_comm import register_collective
 from mpsim.launch_plan import attention_row, gemm_row
 from mpsim.library import ATTENTION_LIBRARIES, GEMM_KERNELS
+from mpsim.library.rows import with_config
 from mpsim.traces.schema import DEFAULT_ENGINE
 
 # --help text of the shape arguments
@@ -117,9 +118,13 @@ def _fixed_config(args: argparse.Namespace, hw: Any) -> Any:
 def _attention(args: argparse.Namespace) -> int:
     _check_engine(args)
     hw = hardware(args.hw)
+    mine = args.engine == DEFAULT_ENGINE  # else --engine's room takes the window (its own rule)
     row = attention_row(args.batch, args.q_len, args.kv_len, args.heads, args.kv_heads,
                         args.head_dim, args.kv_bits, args.kv_block, kernel=args.kernel,
-                        kv_append=args.kv_append, sms=hw.compute_units, window=args.window)
+                        kv_append=args.kv_append, sms=hw.compute_units,
+                        window=args.window if mine else 0)
+    if args.window and not mine:
+        row = with_config(row, "window", args.window)
     return _report(_as_engine(row, hw, args), args)
 
 

@@ -35,6 +35,7 @@ from mpsim.library.collectives import ALLREDUCE_KERNELS, LIBRARY_OF_KERNEL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_MMHA, TRTLLM_XQA
 from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
+from mpsim.traces.accounting import attention_window
 from mpsim.traces.schema import COLLECTIVE_OPS
 
 Row = dict[str, Any]
@@ -230,10 +231,11 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
     if op in ("decode_attention", "prefill_attention"):
         lib = library.LIBRARIES[library.ARCH_ATTENTION.get((lib.name, t.arch), lib.name)]
         assert lib.attention is not None
+        window = library.window_kwargs(lib, int(r["kv_len"]), attention_window(r))  # the row's
         out = lib.attention(int(r["batch"]), int(r["q_len"]), int(r["kv_len"]), int(r["num_q_heads"]),
                             int(r["num_kv_heads"]), int(r["head_dim"]), int(r["k_bits"]),
                             _opt(r.get("kv_block")), on_gpu=t.on_gpu, kv_append=False,
-                            l2_warm=False, sms=t.sms)
+                            l2_warm=False, sms=t.sms, **window)
         if op == "decode_attention":  # a batch's KV tokens (serving: the sum of its lengths)
             out["kv_tokens"] = _opt(r.get("kv_tokens"))
         return out

@@ -37,6 +37,7 @@ from mpsim.library import (
     turbomind,
     vllm,
 )
+from mpsim.library.rows import binding_window
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB
 
 GemmBuilder = Callable[..., dict[str, Any]]
@@ -231,6 +232,20 @@ def attention_library(name: str | None) -> Library:
 
 
 WINDOWED_LIBRARIES = tuple(n for n, lib in LIBRARIES.items() if lib.windowed)
+
+
+def window_kwargs(lib: Library, kv_len: int, window: int) -> dict[str, int]:
+    """What `lib`'s attention builder takes for a sliding `window` (the keys a query sees, 0: none):
+    the window itself where the room takes one (it says which it models); nothing where the window
+    covers every key (kv_len <= window: the kernels visit the same tiles); one error where it binds
+    and the room models none."""
+    if lib.windowed and window:
+        return {"window": window}
+    if binding_window(kv_len, window):
+        raise MpsimInputError(f"attention: a sliding window of {window} keys over {kv_len} is not "
+                              f"modelled for {lib.name}'s kernels (the rooms that take one: "
+                              f"{', '.join(WINDOWED_LIBRARIES)}; each says which)")
+    return {}
 
 
 def rowwise_library(kernel: str) -> RowwiseBuilder:

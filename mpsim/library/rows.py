@@ -23,6 +23,13 @@ def apply_config(row: Row, cfg: LaunchConfig) -> Row:
     return row
 
 
+def with_config(row: Row, key: str, value: int) -> Row:
+    """A costed row (JSON config) with `key` set in its config (a property of the launch that the
+    row's shape columns do not carry: a measurement's, or an attention's sliding window)."""
+    cfg = json.loads(str(row["config"]))
+    return {**row, "config": json.dumps({**cfg, key: value}, sort_keys=True)}
+
+
 def costed(row: Row) -> Row:
     """The row as the trace stores it: grid and config as JSON text, analytic FLOPs and bytes."""
     cost = launch_cost(row)

@@ -178,3 +178,15 @@ def test_trtllm_context_window_prices_its_edge_tiles() -> None:
     win = simulate_launch(attention_row(1, 8192, 8192, 32, 8, 128, 16, kernel="trtllm", sms=132,
                                         window=128), H200).time_s
     assert win < 0.25 * full
+
+
+def test_op_takes_a_window_for_the_kernel_or_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    """`mpsim op attention --window`: priced by --engine's room (the window in its config), one
+    error for mpsim's own kernels, whose room models no binding window."""
+    from mpsim.cli import main
+    shape = ["op", "attention", "--batch", "8", "--q-len", "1", "--kv-len", "32768", "--heads", "32",
+             "--kv-heads", "8", "--head-dim", "128", "--hw", "h200-sxm", "--window", "4096"]
+    assert main([*shape, "--engine", "vllm"]) == 0
+    assert '"window": 4096' in capsys.readouterr().out
+    assert main(shape) == 2
+    assert "not modelled for mpsim's kernels" in capsys.readouterr().err
