@@ -214,8 +214,8 @@ def _attention(r: Mapping[str, Any]) -> Cost:
     window = window if 0 < window < kv else 0
     # keys read once per sequence: a sliding window reads from the first query's window start
     first = max(0, kv - q - window + 1) if window else 0
-    if decode_tokens is not None and window:
-        decode_tokens = b * window
+    if decode_tokens is not None and window:  # at most `window` keys a sequence
+        decode_tokens = min(decode_tokens, b * window)
     # (query, key) pairs over the batch; decode: one query per sequence over its own cache
     pairs = decode_tokens if decode_tokens is not None else \
         b * (causal_pairs(q, kv, window) if r["causal"] else q * kv)

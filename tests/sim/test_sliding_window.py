@@ -190,3 +190,14 @@ def test_op_takes_a_window_for_the_kernel_or_the_engine(capsys: pytest.CaptureFi
     assert '"window": 4096' in capsys.readouterr().out
     assert main(shape) == 2
     assert "not modelled for mpsim's kernels" in capsys.readouterr().err
+
+
+def test_windowed_decode_accounting_with_sequences_of_different_lengths() -> None:
+    """A decode batch's `kv_tokens` (sequences of different lengths): a window reads at most its keys
+    a sequence, never more than the batch holds."""
+    from traces.accounting import launch_cost
+    row = attention_row(4, 1, 8192, 32, 8, 128, 16, kernel="fa3", sms=132, window=1024)
+    per_key = launch_cost({**row, "kv_tokens": 4 * 8192}).bytes_read
+    short = launch_cost({**row, "kv_tokens": 2048}).bytes_read   # 4 sequences, 512 keys each
+    assert launch_cost(row).bytes_read == per_key                # 4 x 1024 window keys either way
+    assert short < per_key and short == pytest.approx(per_key / 2, rel=0.01)
