@@ -25,15 +25,14 @@ from __future__ import annotations
 
 from mpsim.errors import MpsimInputError
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
-from mpsim.library.fa3 import windowed
 from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    binding_window,
     check_fp16_prefill,
     check_prefill_chunk,
     prefill_kv_block,
+    window_entry,
 )
 
 FA2_DECODE = "fa2_decode"
@@ -94,7 +93,7 @@ def fa2_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
     return LaunchConfig(FA2_DECODE, (m_blocks, splits, batch * heads), FA2_BLOCK_M, bn, head_dim,
                         FA2_WARPS, 2, splits, extra=(("kv_append", int(kv_append)),
                                                      ("l2_warm", int(l2_warm)), ("rows", rows),
-                                                     *windowed(binding_window(kv_len, window))))
+                                                     *window_entry(kv_len, window)))
 
 
 def fa2_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
@@ -109,7 +108,7 @@ def fa2_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
     return LaunchConfig(FA2_PREFILL, (m_blocks, 1, batch * num_q_heads), FA2_BLOCK_M,
                         align_block_n(head_dim), head_dim, FA2_WARPS, 2, 1,
                         extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
-                               *windowed(binding_window(keys, window))))
+                               *window_entry(keys, window)))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,

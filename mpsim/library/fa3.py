@@ -16,6 +16,7 @@ from mpsim.library.rows import (
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
+    window_entry,
 )
 
 FA3_DECODE = "fa3_decode"
@@ -75,12 +76,8 @@ def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
     splits = fa3_num_splits(batch * num_kv_heads, sms, blocks)
     return LaunchConfig(FA3_DECODE, (batch, num_kv_heads, splits), rows, FA3_BLOCK_N, head_dim, 4,
                         2, splits, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
-                                          *windowed(window)))
+                                          *window_entry(kv_len, window)))
 
-
-def windowed(window: int) -> tuple[tuple[str, int], ...]:
-    """A config's window entry: none without a (binding) window."""
-    return (("window", window),) if window else ()
 
 
 def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
@@ -102,7 +99,7 @@ def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
     return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
                         head_dim, 12, 2, splits,
                         extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack)),
-                               *windowed(window)))
+                               *window_entry(keys, window)))
 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,

@@ -33,9 +33,9 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    binding_window,
     check_prefill_chunk,
     prefill_kv_block,
+    window_entry,
 )
 
 TG_DECODE = "flashinfer_trtllm_decode"
@@ -97,8 +97,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         check_prefill_chunk("trtllm-gen", batch, q_len, kv_len, heads, kv_heads, head_dim)
     cfg = tg_config(batch, q_len, heads, kv_heads, head_dim, kv_len, kv_bits, kv_append=kv_append,
                     l2_warm=l2_warm, sms=sms)
-    if binding_window(kv_len, window):
-        cfg = replace(cfg, extra=(*cfg.extra, ("window", window)))
+    cfg = replace(cfg, extra=(*cfg.extra, *window_entry(kv_len, window)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits)
     row["kv_block"] = prefill_kv_block(q_len, kv_len, kv_block)
     return apply_config(row, cfg)

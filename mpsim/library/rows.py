@@ -119,6 +119,12 @@ def binding_window(kv_len: int, window: int) -> int:
     return window if 0 < window < kv_len else 0
 
 
+def window_entry(kv_len: int, window: int) -> tuple[tuple[str, int], ...]:
+    """A launch config's `window` entry: the window where it binds (`binding_window`), else none."""
+    bound = binding_window(kv_len, window)
+    return (("window", bound),) if bound else ()
+
+
 def fp8_cache(kv_bits: int) -> str | None:
     """The kv_format of a room whose only 8-bit cache is fp8 e4m3 (FA3, SGLang's FA3, TensorRT-LLM's
     attention op as its room prices it); None (by bits) otherwise."""

@@ -42,8 +42,8 @@ from mpsim.library.flashinfer_trtllm import TG_KEEP_MAX_GROUP, tg_config
 from mpsim.library.rows import (
     Row,
     apply_config,
-    binding_window,
     check_prefill_chunk,
+    window_entry,
 )
 from mpsim.library.trtllm_attention import mmha_config, op_row
 
@@ -65,7 +65,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     trtllm-gen work's tile range, as vLLM's FlashInfer rows)."""
     fp8_kv = kv_bits == 8
     row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
-    win = (("window", window),) if binding_window(kv_len, window) else ()
+    win = window_entry(kv_len, window)
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
         if head_dim == FMHA_V2_HEAD_DIM:
             raise MpsimInputError("attention: TensorRT-LLM's sm_100 context with head_dim 80 runs "

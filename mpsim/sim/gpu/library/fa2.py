@@ -34,12 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
-from mpsim.sim.gpu.library.fa3 import (
-    kv_append_part,
-    prefill_kv_bytes,
-    tile_spans,
-    window_first_block,
-)
+from mpsim.sim.gpu.library.fa3 import decode_tiles, kv_append_part, prefill_kv_bytes, tile_spans
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -91,8 +86,8 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     ctas = 1
     for g in grid:
         ctas *= int(g)
-    first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)  # tiles a window skips
-    tiles = cdiv(cdiv(max(kv, 1), bn) - first, splits)
+    first, visited = decode_tiles(kv, cfg, bn)   # a sliding window's skipped and visited tiles
+    tiles = cdiv(visited, splits)
     kv = kv - first * bn                 # the keys read
     kv_bytes = b * hk * kv * d * 2 * FP16
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)

@@ -158,8 +158,8 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     fp8 = bits == 8
     rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
     window = int(cfg.get("window", 0))
-    first = window_first_block(kv - 1, window, bn)
-    tiles = cdiv(max(cdiv(max(kv, 1), bn) - first, 1), splits)
+    first, visited = decode_tiles(kv, cfg, bn)
+    tiles = cdiv(visited, splits)
     ctas = b * hk * splits
     # a window's masks fall on a CTA's edge tiles (its window start, the cache's end), spread here
     # over the tiles it visits
@@ -179,6 +179,13 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
                       fixed_ns=fixed, name="fa3 decode")
     parts = [append(b, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+def decode_tiles(kv: int, cfg: Mapping[str, int], bn: int) -> tuple[int, int]:
+    """(the leading key tiles a decode's sliding window skips, the tiles it visits) over kv keys in
+    `bn`-key tiles; the config's `window` (none: all kv_len keys, from the first tile)."""
+    first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)
+    return first, max(cdiv(max(kv, 1), bn) - first, 1)
 
 
 def window_first_block(position: int, window: int, bn: int) -> int:

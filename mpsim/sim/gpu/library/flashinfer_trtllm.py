@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
 from mpsim.sim.gpu.library.fa3 import (
+    decode_tiles,
     kv_append_part,
     prefill_kv_bytes,
     prefill_tiles,
     tile_spans,
-    window_first_block,
 )
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
@@ -56,8 +56,8 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     fp8 = bool(int(cfg.get("fp8", 0)))
     elem = 1 if fp8 else FP16
     rows, bn, splits = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg.get("split_k", 1))
-    first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)  # tiles a window skips
-    tiles = cdiv(cdiv(max(kv, 1), bn) - first, splits)
+    first, visited = decode_tiles(kv, cfg, bn)   # a sliding window's skipped and visited tiles
+    tiles = cdiv(visited, splits)
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": rows * bn * f.tg_softmax_ops, "sfu": float(rows * bn)}, serial=True,

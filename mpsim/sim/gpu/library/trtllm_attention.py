@@ -55,7 +55,7 @@ from mpsim.library.trtllm_attention import (
     mmha_tile_keys,
     prep_rounds,
 )
-from mpsim.sim.gpu.library.fa3 import prefill_kv_bytes, tile_spans, window_first_block
+from mpsim.sim.gpu.library.fa3 import decode_tiles, prefill_kv_bytes, tile_spans
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -95,8 +95,7 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     # (mha.cu), priced as one tile like the others
     splits = int(cfg.get("split_k", 1))
     window = int(cfg.get("window", 0))
-    first = window_first_block(kv - 1, window, bn)   # the leading tiles a window skips
-    visited = cdiv(max(kv, 1), bn) - first
+    first, visited = decode_tiles(kv, cfg, bn)   # a sliding window's skipped and visited tiles
     tiles = cdiv(visited, splits)
     # a window's splits without a tile in it return early: GMMA's priced free, HMMA's as a share of
     # a working CTA (`hmma_idle_split`)
