@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.rows import Row
-from mpsim.library.scaled_gemm import SCHED_PERSISTENT, SCHED_STREAM_K, scaled_config, scaled_row
+from mpsim.library.scaled_gemm import SCHED_PERSISTENT, scaled_config, scaled_row
 
 FLASHINFER_FP8_BLOCK_GEMM = "flashinfer_fp8_block_gemm"
 FLASHINFER_NVFP4_GEMM = "flashinfer_nvfp4_gemm"
@@ -40,8 +40,10 @@ def fp8_block_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig
 
 
 def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS, kernel: str = FLASHINFER_NVFP4_GEMM,
-                     scheds: tuple[int, ...] = (SCHED_PERSISTENT, SCHED_STREAM_K)) -> list[LaunchConfig]:
-    """The tcgen05 tiles under `scheds` (persistent, stream-K: CUTLASS sm100's tile schedulers)."""
+                     scheds: tuple[int, ...] = (SCHED_PERSISTENT,)) -> list[LaunchConfig]:
+    """The tcgen05 tiles, persistent: FlashInfer's CuTe DSL block-scaled GEMM (vLLM's
+    FlashInferCuteDslNvFp4LinearKernel) is CUTLASS's Sm100BlockScaledPersistentDenseGemmKernel,
+    "persistent tile scheduling" (no stream-K); MMA tiler M 128 or 256 (a 2-SM pair), N 64..256."""
     return [scaled_config(kernel, m, n, tt, wt, NVFP4_BLOCK_K, sched, sms, warps=8, umma=True, pair=pair)
             for tt, wt, pair in NVFP4_TILES for sched in scheds]
 

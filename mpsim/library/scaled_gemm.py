@@ -59,8 +59,8 @@ def token_tiles(m: int, token_tile: int, pair: bool, umma: bool = False) -> int:
     zeros (TMA fills rows past M): M = 257 on 128-token tiles in clusters of two runs four token
     tiles, not three (the published vLLM / SGLang fp8 rows step 1.86x / 1.82x from M = 256 to 257
     on H200: docs/validation.md#steps-at-tile-edges). Blackwell's 2-SM pair (`umma`) keeps the
-    count it was fitted with (TrtllmFp8Params.nvfp4_eta, FlashinferGemmParams: a refit of those
-    with whole pairs is open)."""
+    count FlashinferGemmParams was fitted with (a refit with whole pairs is open; TensorRT-LLM's
+    untuned nvfp4 tile has no pair)."""
     tiles = cdiv(m, token_tile)
     if not pair or umma:
         return tiles

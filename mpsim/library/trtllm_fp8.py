@@ -22,10 +22,14 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   (sm89_utils.cuh AdaBlockwiseGemmTraits), grid (ceil(M / 32), ceil(N / 128)), each K step's
   partial sums added to the accumulator times the tokens' x the block's scale (`promote`: one
   FFMA per element).
-- nvfp4 (NVFP4LinearMethod): fp4_quantize of the activations, then nvfp4_gemm (CUTLASS sm100
-  block-scaled tiles; the autotuner's tactics): `trtllm_nvfp4_gemm`, candidates FlashInfer's
-  tcgen05 tiles, persistent only (ASSUMPTION: the tactic list was not read; the published rows'
-  time grows with K at small M as a kernel that does not split K).
+- nvfp4 (NVFP4LinearMethod): fp4_quantize of the activations, then torch.ops.trtllm.nvfp4_gemm:
+  `trtllm_nvfp4_gemm`. The op asks its AutoTuner for a tactic; outside a tuning pass with nothing
+  cached (the collector never tunes) that is tactic -1, and FP4GemmRunner.runGemm then runs
+  fp4_bmm_impl's getDefaultGemmConfig (cpp/tensorrt_llm/thop/fp4Gemm.cpp): on sm_100
+  CtaShape128x256x128B with a 1x1x1 cluster, i.e. 128 tokens (the activations are CUTLASS's A) x
+  256 weight rows x 256 fp4 of K, one SM's MMA, persistent. One config at every shape
+  (`nvfp4_default_config`); the B200 rows agree: at M <= 256 their time does not depend on M or,
+  up to N = 16384 (64 tiles a token tile), on N, and grows linearly with K.
 
 The end-to-end rows (E1, E2, E4: trtllm-bench on TensorRT-LLM v0.15) ran the TensorRT flow instead:
 FP8Linear (tensorrt_llm/quantization/layers.py) quantizes its input with the checkpoint's static
@@ -45,7 +49,7 @@ from mpsim.library.cublas import (
     least_work,
     sm80_splits,
 )
-from mpsim.library.flashinfer_gemm import nvfp4_candidates
+from mpsim.library.flashinfer_gemm import NVFP4_BLOCK_K
 from mpsim.library.rows import Row
 from mpsim.library.scaled_gemm import (
     SCHED_DP,
@@ -58,6 +62,8 @@ from mpsim.library.scaled_gemm import (
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
+# getDefaultGemmConfig on sm_100: CtaShape128x256x128B (tokens, weight rows; K 128 bytes of fp4)
+NVFP4_DEFAULT_TILE = (128, 256)
 TRTLLM_FP8_BLOCK_GEMM = "trtllm_fp8_block_gemm"  # Ada's blockwise kernel (module docstring)
 KERNELS = (TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM, TRTLLM_FP8_BLOCK_GEMM)
 # AdaBlockwiseGemmTraits as gemm_dispatch_sm89 instantiates it: (tokens, weight rows, K, stages),
@@ -122,7 +128,15 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
         return fp8_sm89_candidates(m, n, k, sms)
     if kernel == TRTLLM_FP8_GEMM:
         return fp8_candidates(m, n, k, sms)
-    return nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))
+    return [nvfp4_default_config(m, n, sms)]
+
+
+def nvfp4_default_config(m: int, n: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """TensorRT-LLM's untuned nvfp4 tactic on sm_100 (module docstring): 128 tokens x 256 weight
+    rows x 256 of K, 1-SM tcgen05 MMA, persistent."""
+    tt, wt = NVFP4_DEFAULT_TILE
+    return scaled_config(TRTLLM_NVFP4_GEMM, m, n, tt, wt, NVFP4_BLOCK_K, SCHED_PERSISTENT, sms,
+                         warps=8, umma=True)
 
 
 def fp8_heuristic(m: int, n: int, sms: int = GPU_SMS) -> LaunchConfig:
@@ -155,12 +169,12 @@ def fp8_sm89_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConf
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
     """A TensorRT-LLM fp8 (per-tensor), Ada fp8-block or nvfp4 row; default config: `fp8_heuristic`,
-    the Ada kernel's one config / stream-K 128 x 128."""
+    the Ada kernel's one config / `nvfp4_default_config`."""
     if kernel == TRTLLM_FP8_GEMM:
         cfg = config or fp8_heuristic(m, n, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
     if kernel == TRTLLM_FP8_BLOCK_GEMM:
         cfg = config or fp8_block_sm89_config(m, n)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))
-    cfg = config or nvfp4_candidates(m, n, k, sms, TRTLLM_NVFP4_GEMM, (SCHED_PERSISTENT,))[1]
+    cfg = config or nvfp4_default_config(m, n, sms)
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

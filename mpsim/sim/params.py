@@ -67,6 +67,21 @@ class SimParams:
     # and few-CTA configs; A100's whitepaper L2 of 5120 B/clk over 108 SMs is 47 B/clk/SM). The chip's
     # L2 bandwidth is SMs x this (no GEMM row needs less).
     port_bytes_per_clk: float = 49.76
+    # The same port on Blackwell (sm_100, b200-sxm; rates.port_bytes_per_clk picks it by generation)
+    # for TMA bulk copies (Trip.bulk: cuBLAS, CUTLASS, DeepGEMM, trtllm-gen, FA3); no datasheet or
+    # whitepaper prints an L2-to-SM rate. Set from the B200 bf16 cuBLAS rows of TensorRT-LLM
+    # 1.3.0rc20 (400-row `stacks` sample; all-band MAPE 13.26 / 12.99 / 12.72 / 12.54 / 12.77% at
+    # 70 / 80 / 90 / 100 / 120, 14.9% at H200's 49.76, where every 257-8192 GEMM from a few us up was
+    # port-bound): 99.5, twice H200's, as Blackwell's tensor rate per SM is twice Hopper's. Checked
+    # on rows not used: vLLM 0.24.0's bf16 rows (M 257-8192 14.6 -> 10.0%) and both stacks' nvfp4
+    # rows (TensorRT-LLM's untuned 128 x 256 tile, one SM's MMA and no multicast, runs a 54 KB K step
+    # every ~0.5 us at M <= 256: a port of at least ~70). Loads threads issue (LDG, cp.async) keep
+    # H200's port, and the chip's L2 stays SMs x port_bytes_per_clk (13.7 TB/s on B200; rates.py):
+    # TensorRT-LLM's MMHA decode rows (LDG; > 32 query heads re-reading one KV head from L2) take
+    # the same time on B200 as on H200 (median ratio 1.00-1.02 over the 3,144 shapes both publish);
+    # at 148 x 80 B/clk for every load they were priced 38% fast (27% before). One Blackwell device:
+    # an assumption for others.
+    port_bytes_per_clk_blackwell: float = 99.5
     # The chip's L2 reads per SM and clock (at the datasheet tensor clock) where the L2 is one
     # partition (l2.partitions 1, Ada's AD102); a partitioned L2 (A100, GH100, B200) is held to SMs x
     # the port above. No datasheet or whitepaper prints it; from the L40S rows where L2 traffic binds:
@@ -121,6 +136,16 @@ class SimParams:
     # ---- clocks (both H100 and H200 SXM are 700 W GH100 boards) ---------------------------------
     # Tensor issue efficiency at the running clock (GEMM rows: bounded at 1).
     eta_mma: float = 1.0
+    # Share of the dense fp4 rate (hardware file tensor_core fp4) that the block-scaled fp4 MMAs of
+    # an nvfp4 / mxfp4 GEMM reach (tcgen05 kind::mxf4nvf4; scaled_gemm.gemm_part, on top of a room's
+    # own mma_eta). The published B200 nvfp4 rows top out at 4.6 / 5.3 PFLOP/s (TensorRT-LLM /
+    # vLLM) of the brief's 9 dense, where fp8 reaches 3.2-3.5 of 4.5 and bf16 1.7-2.1 of 2.25. Set on
+    # the even half of the B200 TensorRT-LLM 1.3.0rc20 nvfp4 rows of a 2,000-row `--select fp8`
+    # sample (333 rows; its untuned 128 x 256 tile, with port_bytes_per_clk_blackwell): 0.583, the
+    # odd half 3.5 / 3.2 / 7.7% by M band; checked on vLLM 0.24.0's rows (FlashInfer's CuTe DSL
+    # kernel, not used): 7.4 / 8.5 / 9.6%. It binds where few SMs run (M <= 256); a full chip of
+    # these tiles is bound by the chip's L2 first. One device (the only one with fp4 tensor cores).
+    fp4_mma_eta: float = 0.583
     # Energy of a tensor-pipe cycle running fp8 MMAs relative to a 16-bit one (power.py
     # tensor_energy_share; 1.0 would be twice the FLOPs at half the energy each). Set from the
     # vLLM 0.24.0 H200 fp8 GEMM rows above M = 256 (150-row `--select fp8` sample: bias -10.6% at

@@ -30,7 +30,7 @@ import math
 
 import simpy
 
-from mpsim.sim.gpu.rates import GpuRates, tensor_rate
+from mpsim.sim.gpu.rates import GpuRates, port_rate, tensor_rate
 from mpsim.sim.gpu.work import CUDA_PIPES, Bundle, KernelWork, Trip
 from mpsim.sim.units import Memory, Proc, TokenPool
 
@@ -133,7 +133,7 @@ class GpuLaunchSim:
         request = lock.request()
         yield request
         start = self.env.now
-        port = self._per_sm(b) * per_cta / r.port_Bpc
+        port = self._per_sm(b) * per_cta / port_rate(t, r)
         latency = self.first_latency if i == 0 else self.steady_latency
         if scale > 1:
             self.env.process(self._first_share(first, port / scale, latency, t.overlap_latency))

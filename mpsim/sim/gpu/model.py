@@ -28,7 +28,7 @@ from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
 from mpsim.sim.gpu.library import launch_kernels, work_for
 from mpsim.sim.gpu.parts import kernel_parts
 from mpsim.sim.gpu.power import core_joules_per_cycle, dram_dynamic_j, sustained_clock, tensor_energy_share
-from mpsim.sim.gpu.rates import GpuRates, gpu_rates
+from mpsim.sim.gpu.rates import GpuRates, gpu_rates, port_rate
 from mpsim.sim.gpu.work import LaunchWork, bundles
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import BODY_PARTS, LaunchOutcome, pick_bound
@@ -166,7 +166,7 @@ def lower_bound_s(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: f
         per_class = w.class_of_range(0, w.total_ctas)
         trips = sum(cnt * w.iters_by_class[c] for c, cnt in per_class.items())
         t = w.trip
-        per_trip = max(tensor_cycles(t, r), cuda_cycles(t, r), t.load_bytes / r.port_Bpc)
+        per_trip = max(tensor_cycles(t, r), cuda_cycles(t, r), t.load_bytes / port_rate(t, r))
         # every CTA pays its prologue and its epilogue's latency; the first trip waits for its data
         ends = (w.setup_ns + w.epilogue.latency_ns) * 1e-9 * r.clock_hz
         first = 0.0 if t.latency_ns is not None else (r.dram_latency if w.miss_ratio > 0

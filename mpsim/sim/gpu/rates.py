@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, UnsupportedDtypeError
-from mpsim.sim.gpu.arch import SassArch, sass_arch
+from mpsim.sim.gpu.arch import SassArch, generation, sass_arch
 from mpsim.sim.protocols import DEFAULT_PROTOCOL, Protocol, for_device
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.gpu.work import Trip
     from mpsim.sim.params import SimParams
 
 # Issue rates per SM per clock, thread-instructions (lanes): CUDA C++ Programming Guide, "Arithmetic
@@ -52,7 +53,8 @@ class GpuRates:
     l2_latency: float        # cycles
     l2_bytes: float
     l2_partitions: int       # the hardware file's l2.partitions (None read as 2, partitioned)
-    port_Bpc: float          # one SM's L2 port
+    port_Bpc: float          # one SM's L2 port for TMA bulk copies (Trip.bulk)
+    thread_port_Bpc: float   # ... for loads threads issue (LDG, cp.async): H200's port everywhere
     smem_Bpc: float          # one SM's shared memory
     pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
     tensor_fpc: dict[str, float]  # dense tensor FLOP per cycle per SM by dtype (architectural)
@@ -97,9 +99,22 @@ def bw_fraction(hw: GpuSpec, p: SimParams) -> float:
     return p.bw_frac if override is None else override
 
 
+def port_bytes_per_clk(hw: GpuSpec, p: SimParams) -> float:
+    """One SM's L2 load port at the datasheet tensor clock: `port_bytes_per_clk_blackwell` on a
+    Blackwell-generation file (arch.generation), `port_bytes_per_clk` (H200's) on every other."""
+    return p.port_bytes_per_clk_blackwell if generation(hw) == "blackwell" else p.port_bytes_per_clk
+
+
+def port_rate(t: Trip, r: GpuRates) -> float:
+    """The port a trip's loads take: TMA bulk copies (`Trip.bulk`) the generation's, thread loads
+    H200's (the same on every generation but Blackwell, whose TMA port is wider)."""
+    return r.port_Bpc if t.bulk else r.thread_port_Bpc
+
+
 def chip_l2_bytes_per_clk(hw: GpuSpec, p: SimParams, f: float) -> float:
-    """The whole chip's L2 bytes per clock at `f`: SMs x the per-SM port, or for an L2 of one
-    partition (Ada) SMs x `l2_one_partition_bytes_per_clk` (both quoted at the datasheet clock)."""
+    """The whole chip's L2 bytes per clock at `f`: SMs x `port_bytes_per_clk` (H200's port, on
+    Blackwell too, whose own port is wider: SimParams.port_bytes_per_clk_blackwell), or for an L2
+    of one partition (Ada) SMs x `l2_one_partition_bytes_per_clk` (both at the datasheet clock)."""
     per_sm = p.l2_one_partition_bytes_per_clk if hw.l2.partitions == 1 else p.port_bytes_per_clk
     return per_sm * hw.tensor_core.datasheet_clock_MHz * 1e6 / f * hw.compute_units
 
@@ -110,7 +125,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
     f = boost if clock_hz is None else clock_hz
     ds = hw.tensor_core.datasheet_clock_MHz * 1e6
     sms = hw.compute_units
-    port = p.port_bytes_per_clk * ds / f
+    port = port_bytes_per_clk(hw, p) * ds / f
     l2_bps = hw.l2.bandwidth_GBps * 1e9 if hw.l2.bandwidth_GBps is not None else None
     l2_lat = hw.l2.latency_ns if hw.l2.latency_ns is not None else p.l2_latency_ns
     dram_lat = hw.dram.latency_ns if hw.dram.latency_ns is not None else p.dram_latency_ns
@@ -127,7 +142,7 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         l2_latency=l2_lat * 1e-9 * f,
         l2_bytes=hw.l2.size_MiB * 2**20,
         l2_partitions=hw.l2.partitions if hw.l2.partitions is not None else 2,
-        port_Bpc=port, smem_Bpc=p.smem_bytes_per_clk,
+        port_Bpc=port, thread_port_Bpc=p.port_bytes_per_clk * ds / f, smem_Bpc=p.smem_bytes_per_clk,
         pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
                "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
         tensor_fpc={k: v * p.eta_mma for k, v in hw.tensor_core.flops_per_clock_per_SM.items()},

@@ -104,7 +104,7 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
     else:  # tcgen05: the MMA reads the CTA's A rows and its share of B once
         smem = (wt + tokens_loaded) * bk * FP16
     trip = Trip(load_bytes=(tokens_loaded + wt) * bk * FP16, mma_flops=2.0 * tt * wt * bk,
-                serial=True, smem_bytes=smem)
+                serial=True, smem_bytes=smem, bulk=sm != 80)  # TMA from Hopper on; SM80: cp.async
     bias = n * FP16 if bool(row.get("bias") or False) else 0
     w_bytes, x_bytes, y_bytes = float(n * k * FP16), float(m * k * FP16), float(m * n * FP16)
     w_hit, x_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, x_bytes, y_bytes, r, p)

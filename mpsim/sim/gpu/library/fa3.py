@@ -166,7 +166,7 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     mask = p.fa3.window_mask_ops * min(tiles, 2) / tiles if window else 0.0
     lanes = rows * bn * (p.fa3.softmax_ops + mask) + (bn * d * p.fa3.fp8_v_ops if fp8 else 0.0)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
-                pipes={"fp32": lanes}, serial=True, mma_dtype="fp8" if fp8 else "fp16")
+                pipes={"fp32": lanes}, serial=True, mma_dtype="fp8" if fp8 else "fp16", bulk=True)
     kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     q_bytes = b * hq * d * FP16
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
@@ -250,7 +250,7 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     # transpose for the fp8 wgmma runs in the producer warps, overlapped) at its own share of peak
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_eta=p.fa3.prefill_fp8_eta if fp8 else p.fa3.prefill_eta,
-                mma_dtype="fp8" if fp8 else "fp16")
+                mma_dtype="fp8" if fp8 else "fp16", bulk=True)
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq

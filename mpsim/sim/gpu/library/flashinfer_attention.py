@@ -56,11 +56,11 @@ class FlashinferParams:
     merge_us: float = 2.081              # KV chunks > 1: the merge kernel
     prefill_eta: float = 0.6016          # share of the mma.sync peak the causal prefill loop reaches
     prefill_scope_us: float = 0.1559     # the rest of vLLM's prefill op
-    tg_cta_ns: float = 614.1             # trtllm-gen decode: per CTA
+    tg_cta_ns: float = 666.8             # trtllm-gen decode: per CTA
     # fp32 lane-ops per score of the trtllm-gen softmax: FA3's softmax_ops when the tg_* constants
     # were fitted (7.462), kept when FA3's own was refitted (stop 38)
     tg_softmax_ops: float = 7.462
-    tg_decode_scope_us: float = 1.137    # trtllm-gen: the rest of vLLM's decode op
+    tg_decode_scope_us: float = 1.437    # trtllm-gen: the rest of vLLM's decode op
     tg_combine_us: float = 2.081         # trtllm-gen decode: split partials merged
     tg_prefill_eta: float = 0.6506       # trtllm-gen prefill: share of the file's tensor rate
     tg_prefill_fp8_eta: float = 0.3386    # ... with an fp8 cache: share of the fp8 rate (fp8 Q, K, V)

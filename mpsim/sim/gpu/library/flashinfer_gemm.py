@@ -15,7 +15,8 @@ from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, room_work
 class FlashinferGemmParams(ScaledGemmParams):
     """SimParams.flashinfer_gemm (`--fit-params flashinfer_gemm.NAME`): none fitted (the defaults of
     ScaledGemmParams: the full dense rate, cuBLAS's per-tile epilogue, one promotion FFMA per
-    accumulator element per block)."""
+    accumulator element per block); the nvfp4 kernel's MMAs at SimParams.fp4_mma_eta of it, set on
+    TensorRT-LLM's rows."""
 
 
 WORK = dict.fromkeys(KERNELS, room_work("flashinfer_gemm"))

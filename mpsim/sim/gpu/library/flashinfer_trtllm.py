@@ -61,7 +61,7 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     ctas = b * hk * splits
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d,
                 pipes={"fp32": rows * bn * f.tg_softmax_ops, "sfu": float(rows * bn)}, serial=True,
-                mma_dtype="fp8" if fp8 else "fp16")
+                mma_dtype="fp8" if fp8 else "fp16", bulk=True)  # TMA, as FA3's
     kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
@@ -90,7 +90,7 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=False,
                 pipes={"fp32": bm * bn * f.tg_softmax_ops, "sfu": float(bm * bn)},
                 mma_dtype="fp8" if fp8 else "fp16",
-                mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta)
+                mma_eta=f.tg_prefill_fp8_eta if fp8 else f.tg_prefill_eta, bulk=True)
     io = b * q * d * hq * FP16 + prefill_kv_bytes(row, elem)
     if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
         io = 0.0                            # replayed: Q, K, V still in L2

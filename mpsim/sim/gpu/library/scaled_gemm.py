@@ -119,6 +119,11 @@ def mma_dtype(fmt: str) -> str:
     return "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
 
 
+def fp4_share(fmt: str, p: SimParams) -> float:
+    """The block-scaled fp4 MMAs' share of the dense fp4 rate (SimParams.fp4_mma_eta); 1 otherwise."""
+    return p.fp4_mma_eta if mma_dtype(fmt) == "fp4" else 1.0
+
+
 def _trip_scale_bytes(fmt: str, tt: int, wt: int, bk: int) -> float:
     if fmt == "fp8-block":
         return tt * FP32 + cdiv(wt, 128) * FP32
@@ -206,8 +211,8 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     w_load = wt / 2 if pair else wt  # a CTA pair shares the weight tile
     trip = Trip(load_bytes=(tt * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
-                mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta,
-                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)))
+                mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
+                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True)
     reads, writes = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)

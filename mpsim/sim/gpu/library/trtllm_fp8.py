@@ -22,9 +22,10 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 class TrtllmFp8Params(ScaledGemmParams):
     """SimParams.trtllm_fp8 (`--fit-params trtllm_fp8.NAME`): mma_eta fitted on H200 TRT-LLM
     1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); tile_ns cuBLAS's (the fit kept it); nvfp4
-    GEMM: nvfp4_eta and nvfp4_fixed_ns instead of mma_eta and fixed_ns, fitted on B200 TRT-LLM
-    1.3.0rc20 nvfp4 rows (`--select fp8`, 200 sampled; no other stack runs this kernel, so
-    nothing checks them). Ada's blockwise kernel (`trtllm_fp8_block_gemm`): block_sm89_eta of
+    GEMM (its untuned 128 x 256 tile, mpsim/library/trtllm_fp8.py `nvfp4_default_config`): no
+    constant of its own, its MMAs at SimParams.fp4_mma_eta (set on these rows; a fixed cost fitted
+    with it went to zero, so none is kept: the 1500 ns and 0.6 of the tiles searched before).
+    Ada's blockwise kernel (`trtllm_fp8_block_gemm`): block_sm89_eta of
     the fp8 rate instead of sm89_mma_eta, fitted with the one-partition L2 rate
     (SimParams.l2_one_partition_bytes_per_clk) on the even half of an 800-row sample of the L40S
     TRT-LLM 1.3.0rc20 fp8_block rows (0.706; at 1.0 M 1-16 / 17-256 were +7..+9% biased), the odd
@@ -33,8 +34,6 @@ class TrtllmFp8Params(ScaledGemmParams):
     on the CUDA cores. One kernel on one device."""
 
     mma_eta: float = 0.9
-    nvfp4_eta: float = 0.6
-    nvfp4_fixed_ns: float = 1500.0
     block_sm89_eta: float = 0.70
 
 
@@ -42,7 +41,7 @@ def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
               p: SimParams, resident: float) -> LaunchWork:
     gp = p.trtllm_fp8
     if row["kernel"] == TRTLLM_NVFP4_GEMM:
-        gp = replace(gp, mma_eta=gp.nvfp4_eta, fixed_ns=gp.nvfp4_fixed_ns)
+        gp = replace(gp, mma_eta=1.0)  # mma_eta is the cuBLASLt fp8 kernel's; fp4: SimParams.fp4_mma_eta
     elif row["kernel"] == TRTLLM_FP8_BLOCK_GEMM:
         gp = replace(gp, sm89_mma_eta=gp.block_sm89_eta)
     return scaled_gemm_work(row, cfg, r, p, gp, resident)
