@@ -159,12 +159,13 @@ def _as_engine(row: dict[str, Any], hw: Any, args: argparse.Namespace) -> dict[s
     method = getattr(args, "quant_method", None)
     picked = choose(engine, op, fmt, m, arch, n, k, method)
     stands = f" (stands in for {picked.stands_in_for})" if picked.stands_in_for else ""
-    print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{stands}")
     d = int(row.get("head_dim") or 0)
     heads = (int(row.get("num_q_heads") or 0), int(row.get("num_kv_heads") or 0), d, d)
     built = as_engine(row, Target(engine, arch, heads, EngineChoice.on(args.engine, hw).sms
                                   or hw.compute_units, method=method))
     assert built is not None, "op prices GEMMs and attention, which no engine fuses away"
+    via = f" (its dispatch: {built['kernel']})" if built["kernel"] != picked.kernel else ""
+    print(f"engine {engine.name} on {arch}: {op} {fmt} at M={m} runs {picked.kernel}{via}{stands}")
     return costed(built)
 
 

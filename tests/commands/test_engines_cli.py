@@ -176,3 +176,21 @@ def test_quant_method_on_synth_and_op(tmp_path: Path, capsys: pytest.CaptureFixt
                        "--quant-method", method)
         kernels[method] = set(read_trace(trace).rows["kernel"])
     assert "trtllm_awq_prescale" in kernels["awq"] - kernels["gptq"]
+
+
+def test_an_engines_attention_is_its_librarys_dispatch_whichever_room_serves_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's Blackwell op sends more than 32 query heads a KV head to MMHA (its Hopper
+    room's kernel): `op --engine trtllm` prices that and says so (an error naming the file's max_m
+    cut-off before); 32 / 8 heads stay on trtllm-gen."""
+    mqa = ["op", "attention", "--batch", "16", "--q-len", "1", "--kv-len", "1024", "--heads", "96",
+           "--kv-heads", "1", "--head-dim", "64", "--engine", "trtllm", "--hw", "b200-sxm"]
+    assert main(mqa) == 0
+    out = capsys.readouterr().out
+    assert ("engine trtllm on blackwell: decode_attention kv16 at M=16 runs trtllm_tg_decode "
+            "(its dispatch: trtllm_mmha_decode)") in out
+    assert "\ntrtllm_mmha_decode on b200-sxm" in out
+    gqa = [*mqa[:8], "--heads", "32", "--kv-heads", "8", "--head-dim", "128", *mqa[-4:]]
+    assert main(gqa) == 0
+    out = capsys.readouterr().out
+    assert "at M=16 runs trtllm_tg_decode\n" in out and "\ntrtllm_tg_decode on b200-sxm" in out
