@@ -5,7 +5,9 @@ it applies to a hardware file, the simulator's constants and the protocol file.
   (dram.achievable_bandwidth_fraction);
 - `l2_bytes_per_clock_per_sm`: one SM's L2 load port in bytes per clock at the datasheet tensor
   clock (SimParams.port_bytes_per_clk; the chip's L2 bandwidth is SMs x this); the same L2 slice
-  design gives the same number on H100 and H200;
+  design gives the same number on H100 and H200; on Blackwell the port of thread loads and the
+  chip's L2 (its TMA copies' wider port is SimParams.port_bytes_per_clk_blackwell, a constant a
+  calibration sets by name like any other);
 - `dequant_scale`: a factor on the dequantization work per weight (> 1: slower), the same meaning
   everywhere: TensorRT-LLM's weight-only GEMV's lane-ops per int4 / int8 weight (SimParams trtllm.wo_*),
   and the rate the work runs at divided by it (a GPU's int32 ops per clock per SM, which mpsim's
@@ -37,7 +39,7 @@ import yaml
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.schema import GpuSpec, HardwareSpec, Launch, NpuSpec
 from mpsim.hw_models.yaml_load import YAMLError, safe_yaml, yaml_problem
-from mpsim.sim.gpu.rates import bw_fraction, gpu_rates, port_bytes_per_clk
+from mpsim.sim.gpu.rates import bw_fraction, gpu_rates
 from mpsim.sim.params import DEFAULT_PARAMS, LEGACY_NAMES, SimParams, float_param_names, with_params
 from mpsim.sim.protocols import ProtocolFile, shipped
 from mpsim.traces.atomic import write_text_atomic
@@ -45,8 +47,7 @@ from mpsim.traces.atomic import write_text_atomic
 KIND = "mpsim-calibration"
 # The simulator constants a calibration may set by name: SimParams' float fields and each library
 # room's as `<library>.<field>` (the bandwidth fraction and the L2 port are the named constants above).
-FITTABLE_PARAMS = tuple(n for n in float_param_names()
-                        if n not in ("bw_frac", "port_bytes_per_clk", "port_bytes_per_clk_blackwell"))
+FITTABLE_PARAMS = tuple(n for n in float_param_names() if n not in ("bw_frac", "port_bytes_per_clk"))
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def constants_of(hw: HardwareSpec, table: ProtocolFile | None = None,
     """The constants the simulator, a hardware file's overrides and the protocol file ship with."""
     gpu = _gpu(hw)
     table = table or shipped()
-    return Constants(bw_fraction(gpu, params), port_bytes_per_clk(gpu, params), 1.0,
+    return Constants(bw_fraction(gpu, params), params.port_bytes_per_clk, 1.0,
                      {k: p.per_call_us for k, p in table.protocols.items()})
 
 
@@ -113,10 +114,8 @@ def apply_hw(hw: HardwareSpec, c: Constants) -> HardwareSpec:
 def apply_params(params: SimParams, c: Constants) -> SimParams:
     s = c.dequant_scale
     params = with_params(params, c.params)
-    if c.l2_bytes_per_clock_per_sm is not None:  # a calibrated port is the device's, whatever its generation
-        params = dataclasses.replace(params, port_bytes_per_clk=c.l2_bytes_per_clock_per_sm,
-                                     port_bytes_per_clk_blackwell=c.l2_bytes_per_clock_per_sm)
-    return dataclasses.replace(params, bw_frac=c.bandwidth_fraction,
+    port = params.port_bytes_per_clk if c.l2_bytes_per_clock_per_sm is None else c.l2_bytes_per_clock_per_sm
+    return dataclasses.replace(params, bw_frac=c.bandwidth_fraction, port_bytes_per_clk=port,
                                trtllm=dataclasses.replace(params.trtllm,
                                                           wo_ops_dq4=params.trtllm.wo_ops_dq4 * s,
                                                           wo_ops_dq8=params.trtllm.wo_ops_dq8 * s))

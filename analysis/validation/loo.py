@@ -80,7 +80,8 @@ def class_rows(gt: Path, cls: str, gpu: str, sample: int) -> pd.DataFrame:
 def _fingerprint() -> str:
     here = Path(__file__).resolve().parent
     return fingerprint_files([here / f for f in ("loo.py", "loo_fit.py", "calibration.py", "predict.py",
-                                                 "adapter.py", "measured.py", "sampling.py")])
+                                                 "adapter.py", "measured.py", "sampling.py",
+                                                 "constants.py", "fit_params.py", "search.py", "lsq.py")])
 
 
 def fit_key(cls: str, fitted: Sequence[str], sample: int) -> str:

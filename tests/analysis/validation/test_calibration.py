@@ -70,3 +70,18 @@ def test_split_is_deterministic_and_disjoint() -> None:
     fit, held = cal.split(np.arange(100), 10, 20)
     assert len(fit) == 10 and 15 <= len(held) <= 20 and not set(fit) & set(held)
     assert (cal.split(np.arange(100), 10, 20)[0] == fit).all()
+
+
+@pytest.mark.parametrize("name", ["b200-sxm", "h200-sxm", "l40s"])
+def test_the_shipped_constants_applied_leave_a_devices_rates_as_they_are(name: str) -> None:
+    """constants_of then apply_params (what `mpsim calibrate` and the leave-one-out table start
+    from) prices a device as the shipped defaults do: on B200 the calibratable L2 port is the thread
+    loads' and the chip's (H200's), not its TMA copies' wider one (which priced its MMHA rows 38%
+    fast when the two were set together)."""
+    from mpsim.analysis.validation.constants import apply_params
+    from mpsim.sim.gpu.rates import gpu_rates
+
+    hw = load_hardware(name)
+    a, b = gpu_rates(hw, DEFAULT_PARAMS), gpu_rates(hw, apply_params(DEFAULT_PARAMS, constants_of(hw)))
+    rates = ("port_Bpc", "thread_port_Bpc", "l2_Bpc")
+    assert [getattr(a, k) for k in rates] == pytest.approx([getattr(b, k) for k in rates])
