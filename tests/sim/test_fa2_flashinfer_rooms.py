@@ -66,3 +66,22 @@ def test_the_rows_price_and_longer_caches_cost_more(kernel: str, kv_bits: int, q
                             kernel=kernel, sms=142, kv_append=True, l2_warm=q_len == 1)
         return float(simulate(rows_to_frame([row]), L40S, cache_dir=None).launches["time_s"].iloc[0])
     assert 0 < t(1024) < t(8192)
+
+
+def test_fa2_decode_ctas_fixed_work_holds_its_sm() -> None:
+    """Two resident CTAs an SM (head_dim 64) do not overlap their fixed work (`fa2.cta_ns`): a grid
+    of two waves' worth of one-row CTAs costs about one more cta_ns an SM than a grid of one."""
+    from dataclasses import replace
+
+    from mpsim.sim.launch import price_launch
+
+    p = replace(DEFAULT_PARAMS, fa2=replace(DEFAULT_PARAMS.fa2, cta_ns=20_000.0))
+
+    def time(batch: int) -> float:  # MHA, 2 heads: one one-row CTA a (sequence, head)
+        row = attention_row(batch, 1, 16, 2, 2, 64, kernel="fa2", sms=142)
+        assert json.loads(row["config"])["rows"] == 1
+        return float(price_launch(row, L40S, params=p)["time_s"])
+
+    # 142 CTAs: one an SM; 284: two an SM, resident together (an overlapped prologue: the same time)
+    one, two = time(71), time(142)
+    assert two - one == pytest.approx(20e-6, rel=0.15)

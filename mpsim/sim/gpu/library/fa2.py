@@ -12,7 +12,11 @@ Occupancy follows from the tile's shared memory (Q + K + V) and 255 registers a 
 (flash_fwd_launch_template.h sets the max dynamic smem; 128 threads).
 
 Decode: one CTA per (query tile, split, sequence x head); splits > 1 add FA2's combine kernel
-(`combine_us`). Prefill (causal, `prefill_eta`): query tile j of 64 rows visits the key tiles up to
+(`combine_us`). A decode CTA's fixed work (`cta_ns`: block-table walk, Q load, the 64-row tile's
+epilogue and O write) holds its SM: co-resident CTAs do not overlap it (stop 45: the L40S rows price
+a CTA at the same SM time at two resident CTAs an SM as at one, ~4.5 us at head_dim 64 with a
+covering window or without one; as an overlapped prologue the model ran wide grids 16-28% fast).
+Prefill (causal, `prefill_eta`): query tile j of 64 rows visits the key tiles up to
 its last row; the grid deals the CTAs in waves over the slots (SMs x CTAs an SM), so a slot's share
 is the larger of (all tile pairs / slots) and the longest CTA, plus a prologue per CTA it runs. A
 chunk after cached tokens (q_len < kv_len): the queries are the last q_len positions, so tile j
@@ -53,9 +57,9 @@ class Fa2Params:
     from: docs/validation.md "FlashAttention-2 and FlashInfer (vLLM off Hopper)"."""
 
     softmax_ops: float = 7.462           # fp32 lane-ops per score (FA3's count: the same online softmax)
-    mma_eta: float = 0.7534              # share of the mma.sync peak the decode loop reaches
-    cta_ns: float = 2838.0               # per CTA: block-table walk, Q load, masked tile, O write
-    decode_scope_us: float = 0.094       # the rest of vLLM's decode attention op
+    mma_eta: float = 0.7831              # share of the mma.sync peak the decode loop reaches
+    cta_ns: float = 2186.5               # per CTA, its SM's alone: block-table walk, Q load, O write
+    decode_scope_us: float = 0.0         # the rest of vLLM's decode attention op
     combine_us: float = 2.081            # split-KV: the combine kernel (FA3's, not refitted)
     prefill_eta: float = 0.5887          # share of the mma.sync peak the causal prefill loop reaches
     prefill_tile_ns: float = 879.2       # prefill: per CTA a slot runs (prologue, epilogue)
@@ -98,8 +102,8 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     # the chip's L2 serves the cached tokens only: the last tile's rows past kv_len are zero-filled
     # (cp.async with no source bytes), while the port's count keeps whole tiles as fitted
     trip = replace(_trip(bm, bn, d, p), l2_bytes=max(kv, 1) / (splits * tiles) * d * 2 * FP16)
-    work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single",
-                      ctas, ctas, res, reads, setup_ns=p.fa2.cta_ns, fixed_ns=fixed, name="fa2 decode")
+    work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas, latency_ns=p.fa2.cta_ns), (tiles,), "single",
+                      ctas, ctas, res, reads, fixed_ns=fixed, name="fa2 decode")
     parts = [kv_append_part(b, hk, d, 16, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, _occupancy(res, r))]
 
