@@ -71,7 +71,11 @@ if child == 0:  # a leftover process: it holds the lock after its parent is gone
 print(child, flush=True)
 os._exit(0)
 """
-GONE_WITHIN_S = 3.0  # the slow sweep's workers have >= 5 s of work left when the parent dies
+# the slow sweep's 24 points of POINT_S take 12 s on its 2 workers and the parent dies after the
+# first, so its workers have >= 10 s of work left: gone within 6 s, they were stopped (3 s with
+# 0.5 s points was short of a --dask local sweep's nanny on a loaded 2-core machine: 3.03 s once)
+POINT_S = "1.0"
+GONE_WITHIN_S = 6.0
 
 
 def _copy_over_another(points: list[Path]) -> None:
@@ -143,7 +147,7 @@ def test_killing_the_parent_takes_its_workers_and_a_rerun_takes_the_lock_over(si
     spec.write_text(SLOW_SPEC)
     script.write_text(SCRIPT)
     extra, env = (["--dask", "local"], {**os.environ, **DASK_FORK}) if dask else ([], None)
-    proc = subprocess.Popen([sys.executable, str(script), str(spec), str(out), "0.5", *extra],
+    proc = subprocess.Popen([sys.executable, str(script), str(spec), str(out), POINT_S, *extra],
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env)
     try:
