@@ -143,7 +143,7 @@ class SimParams:
     # the even half of the B200 TensorRT-LLM 1.3.0rc20 nvfp4 rows of a 2,000-row `--select fp8`
     # sample (333 rows; its untuned 128 x 256 tile, with port_bytes_per_clk_blackwell): 0.583, the
     # odd half 3.5 / 3.2 / 7.7% by M band; checked on vLLM 0.24.0's rows (FlashInfer's CuTe DSL
-    # kernel, not used): 7.4 / 8.5 / 9.6%. It binds where few SMs run (M <= 256); a full chip of
+    # kernel, not used): 7.4 / 8.5 / 9.7%. It binds where few SMs run (M <= 256); a full chip of
     # these tiles is bound by the chip's L2 first. One device (the only one with fp4 tensor cores).
     fp4_mma_eta: float = 0.583
     # Energy of a tensor-pipe cycle running fp8 MMAs relative to a 16-bit one (power.py

@@ -189,18 +189,19 @@ class GpuLaunchSim:
 
     def _epilogue(self, b: Bundle) -> Proc:
         e, r = self.work.epilogue, self.r
+        port = port_rate(self.work.trip, r)  # a TMA kernel stores by TMA, a thread-load one by threads
         ctas = b.count * b.repeat
         per_sm = self._per_sm(b) * b.repeat
         k = min(b.count, r.sms)
         if e.ws_bytes > 0:
             self.l2_bytes += ctas * e.ws_bytes
-            yield from self.port.hold(k, per_sm * e.ws_bytes / r.port_Bpc)
+            yield from self.port.hold(k, per_sm * e.ws_bytes / port)
         if e.sync:
             yield self.env.timeout(2 * r.l2_latency)
         if e.reduce_ops > 0:
             yield from self.cuda.hold(min(b.count, r.sms), per_sm * e.reduce_ops / r.pipes["fp32"])
         if e.write_bytes > 0:
-            yield from self.port.hold(k, per_sm * e.write_bytes / r.port_Bpc)
+            yield from self.port.hold(k, per_sm * e.write_bytes / port)
         if e.latency_ns > 0:
             yield self.env.timeout(per_sm * e.latency_ns * 1e-9 * r.clock_hz)
         self.l2_bytes += ctas * e.write_bytes

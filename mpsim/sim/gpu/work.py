@@ -50,8 +50,9 @@ class Trip:
     overhead_cycles: float = 0.0       # per trip, not hidden (loop control of kernels without SASS)
     l2_bytes: float | None = None      # of load_bytes, what the chip's L2 serves (None: all of it);
     #                                    less where the port's count holds loads never issued
-    bulk: bool = False                 # loads are TMA bulk copies (GpuRates.port_Bpc: Blackwell's
-    #                                    wider port), else issued by threads (LDG, cp.async: thread_port_Bpc)
+    bulk: bool = False                 # loads (and the kernel's stores) are TMA bulk copies
+    #                                    (GpuRates.port_Bpc: Blackwell's wider port), else issued by
+    #                                    threads (LDG, cp.async: thread_port_Bpc)
 
 
 @dataclass(frozen=True)
