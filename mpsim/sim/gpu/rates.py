@@ -100,14 +100,16 @@ def bw_fraction(hw: GpuSpec, p: SimParams) -> float:
 
 
 def port_bytes_per_clk(hw: GpuSpec, p: SimParams) -> float:
-    """One SM's L2 load port at the datasheet tensor clock: `port_bytes_per_clk_blackwell` on a
-    Blackwell-generation file (arch.generation), `port_bytes_per_clk` (H200's) on every other."""
+    """One SM's L2 port for TMA bulk copies at the datasheet tensor clock:
+    `port_bytes_per_clk_blackwell` on a Blackwell-generation file (arch.generation),
+    `port_bytes_per_clk` (H200's) on every other; thread loads take H200's everywhere."""
     return p.port_bytes_per_clk_blackwell if generation(hw) == "blackwell" else p.port_bytes_per_clk
 
 
 def port_rate(t: Trip, r: GpuRates) -> float:
-    """The port a trip's loads take: TMA bulk copies (`Trip.bulk`) the generation's, thread loads
-    H200's (the same on every generation but Blackwell, whose TMA port is wider)."""
+    """The port a kernel's trip loads and epilogue stores take: TMA bulk copies (`Trip.bulk`) the
+    generation's, thread loads and stores H200's (the same on every generation but Blackwell,
+    whose TMA port is wider)."""
     return r.port_Bpc if t.bulk else r.thread_port_Bpc
 
 
