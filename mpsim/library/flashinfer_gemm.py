@@ -39,13 +39,13 @@ def fp8_block_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig
                          swap_ab=True, promote=True)
 
 
-def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS, kernel: str = FLASHINFER_NVFP4_GEMM,
-                     scheds: tuple[int, ...] = (SCHED_PERSISTENT,)) -> list[LaunchConfig]:
+def nvfp4_candidates(m: int, n: int, k: int, sms: int = GPU_SMS) -> list[LaunchConfig]:
     """The tcgen05 tiles, persistent: FlashInfer's CuTe DSL block-scaled GEMM (vLLM's
     FlashInferCuteDslNvFp4LinearKernel) is CUTLASS's Sm100BlockScaledPersistentDenseGemmKernel,
     "persistent tile scheduling" (no stream-K); MMA tiler M 128 or 256 (a 2-SM pair), N 64..256."""
-    return [scaled_config(kernel, m, n, tt, wt, NVFP4_BLOCK_K, sched, sms, warps=8, umma=True, pair=pair)
-            for tt, wt, pair in NVFP4_TILES for sched in scheds]
+    return [scaled_config(FLASHINFER_NVFP4_GEMM, m, n, tt, wt, NVFP4_BLOCK_K, SCHED_PERSISTENT, sms,
+                          warps=8, umma=True, pair=pair)
+            for tt, wt, pair in NVFP4_TILES]
 
 
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
