@@ -110,7 +110,7 @@ def _fixed_config(args: argparse.Namespace, hw: Any) -> Any:
     from mpsim.sim.best_config import fixed_config  # the GPU model: only for a library kernel
 
     try:
-        return fixed_config(args.kernel, args.m, args.n, args.k, args.group, hw)
+        return fixed_config(args.kernel, args.m, args.n, args.k, args.group, hw, args.bits)
     except ValueError as exc:  # an architecture the kernel does not run on
         raise MpsimInputError(f"op gemm --kernel {args.kernel} --hw {hw.name}: {exc}") from None
 

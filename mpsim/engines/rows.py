@@ -222,7 +222,8 @@ def _build(r: Row, op: str, kernel: str, t: Target) -> Row:
         # a library whose own choice is per architecture (cuBLAS's heuristic, its rows carrying the
         # instruction family `sm`; GemLite's shipped default) builds for the target's
         arch_config = library.ARCH_CONFIGS.get(kernel)
-        config = arch_config(kernel, gm, gn, gk, group, t.sms, t.arch) if arch_config else None
+        config = (arch_config(kernel, gm, gn, gk, int(r["w_bits"]), group, t.sms, t.arch)
+                  if arch_config else None)
         out = lib.gemm(None if mine else kernel, gm, gn, gk, str(r["w_format"]), int(r["w_bits"]),
                        group, bool(r.get("bias")), on_gpu=t.on_gpu, config=config, sms=t.sms)
         # the weights stay as the policy stores them: a room that prices them per channel (TensorRT-

@@ -162,19 +162,24 @@ WO_GEMM_KERNELS = tuple(WO_CANDIDATES)
 AUTOTUNED_CANDIDATES = dict.fromkeys(gemlite.KERNELS, gemlite.candidates)
 AUTOTUNED_KERNELS = tuple(AUTOTUNED_CANDIDATES)
 # GEMM kernels whose library's own choice depends on the GPU architecture (engine rows are built
-# for theirs): kernel -> (kernel, m, n, k, group or None, SMs, engine-file architecture) -> config
-ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int | None, int, str], LaunchConfig]] = {
-    cublas.CUBLAS_GEMM: lambda kernel, m, n, k, group, sms, arch: cublas.heuristic_for_arch(
+# for theirs): kernel -> (kernel, m, n, k, bits, group or None, SMs, engine-file architecture) -> config
+ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int, int | None, int, str], LaunchConfig]] = {
+    cublas.CUBLAS_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: cublas.heuristic_for_arch(
         m, n, k, sms, arch),
-    **dict.fromkeys(gemlite.KERNELS, lambda kernel, m, n, k, group, sms, arch: gemlite.default_config(
-        kernel, m, n, k, group or k, arch)),
+    **dict.fromkeys(gemlite.KERNELS, lambda kernel, m, n, k, bits, group, sms, arch: (
+        gemlite.default_config(kernel, m, n, k, group or k, arch))),
     # vLLM's cutlass_scaled_mm and cuBLASLt's fp8 GEMM run mma.sync kernels on Ada
-    cutlass_fp8.CUTLASS_FP8_GEMM: lambda kernel, m, n, k, group, sms, arch: (
+    cutlass_fp8.CUTLASS_FP8_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         cutlass_fp8.cutlass_fp8_sm89_heuristic(m, n, k) if arch == "ada"
         else cutlass_fp8.cutlass_fp8_heuristic(m, n, k, sms)),
-    trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, group, sms, arch: (
+    trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
-        else trtllm_fp8.fp8_heuristic(m, n, sms))}
+        else trtllm_fp8.fp8_heuristic(m, n, sms)),
+    # TensorRT-LLM's weight-only kernels: the GEMV's layout and fpA_intB's tiles by SM version
+    trtllm.TRTLLM_FPAINTB: lambda kernel, m, n, k, bits, group, sms, arch: trtllm.engine_config(
+        m, n, k, bits, sms, arch),
+    trtllm.TRTLLM_WO_GEMV: lambda kernel, m, n, k, bits, group, sms, arch: trtllm.trtllm_wo_config(
+        m, n, k, bits, arch)}
 # attention libraries whose kernels run under another room's dispatch rule on an architecture
 # ((library, engine-file architecture) -> the room whose row builder runs them there; validation
 # and the engines both read it): TensorRT-LLM's op on Ada (sm_89: XQA's HMMA kernel over any cache,

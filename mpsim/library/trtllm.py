@@ -31,16 +31,39 @@ TRTLLM_WO_MAX_ROWS = 4  # M < SMALL_M_FAST_PATH (5): the older plugins' GEMV rul
 TRTLLM_WO_GEMV_MAX_ROWS = 15
 
 
-def trtllm_wo_config(m: int, n: int, k: int, bits: int) -> LaunchConfig:
-    """TensorRT-LLM's weight-only batched GEMV (sm90 path, per-channel scales, M 1..15): CTAs of 128
-    threads over 8 weight rows walking all of K in steps of 128 x (128 / bits) weights."""
+# kernelLauncher.h `kernel_launcher` (TileSizeK 64): the weight layout, by SM version, sets the rows
+# a CTA covers (CtaN 8 x kInterleave) and the weights a thread loads a step (kStepK)
+GEMV_THREADS = 128
+GEMV_CTA_N = 8
+
+
+def gemv_layout(arch: str, bits: int) -> tuple[int, int]:
+    """(kInterleave, kStepK) of the batched GEMV's weight layout (details.h): sm_90 runs
+    ColumnMajorInterleavedForHopper (1, 128 / bits: one 16-byte load a row a step), sm_100
+    ColumnMajor (1, 8: 8 weights a row a step, 32-bit loads), sm_75..89 and sm_120
+    ColumnMajorInterleaved (1024 / (64 x bits) rows interleaved: int4 4, int8 2; 128 / bits)."""
+    if arch == "hopper":
+        return 1, 128 // bits
+    if arch == "blackwell":
+        return 1, 8
+    return 1024 // (64 * bits), 128 // bits
+
+
+def trtllm_wo_config(m: int, n: int, k: int, bits: int, arch: str = "hopper") -> LaunchConfig:
+    """TensorRT-LLM's weight-only batched GEMV (per-channel scales, M 1..15) on `arch`'s layout:
+    CTAs of 128 threads over 8 x kInterleave weight rows (block_n) walking all of K, a step of
+    128 x kStepK interleaved weights covering 128 x kStepK / kInterleave of K (block_k); `sm80` 1
+    marks the pre-Hopper build (its own fixed costs, TrtllmParams.sm80_*)."""
     if bits not in (4, 8):
         raise ValueError(f"{TRTLLM_WO_GEMV}: bits must be 4 or 8, got {bits}")
     if not 1 <= m <= TRTLLM_WO_GEMV_MAX_ROWS:
         raise ValueError(f"{TRTLLM_WO_GEMV}: the batched GEMV takes 1..{TRTLLM_WO_GEMV_MAX_ROWS} rows, "
                          f"got {m}")
-    cta_k = 128 * (128 // bits)
-    return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // 8)), m, 8, cta_k, 4, 1)
+    interleave, step_k = gemv_layout(arch, bits)
+    rows = GEMV_CTA_N * interleave
+    extra = (("sm80", 1),) if arch not in ("hopper", "blackwell") else ()
+    return LaunchConfig(TRTLLM_WO_GEMV, (1, max(1, n // rows)), m, rows,
+                        GEMV_THREADS * step_k // interleave, 4, 1, extra=extra)
 
 
 def plugin_candidates(m: int, n: int, k: int, bits: int, sms: int,
@@ -52,8 +75,17 @@ def plugin_candidates(m: int, n: int, k: int, bits: int, sms: int,
     enableCudaKernel). The profiler keeps whichever it timed fastest: `best_config` over these."""
     cands = fpaintb_candidates(m, n, k, bits, sms, arch)
     if m <= TRTLLM_WO_GEMV_MAX_ROWS:
-        cands.append(trtllm_wo_config(m, n, k, bits))
+        cands.append(trtllm_wo_config(m, n, k, bits, arch))
     return cands
+
+
+def engine_config(m: int, n: int, k: int, bits: int, sms: int, arch: str) -> LaunchConfig:
+    """The weight-only plugin's choice without a profiled one, on `arch`: the batched GEMV below
+    M = 5 (the older plugins' rule, TRTLLM_WO_MAX_ROWS), else `wave_pick` over the architecture's
+    CUTLASS tiles (Hopper's on sm_90, the CUTLASS 2 tiles elsewhere)."""
+    if m <= TRTLLM_WO_MAX_ROWS:
+        return trtllm_wo_config(m, n, k, bits, arch)
+    return wave_pick(fpaintb_candidates(m, n, k, bits, sms, arch), m, sms)
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,

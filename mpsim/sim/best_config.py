@@ -112,10 +112,11 @@ def _simulate(row: Row, hw: HardwareSpec, params: SimParams, resident: float) ->
 
 
 def fixed_config(kernel: str | None, m: int, n: int, k: int, group: int | None,
-                 hw: HardwareSpec) -> lc.LaunchConfig | None:
+                 hw: HardwareSpec, bits: int = 16) -> lc.LaunchConfig | None:
     """A library's own fixed choice of `kernel` (no search) on `hw`'s architecture: cuBLAS's
     heuristic per generation, the rooms' per-architecture dispatch (library.ARCH_CONFIGS: vLLM's sm89
-    / sm90 fp8 dispatch, cuBLASLt's fp8 tile, GemLite's defaults); None where the kernel's own
+    / sm90 fp8 dispatch, cuBLASLt's fp8 tile, GemLite's defaults, TensorRT-LLM's weight-only
+    kernels by SM version at `bits`); None where the kernel's own
     default does not depend on the architecture, and off a GPU. A scaled kernel the architecture
     does not run (DeepGEMM on Ada, vLLM's Triton block kernel on Hopper) is one error."""
     if kernel is None or not isinstance(hw, GpuSpec):
@@ -125,7 +126,8 @@ def fixed_config(kernel: str | None, m: int, n: int, k: int, group: int | None,
     if kernel in ARCH_CONFIGS:
         from mpsim.engines import architecture  # the engine files' names (engines import the rooms)
 
-        return ARCH_CONFIGS[kernel](kernel, m, n, k, group, hw.compute_units, architecture(hw))
+        return ARCH_CONFIGS[kernel](kernel, m, n, k, bits, group, hw.compute_units,
+                                    architecture(hw))
     if kernel in SCALED_CANDIDATES:  # the room's own default, once it runs on the architecture
         gemm_candidate_configs(m, n, k, "fp8", 8, group, hw, kernel)
     return None
@@ -150,6 +152,14 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
             return cublas.cublas_candidates(m, n, k, sms)
         return cublas.cublas_candidates(m, n, k, sms, generation(hw),
                                         int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
+    if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) and isinstance(hw, GpuSpec):
+        # TensorRT-LLM dispatches by SM version (sm_90 exactly runs its Hopper kernels; sm_100 the
+        # sm_80 CUTLASS tiles and its own GEMV layout), not by mpsim's candidate family
+        from mpsim.engines import architecture  # the engine files' names (engines import the rooms)
+
+        if kernel == trtllm.TRTLLM_WO_GEMV:
+            return [trtllm.trtllm_wo_config(m, n, k, bits, architecture(hw))]
+        return wo_candidates(kernel, m, n, k, bits, group_size or k, sms, architecture(hw))
     if kernel == trtllm.TRTLLM_WO_GEMV:
         return [trtllm.trtllm_wo_config(m, n, k, bits)]
     if kernel in SCALED_CANDIDATES:

@@ -78,7 +78,7 @@ def test_cublaslt_sm89_candidates_fit_and_split_as_cublas_does_on_ada(m: int, n:
         assert splits == {1}
     if m == 1:
         assert len(splits) > 1
-    assert ARCH_CONFIGS[TRTLLM_FP8_GEMM](TRTLLM_FP8_GEMM, m, n, k, None, 142, "ada") == \
+    assert ARCH_CONFIGS[TRTLLM_FP8_GEMM](TRTLLM_FP8_GEMM, m, n, k, 8, None, 142, "ada") == \
         fp8_sm89_heuristic(m, n, k, 142) in cands
 
 

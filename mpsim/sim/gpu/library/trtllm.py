@@ -5,10 +5,14 @@ Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-
 config `trtllm_wo_config`.
 
 
-cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (sm90 path, ColumnMajorInterleavedForHopper, M < 5,
-per-channel scales, fp16 activations): CTAs of 128 threads over 8 weight rows; every CTA walks all
-of K in I = ceil(K / CtaK) steps, CtaK = 128 threads x 128 bits / weight bits (int4: 4096, int8:
-2048 weights), so both formats move 16 KiB of weights per CTA step. A step issues its loads, waits
+cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (M < 16, per-channel scales, fp16 activations):
+CTAs of 128 threads over `block_n` = 8 x kInterleave weight rows; every CTA walks all of K in
+I = ceil(K / block_k) steps of 128 threads x kStepK interleaved weights (the layout by SM version:
+mpsim/library/trtllm.py `gemv_layout`). On sm_90 (ColumnMajorInterleavedForHopper) a step is
+128 x 128 / bits weights of 8 rows (int4 4096, int8 2048), 16 KiB either way; before Hopper
+(ColumnMajorInterleaved, 4 int4 or 2 int8 rows interleaved) a CTA covers 32 or 16 rows and walks
+4 or 2 times as many steps of the same 16 KiB, so a GEMV runs a quarter or half as many CTAs.
+A step issues its loads, waits
 for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multiplies on the fp32
 lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
 co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
@@ -58,6 +62,21 @@ class TrtllmParams:
     fpaintb_tile_ns: float = 995.0       # per output tile, not hidden (prologue fill, epilogue)
     fpaintb_fixed_ns: float = 4305.0     # per profiled layer beyond the floor and the protocol's cost
     fpaintb_fixup_ns: float = 1134.0     # one turnstile step of a split tile (wait, add, signal)
+    # ---- the pre-Hopper builds (sm_75..89 and sm_100+ run fpA_intB's CUTLASS 2 mma.sync tiles, sm_75..89
+    # and sm_120 the GEMV's ColumnMajorInterleaved layout; mpsim/library/trtllm.py): other kernels
+    # than the Hopper ones above, with their own fixed costs and loop latencies. Fitted on the only
+    # pre-Hopper rows published (L40S, TRT-LLM 1.0.0 int4_wo/int8_wo, TensorRT profiler), the fit
+    # half of the shapes (wo_bands `--half fit`, seed 1): the GEMV's CTA cost by a scan on its M <= 4
+    # rows (60 per dtype; 8.6% mean from 1150 to 1300 ns, 25.9% at the Hopper value), the five
+    # fpA_intB ones by Nelder-Mead on its M >= 17 rows (25 per dtype and band: 16.4 -> 13.5% mean
+    # band MAPE from the Hopper values). One kernel build on one device: A100 takes them untested
+    # (docs/kernels-weight-only.md#tensorrt-llm-before-hopper)
+    sm80_wo_cta_ns: float = 1250.0         # the GEMV per CTA outside its K loop
+    sm80_fpaintb_cpi: float = 4.564        # cycles per dependent convert instruction of a warp
+    sm80_fpaintb_mma_wait_cycles: float = 253.7  # per K trip: mma.sync issue to wait, cp.async barrier
+    sm80_fpaintb_mma_token_cycles: float = 2.499  # per K trip and token of the tile
+    sm80_fpaintb_tile_ns: float = 618.6    # per output tile, not hidden
+    sm80_fpaintb_fixed_ns: float = 641.6   # per profiled layer beyond the floor and the protocol's cost
     # ---- the attention op (trtllm_attention.py): fitted on TRT-LLM 1.3.0rc20 H200 rows (stratified
     # samples of h200_sxm/attention/trtllm/1.3.0rc20, seed 23), checked on H100's (docs/validation.md)
     # gmma_trip_ns, gmma_cta_ns, xqa_combine_us refitted (issue 23, stop 31, with the multi-block
@@ -127,24 +146,24 @@ class TrtllmParams:
 
 
 MAX_CTAS_PER_SM = 16
-CTA_N = 8
 
 
 def trtllm_wo_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                    p: SimParams, resident: float) -> LaunchWork:
     m, n, k, bits = int(row["m"]), int(row["n"]), int(row["k"]), int(row["w_bits"])
-    cta_k = int(cfg["block_k"])
+    cta_k, rows = int(cfg["block_k"]), int(cfg["block_n"])
     iters = cdiv(k, cta_k)
-    ctas = max(1, n // CTA_N)
+    ctas = max(1, n // rows)
     per_sm = min(MAX_CTAS_PER_SM, cdiv(ctas, r.sms))
-    w_it = CTA_N * k / iters
+    w_it = rows * k / iters
     ops = (p.trtllm.wo_ops_dq4 if bits == 4 else p.trtllm.wo_ops_dq8) + m * p.trtllm.wo_ops_fma
     trip = Trip(load_bytes=w_it * bits / 8 + m * k / iters * FP16, mma_flops=0.0,
                 pipes={"fp32": w_it * ops}, latency_ns=p.trtllm.wo_lat_ns, overlap_latency=True)
     reads = n * k * bits / 8 + n * 2 * FP16 + m * k * FP16
     res = CtaResources(4, 0.0, 0.0, 1, 64)
-    work = KernelWork(trip, Epilogue(m * CTA_N * FP16), (iters,), "single", ctas, ctas, res, reads,
-                      setup_ns=p.trtllm.wo_cta_ns, fixed_ns=p.trtllm.wo_scope_us * 1e3, resident_split=per_sm,
+    work = KernelWork(trip, Epilogue(m * rows * FP16), (iters,), "single", ctas, ctas, res, reads,
+                      setup_ns=p.trtllm.sm80_wo_cta_ns if cfg.get("sm80") else p.trtllm.wo_cta_ns,
+                      fixed_ns=p.trtllm.wo_scope_us * 1e3, resident_split=per_sm,
                       name="trtllm wo gemv")
     return [KernelPart(work, Occupancy(per_sm, 1, False, "kernel"))]
 

@@ -55,10 +55,15 @@ FPAINTB_SM80 = replace(FPAINTB, name="trtllm fpA_intB sm80", convert_threads_per
 def fpaintb_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
                  p: SimParams, resident: float) -> LaunchWork:
     t = p.trtllm
+    if cfg.get("sm80"):
+        loop = WoLoop(cpi=t.sm80_fpaintb_cpi, mma_wait_cycles=t.sm80_fpaintb_mma_wait_cycles,
+                      mma_token_cycles=t.sm80_fpaintb_mma_token_cycles, tile_ns=t.sm80_fpaintb_tile_ns,
+                      fixup_ns=t.fpaintb_fixup_ns, fixed_ns=t.sm80_fpaintb_fixed_ns)
+        return wo_tiled_work(row, cfg, r, FPAINTB_SM80, loop, resident)
     loop = WoLoop(cpi=t.fpaintb_cpi, mma_wait_cycles=t.fpaintb_mma_wait_cycles,
                   mma_token_cycles=t.fpaintb_mma_token_cycles, tile_ns=t.fpaintb_tile_ns,
                   fixup_ns=t.fpaintb_fixup_ns, fixed_ns=t.fpaintb_fixed_ns)
-    return wo_tiled_work(row, cfg, r, FPAINTB_SM80 if cfg.get("sm80") else FPAINTB, loop, resident)
+    return wo_tiled_work(row, cfg, r, FPAINTB, loop, resident)
 
 
 def prescale_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
