@@ -112,4 +112,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = xqa_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms, gmma=False)
         if fp8_kv and XQA_FP8_ONE_BLOCK:  # one CTA per (KV head, sequence) through the whole cache
             cfg = replace(cfg, grid=(1, kv_heads, batch), split_k=1)
-    return apply_config(row, replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm)))))
+    extra = (*cfg.extra, ("l2_warm", int(l2_warm)))
+    if cfg.kernel == TRTLLM_XQA:  # mha.cu's sm_89 build: its own per-CTA and per-tile costs
+        extra = (*extra, ("sm89", 1))
+    return apply_config(row, replace(cfg, extra=extra))

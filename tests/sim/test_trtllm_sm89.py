@@ -108,3 +108,20 @@ def test_mmha_over_an_e4m3_cache_on_ada_pays_its_per_cta_cost() -> None:
     # the Hopper room's MMHA over an e4m3 cache pays none
     hopper = attention_row(8, 1, 16, 32, 32, 128, 8, kernel="trtllm", sms=132)
     assert launch_work(hopper, r, P, 0.0)[-1].work.setup_ns == pytest.approx(P.trtllm.mmha_cta_ns)
+
+
+def test_xqa_on_ada_runs_mha_cu_s_sm89_build_with_its_own_costs() -> None:
+    r = gpu_rates(L40S, P)
+    ada = _row(64, 1, 512, 32, 4, 128)
+    assert ada["kernel"] == TRTLLM_XQA and json.loads(ada["config"])["sm89"] == 1
+    work = launch_work(ada, r, P, 0.0)[-1].work
+    head = P.trtllm.xqa_head_ns * 8 * 128 / 128       # the query group's per-head cost
+    assert work.setup_ns == pytest.approx(P.trtllm.sm89_hmma_cta_ns + head)
+    assert work.trip.latency_ns == P.trtllm.sm89_hmma_trip_ns
+    # the Hopper room's HMMA kernel (sm_90 build) keeps the H200-fitted costs
+    hopper = attention_row(64, 1, 512, 32, 4, 128, 16, kernel="trtllm", sms=132)
+    assert "sm89" not in json.loads(hopper["config"])
+    h = launch_work(hopper, r, P, 0.0)[-1].work
+    if not json.loads(hopper["config"])["gmma"]:
+        assert h.trip.latency_ns == P.trtllm.hmma_trip_ns
+        assert h.setup_ns == pytest.approx(P.trtllm.hmma_cta_ns + head)

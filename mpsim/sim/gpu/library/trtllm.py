@@ -142,7 +142,16 @@ class TrtllmParams:
     sm89_fmha_tile_ns: float = 389.9    # per query-tile CTA: prologue and epilogue
     sm89_softmax_ops: float = 7.462     # fp32 lane-ops per score: FA2's (FA3's count), not fitted
     sm89_mmha_fp8_cta_ns: float = 8376.0  # MMHA over an e4m3 cache on sm_89: per CTA (trtllm_sm89.py)
-    hmma_fp8_cvt: float = 1.63          # XQA HMMA: conversion-pipe ops per e4m3 K/V element
+    # XQA's HMMA kernel built for sm_89 (mha.cu `__launch_bounds__(256, nbCtaPerSM)`, 1 an SM there,
+    # 2 on sm_90): its per-CTA cost, per-tile latency and e4m3 conversion, fitted together (stop 46)
+    # by Nelder-Mead on the even half of the 660 XQA rows (bf16 and e4m3 caches) of a 1,200-row
+    # `--select stacks` sample of the L40S TRT-LLM 1.3.0rc20 generation table: 19.6 -> 8.3% from
+    # the H200 HMMA values (odd half 21.5 -> 10.3%). The fit puts the whole per-CTA cost in the
+    # per-tile latency (the two trade along a ridge: 500 / 1300 ns gives 9.4 / 11.2%): with one CTA
+    # an SM the Q load overlaps the first tile's loads, an assumption; one kernel build on one device
+    hmma_fp8_cvt: float = 2.02          # XQA HMMA: conversion-pipe ops per e4m3 K/V element (was 1.63)
+    sm89_hmma_cta_ns: float = 0.0       # per CTA outside its tiles (H200's HMMA build: 2219)
+    sm89_hmma_trip_ns: float = 1854.0   # per 256-key CTA tile (H200's HMMA build: 973.5)
 
 
 MAX_CTAS_PER_SM = 16

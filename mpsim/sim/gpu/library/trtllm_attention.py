@@ -90,6 +90,9 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     b, kv, hq, hk, d = _shape(row)
     elem = int(row["k_bits"]) / 8
     gmma = bool(int(cfg.get("gmma", 0)))
+    sm89 = bool(int(cfg.get("sm89", 0)))   # mha.cu's sm_89 build (one CTA an SM by its bounds)
+    hmma_cta, hmma_trip = ((t.sm89_hmma_cta_ns, t.sm89_hmma_trip_ns) if sm89
+                           else (t.hmma_cta_ns, t.hmma_trip_ns))
     rows, bn = int(cfg["block_m"]), int(cfg["block_n"])
     # a split walks every splits-th tile; a split beyond the tiles still loads Q and joins the merge
     # (mha.cu), priced as one tile like the others
@@ -114,7 +117,7 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * rows * bn * d_mma,
                 pipes={"fp32": rows * bn * t.xqa_softmax_ops, **cvt}, serial=True,
                 mma_dtype="fp8" if gmma else "fp16",
-                latency_ns=t.gmma_trip_ns if gmma else t.hmma_trip_ns, overlap_latency=True,
+                latency_ns=t.gmma_trip_ns if gmma else hmma_trip, overlap_latency=True,
                 l2_bytes=served)
     kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
@@ -123,7 +126,7 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
         + (0.0 if gmma else t.xqa_prep_us)
     out = b * hq * d * (1 if gmma else FP16)
     res = CtaResources(12 if gmma else 8, bn * d * 2 * elem, rows * d * FP16, 2, 128)
-    setup = (t.gmma_cta_ns if gmma else t.hmma_cta_ns) + t.xqa_head_ns * hq // hk * d / 128
+    setup = (t.gmma_cta_ns if gmma else hmma_cta) + t.xqa_head_ns * (hq // hk) * d / 128
     work = KernelWork(trip, Epilogue(out / ctas), (tiles,), "single", ctas, ctas, res, reads,
                       setup_ns=setup, fixed_ns=fixed * 1e3, name="trtllm xqa")
     return [KernelPart(work, Occupancy(1 if gmma else HMMA_RESIDENT, 2, False, "kernel"))]
