@@ -117,7 +117,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("trtllm_sm89", trtllm_sm89.KERNELS, "TensorRT-LLM's attention op on Ada: its QKV "
             "preprocessing, then fmha_v2's sm_89 context kernels, XQA's HMMA kernel (any cache) or "
             "MMHA", "cpp/kernels/fmha_v2/setup.py, cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/"
-            "fmhaRunner.cpp, cpp/kernels/xqa/mha.cu", attention=trtllm_sm89.attention_row),
+            "fmhaRunner.cpp, cpp/kernels/xqa/mha.cu", attention=trtllm_sm89.attention_row,
+            windowed=True),
     Library("trtllm_sm100", trtllm_sm100.KERNELS, "TensorRT-LLM's attention op on Blackwell: its QKV "
             "preprocessing, then the trtllm-gen generation / context kernels (MMHA above 32 query "
             "heads per KV head)", "cpp/tensorrt_llm/kernels/xqaDispatcher.cpp, fmhaDispatcher.cpp",

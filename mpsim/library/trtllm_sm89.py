@@ -36,7 +36,9 @@ from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
 from mpsim.library.rows import (
     Row,
     apply_config,
+    binding_window,
     check_prefill_chunk,
+    window_entry,
 )
 from mpsim.library.trtllm_attention import (
     TRTLLM_XQA,
@@ -89,14 +91,20 @@ def fmha_config(batch: int, q_len: int, kv_len: int, heads: int, head_dim: int, 
 
 def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,
                   kv_bits: int, kv_block: int | None, *, on_gpu: bool, kv_append: bool,
-                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False) -> Row:
+                  l2_warm: bool, sms: int = GPU_SMS, fp8_attention: bool = False,
+                  window: int = 0) -> Row:
     """A TensorRT-LLM attention op row on sm_89: the context FMHA for a prompt (or a one-token one),
     else XQA's HMMA kernel or MMHA by the dispatch rule; 8-bit KV is e4m3, `fp8_attention` the FP8
     context FMHA. RoPE and the KV append are inside the op (`kv_append` is implied); `l2_warm`:
-    replayed back to back."""
+    replayed back to back; `window`: a sliding window, in a decode config where it binds (the
+    Hopper room's decode kernels walk it as they do there); under a binding window the context
+    FMHA is one error (fmha_v2's sm_89 kernels' windowed tiles are not modelled)."""
     fp8_kv = kv_bits == 8
     row = op_row(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, kv_block)
     if q_len > 1 or kv_len == 1:  # a context call (a one-token prompt has no cache before it)
+        if binding_window(kv_len, window):
+            raise MpsimInputError(f"attention: TensorRT-LLM's sm_89 context FMHA under a sliding "
+                                  f"window of {window} keys (kv_len {kv_len}) is not modelled")
         if q_len > 1:
             check_prefill_chunk("TensorRT-LLM context", batch, q_len, kv_len, heads, kv_heads, head_dim)
         return apply_config(row, fmha_config(batch, q_len, kv_len, heads, head_dim, fp8_attention,
@@ -112,7 +120,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         cfg = xqa_config(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms, gmma=False)
         if fp8_kv and XQA_FP8_ONE_BLOCK:  # one CTA per (KV head, sequence) through the whole cache
             cfg = replace(cfg, grid=(1, kv_heads, batch), split_k=1)
-    extra = (*cfg.extra, ("l2_warm", int(l2_warm)))
+    extra = (*cfg.extra, ("l2_warm", int(l2_warm)), *window_entry(kv_len, window))
     if cfg.kernel == TRTLLM_XQA:  # mha.cu's sm_89 build: its own per-CTA and per-tile costs
         extra = (*extra, ("sm89", 1))
     return apply_config(row, replace(cfg, extra=extra))

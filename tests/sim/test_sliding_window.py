@@ -88,10 +88,8 @@ def test_windowed_decode_is_priced_by_its_window_not_its_cache() -> None:
 
 def test_rooms_say_which_windows_they_model() -> None:
     with pytest.raises(MpsimInputError, match=r"window of 128 keys over 1024 is not modelled for "
-                                              r"trtllm_sm89's kernels \(the rooms that take one: "
-                                              r"trtllm, fa3"):
-        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="trtllm_sm89", sms=142, window=128)
-    with pytest.raises(MpsimInputError, match="not modelled for flashinfer_attention's kernels"):
+                                              r"flashinfer_attention's kernels \(the rooms that "
+                                              r"take one: trtllm, fa3"):
         attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="flashinfer_attention", sms=142, window=128)
     with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
                                               r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
@@ -133,16 +131,19 @@ def _measured(window: object, framework: str, source: str) -> dict[str, object]:
 
 def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
     """A measured row's `window` reaches the room: FA3 prices it (the config's window), TensorRT-
-    LLM's op refuses a binding one (unrepresentable, its reason), an empty cell is no window."""
+    LLM's op takes it on Hopper and Ada, FlashInfer's refuses a binding one (unrepresentable, its
+    reason), an empty cell is no window."""
     fa3_rows = launch_rows(_measured(128, "vllm", "vllm_flash_attn_fa3"), H200).launches
     assert json.loads(fa3_rows[-1]["config"])["window"] == 128
     assert "window" not in json.loads(launch_rows(_measured(pd.NA, "vllm", "vllm_flash_attn_fa3"),
                                                   H200).launches[-1]["config"])
     trt = launch_rows(_measured(128, "trtllm", "torch_flow"), H200).launches
     assert json.loads(trt[-1]["config"])["window"] == 128
+    ada = launch_rows(_measured(128, "trtllm", "torch_flow"), load_hardware("l40s")).launches
+    assert json.loads(ada[-1]["config"])["window"] == 128   # the Ada room's decode kernels too
     with pytest.raises(UnrepresentableError, match="window of 128 keys over 4096 is not modelled "
-                                                   "for trtllm_sm89's kernels"):
-        launch_rows(_measured(128, "trtllm", "torch_flow"), load_hardware("l40s"))
+                                                   "for flashinfer_attention's kernels"):
+        launch_rows(_measured(128, "vllm", "vllm_flashinfer_fidecode"), load_hardware("l40s"))
 
 
 @pytest.mark.parametrize(("kernel", "hw", "kv_bits"), [

@@ -125,3 +125,29 @@ def test_xqa_on_ada_runs_mha_cu_s_sm89_build_with_its_own_costs() -> None:
     if not json.loads(hopper["config"])["gmma"]:
         assert h.trip.latency_ns == P.trtllm.hmma_trip_ns
         assert h.setup_ns == pytest.approx(P.trtllm.hmma_cta_ns + head)
+
+
+def test_a_binding_window_on_ada_runs_the_decode_kernels_and_refuses_the_context() -> None:
+    from mpsim.errors import MpsimInputError
+    from mpsim.library import WINDOWED_LIBRARIES
+
+    assert "trtllm_sm89" in WINDOWED_LIBRARIES
+    row = attention_row(64, 1, 4096, 32, 4, 128, 16, kernel="trtllm_sm89", sms=142, window=128)
+    assert row["kernel"] == TRTLLM_XQA and json.loads(row["config"])["window"] == 128
+    # a covering window is no window
+    assert "window" not in json.loads(attention_row(64, 1, 100, 32, 4, 128, 16, kernel="trtllm_sm89",
+                                                    sms=142, window=128)["config"])
+    with pytest.raises(MpsimInputError, match="sm_89 context FMHA under a sliding window of 128"):
+        attention_row(2, 1000, 1000, 32, 8, 128, 16, kernel="trtllm_sm89", sms=142, window=128)
+
+
+def test_hmma_reads_the_windows_cached_keys_only() -> None:
+    """mha.cu's warps past the window issue no load: HMMA's DRAM reads count the window's keys
+    (GMMA's TMA moves whole pages from the window's first one)."""
+    r = gpu_rates(L40S, P)
+    full = launch_work(_row(64, 1, 4096, 32, 4, 128), r, P, 0.0)[-1].work
+    win = attention_row(64, 1, 4096, 32, 4, 128, 16, kernel="trtllm_sm89", sms=142, window=128)
+    windowed = launch_work(win, r, P, 0.0)[-1].work
+    q_out = 64 * 32 * 128 * 2 * 3
+    assert full.dram_read_bytes == 64 * 4 * 4096 * 128 * 2 * 2 + q_out
+    assert windowed.dram_read_bytes == 64 * 4 * 128 * 128 * 2 * 2 + q_out

@@ -119,7 +119,10 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
                 mma_dtype="fp8" if gmma else "fp16",
                 latency_ns=t.gmma_trip_ns if gmma else hmma_trip, overlap_latency=True,
                 l2_bytes=served)
-    kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
+    # GMMA's TMA moves whole 64-token pages from the window's first one; HMMA loads the cached
+    # tokens in range only (mha.cu: warps past the window or the sequence issue no load)
+    in_range = kv - first * bn if gmma or not window else min(kv, window)
+    kv_bytes = b * hk * in_range * d * 2 * elem
     reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
     combine = t.xqa_combine_us if gmma else t.hmma_combine_us
     fixed = t.xqa_scope_us + (combine if splits > 1 else 0.0) \
