@@ -152,16 +152,15 @@ def gemm_candidate_configs(m: int, n: int, k: int, w_format: str, bits: int,
             return cublas.cublas_candidates(m, n, k, sms)
         return cublas.cublas_candidates(m, n, k, sms, generation(hw),
                                         int(hw.sm.max_shared_memory_per_cta_KiB * 1024))
-    if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB) and isinstance(hw, GpuSpec):
+    if kernel in (trtllm.TRTLLM_WO_GEMV, trtllm.TRTLLM_FPAINTB):
         # TensorRT-LLM dispatches by SM version (sm_90 exactly runs its Hopper kernels; sm_100 the
         # sm_80 CUTLASS tiles and its own GEMV layout), not by mpsim's candidate family
         from mpsim.engines import architecture  # the engine files' names (engines import the rooms)
 
+        sm = architecture(hw) if isinstance(hw, GpuSpec) else "hopper"
         if kernel == trtllm.TRTLLM_WO_GEMV:
-            return [trtllm.trtllm_wo_config(m, n, k, bits, architecture(hw))]
-        return wo_candidates(kernel, m, n, k, bits, group_size or k, sms, architecture(hw))
-    if kernel == trtllm.TRTLLM_WO_GEMV:
-        return [trtllm.trtllm_wo_config(m, n, k, bits)]
+            return [trtllm.trtllm_wo_config(m, n, k, bits, sm)]
+        return wo_candidates(kernel, m, n, k, bits, group_size or k, sms, sm)
     if kernel in SCALED_CANDIDATES:
         gen = generation(hw) if isinstance(hw, GpuSpec) else "hopper"
         try:

@@ -1,9 +1,8 @@
 """TensorRT-LLM's weight-only batched GEMV (`trtllm_wo_gemv` rows) as CTA work (name, config and row
 builder: mpsim/library/trtllm.py); its CUTLASS fpA_intB GEMM (m >= 5): trtllm_fpaintb.py.
 
-Row: op gemm, m 1..4, w_format int4-group / int8-group with group_size = k (per-channel scales);
+Row: op gemm, m 1..15, w_format int4-group / int8-group with group_size = k (per-channel scales);
 config `trtllm_wo_config`.
-
 
 cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv (M < 16, per-channel scales, fp16 activations):
 CTAs of 128 threads over `block_n` = 8 x kInterleave weight rows; every CTA walks all of K in
@@ -12,12 +11,13 @@ mpsim/library/trtllm.py `gemv_layout`). On sm_90 (ColumnMajorInterleavedForHoppe
 128 x 128 / bits weights of 8 rows (int4 4096, int8 2048), 16 KiB either way; before Hopper
 (ColumnMajorInterleaved, 4 int4 or 2 int8 rows interleaved) a CTA covers 32 or 16 rows and walks
 4 or 2 times as many steps of the same 16 KiB, so a GEMV runs a quarter or half as many CTAs.
-A step issues its loads, waits
-for them (`wo_lat_ns`, not pipelined across steps), then dequantizes and multiplies on the fp32
-lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per weight). An SM holds up to 16 CTAs; the
-co-resident CTAs are separate processes, so one's load overlaps another's math and their math shares
-the SM's lanes: a step costs max(latency + math, R x math). Each CTA pays `wo_cta_ns` outside its
-loop. Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
+A step issues its loads, waits for them (`wo_lat_ns`, not pipelined across steps), then
+dequantizes and multiplies on the fp32 lanes (`wo_ops_dq4/8` + M x `wo_ops_fma` lane-ops per
+weight). An SM holds up to 16 CTAs; the co-resident CTAs are separate processes, so one's load
+overlaps another's math and their math shares the SM's lanes: a step costs max(latency + math,
+R x math). Each CTA pays `wo_cta_ns` outside its loop (`sm80_wo_cta_ns` in the pre-Hopper build,
+config `sm80`; sm_100's ColumnMajor build takes the Hopper one, an assumption: no rows).
+Constants: TrtllmParams, SimParams.trtllm (wo rows; not from SASS: no TensorRT-LLM build here).
 The attention op's kernels (XQA, MMHA, context FMHA): trtllm_attention.py, constants in the same
 TrtllmParams.
 """
