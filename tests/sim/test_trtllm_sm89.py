@@ -151,3 +151,22 @@ def test_hmma_reads_the_windows_cached_keys_only() -> None:
     q_out = 64 * 32 * 128 * 2 * 3
     assert full.dram_read_bytes == 64 * 4 * 4096 * 128 * 2 * 2 + q_out
     assert windowed.dram_read_bytes == 64 * 4 * 128 * 128 * 2 * 2 + q_out
+
+
+def test_a_replayed_kv_cache_follows_the_one_partition_l2s_replay_edges() -> None:
+    """A KV cache replayed back to back is found in L2 as `replay_hits` finds a weight: on Ada's
+    one-partition L2 up to replay_l2_from of its size, none from replay_l2_to; a partitioned L2
+    keeps the usable share's cut."""
+    from mpsim.sim.gpu.memory import replayed_kv_bytes, usable_l2
+
+    r = gpu_rates(L40S, P)
+    size = r.l2_bytes
+    assert replayed_kv_bytes(True, 0.9 * size, r, P) == 0.9 * size      # above 0.75, below 0.95
+    assert replayed_kv_bytes(True, 1.1 * size, r, P) == 0.0
+    mid = (P.replay_l2_from + P.replay_l2_to) / 2 * size
+    assert replayed_kv_bytes(True, mid, r, P) == pytest.approx(mid / 2)
+    assert replayed_kv_bytes(False, 0.5 * size, r, P) == 0.0
+    h200 = gpu_rates(load_hardware("h200-sxm"), P)  # type: ignore[arg-type]
+    cut = usable_l2(h200, P)
+    assert replayed_kv_bytes(True, cut, h200, P) == cut
+    assert replayed_kv_bytes(True, cut * 1.01, h200, P) == 0.0

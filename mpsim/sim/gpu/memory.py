@@ -23,6 +23,23 @@ def usable_l2(r: GpuRates, p: SimParams) -> float:
     return r.l2_bytes * p.l2_usable_fraction
 
 
+def replayed_kv_bytes(warm: bool, kv_bytes: float, r: GpuRates, p: SimParams) -> float:
+    """Bytes of a KV cache that a back-to-back replay (`l2_warm`) finds in L2: a cyclic stream of
+    one cache, so all of it or none (`replay_hits`' rule for one operand): on a partitioned L2 all
+    within the usable share (l2_usable_fraction: the H200 decode rows keep 33.5 MB of a 60 MiB L2,
+    not 67 MB), on an L2 of one partition (Ada) all up to `replay_l2_from` of its size, none from
+    `replay_l2_to`, linear between (the L40S rows: KV caches of 72-96 MiB were priced +41..+49%
+    slow as DRAM reads)."""
+    if not warm:
+        return 0.0
+    if r.l2_partitions != 1:
+        return kv_bytes if kv_bytes <= usable_l2(r, p) else 0.0
+    usable, whole = r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to
+    if kv_bytes <= usable:
+        return kv_bytes
+    return kv_bytes * max(0.0, whole - kv_bytes) / (whole - usable)
+
+
 def residency_credit(resident: float, input_bytes: float) -> float:
     """Bytes of a launch's activation input still in L2 from the launch before."""
     return max(0.0, min(resident, input_bytes))

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
 from mpsim.sim.gpu.library.fa3 import decode_tiles, kv_append_part, prefill_kv_bytes, tile_spans
-from mpsim.sim.gpu.memory import usable_l2
+from mpsim.sim.gpu.memory import replayed_kv_bytes, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -94,9 +94,8 @@ def fa2_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     tiles = cdiv(visited, splits)
     kv = kv - first * bn                 # the keys read
     kv_bytes = b * hk * kv * d * 2 * FP16
-    warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
     # MHA: every query head reads its own K/V; GQA: each KV head's once (its group is one tile)
-    reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
+    reads = b * hq * d * FP16 + kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), kv_bytes, r, p)
     fixed = p.fa2.decode_scope_us * 1e3 + (p.fa2.combine_us * 1e3 if splits > 1 else 0.0)
     res = _resources(bm, bn, d)
     # the chip's L2 serves the cached tokens only: the last tile's rows past kv_len are zero-filled

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
-from mpsim.sim.gpu.memory import usable_l2
+from mpsim.sim.gpu.memory import replayed_kv_bytes
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -169,8 +169,7 @@ def fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
                 pipes={"fp32": lanes}, serial=True, mma_dtype="fp8" if fp8 else "fp16", bulk=True)
     kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
     q_bytes = b * hq * d * FP16
-    warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
-    reads = q_bytes + (0.0 if warm else kv_bytes)
+    reads = q_bytes + kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), kv_bytes, r, p)
     fixed = p.fa3.decode_scope_us * 1e3 + (p.fa3.combine_us * 1e3 if splits > 1 else 0.0) \
         + (p.fa3.fp8_extra_us * 1e3 if fp8 else 0.0)
     res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)

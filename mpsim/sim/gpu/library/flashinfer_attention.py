@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.flashinfer_attention import FI_DECODE, FI_PREFILL
 from mpsim.sim.gpu.library.fa3 import kv_append_part, prefill_kv_bytes
-from mpsim.sim.gpu.memory import usable_l2
+from mpsim.sim.gpu.memory import replayed_kv_bytes
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -108,8 +108,7 @@ def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     kv_bytes = b * hk * kv * d * 2 * elem if decode else prefill_kv_bytes(row, elem)
     q_bytes = b * q * hq * d * FP16
     cached = kv_bytes if decode else kv_bytes + q_bytes   # what a replay finds in L2 when it fits
-    warm = bool(int(cfg.get("l2_warm", 0))) and cached <= usable_l2(r, p)
-    reads = q_bytes + kv_bytes - (cached if warm else 0.0)
+    reads = q_bytes + kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), cached, r, p)
     scope = f.decode_scope_us if decode else f.prefill_scope_us
     fixed = (scope + (f.merge_us if chunks > 1 else 0.0)) * 1e3
     res = CtaResources(4, bn * d * 2 * elem, tile * d * FP16, 1, 255)

@@ -34,7 +34,7 @@ from mpsim.sim.gpu.library.fa3 import (
     prefill_tiles,
     tile_spans,
 )
-from mpsim.sim.gpu.memory import usable_l2
+from mpsim.sim.gpu.memory import replayed_kv_bytes, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -63,8 +63,8 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
                 pipes={"fp32": rows * bn * f.tg_softmax_ops, "sfu": float(rows * bn)}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16", bulk=True)  # TMA, as FA3's
     kv_bytes = b * hk * (kv - first * bn) * d * 2 * elem
-    warm = bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
-    reads = b * hq * d * FP16 + (0.0 if warm else kv_bytes)
+    reads = b * hq * d * FP16 + kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), kv_bytes,
+                                                             r, p)
     fixed = (f.tg_decode_scope_us + (f.tg_combine_us if splits > 1 else 0.0)) * 1e3
     res = CtaResources(4, bn * d * 2 * elem, rows * d * FP16, 2, 168)
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,

@@ -56,7 +56,7 @@ from mpsim.library.trtllm_attention import (
     prep_rounds,
 )
 from mpsim.sim.gpu.library.fa3 import decode_tiles, prefill_kv_bytes, tile_spans
-from mpsim.sim.gpu.memory import usable_l2
+from mpsim.sim.gpu.memory import replayed_kv_bytes
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
@@ -75,8 +75,9 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
 
 
 
-def _kv_warm(cfg: Mapping[str, int], kv_bytes: float, r: GpuRates, p: SimParams) -> bool:
-    return bool(int(cfg.get("l2_warm", 0))) and kv_bytes <= usable_l2(r, p)
+def _kv_dram(cfg: Mapping[str, int], kv_bytes: float, r: GpuRates, p: SimParams) -> float:
+    """The KV bytes a launch reads from DRAM: those a replay does not find in L2."""
+    return kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), kv_bytes, r, p)
 
 
 def _shape(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
@@ -123,7 +124,7 @@ def xqa_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r:
     # tokens in range only (mha.cu: warps past the window or the sequence issue no load)
     in_range = kv - first * bn if gmma or not window else min(kv, window)
     kv_bytes = b * hk * in_range * d * 2 * elem
-    reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
+    reads = b * hq * d * FP16 * 3 + _kv_dram(cfg, kv_bytes, r, p)
     combine = t.xqa_combine_us if gmma else t.hmma_combine_us
     fixed = t.xqa_scope_us + (combine if splits > 1 else 0.0) \
         + (0.0 if gmma else t.xqa_prep_us)
@@ -155,7 +156,7 @@ def mmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
                 # (the clamped loads past them are not issued)
                 l2_bytes=max(mmha_tile_keys(kv, splits), 1) / loops * d * 2 * elem)
     kv_bytes = b * hk * kv * d * 2 * elem
-    reads = b * hq * d * FP16 * 3 + (0.0 if _kv_warm(cfg, kv_bytes, r, p) else kv_bytes)
+    reads = b * hq * d * FP16 * 3 + _kv_dram(cfg, kv_bytes, r, p)
     fixed = t.mmha_scope_us + (t.mmha_combine_us if splits > 1 else 0.0)
     warps = int(cfg["num_warps"])
     res = CtaResources(warps, 0.0, d * 64, 1, 64)
