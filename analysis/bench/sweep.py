@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpsim.analysis.sweep.default import demo_spec
-from mpsim.analysis.sweep.run import run_sweep
+from mpsim.analysis.sweep.run import NO_FIXED_PORT, run_sweep
 from mpsim.analysis.sweep.spec import SweepSpec
 from mpsim.traces.atomic import write_csv_atomic
 
@@ -56,8 +56,8 @@ def timed_dask(spec: SweepSpec, workers: int) -> float:
 
     with tempfile.TemporaryDirectory(prefix="mpsim-bench-memo-") as memo:
         os.environ["MPSIM_CACHE_DIR"] = memo  # the worker processes inherit it at start
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                          scheduler_kwargs=NO_FIXED_PORT) as cluster, Client(cluster) as client:
             for module in WARM_MODULES:  # imports are start-up, not sweep time
                 client.run(importlib.import_module, module)
             return timed(spec, workers, cluster.scheduler_address)

@@ -48,6 +48,10 @@ Task: TypeAlias = GroupTask | serve.ServeTask
 
 
 LOCAL_DASK = "local"  # --dask local: a LocalCluster on this machine, as Dask users expect
+# a LocalCluster without a dashboard still serves HTTP (health, metrics) on distributed's default
+# port 8787 (distributed/scheduler.py start_http_server default_port), so two clusters on one
+# machine collide ("Port 8787 is already in use"); its scheduler takes any free port instead
+NO_FIXED_PORT = {"dashboard_address": ":0"}
 DASK_ADDRESS = re.compile(r"^([a-z][a-z0-9+]*://\S+|[\w.\-\[\]:]+:\d+)$")
 
 
@@ -162,7 +166,7 @@ def _on_dask(tasks: Sequence[Task], address: str, timeout_s: float,
     cluster = None
     if address == LOCAL_DASK:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=None, scheduler_kwargs=NO_FIXED_PORT)
         client = Client(cluster)  # its worker processes die with this one (distributed's
         # AsyncProcess exits a child when its parent's pipe closes: tests/analysis/sweep/test_sweep_faults.py)
     else:

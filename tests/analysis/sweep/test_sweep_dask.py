@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mpsim.analysis.sweep.run import run_sweep
+from mpsim.analysis.sweep.run import NO_FIXED_PORT, run_sweep
 from mpsim.analysis.sweep.spec import parse_spec
 from mpsim.analysis.sweep.store import PointStore
 from mpsim.cli import main
@@ -28,7 +28,7 @@ perf_models: [roofline]
 def test_dask_table_equals_the_local_one(tmp_path: Path) -> None:
     local = run_sweep(parse_spec(SPEC), tmp_path / "local", workers=1, progress=False)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=None, scheduler_kwargs=NO_FIXED_PORT) as cluster:
         remote = run_sweep(parse_spec(SPEC), tmp_path / "dask", dask_address=cluster.scheduler_address,
                            progress=False)
     assert remote.computed == 6
@@ -77,9 +77,23 @@ def test_serve_points_run_on_dask_too(tmp_path: Path) -> None:
 
     local = run_sweep(parse_spec(SERVE), tmp_path / "local", workers=1, progress=False)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=None, scheduler_kwargs=NO_FIXED_PORT) as cluster:
         remote = run_sweep(parse_spec(SERVE), tmp_path / "dask", dask_address=cluster.scheduler_address,
                            progress=False)
     assert remote.computed == 4 and remote.serve_table is not None and local.serve_table is not None
     same = [c for c in COLUMNS if c != "wall_s"]
     pd.testing.assert_frame_equal(remote.serve_table[same], local.serve_table[same])
+
+
+def test_two_local_clusters_at_once_do_not_share_a_port() -> None:
+    """Without a dashboard a LocalCluster still serves HTTP on distributed's default port 8787: two
+    at once (the two xdist workers' Dask tests) warned "Port 8787 is already in use"; NO_FIXED_PORT
+    gives each scheduler a free one."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kwargs = {"n_workers": 1, "threads_per_worker": 1, "processes": False,
+                  "dashboard_address": None, "scheduler_kwargs": NO_FIXED_PORT}
+        with distributed.LocalCluster(**kwargs) as a, distributed.LocalCluster(**kwargs) as b:
+            assert a.scheduler.http_server.port != b.scheduler.http_server.port
