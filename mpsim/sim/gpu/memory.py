@@ -34,10 +34,15 @@ def replayed_kv_bytes(warm: bool, kv_bytes: float, r: GpuRates, p: SimParams) ->
         return 0.0
     if r.l2_partitions != 1:
         return kv_bytes if kv_bytes <= usable_l2(r, p) else 0.0
-    usable, whole = r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to
-    if kv_bytes <= usable:
-        return kv_bytes
-    return kv_bytes * max(0.0, whole - kv_bytes) / (whole - usable)
+    return _kept(kv_bytes, kv_bytes, r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to)
+
+
+def _kept(own: float, span: float, usable: float, whole: float) -> float:
+    """Bytes of an operand found in L2 when `span` bytes cycle between two of its uses: all of it
+    up to `usable`, none from `whole`, linear between (a cyclic stream under LRU)."""
+    if span <= usable:
+        return own
+    return own * max(0.0, whole - span) / (whole - usable) if whole > usable else 0.0
 
 
 def residency_credit(resident: float, input_bytes: float) -> float:
@@ -102,10 +107,7 @@ def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: 
         usable, whole = usable_l2(r, p), r.l2_bytes
 
     def kept(own: float, others: float) -> float:
-        span = own + others
-        if span <= usable:
-            return own
-        return own * max(0.0, whole - span) / (whole - usable) if whole > usable else 0.0
+        return _kept(own, own + others, usable, whole)
 
     return (kept(w_bytes, (copies - 1) * w_bytes + x_bytes + y_bytes),
             kept(x_bytes, w_bytes + y_bytes), kept(y_bytes, w_bytes + x_bytes))
