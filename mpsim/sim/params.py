@@ -63,6 +63,14 @@ class SimParams:
     # (stages x tile bytes in flight); this is the DRAM side's share. A hardware file may override it
     # per device (dram.achievable_bandwidth_fraction, a calibration).
     bw_frac: float = 0.8198
+    # A DRAM write stream's share of the read stream's achievable bandwidth (units.Memory
+    # write_cost = 1 / this: kernels' outputs, posted as their loops go). Set from the published
+    # bf16 GEMM rows of four GPUs whose time is their output (k <= 64, output >= 1 GB, every stack
+    # of ../shared/groundtruth; median share of the datasheet peak): B200 0.73-0.74, H100 0.80, H200
+    # 0.64-0.66, L40S 0.55-0.58, against the reads' 0.83 / 0.89 / 0.85 / 0.83 (bw_frac above):
+    # ratios 0.88 / 0.90 / 0.76 / 0.68, mean 0.80. Device-independent within +-15% (no datasheet
+    # gives a write efficiency; docs/validation.md#gemm-outputs-stop-47).
+    dram_write_share: float = 0.80
     # One SM's L2 load port, bytes per clock at the datasheet tensor clock (H200 GEMM rows: thin-tile
     # and few-CTA configs; A100's whitepaper L2 of 5120 B/clk over 108 SMs is 47 B/clk/SM). The chip's
     # L2 bandwidth is SMs x this (no GEMM row needs less).
@@ -94,6 +102,15 @@ class SimParams:
     # TensorRT-LLM (XQA, MMHA) once their L2 traffic counts the keys the kernels load (Trip.l2_bytes).
     # One device: an assumption for other one-partition L2s (the RTX 4090's AD102).
     l2_one_partition_bytes_per_clk: float = 13.6
+    # Stores that stay in a one-partition L2 (Ada; a replayed output kept there: work.py
+    # `l2_kept_stores`) take the chip's L2 at this share of its read rate (each stored byte costs
+    # 1 / this; stores bound for DRAM are priced by dram_write_share). Set from
+    # the L40S vLLM 0.24.0 bf16 GEMM rows whose output of 30-130 MiB stays in L2 (k <= 256; 80
+    # rows; with replay_out_* below): MAPE 12.7 / 12.5 / 13.4% at 0.65 / 0.75 / 0.9 (edges to 1.2),
+    # 11.4 / 11.7 / 13.2% (to 1.4); 18.2% with stores not charged to the chip's L2. Checked on the
+    # same rows of TensorRT-LLM 1.3.0rc20 and 1.0.0 (29.6 / 27.9 -> 13.8 / 13.8%). One device: an
+    # assumption for other one-partition L2s.
+    l2_write_share: float = 0.70
     # Shared memory per SM per clock (CUDA C++ Programming Guide: 32 banks x 4 bytes).
     smem_bytes_per_clk: float = 128.0
     # A CTA's first tile from HBM: round trip plus pipeline fill (H200 GEMM rows, 425 ns). Later
@@ -114,7 +131,11 @@ class SimParams:
     load_latency_ns: float = 910.0
     # Share of L2 that holds reused data across launches and waves (the rest: streaming lines, set
     # conflicts, two partitions). Decode rows: KV caches of 33.5 MB stay resident in a 60 MiB L2 and
-    # 67 MB do not, so any value in 0.53-1.0 fits; 0.75 kept from the earlier model.
+    # 67 MB do not, so any value in 0.53-1.0 fits; 0.75 kept from the earlier model. A launch timed
+    # once from idle (`one_run`) also ends with this share of the L2 of its output still dirty
+    # there, never written to DRAM while timed (model.py; the L40S TRT-LLM 1.0.0 int4_wo rows at
+    # M > 256, outputs of 8-168 MB, were 15.9 -> 17.6% with every output byte written at
+    # dram_write_share, 13.0% with this).
     l2_usable_fraction: float = 0.75
     # Weights a measurement replays (memory.py replay_hits: copies cycled through, each call
     # re-reading a copy after the others) in an L2 of one partition (l2.partitions 1, Ada): found
@@ -132,6 +153,16 @@ class SimParams:
     # device so far: an assumption for other one-partition L2s (RTX 4090's AD102).
     replay_l2_from: float = 0.95
     replay_l2_to: float = 1.06
+    # The replayed call's output (written lines) in an L2 of one partition: kept entirely while
+    # output + weights + input stay within `replay_out_from` of the L2, none from `replay_out_to`,
+    # linear between (memory.replay_hits; a partitioned L2 keeps none: the H100, H200 and B200 rows'
+    # output write rate shows no L2 edge, flat from 8 MB to 2 GB). The L40S bf16 rows at k <= 32
+    # (vLLM 0.24.0 and TRT-LLM 1.3.0rc20) store 1.6-1.9 TB/s up to 64-72 MiB of output, 0.81 TB/s
+    # at 72-80, 0.70 from 96 MiB (above the DRAM write stream of larger outputs: partly kept past
+    # the L2's size); the ends set with l2_write_share above (to 1.2 / 1.4 / 1.6: 12.5 / 11.7 /
+    # 12.3% at 0.75). One device: an assumption for other one-partition L2s.
+    replay_out_from: float = 0.70
+    replay_out_to: float = 1.40
 
     # ---- clocks (both H100 and H200 SXM are 700 W GH100 boards) ---------------------------------
     # Tensor issue efficiency at the running clock (GEMM rows: bounded at 1).

@@ -9,8 +9,10 @@ a launch must move: on a GPU, the activation input the previous launch just wrot
 L2's size (a launch reads at most min(what its predecessor wrote, L2, its own first input) from L2),
 and a launch replayed back to back (`l2_warm` in its config: a benchmark in a CUDA graph, or an add
 whose second input the previous kernel just wrote) may find up to an L2's worth of its reads there.
-The credit uses the whole L2, more than any simulator credits, so the bound stays a bound; a
-simulated time below it is an error (mpsim/sim/replay.py).
+A launch timed once from idle (`one_run`: TensorRT's per-layer profiler) ends with up to an L2 of
+its output still dirty in the write-back L2, which it never writes to DRAM while timed. The credit
+uses the whole L2, more than any simulator credits, so the bound stays a bound; a simulated time
+below it is an error (mpsim/sim/replay.py).
 
 `roofline`/`roofline_terms` work on a whole trace (vectorized), `launch_roofline` on one launch in
 plain Python (`mpsim op`, which starts without numpy and pandas); tests/sim/test_roofline.py holds
@@ -152,6 +154,17 @@ def _config_flag(rows: pd.DataFrame, kernels: tuple[str, ...], key: str) -> np.n
     return out
 
 
+def one_run_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose config says they were timed once from idle (`one_run`: 1), of any kernel."""
+    configs = rows["config"].astype(str)
+    maybe = configs.str.contains('"one_run"', regex=False).to_numpy(dtype=bool)
+    out = maybe.copy()
+    if maybe.any():
+        flag = {c: _flag(c, "one_run") for c in configs[maybe].unique()}
+        out[maybe] = configs[maybe].map(flag).to_numpy(dtype=bool)
+    return out
+
+
 def _flag(config: str, key: str) -> bool:
     return bool(json.loads(config).get(key, 0))
 
@@ -168,10 +181,12 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float,
 
     if keyed is None:
         inputs, warm, replay = input_bytes(rows), warm_rows(rows), replay_rows(rows)
+        once = one_run_rows(rows)
     else:
         first, codes = keyed
         reps = rows.iloc[first]
         inputs, warm, replay = input_bytes(reps)[codes], warm_rows(reps)[codes], replay_rows(reps)[codes]
+        once = one_run_rows(reps)[codes]
     written = rows["bytes_written"].to_numpy(dtype=float)
     read = rows["bytes_read"].to_numpy(dtype=float)
     credit = np.concatenate([[0.0], written[:-1]])
@@ -180,7 +195,9 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float,
     # a warm launch may find up to a whole L2 of what it reads there (all of it when it fits)
     credit = np.where(warm, np.maximum(credit, np.minimum(read, l2_bytes)), credit)
     # a replayed launch may also keep its output there (up to an L2 of its reads and writes)
-    return np.where(replay, np.maximum(credit, np.minimum(read + written, l2_bytes)), credit)
+    credit = np.where(replay, np.maximum(credit, np.minimum(read + written, l2_bytes)), credit)
+    # a launch timed once ends with up to an L2 of its output unwritten
+    return np.where(once, credit + np.minimum(written, l2_bytes), credit)
 
 
 def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -197,6 +214,8 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
     elif resident and isinstance(hw, GpuSpec) and row["kernel"] in REPLAY_KERNELS and _flag(
             str(row["config"]), "w_copies"):
         nbytes -= min(nbytes, hw.l2.size_MiB * 2**20)  # and of its writes (resident_credit)
+    if resident and isinstance(hw, GpuSpec) and _flag(str(row["config"]), "one_run"):
+        nbytes -= min(float(row["bytes_written"]), hw.l2.size_MiB * 2**20)  # (resident_credit)
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
         peak = hw.matrix_peak_flops("fp8")

@@ -63,21 +63,24 @@ class Memory:
     """
 
     def __init__(self, env: simpy.Environment, name: str, bytes_per_cycle: float, latency: float,
-                 channels: int = 1, stripe_bytes: int = 256) -> None:
+                 channels: int = 1, stripe_bytes: int = 256, write_cost: float = 1.0) -> None:
         if bytes_per_cycle <= 0:
             raise ValueError(f"{name}: bandwidth must be > 0 bytes/cycle, got {bytes_per_cycle}")
         self.name, self.latency, self.stripe = name, latency, stripe_bytes
         self.bytes_per_cycle = bytes_per_cycle
+        self.write_cost = write_cost  # a written byte's time in read bytes (a write stream is slower)
         self.pool = TokenPool(env, name, channels)
         self.bytes = 0.0
 
-    def transfer(self, nbytes: float) -> Proc:
-        if nbytes <= 0:
+    def transfer(self, nbytes: float, written: float = 0.0) -> Proc:
+        """Move `nbytes` read and `written` written bytes (each taking `write_cost` read bytes' time)."""
+        cost = nbytes + written * self.write_cost
+        if cost <= 0:
             return
         channels = self.pool.tokens
-        k = min(channels, max(1, math.ceil(nbytes / self.stripe)))
-        self.bytes += nbytes
-        yield from self.pool.hold(k, nbytes * channels / (k * self.bytes_per_cycle))
+        k = min(channels, max(1, math.ceil((nbytes + written) / self.stripe)))
+        self.bytes += nbytes + written
+        yield from self.pool.hold(k, cost * channels / (k * self.bytes_per_cycle))
 
     def busy_fraction(self, elapsed: float) -> float:
         return self.pool.busy_fraction(elapsed)

@@ -116,32 +116,50 @@ def test_blackwell_pair_loads_half_the_tokens() -> None:
     assert w.trip.mma_flops == 2.0 * 256 * 128 * 64
 
 
-def _stream_k_epilogue(m: int, n: int, k: int, tt: int, wt: int) -> tuple[float, float]:
-    """(workspace bytes, exposed latency ns) of one Hopper stream-K config's epilogue."""
+def _stream_k_epilogue(m: int, n: int, k: int, tt: int, wt: int) -> tuple[float, float, float]:
+    """(workspace bytes, latency ns after the loop, tile epilogues' ns inside a CTA's loop) of one
+    Hopper stream-K config."""
     r = gpu_rates(H200, DEFAULT_PARAMS)
     cfg = cublas.cublas_config(m, n, k, tt, wt, True, 132)
     row = gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=132)
-    e = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS,
-                    0.0)[0].work.epilogue
-    return e.ws_bytes, e.latency_ns
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS,
+                    0.0)[0].work
+    inline = w.trip.overhead_cycles * w.iters_by_class[0] / r.clock_hz * 1e9
+    return w.epilogue.ws_bytes, w.epilogue.latency_ns, inline
 
 
 def test_stream_k_fixup_only_where_a_tile_is_split() -> None:
     c = DEFAULT_PARAMS.cublas
     # one K trip per tile (k = 64): 8 x 64 = 512 units on 132 CTAs, uneven, but no tile can split
-    # (Hopper exposes each of a CTA's up to 4 tiles' epilogues)
-    ws, lat = _stream_k_epilogue(128, 4096, 64, 16, 64)
-    assert ws == 0.0 and lat == pytest.approx(4 * c.tile_ns)
+    # (Hopper runs each of a CTA's up to 4 tiles' epilogues inside its loop)
+    ws, lat, inline = _stream_k_epilogue(128, 4096, 64, 16, 64)
+    assert ws == 0.0 and lat == 0.0 and inline == pytest.approx(4 * c.tile_ns)
     # 264 tiles of 2 trips on 132 CTAs: 4 trips each, two whole tiles per CTA
-    ws, lat = _stream_k_epilogue(16, 264 * 64, 128, 16, 64)
-    assert ws == 0.0 and lat == pytest.approx(2 * c.tile_ns)
+    ws, lat, inline = _stream_k_epilogue(16, 264 * 64, 128, 16, 64)
+    assert ws == 0.0 and lat == 0.0 and inline == pytest.approx(2 * c.tile_ns)
     # 16 tiles of 64 trips on 132 CTAs: 8 trips each, every tile shared by 8 CTAs, whose
     # partials are added in turn: 7 fix-ups after the main loops
-    ws, lat = _stream_k_epilogue(16, 1024, 4096, 16, 64)
-    assert ws == 2.0 * 16 * 64 * 4 and lat == pytest.approx(c.tile_ns + 7 * c.sk_fixup_us * 1e3)
+    ws, lat, inline = _stream_k_epilogue(16, 1024, 4096, 16, 64)
+    assert ws == 2.0 * 16 * 64 * 4 and lat == pytest.approx(7 * c.sk_fixup_us * 1e3)
+    assert inline == pytest.approx(c.tile_ns)
     # 264 tiles of 64 trips: 128 trips a CTA, a tile at most shared by two: one fix-up
-    ws, lat = _stream_k_epilogue(16, 264 * 64 + 64, 4096, 16, 64)
-    assert lat == pytest.approx(3 * c.tile_ns + c.sk_fixup_us * 1e3)
+    ws, lat, inline = _stream_k_epilogue(16, 264 * 64 + 64, 4096, 16, 64)
+    assert lat == pytest.approx(c.sk_fixup_us * 1e3) and inline == pytest.approx(3 * c.tile_ns)
+
+
+def test_stream_k_tiles_store_their_valid_rows_inside_the_loop() -> None:
+    """A persistent CTA's tiles store as its loop goes: per trip its tiles' valid output rows
+    (M 100 of a 104-row wgmma tile), through the port, none after the loop."""
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    m, n, k = 100, 132 * 2 * 64, 128
+    cfg = cublas.cublas_config(m, n, k, 104, 64, True, 132)
+    row = gemm_row(m, n, k, kernel=cublas.CUBLAS_GEMM, config=cfg, sms=132)
+    w = cublas_work(row, json.loads(row["config"]), json.loads(row["grid"]), r, DEFAULT_PARAMS,
+                    0.0)[0].work
+    per = w.iters_by_class[0]
+    assert w.epilogue.write_bytes == 0.0
+    assert w.trip.store_bytes * per == pytest.approx(2 * m * 64 * 2)   # two tiles a CTA
+    assert w.written_bytes == m * n * 2
 
 
 def test_hopper_split_k_adds_cublas_reduce_kernel() -> None:
@@ -194,8 +212,16 @@ def test_replay_hits_by_hand() -> None:
     assert w == pytest.approx(50_331_648.0 * (none - (l2 + 1e6)) / (none - full), rel=1e-12)
     assert 0.4 < w / 50_331_648.0 < 0.5 and (x_hit, y_kept) == (x, y)
     # one 110 MB weight and five 22 MB copies: beyond the edge, nothing of the weights stays
-    assert replay_hits(1, 110e6, x, y, r, DEFAULT_PARAMS) == (0.0, 0.0, 0.0)
+    assert replay_hits(1, 110e6, x, y, r, DEFAULT_PARAMS)[:2] == (0.0, 0.0)
     assert replay_hits(5, 22e6, x, y, r, DEFAULT_PARAMS) == (0.0, x, y)
+    # the output has its own edges (written lines: all of it up to 0.70 of the L2, none from 1.40):
+    # after a 110 MB weight, 111 MB between its uses keeps a linear share
+    out_from, out_to = l2 * DEFAULT_PARAMS.replay_out_from, l2 * DEFAULT_PARAMS.replay_out_to
+    assert (out_from, out_to) == (l2 * 0.70, l2 * 1.40)
+    y_kept = replay_hits(1, 110e6, x, y, r, DEFAULT_PARAMS)[2]
+    assert y_kept == pytest.approx(y * (out_to - 111e6) / (out_to - out_from), rel=1e-12)
+    assert replay_hits(1, 30e6, x, 30e6, r, DEFAULT_PARAMS)[2] == 30e6     # 60.5 MB: below 0.70
+    assert replay_hits(1, 10e6, x, 150e6, r, DEFAULT_PARAMS)[2] == 0.0     # 160.5 MB: beyond
     # GH100's two partitions (h200-sxm l2.partitions 2): two copies cycling exactly its 60 MiB are
     # not found (the H200 rows), and misses begin at the usable share
     h = gpu_rates(H200, DEFAULT_PARAMS)
@@ -203,6 +229,8 @@ def test_replay_hits_by_hand() -> None:
     assert replay_hits(2, 30 * 2**20, x, y, h, DEFAULT_PARAMS)[0] == 0.0
     usable = 60 * 2**20 * DEFAULT_PARAMS.l2_usable_fraction
     assert replay_hits(4, usable / 4 - 1e6, x, y, h, DEFAULT_PARAMS)[0] == usable / 4 - 1e6
+    # a partitioned L2 keeps no output: the published write rates show no L2 edge (SimParams)
+    assert replay_hits(4, 1e6, x, 8e6, h, DEFAULT_PARAMS) == (1e6, x, 0.0)
 
 
 def test_weight_copies_per_collector() -> None:

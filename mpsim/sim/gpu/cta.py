@@ -18,6 +18,13 @@ plus the miss share of the extra HBM latency (hidden by the pipeline when enough
 flight). So a CTA's T trips take T max(L, C) + min(L, C) + the first latency when loads and
 compute overlap.
 
+Stores: a launch's DRAM writes are posted as its trips go, each written byte taking 1 /
+`dram_write_share` read bytes' time (a write stream is slower than a read stream); a trip's
+`store_bytes` (a persistent CTA's tiles finishing inside its loop) and an epilogue's writes take the
+SM's port; the stores that stay in L2 (`KernelWork.l2_kept_stores`: a replayed output kept there,
+which no DRAM write binds) are posted into the chip's L2 where it is its own server (Ada), at 1 /
+`l2_write_share` read bytes' time each (SimParams).
+
 The CUDA-core work of a trip runs on separate issue pipes (fp32, integer ALU, conversions, SFU,
 load/store) concurrently: its time is the busiest pipe or the issue limit (4 schedulers x 32 lanes
 per clock), whichever is longer (mpsim/sim/gpu/rates.py). Per-pipe busy cycles are kept for the
@@ -55,13 +62,16 @@ def tensor_cycles(trip: Trip, r: GpuRates) -> float:
 class GpuLaunchSim:
     """One kernel on one GPU: the units, the bundles, and their counters."""
 
-    def __init__(self, r: GpuRates, work: KernelWork, ctas_per_sm: int, stages: int) -> None:
+    def __init__(self, r: GpuRates, work: KernelWork, ctas_per_sm: int, stages: int,
+                 unwritten: float = 0.0) -> None:
+        """`unwritten`: bytes of the launch's DRAM writes still dirty in the L2 when it ends (a
+        launch timed once from idle), for which no DRAM write is priced."""
         self.env = simpy.Environment()
         self.r, self.work, self.stages = r, work, max(1, stages)
-        self.dram = Memory(self.env, "dram", r.dram_Bpc, r.dram_latency)
+        self.dram = Memory(self.env, "dram", r.dram_Bpc, r.dram_latency, write_cost=r.dram_write_cost)
         self.port = TokenPool(self.env, "port", r.sms)
         # the chip's L2 as its own server only when its rate is below the sum of the SMs' ports
-        self.l2 = Memory(self.env, "l2", r.l2_Bpc, r.l2_latency) \
+        self.l2 = Memory(self.env, "l2", r.l2_Bpc, r.l2_latency, write_cost=r.l2_write_cost) \
             if r.l2_Bpc < r.port_Bpc * r.sms * (1 - 1e-9) else None
         self.tensor = TokenPool(self.env, "tensor", r.sms)
         self.cuda = TokenPool(self.env, "cuda", r.sms)
@@ -70,8 +80,9 @@ class GpuLaunchSim:
         # Output written back to HBM as the loop goes (L2 write-back overlaps the main loop): a share
         # per CTA trip; a launch without trips writes at its end.
         trips = work.cta_trips
-        self.write_share = work.written_bytes / trips if trips > 0 else 0.0
-        self.tail_writes = 0.0 if trips > 0 else work.written_bytes
+        written = max(0.0, work.written_bytes - unwritten)
+        self.write_share = written / trips if trips > 0 else 0.0
+        self.tail_writes = 0.0 if trips > 0 else written
         self.l2_bytes = 0.0
         self.pipe_busy = dict.fromkeys((*CUDA_PIPES, "issue"), 0.0)
         trip = work.trip
@@ -126,10 +137,12 @@ class GpuLaunchSim:
         T max(L, C) + min(L, C) inside the macro-trip)."""
         t, r = self.work.trip, self.r
         scale = b.trip_scale(i)
-        per_cta = t.load_bytes * scale
-        total = b.count * per_cta
-        served = total if t.l2_bytes is None else b.count * t.l2_bytes * scale
-        self.l2_bytes += served
+        per_cta = (t.load_bytes + t.store_bytes) * scale
+        total = b.count * t.load_bytes * scale
+        served = b.count * (t.load_bytes if t.l2_bytes is None else t.l2_bytes) * scale
+        stored = b.count * t.store_bytes * scale
+        self.l2_bytes += served + stored
+        stored *= self.work.l2_kept_stores
         request = lock.request()
         yield request
         start = self.env.now
@@ -138,11 +151,11 @@ class GpuLaunchSim:
         if scale > 1:
             self.env.process(self._first_share(first, port / scale, latency, t.overlap_latency))
         # HBM (the misses) and the bundle's SMs' L2 ports (every byte) work at the same time.
-        moves = [self.env.process(self.dram.transfer(total * self.miss
-                                                     + b.count * self.write_share * scale)),
+        moves = [self.env.process(self.dram.transfer(total * self.miss,
+                                                     b.count * self.write_share * scale)),
                  self.env.process(self.port.hold(min(b.count, r.sms), port))]
         if self.l2 is not None:
-            moves.append(self.env.process(self.l2.transfer(served)))
+            moves.append(self.env.process(self.l2.transfer(served, stored)))
         yield self.env.all_of(moves)
         lock.release(request)
         elapsed = self.env.now - start
@@ -202,11 +215,14 @@ class GpuLaunchSim:
             yield from self.cuda.hold(min(b.count, r.sms), per_sm * e.reduce_ops / r.pipes["fp32"])
         if e.write_bytes > 0:
             yield from self.port.hold(k, per_sm * e.write_bytes / port)
+            kept = ctas * e.write_bytes * self.work.l2_kept_stores
+            if self.l2 is not None and kept > 0:  # posted into the chip's L2 (drained by the end)
+                self.env.process(self.l2.transfer(0.0, kept))
         if e.latency_ns > 0:
             yield self.env.timeout(per_sm * e.latency_ns * 1e-9 * r.clock_hz)
         self.l2_bytes += ctas * e.write_bytes
         if self.tail_writes > 0:  # posted: they occupy HBM but the CTA does not wait for them
-            self.env.process(self.dram.transfer(self.tail_writes * b.count / self.work.total_ctas))
+            self.env.process(self.dram.transfer(0.0, self.tail_writes * b.count / self.work.total_ctas))
 
     def busy(self, cycles: float) -> dict[str, float]:
         """Busy fraction of each unit over the kernel body (what picks the bound)."""

@@ -97,7 +97,9 @@ def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: 
     exactly the L2's size is found); a partitioned one (A100, H100/H200, B200) from the usable
     share (size x l2_usable_fraction) to its size (the H200 rows: TRT-LLM 1.3.0rc20's copies
     cycling exactly its 60 MiB are not found, 20.6 us at M 7, N 12288, K 2560 against 10.4 priced
-    as found). SimParams names the rows of each.
+    as found). The output (written lines) has edges of its own on one partition (`replay_out_from`
+    / `replay_out_to`); a partitioned L2 keeps none of it (its write rate shows no L2 edge).
+    SimParams names the rows of each.
     """
     if copies <= 0:
         return 0.0, 0.0, 0.0
@@ -109,5 +111,7 @@ def replay_hits(copies: int, w_bytes: float, x_bytes: float, y_bytes: float, r: 
     def kept(own: float, others: float) -> float:
         return _kept(own, own + others, usable, whole)
 
+    y_kept = _kept(y_bytes, y_bytes + w_bytes + x_bytes, r.l2_bytes * p.replay_out_from,
+                   r.l2_bytes * p.replay_out_to) if r.l2_partitions == 1 else 0.0
     return (kept(w_bytes, (copies - 1) * w_bytes + x_bytes + y_bytes),
-            kept(x_bytes, w_bytes + y_bytes), kept(y_bytes, w_bytes + x_bytes))
+            kept(x_bytes, w_bytes + y_bytes), y_kept)

@@ -47,6 +47,8 @@ class GpuRates:
     sms: int
     dram_Bpc: float          # achievable DRAM bytes per cycle, whole chip
     dram_peak_Bpc: float
+    dram_write_cost: float   # a written DRAM byte's time in read bytes (SimParams.dram_write_share)
+    l2_write_cost: float     # ... in a one-partition L2's chip server (SimParams.l2_write_share)
     dram_latency: float      # cycles
     load_latency: float      # cycles: a register load's round trip in an unpipelined loop
     l2_Bpc: float            # whole chip
@@ -136,7 +138,8 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
     return GpuRates(
         clock_hz=f, boost_hz=boost, datasheet_hz=ds, sms=sms,
         dram_Bpc=hw.dram_bandwidth_Bps() * bw_fraction(hw, p) / f,
-        dram_peak_Bpc=hw.dram_bandwidth_Bps() / f,
+        dram_peak_Bpc=hw.dram_bandwidth_Bps() / f, dram_write_cost=1.0 / p.dram_write_share,
+        l2_write_cost=1.0 / p.l2_write_share if hw.l2.partitions == 1 else 1.0,
         dram_latency=dram_lat * 1e-9 * f,
         load_latency=(hw.dram.load_latency_ns if hw.dram.load_latency_ns is not None
                       else p.load_latency_ns) * 1e-9 * f,

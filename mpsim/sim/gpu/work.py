@@ -53,6 +53,8 @@ class Trip:
     bulk: bool = False                 # loads (and the kernel's stores) are TMA bulk copies
     #                                    (GpuRates.port_Bpc: Blackwell's wider port), else issued by
     #                                    threads (LDG, cp.async: thread_port_Bpc)
+    store_bytes: float = 0.0           # output stored through the port with the trip's loads (a
+    #                                    persistent CTA's tiles finish inside its loop), not read
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class KernelWork:
     fixed_ns: float = 0.0   # per launch, outside the CTAs (a combine, a fix-up, the op's scope)
     resident_split: int = 0  # co-resident CTAs of a wave as this many processes (0: the default)
     dram_write_bytes: float | None = None  # the launch's HBM writes (None: epilogue x CTAs)
+    l2_kept_stores: float = 0.0  # share of its stores that stay in L2 (a replayed output), which
+    #                              take the chip's L2 at its write rate where it is a server (Ada)
     name: str = ""
 
     def class_of_range(self, start: int, stop: int) -> Counter[int]:

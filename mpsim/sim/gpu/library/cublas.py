@@ -18,10 +18,12 @@ MMA (tokens pad to the CTA tile). Per K trip a CTA loads (tt + WT) x block_k ele
 L2 port (a 2-SM pair: half the tokens) and runs 2 tt WT block_k FLOPs on the tensor cores, or
 longer when the operands' shared-memory reads bound the MMAs (mma.sync: every warp reads its warp
 tile's rows; wgmma: each 64-row warpgroup reads its A rows and all of B; tcgen05: each operand
-once). Each output tile pays an epilogue not overlapped with the next tile (accumulator convert,
-smem staging, TMA store) plus its bytes through the port; on Blackwell two TMEM accumulators
-(CUTLASS sm100_mma_warpspecialized.hpp AccumulatorPipelineStageCount) overlap it with the next
-tile, so only a CTA's last one is exposed. A stream-K tile split between P CTAs pays P - 1
+once). Each output tile pays an epilogue not overlapped with its CTA's MMAs (accumulator convert,
+smem staging, TMA store) plus its stored bytes (its valid rows: the epilogue is predicated) through
+the port; a persistent stream-K CTA runs its tiles' epilogues inside its loop (the producer keeps
+loading `stages` ahead meanwhile), and on Blackwell two TMEM accumulators (CUTLASS
+sm100_mma_warpspecialized.hpp AccumulatorPipelineStageCount) overlap them with the next tile, so
+only a CTA's last one is exposed. A stream-K tile split between P CTAs pays P - 1
 fix-ups in turn (each peer waits for the previous one, adds its partial, signals: CUTLASS's
 default Deterministic reduction; for cuBLAS's closed kernels an assumption, which the H200 rows
 support: priced with one fix-up, stream-K over a few tiles ran 13-27% fast). Ampere/Ada split-K
@@ -37,7 +39,7 @@ generation, an assumption until rows of other GPUs refit them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
@@ -110,14 +112,15 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
     w_hit, x_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, x_bytes, y_bytes, r, p)
     reads = w_bytes - w_hit + x_bytes - max(x_hit, residency_credit(resident, x_bytes)) + bias
     writes = y_bytes - y_kept
-    tile_out = tt * wt * FP16
+    tile_out = y_bytes / tiles  # what a tile stores: its valid rows (the epilogue is predicated)
     warps = int(cfg["num_warps"]) if sm == 80 else 12
     res = CtaResources(warps, (tokens_loaded + wt) * bk * FP16, 0.0, stages, 168)
     occ = occupancy(res, r) if sm == 80 else Occupancy(1, stages, False, "kernel")
     # Blackwell keeps two accumulators in TMEM: a CTA's epilogue overlaps its next tile's main
     # loop, so only its last tile's is exposed (AccumulatorPipelineStageCount, module doc)
     if int(cfg.get("stream_k", 0)):
-        work = _stream_k_work(trip, res, reads, writes, int(grid[0]), tiles, trips, tt * wt, sm, p)
+        work = _stream_k_work(trip, res, reads, writes, int(grid[0]), tiles, trips, tt * wt,
+                              tile_out, sm, r, p)
     elif sm == 90 and split > 1:  # the slices' fp32 partials, then splitKreduce_kernel adds them
         ctas = tiles * split
         epi = Epilogue(tt * wt * FP32, latency_ns=p.cublas.tile_ns)
@@ -136,24 +139,33 @@ def cublas_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
             epi = Epilogue(tile_out, latency_ns=tile_ns)
         ctas = tiles * split
         work = KernelWork(trip, epi, (cdiv(trips, split),), "single", ctas, ctas, res, reads,
-                          dram_write_bytes=writes, name="cublas")
+                          dram_write_bytes=writes, l2_kept_stores=y_kept / y_bytes if y_bytes else 0.0,
+                          name="cublas")
     return [KernelPart(work, occ)]
 
 
 def _stream_k_work(trip: Trip, res: CtaResources, reads: float, writes: float, ctas: int,
-                   tiles: int, trips: int, tile_elems: int, sm: int, p: SimParams) -> KernelWork:
+                   tiles: int, trips: int, tile_elems: int, tile_out: float, sm: int,
+                   r: GpuRates, p: SimParams) -> KernelWork:
     """A persistent stream-K grid: every (tile, K trip) unit dealt evenly over `ctas` CTAs.
     Hopper: the CTAs sharing a tile add their partials in turn (CUTLASS's default Deterministic
     stream-K: wait_eq on the tile's lock; an assumption for cuBLAS's closed kernels that the H200
     rows support); Blackwell: one fix-up a split tile (its rows do not support the turnstile:
-    docs/validation.md), and two TMEM accumulators expose only a CTA's last tile's epilogue."""
+    docs/validation.md), and two TMEM accumulators expose only a CTA's last tile's epilogue.
+    A CTA's tiles finish inside its loop: each tile's store and (Hopper) its epilogue's
+    `tile_ns` are spread over the CTA's trips (`Trip.store_bytes`, `overhead_cycles`), so the
+    producer keeps loading `stages` ahead while the consumer stores a tile; the fix-ups and
+    Blackwell's last exposed epilogue stay after the loop."""
     per = cdiv(tiles * trips, ctas)
     tiles_per = cdiv(tiles, ctas)
     split_tile = per % trips != 0  # a CTA's share ends inside a tile (never for one-trip tiles)
     peers = (max(2, cdiv(trips, per)) if sm == 90 else 2) if split_tile else 1
-    exposed = 1 if sm == 100 else tiles_per
-    epi = Epilogue(tiles_per * tile_elems * FP16, ws_bytes=2.0 * tile_elems * FP32 if split_tile else 0.0,
-                   latency_ns=exposed * p.cublas.tile_ns + (peers - 1) * p.cublas.sk_fixup_us * 1e3)
+    inline = 0 if sm == 100 else tiles_per  # tile epilogues the consumer runs inside its loop
+    trip = replace(trip, store_bytes=trip.store_bytes + tiles_per * tile_out / per,
+                   overhead_cycles=trip.overhead_cycles
+                   + inline * p.cublas.tile_ns * 1e-9 * r.clock_hz / per)
+    end_ns = (1 if sm == 100 else 0) * p.cublas.tile_ns + (peers - 1) * p.cublas.sk_fixup_us * 1e3
+    epi = Epilogue(0.0, ws_bytes=2.0 * tile_elems * FP32 if split_tile else 0.0, latency_ns=end_ns)
     return KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads, dram_write_bytes=writes,
                       name="cublas stream-K")
 

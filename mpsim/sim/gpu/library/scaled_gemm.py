@@ -143,10 +143,11 @@ def _smem_bytes(cfg: Mapping[str, int], rows: int, wt: int, bk: int, el: float) 
 
 
 def _dram_traffic(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
-                  resident: float) -> tuple[float, float]:
-    """(DRAM reads, DRAM writes) of the launch: the weight with its scales and the activations,
-    less what L2 holds of them (a benchmark's replay of `w_copies` weight copies, memory.py
-    `replay_hits`; the previous launch's output), and the 16-bit output, less what stays in L2."""
+                  resident: float) -> tuple[float, float, float]:
+    """(DRAM reads, DRAM writes, the output's share that stays in L2) of the launch: the weight with
+    its scales and the activations, less what L2 holds of them (a benchmark's replay of `w_copies`
+    weight copies, memory.py `replay_hits`; the previous launch's output), and the 16-bit output,
+    less what stays in L2."""
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
     group = row.get("group_size")
     group = None if group is None or group != group else int(group)
@@ -154,7 +155,8 @@ def _dram_traffic(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p
     a_bytes = float(activation_bytes(m, k, str(row["a_dtype"]), str(row["w_format"])))
     y_bytes = float(m * n * FP16)
     w_hit, a_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, a_bytes, y_bytes, r, p)
-    return w_bytes - w_hit + a_bytes - max(a_hit, residency_credit(resident, a_bytes)), y_bytes - y_kept
+    reads = w_bytes - w_hit + a_bytes - max(a_hit, residency_credit(resident, a_bytes))
+    return reads, y_bytes - y_kept, y_kept / y_bytes if y_bytes else 0.0
 
 
 def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
@@ -185,9 +187,9 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
         epi = Epilogue(tile_out, latency_ns=epi_ns)
     ctas = cdiv(m, tt) * cdiv(n, wt) * split
     res = CtaResources(int(cfg["num_warps"]), stage, 0.0, stages, 168)
-    reads, writes = _dram_traffic(row, cfg, r, p, resident)
+    reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
     work = KernelWork(trip, epi, (cdiv(cdiv(k, bk), split),), "single", ctas, ctas, res, reads,
-                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, name=name)
+                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, l2_kept_stores=kept, name=name)
     return KernelPart(work, occupancy(res, r))
 
 
@@ -213,7 +215,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True)
-    reads, writes = _dram_traffic(row, cfg, r, p, resident)
+    reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)
     if sched == SCHED_DP:
@@ -229,7 +231,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     epi = Epilogue(tiles_per * tile_out, ws_bytes=parts * tt * wt * FP32,
                    latency_ns=tiles_per * gp.tile_ns)
     work = KernelWork(trip, epi, (per,), "single", ctas, ctas, res, reads,
-                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, name=name)
+                      dram_write_bytes=writes, fixed_ns=gp.fixed_ns, l2_kept_stores=kept, name=name)
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
