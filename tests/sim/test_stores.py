@@ -94,3 +94,30 @@ def test_the_one_run_credit_is_the_same_vectorized() -> None:
     alone = roofline(pd.DataFrame([once]), L40S, resident=True)["t_mem_s"].iloc[0]
     assert alone == pytest.approx(launch_roofline(once, L40S, resident=True)["t_mem_s"])
     assert alone < roofline(pd.DataFrame([row]), L40S, resident=True)["t_mem_s"].iloc[0]
+
+
+def test_a_launchs_kernel_reads_what_the_previous_one_wrote_from_l2() -> None:
+    """A launch of two kernels (a preprocessing kernel writing Q/K/V, then the attention reading them):
+    the second finds up to the usable L2 of the first's output there, not in DRAM."""
+    from mpsim.sim.gpu.model import _run
+    from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+    from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, Trip
+
+    r = gpu_rates(L40S, P)
+    res = CtaResources(4, 16384, 0.0, 2, 64)
+    occ = Occupancy(1, 2, False, "kernel")
+
+    def part(reads: float, writes: float) -> KernelPart:
+        trip = Trip(load_bytes=max(reads, 1.0) / (142 * 8), mma_flops=0.0)
+        work = KernelWork(trip, Epilogue(writes / 142), (8,), "single", 142, 142, res, reads,
+                          dram_write_bytes=writes)
+        return KernelPart(work, occ)
+
+    row = {"config": "{}", "grid": "[142]", "kernel": "x"}
+    alone = _run([part(30e6, 0.0)], r, P, row)
+    after = _run([part(0.0, 30e6), part(30e6, 0.0)], r, P, row)
+    first = _run([part(0.0, 30e6)], r, P, row)
+    assert alone.bytes_dram == 30e6 and after.bytes_dram == first.bytes_dram == 30e6  # no re-read
+    usable = L40S.l2.size_MiB * 2**20 * P.l2_usable_fraction
+    big = _run([part(0.0, 120e6), part(120e6, 0.0)], r, P, row)
+    assert big.bytes_dram == pytest.approx(120e6 + 120e6 - usable)

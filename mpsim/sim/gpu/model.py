@@ -2,7 +2,9 @@
 
 A launch row becomes one or more kernels (the work builder of its kernel's library room, through the
 one dispatch table mpsim/sim/gpu/library/), each run in its own SimPy environment
-back to back; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor. Each kernel's
+back to back; a kernel finds what the one before it wrote in L2 (up to the usable share: its DRAM
+reads less that), and a launch measured once from idle (`one_run`) ends with up to that share of
+its output unwritten; each kernel adds its fixed cost (`fixed_ns`) and the kernel floor. Each kernel's
 time is also split into named parts (memory, math, issue, fixed; mpsim/sim/gpu/parts.py), summed
 over the launch's kernels.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from mpsim.hw_models.schema import GpuSpec
@@ -63,8 +66,12 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
     named = dict.fromkeys(BODY_PARTS, 0.0)  # cycles per named part (docs/simulator.md#time-parts)
     # timed once from idle: the write-back L2 still holds up to its usable share of the outputs
     unwritten = usable_l2(r, p) if launch_config(row)[0].get("one_run") else 0.0
+    carried = 0.0  # what the launch's previous kernel wrote, still in L2 (up to the usable share)
     for part in parts:
         occ, work = part.occupancy, part.work
+        if carried > 0 and work.dram_read_bytes > 0:
+            work = replace(work, dram_read_bytes=work.dram_read_bytes - min(carried, work.dram_read_bytes))
+        carried = min(work.written_bytes, usable_l2(r, p))
         plan = bundles(work, r.sms * occ.ctas_per_sm, r.sms, p)
         sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages, unwritten)
         body = sim.run(plan)
