@@ -121,3 +121,22 @@ def test_a_launchs_kernel_reads_what_the_previous_one_wrote_from_l2() -> None:
     usable = L40S.l2.size_MiB * 2**20 * P.l2_usable_fraction
     big = _run([part(0.0, 120e6), part(120e6, 0.0)], r, P, row)
     assert big.bytes_dram == pytest.approx(120e6 + 120e6 - usable)
+
+
+def test_a_launch_timed_once_holds_at_most_one_usable_l2_over_its_kernels() -> None:
+    from mpsim.sim.gpu.model import _run
+    from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+    from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, Trip
+
+    r = gpu_rates(L40S, P)
+    res = CtaResources(4, 16384, 0.0, 2, 64)
+
+    def writer(nbytes: float) -> KernelPart:
+        work = KernelWork(Trip(load_bytes=1.0, mma_flops=0.0), Epilogue(nbytes / 142), (4,), "single",
+                          142, 142, res, 0.0, dram_write_bytes=nbytes)
+        return KernelPart(work, Occupancy(1, 2, False, "kernel"))
+
+    usable = L40S.l2.size_MiB * 2**20 * P.l2_usable_fraction
+    once = {"config": '{"one_run": 1}', "grid": "[142]", "kernel": "x"}
+    out = _run([writer(60e6), writer(60e6)], r, P, once)
+    assert out.bytes_dram == pytest.approx(120e6 - usable)

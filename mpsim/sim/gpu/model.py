@@ -73,7 +73,9 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
             work = replace(work, dram_read_bytes=work.dram_read_bytes - min(carried, work.dram_read_bytes))
         carried = min(work.written_bytes, usable_l2(r, p))
         plan = bundles(work, r.sms * occ.ctas_per_sm, r.sms, p)
-        sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages, unwritten)
+        held = min(unwritten, work.written_bytes)  # the launch's kernels share the L2 it holds
+        unwritten -= held
+        sim = GpuLaunchSim(r, work, occ.ctas_per_sm, occ.stages, held)
         body = sim.run(plan)
         fixed = work.fixed_ns * 1e-9 * r.clock_hz + r.floor_cycles
         total = body + fixed
