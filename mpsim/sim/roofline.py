@@ -196,8 +196,8 @@ def resident_credit(rows: pd.DataFrame, l2_bytes: float,
     credit = np.where(warm, np.maximum(credit, np.minimum(read, l2_bytes)), credit)
     # a replayed launch may also keep its output there (up to an L2 of its reads and writes)
     credit = np.where(replay, np.maximum(credit, np.minimum(read + written, l2_bytes)), credit)
-    # a launch timed once ends with up to an L2 of its output unwritten
-    return np.where(once, credit + np.minimum(written, l2_bytes), credit)
+    # a launch timed once ends with up to an L2 of its output unwritten (never more than it moves)
+    return np.minimum(np.where(once, credit + np.minimum(written, l2_bytes), credit), read + written)
 
 
 def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str = "fp16",
@@ -215,7 +215,7 @@ def launch_roofline(row: Mapping[str, Any], hw: HardwareSpec, matrix_dtype: str 
             str(row["config"]), "w_copies"):
         nbytes -= min(nbytes, hw.l2.size_MiB * 2**20)  # and of its writes (resident_credit)
     if resident and isinstance(hw, GpuSpec) and _flag(str(row["config"]), "one_run"):
-        nbytes -= min(float(row["bytes_written"]), hw.l2.size_MiB * 2**20)  # (resident_credit)
+        nbytes = max(0.0, nbytes - min(float(row["bytes_written"]), hw.l2.size_MiB * 2**20))
     peak = hw.matrix_peak_flops(matrix_dtype) if row["op"] in MATRIX_OPS else hw.vector_peak_flops()
     if row["op"] in MATRIX_OPS and row["kernel"] in FP8_MATRIX_KERNELS and _flag(str(row["config"]), "fp8"):
         peak = hw.matrix_peak_flops("fp8")
