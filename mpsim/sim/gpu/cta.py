@@ -142,7 +142,7 @@ class GpuLaunchSim:
         served = b.count * (t.load_bytes if t.l2_bytes is None else t.l2_bytes) * scale
         stored = b.count * t.store_bytes * scale
         self.l2_bytes += served + stored
-        stored *= self.work.l2_kept_stores
+        kept = stored * self.work.l2_kept_stores  # the stores the chip's L2 takes (Ada)
         request = lock.request()
         yield request
         start = self.env.now
@@ -155,7 +155,7 @@ class GpuLaunchSim:
                                                      b.count * self.write_share * scale)),
                  self.env.process(self.port.hold(min(b.count, r.sms), port))]
         if self.l2 is not None:
-            moves.append(self.env.process(self.l2.transfer(served, stored)))
+            moves.append(self.env.process(self.l2.transfer(served, kept)))
         yield self.env.all_of(moves)
         lock.release(request)
         elapsed = self.env.now - start

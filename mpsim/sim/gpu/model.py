@@ -58,6 +58,21 @@ def launch_work(row: Mapping[str, Any], r: GpuRates, p: SimParams, resident: flo
     return work_for(str(row["kernel"]))(row, cfg, grid, r, p, resident)
 
 
+def back_to_back(parts: LaunchWork, r: GpuRates, p: SimParams) -> LaunchWork:
+    """Kernels run back to back: each finds what the one before it wrote in L2 (up to the usable
+    share), which its DRAM reads are less of (the simulation, `_run`, and its pruning bound,
+    `lower_bound_s`, both run a launch's kernels through this)."""
+    out, carried = [], 0.0
+    for part in parts:
+        work = part.work
+        if carried > 0 and work.dram_read_bytes > 0:
+            work = replace(work, dram_read_bytes=work.dram_read_bytes - min(carried, work.dram_read_bytes))
+            part = replace(part, work=work)
+        carried = min(work.written_bytes, usable_l2(r, p))
+        out.append(part)
+    return out
+
+
 def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -> LaunchOutcome:
     cycles = 0.0
     dram = l2 = 0.0
@@ -66,12 +81,8 @@ def _run(parts: LaunchWork, r: GpuRates, p: SimParams, row: Mapping[str, Any]) -
     named = dict.fromkeys(BODY_PARTS, 0.0)  # cycles per named part (docs/simulator.md#time-parts)
     # timed once from idle: the write-back L2 still holds up to its usable share of the outputs
     unwritten = usable_l2(r, p) if launch_config(row)[0].get("one_run") else 0.0
-    carried = 0.0  # what the launch's previous kernel wrote, still in L2 (up to the usable share)
-    for part in parts:
+    for part in back_to_back(parts, r, p):
         occ, work = part.occupancy, part.work
-        if carried > 0 and work.dram_read_bytes > 0:
-            work = replace(work, dram_read_bytes=work.dram_read_bytes - min(carried, work.dram_read_bytes))
-        carried = min(work.written_bytes, usable_l2(r, p))
         plan = bundles(work, r.sms * occ.ctas_per_sm, r.sms, p)
         held = min(unwritten, work.written_bytes)  # the launch's kernels share the L2 it holds
         unwritten -= held
@@ -173,7 +184,7 @@ def lower_bound_s(row: Mapping[str, Any], hw: GpuSpec, p: SimParams, resident: f
     balanced per-SM share of its trips, each at least its tensor, CUDA-core and L2-port time."""
     r = gpu_rates(hw, p, clock_hz)
     total = 0.0
-    for part in launch_work(row, r, p, resident):
+    for part in back_to_back(launch_work(row, r, p, resident), r, p):
         w = part.work
         per_class = w.class_of_range(0, w.total_ctas)
         trips = sum(cnt * w.iters_by_class[c] for c, cnt in per_class.items())
