@@ -15,9 +15,11 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
 - SGLang 0.5.14: sglang_sgl_kernel_fp8_scaled_mm -> `cutlass_fp8_gemm` after sgl_per_token_quant_fp8
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
 - TensorRT-LLM 1.3.0rc20 `torch_flow` (mpsim/library/trtllm_fp8.py's rule): fp8 -> `trtllm_fp8_gemm`
-  (QUANT_TENSOR_TRT; on Ada cuBLASLt's mma.sync kernels); fp8_block -> `deepgemm_fp8_block_gemm`
-  (QUANT_GROUP; the rows labelled `deepgemm` on Blackwell too; on Ada TensorRT-LLM's own sm_89
-  blockwise kernel, `trtllm_fp8_block_gemm`: ADA_SCALED_KERNELS); nvfp4 -> `trtllm_nvfp4_gemm`
+  (QUANT_TENSOR_TRT; on Ada cuBLASLt's mma.sync kernels); fp8_block -> `trtllm_fp8_block_gemm`
+  (QUANT_GROUP; fp8_block_scaling_gemm by SM version: its sm_89 blockwise kernel on Ada, its
+  vendored DeepGEMM at that copy's heuristic on Hopper); the rows labelled `deepgemm` on Blackwell
+  (DeepGEMM's fp8_swap_ab_gemm) -> `deepgemm_fp8_block_gemm` after TensorRT-LLM's Triton 1x128
+  quantizer (QUANT_GROUP_TRITON); nvfp4 -> `trtllm_nvfp4_gemm`
   (QUANT_FP4).
 
 Weight copies per measured call (the collectors', analysis/validation/weight_copies.py): vLLM 6
@@ -40,13 +42,13 @@ from mpsim.library.flashinfer_gemm import FLASHINFER_FP8_BLOCK_GEMM, FLASHINFER_
 from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
+    QUANT_GROUP_TRITON,
     QUANT_TENSOR_TRT,
     QUANT_TOKEN_SGL,
     QUANT_TOKEN_VLLM,
 )
 from mpsim.library.triton_fp8 import TRITON_FP8_BLOCK_GEMM
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_BLOCK_GEMM, TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
-from mpsim.sim.gpu.arch import generation
 
 FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
 # (framework, kernel_source, w_format) -> (kernel, activation quantization of the call)
@@ -59,15 +61,10 @@ SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("sglang", "sglang_sgl_kernel_fp8_scaled_mm", "fp8"): (CUTLASS_FP8_GEMM, QUANT_TOKEN_SGL),
     ("sglang", "sglang_deepgemm_gemm_nt_f8f8bf16", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "torch_flow", "fp8"): (TRTLLM_FP8_GEMM, QUANT_TENSOR_TRT),
-    ("trtllm", "torch_flow", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
-    ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
+    ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP),
+    ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP_TRITON),
     ("trtllm", "torch_flow", "nvfp4"): (TRTLLM_NVFP4_GEMM, QUANT_FP4),
     ("vllm", "TritonFp8BlockScaledMMKernel", "fp8-block"): (TRITON_FP8_BLOCK_GEMM, QUANT_GROUP),
-}
-# the same measured op running another kernel on Ada: TensorRT-LLM's fp8_block GEMM is its own
-# sm_89 blockwise kernel there (mpsim/library/trtllm_fp8.py), the DeepGEMM design elsewhere
-ADA_SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
-    ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP),
 }
 SGLANG_COPIES = 6  # collector/sglang/collect_gemm.py: up to 6 quantize + GEMM pairs (its memory
 #                   budget is never reached by these shapes)
@@ -84,8 +81,6 @@ def scaled_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> tuple[str, int]:
     framework = str(row.get("framework") or "").lower()
     source = str(row.get("kernel_source") or "")
     found = SCALED_KERNELS.get((framework, source, fmt))
-    if generation(hw) == "ampere" and (framework, source, fmt) in ADA_SCALED_KERNELS:
-        found = ADA_SCALED_KERNELS[(framework, source, fmt)]
     if found is None:
         raise NotModelledError(f"{fmt} GEMM kernel {source or 'unnamed'} ({framework or 'no framework'}) "
                                "is not modelled")

@@ -176,6 +176,10 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int, int | None, int, str]
     trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
         else trtllm_fp8.fp8_heuristic(m, n, sms)),
+    # fp8_block_scaling_gemm: the sm_89 blockwise kernel on Ada, the vendored DeepGEMM on Hopper
+    trtllm_fp8.TRTLLM_FP8_BLOCK_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
+        trtllm_fp8.fp8_block_sm89_config(m, n) if arch == "ada"
+        else trtllm_fp8.fp8_block_sm90_config(m, n, k, sms)),
     # TensorRT-LLM's weight-only kernels: the GEMV's layout and fpA_intB's tiles by SM version
     trtllm.TRTLLM_FPAINTB: lambda kernel, m, n, k, bits, group, sms, arch: trtllm.engine_config(
         m, n, k, bits, sms, arch),

@@ -28,8 +28,15 @@ protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quan
 - QUANT_TENSOR_TRT: TensorRT-LLM's quantize_e4m3_per_tensor (an amax reduction, the quantize): 2
   kernels, 32 rows per SM (ASSUMPTION).
 - QUANT_GROUP: per-token-group 1x128 e4m3 (vLLM per_token_group_quant_fp8, SGLang
-  sglang_per_token_group_quant_fp8, TensorRT-LLM fp8_quantize_1x128): 1 kernel, 32 rows per SM
-  (ASSUMPTION).
+  sglang_per_token_group_quant_fp8, TensorRT-LLM fp8_quantize_1x128): 1 kernel, a warp (or half
+  of one) per 128-value group, 32 rows per SM (ASSUMPTION).
+- QUANT_GROUP_TRITON: TensorRT-LLM's Triton 1x128 quantizer on Blackwell (fp8_utils.py
+  `per_token_quant_and_transform`, before DeepGEMM's fp8_swap_ab_gemm): grid (ceil(K / 512), 64),
+  one warp a program, each walking the tokens t, t + 64, ... and, per token, its four 128-value
+  groups in turn (UE8M0 scales packed four to an int32): a round is four group rounds
+  (QUANT_GROUPS_IN_TURN), the programs along K run side by side (no K factor on the round), and the
+  token loop's 6-deep pipeline (NUM_STAGES) keeps later tokens' loads in flight, so rounds repeat
+  per 32 rows an SM as the CUDA quantizers' do (ASSUMPTION).
 - QUANT_FP4: e2m1 with e4m3 scales per 16 values (vLLM scaled_fp4_quant, TensorRT-LLM
   fp4_quantize): 1 kernel, 32 rows per SM (ASSUMPTION).
 """
@@ -41,10 +48,14 @@ from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 
 SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K = 0, 1, 2
 QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QUANT_FP4 = 0, 1, 2, 3, 4, 5
+QUANT_GROUP_TRITON = 6
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
-                 QUANT_GROUP: 1, QUANT_FP4: 1}
+                 QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1}
 QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_TENSOR_TRT: 32, QUANT_GROUP: 32,
-                     QUANT_FP4: 32}
+                     QUANT_FP4: 32, QUANT_GROUP_TRITON: 32}
+# the Triton quantizer: group rounds one of its rounds takes (a program's 4 groups of 128 in turn);
+# its programs along K run side by side (no K factor on its round)
+QUANT_GROUPS_IN_TURN = {QUANT_GROUP_TRITON: 4}
 # the activation dtype a format's GEMM reads (the FP8/FP4 contract's a_dtype values)
 A_DTYPE = {"fp8": "fp8-e4m3", "fp8-block": "fp8-e4m3", "nvfp4": "fp4-e2m1", "mxfp4": "fp4-e2m1"}
 DEFAULT_GROUP = {"fp8": None, "fp8-block": 128, "nvfp4": 16, "mxfp4": 32}

@@ -12,10 +12,21 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   (`SM89_FP8_TILES`) in cuBLAS's orientation (the weights on the MMA's M side), data-parallel,
   split into K slices where cuBLAS's Ada heuristic splits its bf16 GEMMs (cublas.sm80_splits:
   ASSUMPTION that its fp8 heuristic splits alike; cuBLASLt's own tile list is not public).
-- fp8_block on Hopper: fp8_quantize_1x128, then fp8_block_scaling_gemm (TensorRT-LLM's port of
-  DeepGEMM's design): priced as `deepgemm_fp8_block_gemm`; on Blackwell the collector labels the
-  rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path): the same kernel name. On Ada (sm_89) the
-  same op runs TensorRT-LLM's own blockwise kernel, `trtllm_fp8_block_gemm`
+- fp8_block: fp8_quantize_1x128, then fp8_block_scaling_gemm, `trtllm_fp8_block_gemm`, a kernel by
+  SM version (cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_blockscale_gemm/fp8_blockscale_gemm.cu
+  `fp8_gemm_run`). On Hopper (sm_90) `gemm_dispatch` runs the DeepGEMM kernel TensorRT-LLM vendors
+  (cpp/include/tensorrt_llm/deep_gemm/, JIT-built per shape) at that copy's own heuristic
+  (jit_utils.cuh `get_best_gemm_config`), not DeepGEMM's current one (`deepgemm_fp8_block_gemm`):
+  BLOCK_M 64 when M <= 64 else 128 (no 256), BLOCK_N 16..128 in steps of 8, the fewest waves on the
+  SMs, then the fullest last wave, then the larger BLOCK_M and the narrower BLOCK_N; the deepest of
+  8..4 stages (6..4 when BLOCK_N does not divide 128) that fits 232,448 bytes of shared memory;
+  persistent, tokens on wgmma's M side, every 128-deep partial sum promoted on the CUDA cores. Below
+  M = 32 it runs the swap-AB kernel (`runGemmSwapAB`): the same rule with M and N exchanged, the
+  weights tiled by BLOCK_M rows on the MMA's M side, the tokens by BLOCK_N (`sm90_block_config`).
+  TMA multicast (M >= 1024) is left out as in the DeepGEMM room (ASSUMPTION: L2 traffic only).
+  On Blackwell the collector labels the rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path, the
+  current DeepGEMM): `deepgemm_fp8_block_gemm`. On Ada (sm_89) the same op runs TensorRT-LLM's own
+  blockwise kernel
   (cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_blockscale_gemm/ada_blockwise_gemm/, dispatched by
   fp8_blockscale_gemm_kernel.cuh gemm_dispatch_sm89, read at 302f037f): one config, 32 tokens x 128
   weight rows x 128 of K, 3 stages, 4 warps in a 2 x 2 TiledMMA of mma.sync m16n8k32 e4m3
@@ -64,7 +75,12 @@ TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
 TRTLLM_NVFP4_GEMM = "trtllm_nvfp4_gemm"
 # getDefaultGemmConfig on sm_100: CtaShape128x256x128B (tokens, weight rows; K 128 bytes of fp4)
 NVFP4_DEFAULT_TILE = (128, 256)
-TRTLLM_FP8_BLOCK_GEMM = "trtllm_fp8_block_gemm"  # Ada's blockwise kernel (module docstring)
+TRTLLM_FP8_BLOCK_GEMM = "trtllm_fp8_block_gemm"  # fp8_block_scaling_gemm by SM version (docstring)
+# TensorRT-LLM's vendored DeepGEMM on sm_90 (jit_utils.cuh): BLOCK_N candidates, stage counts, the
+# shared memory it fits them in, and the M below which gemm_dispatch swaps A and B
+SM90_BLOCK_NS = tuple(range(16, 129, 8))
+SM90_SMEM = 232448
+SM90_SWAP_BELOW = 32
 KERNELS = (TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM, TRTLLM_FP8_BLOCK_GEMM)
 # AdaBlockwiseGemmTraits as gemm_dispatch_sm89 instantiates it: (tokens, weight rows, K, stages),
 # warps (along the tokens, the weights, K)
@@ -118,10 +134,12 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
                generation: str = "hopper") -> list[LaunchConfig]:
     """The tiles a search tries on a GPU `generation` (`ampere` is Ada here: fp8 needs sm_89)."""
     if kernel == TRTLLM_FP8_BLOCK_GEMM:
-        if generation != "ampere":
-            raise ValueError(f"{kernel}: TensorRT-LLM's sm_89 blockwise kernel; on {generation} its "
-                             "fp8_block GEMM is the DeepGEMM design (deepgemm_fp8_block_gemm)")
-        return [fp8_block_sm89_config(m, n)]
+        if generation == "ampere":
+            return [fp8_block_sm89_config(m, n)]
+        if generation == "hopper":
+            return [fp8_block_sm90_config(m, n, k, sms)]
+        raise ValueError(f"{kernel}: TensorRT-LLM's sm_89 / sm_90 fp8_block_scaling_gemm; on {generation} "
+                         "it runs DeepGEMM's fp8_swap_ab_gemm (deepgemm_fp8_block_gemm)")
     if generation == "ampere":
         if kernel != TRTLLM_FP8_GEMM:
             raise ValueError(f"{kernel}: NVFP4 needs Blackwell's tensor cores, not sm_89's")
@@ -160,6 +178,50 @@ def fp8_block_sm89_config(m: int, n: int) -> LaunchConfig:
                        promote=True)
 
 
+def _sm90_smem(stages: int, k: int, rows_a: int, rows_b: int, swap: bool) -> int:
+    """Shared memory of a vendored-DeepGEMM layout (jit_utils.cuh `get_smem_size`): the output tile,
+    per stage both operands' K step and the token scales, the weight scales of all K once."""
+    k_scales = cdiv(k, FP8_BLOCK_K) * 4
+    if swap:  # rows_a weight rows, rows_b tokens
+        per_stage = (rows_a + rows_b) * FP8_BLOCK_K + cdiv(rows_b * 4, 128) * 128
+        return rows_a * rows_b * 2 + stages * per_stage + cdiv(k_scales, 8) * 8 + stages * 16
+    per_stage = (rows_a + rows_b) * FP8_BLOCK_K + rows_a * 4
+    uniform = 1 if FP8_BLOCK_K % rows_b == 0 else 2
+    return rows_a * rows_b * 2 + stages * per_stage + cdiv(k_scales * uniform, 8) * 8 + stages * 16
+
+
+def sm90_block_layout(rows: int, cols: int, k: int, sms: int, swap: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, stages) of the vendored DeepGEMM heuristic for an M = `rows` x N = `cols`
+    problem (module docstring; with `swap` rows are the weight's N and cols the tokens)."""
+    block_m = 64 if rows <= 64 else 128
+    best, best_key = SM90_BLOCK_NS[0], (0, 0, 0)
+    for block_n in SM90_BLOCK_NS:
+        tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
+        last = tiles % sms or sms
+        key = (-cdiv(tiles, sms), last, -block_n)  # fewest waves, fullest last wave, narrowest
+        if key > best_key or block_n == SM90_BLOCK_NS[0]:
+            best, best_key = block_n, key
+    choices = (8, 7, 6, 5, 4) if FP8_BLOCK_K % best == 0 else (6, 5, 4)
+    stages = next((s for s in choices if _sm90_smem(s, k, block_m, best, swap) <= SM90_SMEM), 0)
+    if not stages:
+        raise ValueError(f"{TRTLLM_FP8_BLOCK_GEMM}: no pipeline fits m x n = {rows} x {cols}, k = {k}")
+    return block_m, best, stages
+
+
+def fp8_block_sm90_config(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """fp8_block_scaling_gemm on Hopper (module docstring): the vendored DeepGEMM's layout, swap-AB
+    below M = 32 (the weights on wgmma's M side, the tokens on its N side)."""
+    if m < SM90_SWAP_BELOW:
+        weight_tile, token_tile, stages = sm90_block_layout(n, m, k, sms, swap=True)
+        return scaled_config(TRTLLM_FP8_BLOCK_GEMM, m, n, token_tile, weight_tile, FP8_BLOCK_K,
+                             SCHED_PERSISTENT, sms, swap_ab=True, promote=True,
+                             warps=4 + (4 if weight_tile <= 64 else 8), stages=stages)
+    token_tile, weight_tile, stages = sm90_block_layout(m, n, k, sms, swap=False)
+    warps = 4 + (4 if token_tile <= 64 else 8)
+    return scaled_config(TRTLLM_FP8_BLOCK_GEMM, m, n, token_tile, weight_tile, FP8_BLOCK_K,
+                         SCHED_PERSISTENT, sms, promote=True, warps=warps, stages=stages)
+
+
 def fp8_sm89_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
     """The fixed choice on Ada: the SM89 tile x split-K whose busiest SM does the least MMA work
     (cublas.least_work, the rule cuBLAS's bf16 heuristic is priced with there)."""
@@ -174,7 +236,7 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
         cfg = config or fp8_heuristic(m, n, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
     if kernel == TRTLLM_FP8_BLOCK_GEMM:
-        cfg = config or fp8_block_sm89_config(m, n)
+        cfg = config or fp8_block_sm89_config(m, n)  # off a GPU: Ada's (gemm_candidate_configs: by arch)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))
     cfg = config or nvfp4_default_config(m, n, sms)
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

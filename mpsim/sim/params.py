@@ -90,6 +90,15 @@ class SimParams:
     # at 148 x 80 B/clk for every load they were priced 38% fast (27% before). One Blackwell device:
     # an assumption for others.
     port_bytes_per_clk_blackwell: float = 99.5
+    # The same port on Hopper (sm_90: h100-sxm, h200-sxm) for TMA bulk copies; the chip's L2 stays
+    # SMs x port_bytes_per_clk, so an SM running alone pulls more than its share of a busy chip. Set
+    # from the H200 bf16 cuBLAS rows of vLLM 0.24.0 and TensorRT-LLM 1.3.0rc20 (400-row `stacks`
+    # samples; all-band MAPE 7.8 / 7.2 / 7.0 / 7.1 / 7.1 / 7.3% and 7.6 / 7.6 / 7.4 / 7.3 / 7.4 / 7.5%
+    # at 49.76 (the chip's share, before) / 56 / 60 / 64 / 68 / 72): 64. Checked on rows not used:
+    # H100 vLLM bf16 7.4 -> 7.1%, H200 vLLM / SGLang fp8 12.6 / 13.0 -> 11.3 / 12.1%, and TensorRT-
+    # LLM's few-CTA fp8_block rows (one to a dozen CTAs streaming 128-row weight slabs: a lone
+    # CTA's 18 KB K steps land every ~137 ns, ~70 B/clk, on H200 n = 128, k = 51200).
+    port_bytes_per_clk_hopper: float = 64.0
     # The chip's L2 reads per SM and clock (at the datasheet tensor clock) where the L2 is one
     # partition (l2.partitions 1, Ada's AD102); a partitioned L2 (A100, GH100, B200) is held to SMs x
     # the port above. No datasheet or whitepaper prints it; from the L40S rows where L2 traffic binds:

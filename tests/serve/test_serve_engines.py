@@ -36,13 +36,16 @@ def test_trtllm_on_hopper_prices_the_launches_it_makes(policy: str) -> None:
     """TRT-LLM fuses RoPE and the KV append into its attention op on Hopper: those rows launch
     nothing, and the components still line up with their rows (before they did not: one error,
     "shapes (5,) and (8,) not aligned") and add up to the exact launch lists of the audited
-    iterations: mixed ones (chunks and decodes of many lengths) within the components' attention
-    error (measured: max 0.3% on fp16, as vLLM's files on this GPU), uniform ones exactly."""
+    iterations: mixed ones (chunks and decodes of many lengths) within the buckets' interpolation
+    error, uniform ones exactly. Measured (fp16): max 1.3% (stop 48; 0.8% before Hopper's TMA port
+    was set apart from the chip's L2 share), every iteration exact with buckets off: a 244-token
+    prefill's GEMMs interpolated between their 193- and 256-row corners, where one cuBLAS config's
+    time bends (11.07 / 11.40 / 12.34 / 12.35 us at M 193 / 224 / 244 / 256 for 5632 x 2048)."""
     got = _serve(policy, "trtllm", {"n": 12, "prompt": "uniform:40:300", "gen": 8, "rate": 50.0},
                  audit_every=3)
     audit = got["summary"]["pricing"]["audit"]  # type: ignore[index]
     assert audit is not None and audit["iterations"] >= 5
-    assert audit["mean_abs_rel"] < 0.002 and audit["max_abs_rel"] < 0.01
+    assert audit["mean_abs_rel"] < 0.002 and audit["max_abs_rel"] < 0.02
     lone = _serve(policy, "trtllm", {"n": 2, "prompt": 256, "gen": 8, "rate": 1e-3}, audit_every=1)
     assert lone["summary"]["pricing"]["audit"]["max_abs_rel"] < 1e-9  # type: ignore[index]
 

@@ -29,8 +29,8 @@ def _gpu(name: str) -> GpuSpec:
 
 
 @pytest.mark.parametrize(("name", "port"), [("b200-sxm", P.port_bytes_per_clk_blackwell),
-                                            ("h200-sxm", P.port_bytes_per_clk),
-                                            ("h100-sxm", P.port_bytes_per_clk),
+                                            ("h200-sxm", P.port_bytes_per_clk_hopper),
+                                            ("h100-sxm", P.port_bytes_per_clk_hopper),
                                             ("a100-sxm-80gb", P.port_bytes_per_clk)])
 def test_the_tma_port_is_the_generations_and_the_rest_h200s(name: str, port: float) -> None:
     hw = _gpu(name)

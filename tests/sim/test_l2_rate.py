@@ -31,7 +31,11 @@ def test_one_partition_l2_has_its_own_rate_and_partitioned_l2s_the_ports() -> No
     assert r.l2_Bpc * r.clock_hz == pytest.approx(P.l2_one_partition_bytes_per_clk * ds * r.sms)
     assert 4.0e12 < r.l2_Bpc * r.clock_hz < 5.5e12        # about 4.8 TB/s on L40S
     h = gpu_rates(hopper, P)
-    assert h.l2_Bpc == pytest.approx(h.port_Bpc * h.sms)   # the ports' sum: no L2 server of its own
+    # a partitioned L2 is SMs x the thread port (port_bytes_per_clk); Hopper's TMA port is wider
+    # (port_bytes_per_clk_hopper), so one busy SM pulls more than its share of a busy chip
+    assert h.l2_Bpc == pytest.approx(h.thread_port_Bpc * h.sms)
+    assert h.port_Bpc == pytest.approx(h.thread_port_Bpc * P.port_bytes_per_clk_hopper / P.port_bytes_per_clk)
+    assert h.l2_Bpc < h.port_Bpc * h.sms
 
 
 def _decode(kernel: str, batch: int, kv_len: int, heads: int, kv_heads: int, head_dim: int,

@@ -102,10 +102,14 @@ def bw_fraction(hw: GpuSpec, p: SimParams) -> float:
 
 
 def port_bytes_per_clk(hw: GpuSpec, p: SimParams) -> float:
-    """One SM's L2 port for TMA bulk copies at the datasheet tensor clock:
-    `port_bytes_per_clk_blackwell` on a Blackwell-generation file (arch.generation),
-    `port_bytes_per_clk` (H200's) on every other; thread loads take H200's everywhere."""
-    return p.port_bytes_per_clk_blackwell if generation(hw) == "blackwell" else p.port_bytes_per_clk
+    """One SM's L2 port for TMA bulk copies at the datasheet tensor clock, by generation
+    (arch.generation): `port_bytes_per_clk_blackwell`, `port_bytes_per_clk_hopper`, and
+    `port_bytes_per_clk` (the chip's L2 share per SM) on the others, which issue no TMA copies;
+    thread loads take `port_bytes_per_clk` everywhere."""
+    gen = generation(hw)
+    if gen == "blackwell":
+        return p.port_bytes_per_clk_blackwell
+    return p.port_bytes_per_clk_hopper if gen == "hopper" else p.port_bytes_per_clk
 
 
 def port_rate(t: Trip, r: GpuRates) -> float:

@@ -17,6 +17,7 @@ from mpsim.analysis.validation.eager_host import HOST_US, host_floor_us
 from mpsim.analysis.validation.fp8_rows import SCALED_KERNELS, weight_copies
 from mpsim.analysis.validation.sources import read_aic_gemm
 from mpsim.hw_models.loader import load_hardware
+from mpsim.library.scaled_gemm import QUANT_GROUP_TRITON
 
 H200, B200, L40S = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "l40s"))
 
@@ -65,9 +66,15 @@ def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
     with pytest.raises(UnrepresentableError, match="TritonFp8BlockScaledMMKernel"):  # Hopper: DeepGEMM's
         launch_rows(triton.iloc[0].to_dict(), H200)
     block = read_aic_gemm(_frame("TRTLLM", ["torch_flow"], ["fp8_block"], [64])).rows
-    # TensorRT-LLM's op runs its own blockwise kernel on Ada, the DeepGEMM design on Hopper
-    assert launch_rows(block.iloc[0].to_dict(), L40S).launches[0]["kernel"] == "trtllm_fp8_block_gemm"
-    assert launch_rows(block.iloc[0].to_dict(), H200).launches[0]["kernel"] == "deepgemm_fp8_block_gemm"
+    # TensorRT-LLM's op runs its own blockwise kernel on Ada, its vendored DeepGEMM on Hopper (the
+    # same kernel name, the config by SM version), DeepGEMM's current kernel on Blackwell
+    ada, hopper = (launch_rows(block.iloc[0].to_dict(), hw).launches[0] for hw in (L40S, H200))
+    assert ada["kernel"] == hopper["kernel"] == "trtllm_fp8_block_gemm"
+    assert json.loads(ada["config"])["sm"] == 89 and "sm" not in json.loads(hopper["config"])
+    blackwell = read_aic_gemm(_frame("TRTLLM", ["deepgemm"], ["fp8_block"], [64])).rows
+    launch = launch_rows(blackwell.iloc[0].to_dict(), B200).launches[0]
+    assert launch["kernel"] == "deepgemm_fp8_block_gemm"
+    assert json.loads(launch["config"])["quant"] == QUANT_GROUP_TRITON
     deepgemm = read_aic_gemm(_frame("VLLM", ["DeepGemmFp8BlockScaledMMKernel"], ["fp8_block"], [64])).rows
     with pytest.raises(UnrepresentableError, match="sm_89"):  # no DeepGEMM on Ada
         launch_rows(deepgemm.iloc[0].to_dict(), L40S)

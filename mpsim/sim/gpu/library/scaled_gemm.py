@@ -27,7 +27,9 @@ reads the 16-bit activations once; the quantize kernel writes them quantized wit
 Such kernels are latency-bound (one CTA or warp per token row, a reduction for the scale, then
 the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per
 row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
-its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act).
+its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-
+LLM's Triton quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and
+takes four group rounds a round.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from mpsim.kernels.launch_config import cdiv
 from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
+    QUANT_GROUP_TRITON,
+    QUANT_GROUPS_IN_TURN,
     QUANT_KERNELS,
     QUANT_NONE,
     QUANT_ROWS_PER_SM,
@@ -98,8 +102,13 @@ class ActQuantParams:
     # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); the small shapes
     # (n = k = 128: +9.4 us at M = 1 over bf16, less two launches) gave 5600
     trt_fixed_ns: float = 3000.0
-    group_round_ns: float = 1690.0    # ASSUMPTION: SGLang's small-shape per-token round (the fit on
-    #                                   H200 fp8_block rows did not move it)
+    # the 1x128 group quantizers' round (a warp's load, max-reduction and store of one group):
+    # scanned on the fp8_block rows of H200 SGLang 0.5.14 and L40S TensorRT-LLM 1.3.0rc20 (400-row
+    # `stacks` samples; all-band MAPE 13.5 / 13.6 / 13.6 / 13.7 / 16.9% and 14.0 / 14.5 / 14.7 /
+    # 15.0 / 18.3% at 200 / 400 / 500 / 600 / 1690 ns, the M 1-16 bias +9.6 -> -5.0% and +16.2 ->
+    # +3.6% at 400); checked on H100 / H200 TensorRT-LLM 1.3.0rc20's (16.9 -> 14.0%, 18.0 ->
+    # 15.5%). Before: 1690, SGLang's per-token small-shape round (an assumption).
+    group_round_ns: float = 400.0
     fp4_round_ns: float = 1690.0      # ASSUMPTION: as group_round_ns
 
 
@@ -107,7 +116,8 @@ def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:
     """(round ns, fixed ns per call) of an activation-quantization mode."""
     return {QUANT_TOKEN_VLLM: (q.vllm_round_ns, 0.0), QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
             QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
-            QUANT_FP4: (q.fp4_round_ns, 0.0)}[quant]
+            QUANT_FP4: (q.fp4_round_ns, 0.0),
+            QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0)}[quant]
 
 
 def elem_bytes(dtype: str) -> float:
@@ -235,11 +245,11 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
-def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_sm: int, r: GpuRates,
+def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_round: int, r: GpuRates,
              fixed_ns: float, name: str) -> KernelPart:
-    """A latency-bound row-wise kernel: rounds of `round_ns`, each over SMs x rows_per_sm rows."""
+    """A latency-bound row-wise kernel: rounds of `round_ns`, each over `rows_per_round` rows."""
     count = max(1, min(m, r.sms))
-    rounds = max(1.0, m / (r.sms * rows_per_sm))
+    rounds = max(1.0, m / rows_per_round)
     trip = Trip(read / count, 0.0, latency_ns=rounds * round_ns, overlap_latency=True)
     res = CtaResources(8, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res, read,
@@ -255,11 +265,13 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
         return []
     m, k = int(row["m"]), int(row["k"])
     src = float(m * k * FP16)
+    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON)
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
-                                 "fp8-block" if quant == QUANT_GROUP else str(row["w_format"])))
+                                 "fp8-block" if grouped else str(row["w_format"])))
     round_ns, fixed_ns = quant_cost(quant, q)
-    round_ns *= cdiv(k, 8192)
-    rows = QUANT_ROWS_PER_SM[quant]
+    if quant not in QUANT_GROUPS_IN_TURN:  # the Triton quantizer's programs along K run side by side
+        round_ns *= cdiv(k, 8192)
+    rows = r.sms * QUANT_ROWS_PER_SM[quant]
     parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant")]
     if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
         parts.insert(0, _rowwise(m, src, 0.0, round_ns, rows, r, 0.0, "act amax"))

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from mpsim.library.scaled_gemm import SM89
 from mpsim.library.trtllm_fp8 import KERNELS, TRTLLM_FP8_BLOCK_GEMM, TRTLLM_NVFP4_GEMM
 from mpsim.sim.gpu.library.scaled_gemm import ScaledGemmParams, scaled_gemm_work
 from mpsim.sim.gpu.rates import GpuRates
@@ -31,10 +32,20 @@ class TrtllmFp8Params(ScaledGemmParams):
     TRT-LLM 1.3.0rc20 fp8_block rows (0.706; at 1.0 M 1-16 / 17-256 were +7..+9% biased), the odd
     half 13.4 / 7.8 / 5.9% by M band; the same share as vLLM's Triton block kernel on Ada
     (triton_fp8.sm89_mma_eta 0.70): both are mma.sync fp8 loops that promote every 128-wide K block
-    on the CUDA cores. One kernel on one device."""
+    on the CUDA cores. One kernel on one device. On Hopper the same op is TensorRT-LLM's vendored
+    DeepGEMM (mpsim/library/trtllm_fp8.py `fp8_block_sm90_config`): DeepGEMM's design, priced with
+    DeepGEMM's constants (SimParams.deepgemm)."""
 
     mma_eta: float = 0.9
     block_sm89_eta: float = 0.70
+    # the vendored DeepGEMM's MMAs on Hopper (`trtllm_fp8_block_gemm` at fp8_block_sm90_config),
+    # its share of the fp8 rate in DeepGEMM's work model: fitted on the H200 TensorRT-LLM 1.3.0rc20
+    # fp8_block rows (400-row `stacks` sample; all-band MAPE 14.8 / 14.0 / 13.8 / 13.8 / 15.2% at
+    # 0.95 (DeepGEMM's own) / 0.85 / 0.80 / 0.75 / 0.65, bias -6.5 -> -2.9% at 0.80); checked on
+    # H100 1.3.0rc20's (13.4 -> 12.7%) and H200 1.2.0rc5's (8.7%). The same op's rows run 1.17x
+    # (M 17-8192) to 1.37x (M > 8192) SGLang's current-DeepGEMM rows of the same shapes (median
+    # ratio of the 29,268 shapes both H200 tables publish): an older copy of the design.
+    block_sm90_eta: float = 0.80
 
 
 def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -43,6 +54,8 @@ def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
     if row["kernel"] == TRTLLM_NVFP4_GEMM:
         gp = replace(gp, mma_eta=1.0)  # mma_eta is the cuBLASLt fp8 kernel's; fp4: SimParams.fp4_mma_eta
     elif row["kernel"] == TRTLLM_FP8_BLOCK_GEMM:
+        if int(cfg.get("sm", 0)) != SM89:  # Hopper: the vendored DeepGEMM
+            return scaled_gemm_work(row, cfg, r, p, replace(p.deepgemm, mma_eta=gp.block_sm90_eta), resident)
         gp = replace(gp, sm89_mma_eta=gp.block_sm89_eta)
     return scaled_gemm_work(row, cfg, r, p, gp, resident)
 
