@@ -85,3 +85,41 @@ def test_fa2_decode_ctas_fixed_work_holds_its_sm() -> None:
     # 142 CTAs: one an SM; 284: two an SM, resident together (an overlapped prologue: the same time)
     one, two = time(71), time(142)
     assert two - one == pytest.approx(20e-6, rel=0.15)
+
+
+def test_a_one_wave_causal_grid_runs_each_ctas_own_tiles() -> None:
+    """fa3.causal_grid: one wave (CTAs <= slots) keeps each CTA's trips by its class (id modulo the
+    query tiles); more waves deal the trips over the slots, the longest CTA at least."""
+    from mpsim.sim.gpu.library.fa3 import causal_grid
+
+    assert causal_grid((1, 2, 3), 6, 10) == ((1, 2, 3), "inner", 6)
+    assert causal_grid((1, 2, 3), 30, 10) == ((6,), "single", 10)    # 60 trips over 10 slots
+    assert causal_grid((1, 2, 9), 6, 4) == ((9,), "single", 4)       # the longest CTA binds
+
+
+def test_a_one_wave_prefill_is_set_by_its_longest_ctas_not_all_of_them() -> None:
+    """A long prompt over few heads is one wave on L40S (FA2, 8192 tokens: 128 query tiles of 64
+    rows a head), more CTAs than SMs: an SM holding the longest CTA holds a shorter one with it, so
+    the grid takes well under twice the grid of half the heads (one CTA an SM); priced as every CTA
+    the longest (before stop 48) it took about twice. FlashInfer's one-wave grid keeps its classes
+    too (its KV chunks split the few-CTA grids, so no one-CTA-an-SM twin)."""
+    from mpsim.sim.gpu.model import launch_work
+    from mpsim.sim.launch import price_launch
+
+    heads = 2
+
+    def row(h: int, kernel: str = "fa2") -> dict:
+        return attention_row(1, 8192, 8192, h, h, 128, kv_bits=16, kernel=kernel, sms=142)
+
+    r = gpu_rates(L40S, DEFAULT_PARAMS)
+    work = launch_work(row(heads), r, DEFAULT_PARAMS, 0.0)[-1].work
+    assert work.layout == "inner" and r.sms < work.total_ctas <= 2 * r.sms
+    spans = work.iters_by_class
+    assert list(spans) == sorted(spans) and spans[-1] > 4 * spans[0]  # causal: the last tile longest
+    half = launch_work(row(heads // 2), r, DEFAULT_PARAMS, 0.0)[-1].work
+    assert half.total_ctas <= r.sms and half.iters_by_class == spans
+    full, alone = (float(price_launch(row(h), L40S)["time_s"]) for h in (heads, heads // 2))
+    assert alone < full < 1.5 * alone
+    fi = launch_work(row(4, "flashinfer_attention"), r, DEFAULT_PARAMS, 0.0)[-1].work
+    assert fi.layout == "inner" and fi.total_ctas == 256 and len(fi.iters_by_class) == 64
+    assert list(fi.iters_by_class) == sorted(fi.iters_by_class)

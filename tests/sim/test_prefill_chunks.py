@@ -52,8 +52,11 @@ SAME = [
      ((7,), 284, 0.0, 32768, 2097152.0, 34614.08450704225)),
     (('flashinfer_attention', 'l40s', 2, 1024, 32, 8, 128, 8, {}),
      ((16,), 284, 20971520.0, 16384, 4194304.0, 59074.704225352114)),
+    # one wave of 112 CTAs (stop 48, fa3.causal_grid): each (query tile, KV chunk) its own trips,
+    # 7 tiles of 128 packed rows reaching 32, 64, ..., 192, 200 keys, in 2 chunks of 32-key tiles
+    # (the longest, 4 trips, was every CTA's before)
     (('flashinfer_attention', 'l40s', 1, 200, 32, 8, 128, 16, {'kv_append': True}),
-     ((4,), 112, 2457600.0, 16384, 2097152.0, 14628.57142857143)),
+     ((1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4), 112, 2457600.0, 16384, 2097152.0, 14628.57142857143)),
     (('flashinfer_trtllm', 'b200-sxm', 2, 1024, 32, 8, 128, 16, {}),
      ((16,), 148, 25165824, 65536, 8388608.0, 113359.56756756757)),
     (('flashinfer_trtllm', 'b200-sxm', 1, 3000, 32, 8, 128, 8, {}),

@@ -17,8 +17,9 @@ epilogue and O write) holds its SM: co-resident CTAs do not overlap it (stop 45:
 a CTA at the same SM time at two resident CTAs an SM as at one, ~4.5 us at head_dim 64 with a
 covering window or without one; as an overlapped prologue the model ran wide grids 16-28% fast).
 Prefill (causal, `prefill_eta`): query tile j of 64 rows visits the key tiles up to
-its last row; the grid deals the CTAs in waves over the slots (SMs x CTAs an SM), so a slot's share
-is the larger of (all tile pairs / slots) and the longest CTA, plus a prologue per CTA it runs. A
+its last row; a grid of one wave runs each CTA's own tiles (fa3.causal_grid: the longest sets the
+time), more waves are dealt over the slots (SMs x CTAs an SM), so a slot's share is the larger of
+(all tile pairs / slots) and the longest CTA; a prologue per CTA it runs. A
 chunk after cached tokens (q_len < kv_len): the queries are the last q_len positions, so tile j
 reaches min(q_len, 64 (j + 1)) + kv_len - q_len keys (flash_fwd_kernel.h
 compute_attn_1rowblock_splitkv: n_block_max = ceil(((m_block + 1) kBlockM + seqlen_k - seqlen_q) /
@@ -31,14 +32,19 @@ a benchmark's back-to-back replays (`l2_warm`, as FA3's decode). Constants: Fa2P
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa2 import FA2_DECODE, FA2_PREFILL
-from mpsim.sim.gpu.library.fa3 import decode_tiles, kv_append_part, prefill_kv_bytes, tile_spans
+from mpsim.sim.gpu.library.fa3 import (
+    causal_grid,
+    decode_tiles,
+    kv_append_part,
+    prefill_kv_bytes,
+    tile_spans,
+)
 from mpsim.sim.gpu.memory import replayed_kv_bytes, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -61,8 +67,12 @@ class Fa2Params:
     cta_ns: float = 2186.5               # per CTA, its SM's alone: block-table walk, Q load, O write
     decode_scope_us: float = 0.0         # the rest of vLLM's decode attention op
     combine_us: float = 2.081            # split-KV: the combine kernel (FA3's, not refitted)
-    prefill_eta: float = 0.5887          # share of the mma.sync peak the causal prefill loop reaches
-    prefill_tile_ns: float = 879.2       # prefill: per CTA a slot runs (prologue, epilogue)
+    # share of the mma.sync peak the causal prefill loop reaches, and per CTA a slot runs (prologue,
+    # epilogue): refitted at stop 48 with one-wave grids running each CTA's own tiles (causal_grid;
+    # 0.5887 / 879.2 before), Nelder-Mead on the even half of an 800-row stratified sample (seed 7)
+    # of the L40S vLLM 0.24.0 FA2 prefill rows: even 20.6 -> 16.9%, odd (not fitted) 19.3 -> 17.8%
+    prefill_eta: float = 0.8123
+    prefill_tile_ns: float = 1531.7
     prefill_scope_us: float = 0.0        # the rest of vLLM's prefill attention op
 
 
@@ -115,21 +125,17 @@ def fa2_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     m_blocks = cdiv(q, bm)
     res = _resources(bm, bn, d)
     occ = _occupancy(res, r)
-    slots = r.sms * occ.ctas_per_sm
-    # key tiles up to the (shifted) diagonal, all query tiles of all (sequence, head); the grid deals
-    # the CTAs in waves, so a slot's share is the larger of (all tiles / slots) and the longest CTA
+    # query tile j visits the key tiles up to its (shifted) diagonal; the grid's x is the query tile
     spans = tile_spans(q, 1, bm, bn, kv, int(cfg.get("window", 0)))
-    pairs = b * hq * sum(spans)
     ctas = m_blocks * b * hq
-    workers = min(ctas, slots)
-    per_worker = max(math.ceil(pairs / slots), max(spans))
+    iters, layout, workers = causal_grid(tuple(spans), ctas, r.sms * occ.ctas_per_sm)
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, FP16)
     if int(cfg.get("l2_warm", 0)) and io <= usable_l2(r, p):
         io = 0.0                            # replayed: Q, K, V still in L2
     trip = replace(_trip(bm, bn, d, p), mma_eta=p.fa2.prefill_eta)
-    work = KernelWork(trip, Epilogue(FP16 * q * d * b * hq / workers), (per_worker,), "single",
-                      workers, workers, res, io, setup_ns=math.ceil(ctas / workers) * p.fa2.prefill_tile_ns,
+    work = KernelWork(trip, Epilogue(FP16 * q * d * b * hq / workers), iters, layout, 1, workers,
+                      res, io, setup_ns=cdiv(ctas, workers) * p.fa2.prefill_tile_ns,
                       fixed_ns=p.fa2.prefill_scope_us * 1e3, name="fa2 prefill")
     parts = [kv_append_part(b * q, hk, d, 16, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, occ)]

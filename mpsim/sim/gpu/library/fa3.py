@@ -207,6 +207,18 @@ def tile_spans(q: int, group: int, bm: int, bn: int, kv: int | None = None,
             for j in range(cdiv(q * group, bm))]
 
 
+def causal_grid(per_class: tuple[int, ...], ctas: int, slots: int) -> tuple[tuple[int, ...], str, int]:
+    """(trips by class, KernelWork layout, CTAs simulated) of a causal prefill grid whose CTA of
+    linear id i walks per_class[i % len(per_class)] key tiles (the grid's x the query tile): in one
+    wave (ctas <= slots) every CTA runs its own trips, so the longest sets the time and an SM holds
+    only what is dealt to it; over more waves a slot takes the next CTA as it frees, so each of
+    `slots` workers runs the larger of (all trips / slots) and the longest CTA."""
+    if ctas <= slots:
+        return per_class, "inner", ctas
+    pairs = sum(per_class) * (ctas // len(per_class))
+    return (max(math.ceil(pairs / slots), max(per_class)),), "single", slots
+
+
 def causal_tiles(q: int, group: int, bm: int, bn: int, kv: int | None = None,
                  window: int = 0) -> int:
     """Key tiles a causal prefill's query tiles visit, one (sequence, head) (`tile_spans`)."""
