@@ -22,7 +22,7 @@ FP8_BLOCK_SCALES / NVFP4, no input scale, so dynamic activation quantization):
   8..4 stages (6..4 when BLOCK_N does not divide 128) that fits 232,448 bytes of shared memory;
   persistent, tokens on wgmma's M side, every 128-deep partial sum promoted on the CUDA cores. Below
   M = 32 it runs the swap-AB kernel (`runGemmSwapAB`): the same rule with M and N exchanged, the
-  weights tiled by BLOCK_M rows on the MMA's M side, the tokens by BLOCK_N (`sm90_block_config`).
+  weights tiled by BLOCK_M rows on the MMA's M side, the tokens by BLOCK_N (`fp8_block_sm90_config`).
   TMA multicast (M >= 1024) is left out as in the DeepGEMM room (ASSUMPTION: L2 traffic only).
   On Blackwell the collector labels the rows `deepgemm` (the DeepGEMM fp8_swap_ab_gemm path, the
   current DeepGEMM): `deepgemm_fp8_block_gemm`. On Ada (sm_89) the same op runs TensorRT-LLM's own
@@ -236,7 +236,7 @@ def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_siz
         cfg = config or fp8_heuristic(m, n, sms)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8",))
     if kernel == TRTLLM_FP8_BLOCK_GEMM:
-        cfg = config or fp8_block_sm89_config(m, n)  # off a GPU: Ada's (gemm_candidate_configs: by arch)
+        cfg = config or fp8_block_sm89_config(m, n)  # on a GPU: by architecture (library.ARCH_CONFIGS)
         return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))
     cfg = config or nvfp4_default_config(m, n, sms)
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("nvfp4",))

@@ -107,9 +107,11 @@ class ActQuantParams:
     # `stacks` samples; all-band MAPE 13.5 / 13.6 / 13.6 / 13.7 / 16.9% and 14.0 / 14.5 / 14.7 /
     # 15.0 / 18.3% at 200 / 400 / 500 / 600 / 1690 ns, the M 1-16 bias +9.6 -> -5.0% and +16.2 ->
     # +3.6% at 400); checked on H100 / H200 TensorRT-LLM 1.3.0rc20's (16.9 -> 14.0%, 18.0 ->
-    # 15.5%). Before: 1690, SGLang's per-token small-shape round (an assumption).
+    # 15.5%, DeepGEMM's current heuristic standing for their kernel then). Before: 1690, SGLang's
+    # per-token small-shape round (an assumption).
     group_round_ns: float = 400.0
-    fp4_round_ns: float = 1690.0      # ASSUMPTION: as group_round_ns
+    fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token small-shape round (the group
+    #                                   quantizers' too until stop 48)
 
 
 def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:

@@ -34,7 +34,7 @@ class TrtllmFp8Params(ScaledGemmParams):
     (triton_fp8.sm89_mma_eta 0.70): both are mma.sync fp8 loops that promote every 128-wide K block
     on the CUDA cores. One kernel on one device. On Hopper the same op is TensorRT-LLM's vendored
     DeepGEMM (mpsim/library/trtllm_fp8.py `fp8_block_sm90_config`): DeepGEMM's design, priced with
-    DeepGEMM's constants (SimParams.deepgemm)."""
+    DeepGEMM's constants (SimParams.deepgemm) but its own MMA share, block_sm90_eta."""
 
     mma_eta: float = 0.9
     block_sm89_eta: float = 0.70
