@@ -37,6 +37,7 @@ from mpsim.library import (
     turbomind,
     vllm,
 )
+from mpsim.library.deepgemm_sm100 import deepgemm_sm100_config
 from mpsim.library.rows import binding_window
 from mpsim.library.trtllm_fpaintb import TRTLLM_FPAINTB
 
@@ -176,6 +177,10 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int, int | None, int, str]
     trtllm_fp8.TRTLLM_FP8_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         trtllm_fp8.fp8_sm89_heuristic(m, n, k, sms) if arch == "ada"
         else trtllm_fp8.fp8_heuristic(m, n, sms)),
+    # DeepGEMM: sm_90's heuristic on Hopper, sm_100's (its own kernel) on Blackwell
+    deepgemm.DEEPGEMM_FP8_BLOCK_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
+        deepgemm_sm100_config(kernel, m, n, k, sms) if arch == "blackwell"
+        else deepgemm.deepgemm_config(m, n, k, sms)),
     # fp8_block_scaling_gemm: the sm_89 blockwise kernel on Ada, the vendored DeepGEMM on Hopper
     trtllm_fp8.TRTLLM_FP8_BLOCK_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         trtllm_fp8.fp8_block_sm89_config(m, n) if arch == "ada"

@@ -14,7 +14,8 @@ in steps of 16 (the 1D2D kernel's register bound; unroll rule: BLOCK_N <= 128, o
 divides BLOCK_N or 128), not both above 128, at least 3 pipeline stages in 232,448 bytes of
 shared memory (4 below 128 x 192); the layout with the fewest modelled L1/L2 cycles divided by
 the last wave's SM share wins. Thread-block clusters (multicast) are left out (ASSUMPTION: they
-change L2 traffic only; DeepGEMM disables them for one wave).
+change L2 traffic only; DeepGEMM disables them for one wave). On Blackwell (sm_100) the kernel and
+its heuristic are others: mpsim/library/deepgemm_sm100.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 
 from mpsim.kernels.launch_config import GPU_SMS, LaunchConfig, cdiv
+from mpsim.library.deepgemm_sm100 import deepgemm_sm100_config
 from mpsim.library.rows import Row
 from mpsim.library.scaled_gemm import SCHED_PERSISTENT, scaled_config, scaled_row
 
@@ -95,11 +97,14 @@ def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
     if generation == "ampere":
         raise ValueError(f"{kernel}: DeepGEMM runs on sm_90 / sm_100, not on Ampere or Ada "
                          "(sm_80 / sm_89)")
+    if generation == "blackwell":
+        return [deepgemm_sm100_config(kernel, m, n, k, sms)]
     return [deepgemm_config(m, n, k, sms)]
 
 
 def gemm_row(kernel: str, m: int, n: int, k: int, fmt: str, bits: int, group_size: int | None,
              bias: bool, *, on_gpu: bool, config: LaunchConfig | None, sms: int) -> Row:
-    """A DeepGEMM row (fp8-block weights, fp8 1x128 activations), its heuristic's layout by default."""
+    """A DeepGEMM row (fp8-block weights, fp8 1x128 activations), its Hopper heuristic's layout by
+    default (on a GPU by architecture: library.ARCH_CONFIGS, sm_100's in deepgemm_sm100.py)."""
     cfg = config or deepgemm_config(m, n, k, sms)
     return scaled_row(kernel, m, n, k, fmt, bits, group_size, bias, cfg, ("fp8-block",))

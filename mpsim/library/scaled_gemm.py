@@ -80,20 +80,21 @@ def token_tiles(m: int, token_tile: int, pair: bool, umma: bool = False) -> int:
 
 def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
                   sched: int, sms: int, *, swap_ab: bool = False, promote: bool = False,
-                  warps: int = 12, stages: int = 4, umma: bool = False, pair: bool = False
-                  ) -> LaunchConfig:
+                  warps: int = 12, stages: int = 4, umma: bool = False, pair: bool = False,
+                  pair_n: bool = False) -> LaunchConfig:
     """One config of a scaled GEMM kernel; grid = the tiles (data-parallel) or the persistent CTAs.
     `umma`: Blackwell's tcgen05 MMA (operands read from shared memory once per MMA, the accumulator
     in tensor memory) instead of Hopper's wgmma; `pair`: CTAs run in clusters of two along the tokens
     that share each weight tile (TMA multicast on Hopper, the 2-SM MMA on Blackwell): each loads
-    half of it."""
+    half of it; `pair_n`: clusters of two along the weights that share each token tile (a multicast
+    of the activations: DeepGEMM's swapped sm_100 layouts), each loading half of it."""
     tiles = token_tiles(m, token_tile, pair, umma) * cdiv(n, weight_tile)
     grid = tiles if sched == SCHED_DP else min(tiles, sms)
     mma_m = 8 if swap_ab else 64
     return LaunchConfig(kernel, (grid,), token_tile, weight_tile, block_k, warps, stages,
                         extra=(("sched", sched), ("swap_ab", int(swap_ab)), ("mma_m", mma_m),
                                ("promote", int(promote)), ("umma", int(umma)), ("pair", int(pair)),
-                               ("quant", QUANT_NONE)))
+                               *((("pair_n", 1),) if pair_n else ()), ("quant", QUANT_NONE)))
 
 
 def with_call(cfg: LaunchConfig, quant: int, copies: int) -> LaunchConfig:

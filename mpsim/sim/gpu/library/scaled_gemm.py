@@ -223,7 +223,8 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
     pipes = {"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {}
     w_load = wt / 2 if pair else wt  # a CTA pair shares the weight tile
-    trip = Trip(load_bytes=(tt * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
+    a_load = tt / 2 if int(cfg.get("pair_n", 0)) else tt  # ... or the token tile
+    trip = Trip(load_bytes=(a_load * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True)
