@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mpsim.kernels.launch_config import LaunchConfig, cdiv
-from mpsim.library.scaled_gemm import SCHED_PERSISTENT, scaled_config
+from mpsim.library.scaled_gemm import SCHED_PERSISTENT, scaled_config, wave_fill
 
 BLOCK_K = 128
 SMEM_CAPACITY = 232448
@@ -72,9 +72,7 @@ def _candidates(m: int, n: int, k: int, sms: int) -> list[Sm100Layout]:
 
 def _key(lay: Sm100Layout, m: int, n: int, sms: int) -> tuple[int, int, int, int, int, int]:
     """sm100.hpp's comparator as a sort key (smaller is better)."""
-    blocks = cdiv(m, lay.block_m) * cdiv(n, lay.block_n)
-    waves = cdiv(blocks, sms)
-    last = blocks % sms or sms
+    waves, last = wave_fill(cdiv(m, lay.block_m) * cdiv(n, lay.block_n), sms)
     return (0 if waves == 1 else 1, -lay.cluster_m * lay.cluster_n, waves, -last,
             lay.block_m + lay.block_n, lay.block_m * lay.block_n)
 

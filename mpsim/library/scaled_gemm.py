@@ -78,6 +78,12 @@ def token_tiles(m: int, token_tile: int, pair: bool, umma: bool = False) -> int:
     return cdiv(tiles, CLUSTER_M) * CLUSTER_M
 
 
+def wave_fill(tiles: int, sms: int) -> tuple[int, int]:
+    """(waves, tiles in the last wave) of `tiles` over `sms` SMs: the terms DeepGEMM's heuristics
+    rank layouts by (trtllm_fp8.py's vendored copy, deepgemm_sm100.py)."""
+    return cdiv(tiles, sms), tiles % sms or sms
+
+
 def scaled_config(kernel: str, m: int, n: int, token_tile: int, weight_tile: int, block_k: int,
                   sched: int, sms: int, *, swap_ab: bool = False, promote: bool = False,
                   warps: int = 12, stages: int = 4, umma: bool = False, pair: bool = False,

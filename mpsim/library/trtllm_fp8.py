@@ -69,6 +69,7 @@ from mpsim.library.scaled_gemm import (
     scaled_config,
     scaled_row,
     sm89_config,
+    wave_fill,
 )
 
 TRTLLM_FP8_GEMM = "trtllm_fp8_gemm"
@@ -196,9 +197,8 @@ def sm90_block_layout(rows: int, cols: int, k: int, sms: int, swap: bool) -> tup
     block_m = 64 if rows <= 64 else 128
     best, best_key = SM90_BLOCK_NS[0], (0, 0, 0)
     for block_n in SM90_BLOCK_NS:
-        tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
-        last = tiles % sms or sms
-        key = (-cdiv(tiles, sms), last, -block_n)  # fewest waves, fullest last wave, narrowest
+        waves, last = wave_fill(cdiv(rows, block_m) * cdiv(cols, block_n), sms)
+        key = (-waves, last, -block_n)  # fewest waves, fullest last wave, narrowest
         if key > best_key or block_n == SM90_BLOCK_NS[0]:
             best, best_key = block_n, key
     choices = (8, 7, 6, 5, 4) if FP8_BLOCK_K % best == 0 else (6, 5, 4)

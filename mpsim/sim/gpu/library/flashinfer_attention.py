@@ -116,25 +116,14 @@ def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     scope = f.decode_scope_us if decode else f.prefill_scope_us
     fixed = (scope + (f.merge_us if chunks > 1 else 0.0)) * 1e3
     res = CtaResources(4, bn * d * 2 * elem, tile * d * FP16, 1, 255)
-    out = Epilogue(b * q * hq * d * FP16 / ctas)
-    if decode:
-        slots = r.sms * ctas_sm
-        workers = min(ctas, slots)
-        # a slot's share: the larger of (all tiles / slots) and the longest CTA (waves of the grid)
-        per_worker = max(math.ceil(sum(iters) * (ctas // len(iters)) / slots), max(iters))
-        work = KernelWork(trip, replace(out, write_bytes=out.write_bytes * ctas / workers),
-                          (per_worker,), "single", workers, workers, res, reads,
-                          setup_ns=math.ceil(ctas / workers) * f.cta_ns, fixed_ns=fixed,
-                          name="flashinfer decode")
-    else:
-        # the grid's x walks (request, query tile, KV chunk), chunk fastest: a CTA's class is its id
-        # modulo tiles x chunks (fa3.causal_grid)
-        per_class = tuple(n for n in iters for _ in range(chunks))
-        by_class, layout, workers = causal_grid(per_class, ctas, r.sms * ctas_sm)
-        work = KernelWork(replace(trip, mma_eta=f.prefill_eta),
-                          replace(out, write_bytes=out.write_bytes * ctas / workers), by_class, layout,
-                          1, workers, res, reads, setup_ns=math.ceil(ctas / workers) * f.cta_ns,
-                          fixed_ns=fixed, name="flashinfer prefill")
+    # the grid's x walks (request, query tile, KV chunk), chunk fastest: a CTA's class is its id
+    # modulo tiles x chunks (fa3.causal_grid; a decode's one tile is one class)
+    per_class = iters if decode else tuple(n for n in iters for _ in range(chunks))
+    by_class, layout, workers = causal_grid(per_class, ctas, r.sms * ctas_sm)
+    work = KernelWork(trip if decode else replace(trip, mma_eta=f.prefill_eta),
+                      Epilogue(b * q * hq * d * FP16 / workers), by_class, layout, 1, workers, res,
+                      reads, setup_ns=math.ceil(ctas / workers) * f.cta_ns, fixed_ns=fixed,
+                      name="flashinfer decode" if decode else "flashinfer prefill")
     bits = 8 if elem == 1 else 16
     parts = [kv_append_part(b * q, hk, d, bits, r, p)] if int(cfg.get("kv_append", 0)) else []
     return [*parts, KernelPart(work, Occupancy(ctas_sm, 2, False, "smem"))]
