@@ -186,3 +186,32 @@ def test_op_prices_a_library_kernel_at_its_choice_for_the_device(capsys: pytest.
              "--bits", "8", "--kernel", "triton_fp8_block_gemm", "--hw", "h200-sxm"]
     assert main(block) == 2
     assert "triton_fp8_block_gemm: modelled on sm_89 only" in capsys.readouterr().err
+
+
+def test_a_replayed_quantizer_finds_its_input_in_adas_l2_only() -> None:
+    """TensorRT-LLM's per-tensor quantizer (amax, quantize) before an fp8 GEMM: a collector's call
+    reads the same 16-bit input every time, so on L40S's one-partition L2 both kernels find its
+    29.4 MB (a 3584 x 4096 input; the quantized copy, a weight copy and the output pass between two
+    reads) and read nothing of it from DRAM; outside a replay, or on H200's partitioned L2 (the
+    docstring of `source_hits` names the rows), all of it comes from DRAM."""
+    from mpsim.library.scaled_gemm import QUANT_TENSOR_TRT, with_call
+    from mpsim.sim.gpu.library.scaled_gemm import quant_parts, source_hits
+    from mpsim.sim.gpu.rates import gpu_rates
+
+    m, n, k = 3584, 32, 4096
+    src = m * k * 2
+    cfg0 = fp8_sm89_heuristic(m, n, k)
+    row = gemm_row(m, n, k, "fp8", 8, kernel=TRTLLM_FP8_GEMM, config=cfg0)
+    for hw, copies, found in ((L40S, 5, src), (L40S, 0, 0), (load_hardware("h200-sxm"), 5, 0)):
+        r = gpu_rates(hw, DEFAULT_PARAMS)
+        cfg = json.loads(gemm_row(m, n, k, "fp8", 8, kernel=TRTLLM_FP8_GEMM,
+                                  config=with_call(cfg0, QUANT_TENSOR_TRT, copies))["config"])
+        assert source_hits(row, cfg, r, DEFAULT_PARAMS) == found
+        parts = quant_parts(row, cfg, r, DEFAULT_PARAMS.fp8_act, found)
+        assert [p.work.dram_read_bytes for p in parts] == [src - found] * 2
+        assert [p.work.trip.load_bytes * p.work.total_ctas for p in parts] == pytest.approx([src] * 2)
+    # an input larger than the L2 is not found (the stream between two reads overflows it)
+    big = gemm_row(16384, n, k, "fp8", 8, kernel=TRTLLM_FP8_GEMM, config=cfg0)
+    cfg = json.loads(gemm_row(16384, n, k, "fp8", 8, kernel=TRTLLM_FP8_GEMM,
+                              config=with_call(cfg0, QUANT_TENSOR_TRT, 5))["config"])
+    assert source_hits(big, cfg, gpu_rates(L40S, DEFAULT_PARAMS), DEFAULT_PARAMS) == 0
