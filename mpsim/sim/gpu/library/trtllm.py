@@ -136,8 +136,15 @@ class TrtllmParams:
     # TRT-LLM 1.3.0rc20 tables (bf16 FMHA, FP8 FMHA, fp8-cache XQA and MMHA rows apart), the odd half
     # checked (docs/validation.md#trtllm-attention-on-ada); one kernel on one device each
     sm89_fmha_eta: float = 0.6339       # share of the mma.sync peak of the bf16 context main loop
-    sm89_fmha_fp8_eta: float = 0.515    # the same for the FP8 FMHA's 64-row kernels (fp8 peak)
     sm89_fmha_fp8_wide_eta: float = 0.250  # the FP8 FMHA's 128 x 128 kernels (head_dim <= 64)
+    # the FP8 FMHA's 64-row kernels (fp8 peak; was 0.515 with head_dim 256 among them) and its
+    # head_dim-256 builds apart (setup.py's limited QK / V fragments and no ldgsts: the config's
+    # `sync_loads`; the L40S rows take 6.3x the head-128 kernel's time at 2x its FLOPs at isl >
+    # 8192, 1.6-1.9x the bf16 tiled kernel's): Nelder-Mead together on the even half of the FP8
+    # FMHA rows of a 1,200-row `stacks` sample (seed 7) of l40s/attention/trtllm/1.3.0rc20/
+    # context_attention_perf.parquet, 24.5 -> 17.2% (odd half 25.3 -> 17.5%; stop 49)
+    sm89_fmha_fp8_eta: float = 0.5778
+    sm89_fmha_fp8_limited_eta: float = 0.162
     sm89_fmha_scope_us: float = 2.630   # the op's fixed cost on Ada beyond its 2 kernels' launches
     sm89_fmha_tile_ns: float = 389.9    # per query-tile CTA: prologue and epilogue
     sm89_softmax_ops: float = 7.462     # fp32 lane-ops per score: FA2's (FA3's count), not fitted

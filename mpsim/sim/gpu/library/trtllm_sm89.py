@@ -29,11 +29,22 @@ from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Tri
 from mpsim.traces.accounting import FP16
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
+    from mpsim.sim.gpu.library.trtllm import TrtllmParams
     from mpsim.sim.params import SimParams
 
 # registers a thread: not read (no sm_89 cubin resource table here); the 255 cap of FA2's forward
 # kernels at 128 threads, an assumption (two CTAs an SM by registers)
 FMHA_REGS = 255
+
+
+def _fmha_eta(t: TrtllmParams, fp8: bool, rows: int, limited: bool) -> float:
+    """The main loop's share of the mma.sync peak: the bf16 kernels', the FP8 FMHA's by build
+    (128-row tiles; head_dim 256's limited fragments; the other 64-row tiles)."""
+    if not fp8:
+        return t.sm89_fmha_eta
+    if rows == 128:
+        return t.sm89_fmha_fp8_wide_eta
+    return t.sm89_fmha_fp8_limited_eta if limited else t.sm89_fmha_fp8_eta
 
 
 def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -52,8 +63,7 @@ def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d,
                 pipes={"fp32": bm * bn * t.sm89_softmax_ops}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16",
-                mma_eta=(t.sm89_fmha_eta if not fp8 else t.sm89_fmha_fp8_wide_eta if bm == 128
-                         else t.sm89_fmha_fp8_eta),
+                mma_eta=_fmha_eta(t, bool(fp8), bm, bool(int(cfg.get("sync_loads", 0)))),
                 smem_bytes=FMHA_WARPS * bn * d * 2 * elem)
     io = elem * b * q * d * hq + prefill_kv_bytes(row, elem)   # re-reads of K/V hit in L2
     # the output in bf16 as the trace's accounting writes every attention row's (the roofline's floor);
