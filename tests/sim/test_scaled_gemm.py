@@ -141,6 +141,28 @@ def test_the_calls_activation_quantization_adds_its_kernels_and_time() -> None:
         with_call(base, QUANT_NONE, -1)
 
 
+def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> None:
+    """QUANT_TOKEN_VLLM: a lone row's latency (`vllm_row_ns`), then its rows at the round's rate
+    (`vllm_round_ns` a round of SMs x 2 rows), a partial round costing its share; the other modes
+    keep whole rounds from M = 1."""
+    from mpsim.library.scaled_gemm import QUANT_ROWS_PER_SM, QUANT_TOKEN_VLLM
+    from mpsim.sim.gpu.library.scaled_gemm import quant_parts
+
+    r, q = gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS.fp8_act
+    rows = r.sms * QUANT_ROWS_PER_SM[QUANT_TOKEN_VLLM]
+
+    def latency(m: int, quant: int) -> float:
+        (part,) = [p for p in quant_parts({"m": m, "n": 128, "k": 4096, "w_format": "fp8"},
+                                          {"quant": quant}, r, q) if p.work.name == "act quant"]
+        lat = part.work.trip.latency_ns
+        assert lat is not None
+        return lat
+
+    assert latency(1, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + q.vllm_round_ns / rows)
+    assert latency(10 * rows, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + 10 * q.vllm_round_ns)
+    assert latency(1, QUANT_TENSOR_TRT) == pytest.approx(q.trt_round_ns)  # one whole round
+
+
 def test_weights_a_benchmark_replays_from_l2_skip_dram() -> None:
     """A measured call's weight copies (`w_copies`) go through the replay rule cuBLAS's rows use
     (memory.py replay_hits): one 16.8 MB copy stays in H200's L2 between calls, six do not."""

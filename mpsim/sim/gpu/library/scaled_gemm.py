@@ -94,6 +94,13 @@ class ActQuantParams:
     negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
 
     vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
+    # vLLM's per-token quantizer: a lone row's latency, its rows then streaming at the round's rate
+    # (the H200 / H100 rows, fp8 less bf16 at N = 128: flat 2.0-2.5 us to M = 64, then 7.0 ns a
+    # row to M = 32768; a whole round of 1870 ns from M = 1 left M <= 16 +9-12% biased). Fitted on
+    # the even half of the CutlassFP8ScaledMMLinearKernel rows of an 800-row `stacks` sample (seed
+    # 7) of h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet with the round (1920 there: kept at 1870):
+    # odd half 12.3 -> 10.8% (stop 49)
+    vllm_row_ns: float = 910.0
     # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
     # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
     sgl_round_ns: float = 800.0
@@ -249,12 +256,17 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
 
 
 def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_round: int, r: GpuRates,
-             fixed_ns: float, name: str, dram_read: float | None = None) -> KernelPart:
-    """A latency-bound row-wise kernel: rounds of `round_ns`, each over `rows_per_round` rows;
-    `read` bytes through the L2 ports, `dram_read` of them from DRAM (default all)."""
+             fixed_ns: float, name: str, dram_read: float | None = None,
+             lone_ns: float | None = None) -> KernelPart:
+    """A latency-bound row-wise kernel: rounds of `round_ns`, each over `rows_per_round` rows, or
+    with `lone_ns` rows streaming at that rate after a lone row's latency (a partial round costs
+    its share); `read` bytes through the L2 ports, `dram_read` of them from DRAM (default all)."""
     count = max(1, min(m, r.sms))
-    rounds = max(1.0, m / rows_per_round)
-    trip = Trip(read / count, 0.0, latency_ns=rounds * round_ns, overlap_latency=True)
+    if lone_ns is None:
+        latency = max(1.0, m / rows_per_round) * round_ns
+    else:
+        latency = lone_ns + m / rows_per_round * round_ns
+    trip = Trip(read / count, 0.0, latency_ns=latency, overlap_latency=True)
     res = CtaResources(8, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res,
                       read if dram_read is None else dram_read, dram_write_bytes=write,
@@ -300,7 +312,8 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
     if quant not in QUANT_GROUPS_IN_TURN:  # the Triton quantizer's programs along K run side by side
         round_ns *= cdiv(k, 8192)
     rows, dram = r.sms * QUANT_ROWS_PER_SM[quant], src - min(src, src_hit)
-    parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant", dram)]
+    lone = q.vllm_row_ns if quant == QUANT_TOKEN_VLLM else None
+    parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant", dram, lone)]
     if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
         parts.insert(0, _rowwise(m, src, 0.0, round_ns, rows, r, 0.0, "act amax", dram))
     parts[0] = KernelPart(replace(parts[0].work, fixed_ns=fixed_ns), parts[0].occupancy)
