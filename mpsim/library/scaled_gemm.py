@@ -26,7 +26,12 @@ protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quan
 - QUANT_TOKEN_SGL: SGLang's sgl_per_token_quant_fp8, one kernel, one warp per token (32 rows per
   SM: ASSUMPTION from its 0.4 ns per row on the same rows of the SGLang file).
 - QUANT_TENSOR_TRT: TensorRT-LLM's quantize_e4m3_per_tensor (an amax reduction, the quantize): 2
-  kernels, 32 rows per SM (ASSUMPTION).
+  kernels, neither by rows (cpp/tensorrt_llm/common/cudaFp8Utils.cu at 106ff7ce,
+  invokeComputeScalesAndQuantizeMatrix's PER_TENSOR branch): computeFP8QuantizeScale on a fixed
+  grid of 1024 CTAs of 1024 threads, each a grid-stride max over all the elements, a block
+  reduction and one atomicMax (QUANT_TRT_AMAX_GRID, QUANT_TRT_AMAX_THREADS), then
+  invokeQuantizeMatrix's scaleMatrixPerTensorVec, 256-thread CTAs of 8 values a thread a pass
+  (QUANT_TRT_ELEMENTS), up to 65,536 CTAs, grid-stride beyond.
 - QUANT_GROUP: per-token-group 1x128 e4m3 (vLLM per_token_group_quant_fp8, SGLang
   sglang_per_token_group_quant_fp8, TensorRT-LLM fp8_quantize_1x128): 1 kernel, a warp (or half
   of one) per 128-value group, 32 rows per SM (ASSUMPTION).
@@ -51,8 +56,11 @@ QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QU
 QUANT_GROUP_TRITON = 6
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
                  QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1}
-QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_TENSOR_TRT: 32, QUANT_GROUP: 32,
+QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
                      QUANT_FP4: 32, QUANT_GROUP_TRITON: 32}
+# TensorRT-LLM's per-tensor quantizer (QUANT_TENSOR_TRT above): the amax kernel's grid and CTA
+# threads, the quantize kernel's values a thread a pass
+QUANT_TRT_AMAX_GRID, QUANT_TRT_AMAX_THREADS, QUANT_TRT_ELEMENTS = 1024, 1024, 8
 # the Triton quantizer: group rounds one of its rounds takes (a program's 4 groups of 128 in turn);
 # its programs along K run side by side (no K factor on its round)
 QUANT_GROUPS_IN_TURN = {QUANT_GROUP_TRITON: 4}

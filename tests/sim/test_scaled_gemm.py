@@ -163,6 +163,24 @@ def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> N
     assert latency(1, QUANT_TENSOR_TRT) == pytest.approx(q.trt_round_ns)  # one whole round
 
 
+def test_trtllms_per_tensor_quantizer_runs_its_sources_grids() -> None:
+    """cudaFp8Utils.cu's PER_TENSOR branch: the amax on 1024 CTAs of 1024 threads whatever the
+    tensor (waves of the CTAs an SM holds by threads: 2 on H200, 1 on L40S), the quantize a round
+    per grid-stride pass of 8 values a thread; fixed cost on the first kernel."""
+    from mpsim.sim.gpu.library.scaled_gemm import amax_latency, quant_latency, quant_parts
+
+    q = DEFAULT_PARAMS.fp8_act
+    h200, l40s = gpu_rates(H200, DEFAULT_PARAMS), gpu_rates(load_hardware("l40s"), DEFAULT_PARAMS)
+    assert amax_latency(q, h200) == pytest.approx(4 * q.trt_round_ns)   # ceil(1024 / (132 x 2))
+    assert amax_latency(q, l40s) == pytest.approx(8 * q.trt_round_ns)   # ceil(1024 / 142)
+    passes = 32768 * 4096 / (h200.sms * h200.max_warps * 32 * 8)
+    assert quant_latency(QUANT_TENSOR_TRT, 32768, 4096, q, h200) == pytest.approx(passes * q.trt_round_ns)
+    assert quant_latency(QUANT_TENSOR_TRT, 1, 4096, q, h200) == pytest.approx(q.trt_round_ns)
+    parts = quant_parts({"m": 1, "n": 128, "k": 128, "w_format": "fp8"}, {"quant": QUANT_TENSOR_TRT}, h200, q)
+    assert [p.work.name for p in parts] == ["act amax", "act quant"]
+    assert [p.work.fixed_ns for p in parts] == [q.trt_fixed_ns, 0.0]
+
+
 def test_weights_a_benchmark_replays_from_l2_skip_dram() -> None:
     """A measured call's weight copies (`w_copies`) go through the replay rule cuBLAS's rows use
     (memory.py replay_hits): one 16.8 MB copy stays in H200's L2 between calls, six do not."""

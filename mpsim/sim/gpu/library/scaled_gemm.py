@@ -29,7 +29,10 @@ the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (81
 row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
 its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-
 LLM's Triton quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and
-takes four group rounds a round.
+takes four group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows
+at the round's rate; TensorRT-LLM's per-tensor pair runs its source's grids (an amax on a fixed grid
+in waves, a quantize by grid-stride passes over the elements: `amax_latency`, `quant_latency`). A
+replayed call finds its input in L2 where `source_hits` says.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ from mpsim.library.scaled_gemm import (
     QUANT_TENSOR_TRT,
     QUANT_TOKEN_SGL,
     QUANT_TOKEN_VLLM,
+    QUANT_TRT_AMAX_GRID,
+    QUANT_TRT_AMAX_THREADS,
+    QUANT_TRT_ELEMENTS,
     SCHED_DP,
     SCHED_PERSISTENT,
     SCHED_STREAM_K,
@@ -104,11 +110,15 @@ class ActQuantParams:
     # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
     # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
     sgl_round_ns: float = 800.0
-    trt_round_ns: float = 1690.0      # ASSUMPTION: SGLang's small-shape round (TRT-LLM's rows grow too
-    #                                   little with M to say)
-    # fitted on H200 TRT-LLM 1.3.0rc20 fp8 rows (`--select fp8`, 200 sampled); the small shapes
-    # (n = k = 128: +9.4 us at M = 1 over bf16, less two launches) gave 5600
-    trt_fixed_ns: float = 3000.0
+    # TensorRT-LLM's per-tensor quantizer (its amax waves and quantize passes, `amax_latency`,
+    # `quant_latency`) and fixed cost per call: Nelder-Mead together on the even half of the
+    # torch_flow fp8 rows of an 800-row `stacks` sample (seed 7) of h200_sxm/gemm/trtllm/1.3.0rc20/
+    # gemm_perf.parquet, odd half 22.2 -> 7.6% from 1690 / 3000 (stop 49; before, by token rows:
+    # 1690, SGLang's small-shape round, an assumption, and 3000 fitted on 200 `--select fp8` rows).
+    # The round comes out near nothing: its passes are bandwidth-bound and the fixed cost holds
+    # the amax grid's waves (n = k = 128: 9.1-9.6 us over bf16 from M = 1 to 16384)
+    trt_round_ns: float = 22.9
+    trt_fixed_ns: float = 5710.0
     # the 1x128 group quantizers' round (a warp's load, max-reduction and store of one group):
     # scanned on the fp8_block rows of H200 SGLang 0.5.14 and L40S TensorRT-LLM 1.3.0rc20 (400-row
     # `stacks` samples; all-band MAPE 13.5 / 13.6 / 13.6 / 13.7 / 16.9% and 14.0 / 14.5 / 14.7 /
@@ -255,18 +265,12 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
-def _rowwise(m: int, read: float, write: float, round_ns: float, rows_per_round: int, r: GpuRates,
-             fixed_ns: float, name: str, dram_read: float | None = None,
-             lone_ns: float | None = None) -> KernelPart:
-    """A latency-bound row-wise kernel: rounds of `round_ns`, each over `rows_per_round` rows, or
-    with `lone_ns` rows streaming at that rate after a lone row's latency (a partial round costs
-    its share); `read` bytes through the L2 ports, `dram_read` of them from DRAM (default all)."""
+def _rowwise(m: int, read: float, write: float, latency_ns: float, r: GpuRates, fixed_ns: float,
+             name: str, dram_read: float | None = None) -> KernelPart:
+    """A latency-bound row-wise kernel: `latency_ns` (its rounds), overlapping `read` bytes through
+    the L2 ports, `dram_read` of them from DRAM (default all)."""
     count = max(1, min(m, r.sms))
-    if lone_ns is None:
-        latency = max(1.0, m / rows_per_round) * round_ns
-    else:
-        latency = lone_ns + m / rows_per_round * round_ns
-    trip = Trip(read / count, 0.0, latency_ns=latency, overlap_latency=True)
+    trip = Trip(read / count, 0.0, latency_ns=latency_ns, overlap_latency=True)
     res = CtaResources(8, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res,
                       read if dram_read is None else dram_read, dram_write_bytes=write,
@@ -296,6 +300,32 @@ def source_hits(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: 
                        quantized + m * n * FP16, r, p)[1]
 
 
+def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) -> float:
+    """The quantize kernel's latency: rounds of its round (quant_cost), each over SMs x
+    QUANT_ROWS_PER_SM token rows and K in 8192-value steps (the Triton group quantizer's programs
+    along K run side by side: no K factor); vLLM's per-token kernel its lone row's latency, then
+    its rows at the round's rate; TensorRT-LLM's per-tensor one a round per pass of its
+    grid-stride threads over the elements (QUANT_TRT_ELEMENTS a thread a pass)."""
+    round_ns = quant_cost(quant, q)[0]
+    if quant == QUANT_TENSOR_TRT:
+        threads = r.sms * r.max_warps * 32
+        return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
+    if quant not in QUANT_GROUPS_IN_TURN:
+        round_ns *= cdiv(k, 8192)
+    rows = r.sms * QUANT_ROWS_PER_SM[quant]
+    if quant == QUANT_TOKEN_VLLM:
+        return q.vllm_row_ns + m / rows * round_ns
+    return max(1.0, m / rows) * round_ns
+
+
+def amax_latency(q: ActQuantParams, r: GpuRates) -> float:
+    """TensorRT-LLM's per-tensor amax: its fixed grid of 1024-thread CTAs (QUANT_TRT_AMAX_GRID) in
+    waves of the CTAs an SM holds by threads, a round each (a grid-stride max, a block reduction,
+    one atomic)."""
+    per_sm = max(1, r.max_warps * 32 // QUANT_TRT_AMAX_THREADS)
+    return cdiv(QUANT_TRT_AMAX_GRID, r.sms * per_sm) * q.trt_round_ns
+
+
 def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
                 q: ActQuantParams, src_hit: float = 0.0) -> LaunchWork:
     """The activation quantization the measured call ran before the GEMM (none for QUANT_NONE);
@@ -308,15 +338,11 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
     grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON)
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
                                  "fp8-block" if grouped else str(row["w_format"])))
-    round_ns, fixed_ns = quant_cost(quant, q)
-    if quant not in QUANT_GROUPS_IN_TURN:  # the Triton quantizer's programs along K run side by side
-        round_ns *= cdiv(k, 8192)
-    rows, dram = r.sms * QUANT_ROWS_PER_SM[quant], src - min(src, src_hit)
-    lone = q.vllm_row_ns if quant == QUANT_TOKEN_VLLM else None
-    parts = [_rowwise(m, src, out, round_ns, rows, r, 0.0, "act quant", dram, lone)]
+    dram = src - min(src, src_hit)
+    parts = [_rowwise(m, src, out, quant_latency(quant, m, k, q, r), r, 0.0, "act quant", dram)]
     if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
-        parts.insert(0, _rowwise(m, src, 0.0, round_ns, rows, r, 0.0, "act amax", dram))
-    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=fixed_ns), parts[0].occupancy)
+        parts.insert(0, _rowwise(m, src, 0.0, amax_latency(q, r), r, 0.0, "act amax", dram))
+    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=quant_cost(quant, q)[1]), parts[0].occupancy)
     return parts
 
 
