@@ -11,8 +11,13 @@ A and B (the weights on the wgmma M side) with a 64 x 16 x 256 tile (weights x t
 non-persistent warp-specialized kernel: one CTA per tile); M in (64, 128] a 64 x 128 x 128 tile
 (tokens x weights), M >= 8192 with K >= 6144 256 x 128 x 128 (cooperative), else 128 x 128 x 128
 (ping-pong), all persistent in clusters of 2 x 1 (two token tiles sharing each weight tile by TMA
-multicast: `pair`). SGLang's sm90 fp8_scaled_mm dispatch is taken to be the same
-(ASSUMPTION: its file was not read). The block-scaled kernel (scaled_mm_blockwise_sm90_fp8_dispatch
+multicast: `pair`). SGLang's sm90 fp8_scaled_mm is priced at this dispatch too (ASSUMPTION), though
+its own differs (sgl-project/sglang sgl-kernel/csrc/gemm/fp8_gemm_kernel.cu `sm90_fp8_dispatch_shape`
+at 350439a5: no swap; 64 x 64 x 128 tiles to M = 256 in clusters of 1 x 8 at M = 1, 1 x 4 to 64,
+none to 256; 128 x 128 x 128 above, clusters of 2 x 1 past 1024): priced at it (stop 49, a cluster
+along the weights multicasting the token tile) the H200 SGLang fp8 rows went 12.1 -> 13.2% (bias
+-6.6 -> -8.0%, M 17-256 13.4 -> 15.7%), and refitting `sgl_round_ns` with `tile_ns` did not recover
+it (13.4%): what else differs is not found. The block-scaled kernel (scaled_mm_blockwise_sm90_fp8_dispatch
 .cuh) runs a 128 x 128 x 128 persistent tile, promoting each 128-deep block's partial sums with
 its scales on the CUDA cores as DeepGEMM does.
 
