@@ -174,18 +174,23 @@ def _smem_bytes(cfg: Mapping[str, int], rows: int, wt: int, bk: int, el: float) 
     return (wt / 64) * (64 + rows) * bk * el
 
 
+def operand_bytes(row: Mapping[str, Any]) -> tuple[float, float, float]:
+    """(weight with its scales, quantized activations with theirs, 16-bit output) of a row."""
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    group = row.get("group_size")
+    group = None if group is None or group != group else int(group)
+    return (float(weight_bytes(n, k, str(row["w_format"]), int(row["w_bits"]), group)),
+            float(activation_bytes(m, k, str(row["a_dtype"]), str(row["w_format"]))),
+            float(m * n * FP16))
+
+
 def _dram_traffic(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
                   resident: float) -> tuple[float, float, float]:
     """(DRAM reads, DRAM writes, the output's share that stays in L2) of the launch: the weight with
     its scales and the activations, less what L2 holds of them (a benchmark's replay of `w_copies`
     weight copies, memory.py `replay_hits`; the previous launch's output), and the 16-bit output,
     less what stays in L2."""
-    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    group = row.get("group_size")
-    group = None if group is None or group != group else int(group)
-    w_bytes = float(weight_bytes(n, k, str(row["w_format"]), int(row["w_bits"]), group))
-    a_bytes = float(activation_bytes(m, k, str(row["a_dtype"]), str(row["w_format"])))
-    y_bytes = float(m * n * FP16)
+    w_bytes, a_bytes, y_bytes = operand_bytes(row)
     w_hit, a_hit, y_kept = replay_hits(int(cfg.get("w_copies", 0)), w_bytes, a_bytes, y_bytes, r, p)
     reads = w_bytes - w_hit + a_bytes - max(a_hit, residency_credit(resident, a_bytes))
     return reads, y_bytes - y_kept, y_kept / y_bytes if y_bytes else 0.0
@@ -294,13 +299,9 @@ def source_hits(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: 
     outside a replay (`w_copies` 0: a model's layer)."""
     if r.l2_partitions != 1:
         return 0.0
-    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    group = row.get("group_size")
-    group = None if group is None or group != group else int(group)
-    w_bytes = float(weight_bytes(n, k, str(row["w_format"]), int(row["w_bits"]), group))
-    quantized = float(activation_bytes(m, k, str(row["a_dtype"]), str(row["w_format"])))
-    return replay_hits(int(cfg.get("w_copies", 0)), w_bytes, float(m * k * FP16),
-                       quantized + m * n * FP16, r, p)[1]
+    w_bytes, quantized, y_bytes = operand_bytes(row)
+    return replay_hits(int(cfg.get("w_copies", 0)), w_bytes, float(int(row["m"]) * int(row["k"]) * FP16),
+                       quantized + y_bytes, r, p)[1]
 
 
 def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) -> float:
