@@ -51,6 +51,8 @@ def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
                    p: SimParams, resident: float) -> LaunchWork:
     t = p.trtllm
     b, q, kv, hq, hk, d, fp8, bm, bn = context_shape(row, cfg)
+    # head_dim 256's builds: limited QK / V fragments (their MMA share) and no ldgsts (one stage)
+    limited = bool(int(cfg.get("sync_loads", 0)))
     elem = 1 if fp8 else FP16
     held = min(d, TILED_HEAD_CHUNK) if int(cfg.get("tiled", 0)) else d   # smem holds this much head
     res = CtaResources(FMHA_WARPS, bn * held * 2 * elem, bm * held * elem, 1, FMHA_REGS)
@@ -63,7 +65,7 @@ def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d,
                 pipes={"fp32": bm * bn * t.sm89_softmax_ops}, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16",
-                mma_eta=_fmha_eta(t, bool(fp8), bm, bool(int(cfg.get("sync_loads", 0)))),
+                mma_eta=_fmha_eta(t, bool(fp8), bm, limited),
                 smem_bytes=FMHA_WARPS * bn * d * 2 * elem)
     io = elem * b * q * d * hq + prefill_kv_bytes(row, elem)   # re-reads of K/V hit in L2
     # the output in bf16 as the trace's accounting writes every attention row's (the roofline's floor);
@@ -74,7 +76,7 @@ def sm89_fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
                       fixed_ns=t.sm89_fmha_scope_us * 1e3, name="trtllm sm89 context fmha")
     prep = prep_part(b, q, hq, hk, d, 8 if int(cfg.get("kv_fp8", 0)) else 16, bool(fp8), r, p)
     # two K/V buffers filled by cp.async overlap the MMAs; without ldgsts (SYNC_LOADS) they do not
-    stages = 1 if int(cfg.get("sync_loads", 0)) else 2
+    stages = 1 if limited else 2
     return [prep, KernelPart(work, Occupancy(occ.ctas_per_sm, stages, False, occ.limiter))]
 
 
