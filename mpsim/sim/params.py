@@ -99,6 +99,22 @@ class SimParams:
     # LLM's few-CTA fp8_block rows (one to a dozen CTAs streaming 128-row weight slabs: a lone
     # CTA's 18 KB K steps land every ~137 ns, ~70 B/clk, on H200 n = 128, k = 51200).
     port_bytes_per_clk_hopper: float = 64.0
+    # A TMA box's rows beyond the tensor's edge on Hopper (a scaled GEMM's last token tile past M,
+    # zero-filled): the chip's L2 load per byte of them (GpuRates.tma_edge_cost; scaled_gemm.py
+    # `edge_bytes`). DeepGEMM's maintainers: a TMA load is slower for a box crossing M's edge,
+    # "due to boundary check" (deepseek-ai/DeepGEMM issue 35). The H200 TensorRT-LLM 1.3.0rc20
+    # fp8_block rows fall as M fills a token tile (n 3072, k 12288: 62.0 / 51.4 / 39.5 / 32.3 us at M
+    # 129 / 192 / 224 / 256), the excess growing with K and with the CTAs holding such a tile (a few
+    # pay nothing visible: n 128, k 16384, M 129 takes 23.9 us), so a load on the chip, not on the
+    # SM's port. Scanned on that file's fp8_block rows (2,000-row `--select fp8` / 400-row `stacks`
+    # samples, all-band MAPE): 0 / 2 / 3 / 4 / 5 / 6 gave 12.0 / 9.2 / 8.0 / 7.7 / 8.3 / 9.8% and
+    # 13.8 / 12.8 / 12.2 / 11.7 / 11.8 / 12.5%. ASSUMPTION on the cause: a row past the edge asks
+    # the L2 as four 32-byte sectors where a row inside moves as one 128-byte line. Checked on rows
+    # not used (`--select fp8`): H100 TensorRT-LLM 12.2 -> 8.3%, H200 TensorRT-LLM 1.2.0rc5 10.1 ->
+    # 6.4%, DeepGEMM's current kernel (SGLang 13.9 -> 12.9%, vLLM 7.0 -> 6.9%), CUTLASS fp8 (vLLM
+    # 9.3 -> 9.2%, SGLang 10.3 -> 10.2%). Not on Blackwell: B200's rows moved the wrong way at 4
+    # (vLLM fp8 16.8 -> 22.7%, nvfp4 9.0 -> 16.2%, TensorRT-LLM fp8_block 8.1 -> 12.4%), so 0 there
+    tma_edge_cost: float = 4.0
     # The chip's L2 reads per SM and clock (at the datasheet tensor clock) where the L2 is one
     # partition (l2.partitions 1, Ada's AD102); a partitioned L2 (A100, GH100, B200) is held to SMs x
     # the port above. No datasheet or whitepaper prints it; from the L40S rows where L2 traffic binds:

@@ -139,7 +139,7 @@ class GpuLaunchSim:
         scale = b.trip_scale(i)
         per_cta = (t.load_bytes + t.store_bytes) * scale
         total = b.count * t.load_bytes * scale
-        served = b.count * (t.load_bytes if t.l2_bytes is None else t.l2_bytes) * scale
+        served = b.count * ((t.load_bytes if t.l2_bytes is None else t.l2_bytes) + t.edge_bytes) * scale
         stored = b.count * t.store_bytes * scale
         self.l2_bytes += served + stored
         kept = stored * self.work.l2_kept_stores  # the stores the chip's L2 takes (Ada)

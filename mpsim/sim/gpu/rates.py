@@ -57,6 +57,7 @@ class GpuRates:
     l2_partitions: int       # the hardware file's l2.partitions (None read as 2, partitioned)
     port_Bpc: float          # one SM's L2 port for TMA bulk copies (Trip.bulk)
     thread_port_Bpc: float   # ... for loads threads issue (LDG, cp.async): H200's port everywhere
+    tma_edge_cost: float     # the chip's L2 load per byte of a TMA box beyond a tensor's edge (Hopper)
     smem_Bpc: float          # one SM's shared memory
     pipes: dict[str, float]  # lanes per cycle per SM: fp32, alu, cvt, sfu, lsu, issue
     tensor_fpc: dict[str, float]  # dense tensor FLOP per cycle per SM by dtype (architectural)
@@ -151,7 +152,8 @@ def gpu_rates(hw: GpuSpec, p: SimParams, clock_hz: float | None = None) -> GpuRa
         l2_latency=l2_lat * 1e-9 * f,
         l2_bytes=hw.l2.size_MiB * 2**20,
         l2_partitions=hw.l2.partitions if hw.l2.partitions is not None else 2,
-        port_Bpc=port, thread_port_Bpc=p.port_bytes_per_clk * ds / f, smem_Bpc=p.smem_bytes_per_clk,
+        port_Bpc=port, tma_edge_cost=p.tma_edge_cost if generation(hw) == "hopper" else 0.0,
+        thread_port_Bpc=p.port_bytes_per_clk * ds / f, smem_Bpc=p.smem_bytes_per_clk,
         pipes={"fp32": cc.fp32_flops_per_clock_per_SM / 2, "alu": cc.int32_ops_per_clock_per_SM,
                "cvt": CVT_PER_CLK, "sfu": SFU_PER_CLK, "lsu": LSU_PER_CLK, "issue": ISSUE_PER_CLK},
         tensor_fpc={k: v * p.eta_mma for k, v in hw.tensor_core.flops_per_clock_per_SM.items()},

@@ -53,6 +53,8 @@ class Trip:
     bulk: bool = False                 # loads (and the kernel's stores) are TMA bulk copies
     #                                    (GpuRates.port_Bpc: Blackwell's wider port), else issued by
     #                                    threads (LDG, cp.async: thread_port_Bpc)
+    edge_bytes: float = 0.0            # the chip's L2 load of TMA box rows beyond the tensor's
+    #                                    edge (zero-filled, no data read, no port time)
     store_bytes: float = 0.0           # output stored through the port with the trip's loads (a
     #                                    persistent CTA's tiles finish inside its loop), not read
 

@@ -10,8 +10,10 @@ runs 2 max(TT, mma_m) WT BK FLOPs at the device's fp8 or fp4 tensor rate (`mma_m
 smallest token-side row count, 64 when the tokens are on wgmma's M side, 8 with swapped operands).
 With `promote` (DeepGEMM's design on Hopper) every 128-deep block's fp32 partial sums are scaled and
 added into the accumulator by the CUDA cores: `promote_ops` fp32 lane-ops per accumulator element
-per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes). Per-
-tensor / per-channel scales are applied once in the epilogue (`tile_ns`, each room's). Schedules: a
+per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes). On
+Hopper a tile holding the last token rows pays for its TMA box's rows beyond M (zero-filled) as a
+load on the chip's L2 (`edge_bytes`, SimParams.tma_edge_cost). Per-tensor / per-channel scales are
+applied once in the epilogue (`tile_ns`, each room's). Schedules: a
 data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles, or CUTLASS's
 stream-K heuristic (wo_tiled.py `_stream_k`).
 
@@ -230,6 +232,12 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     return KernelPart(work, occupancy(res, r))
 
 
+def edge_bytes(m: int, tt: int, row_bytes: float, r: GpuRates) -> float:
+    """The chip's L2 load per trip of a tile holding the last token rows: the token box's rows
+    beyond M at `r.tma_edge_cost` per byte (module docstring)."""
+    return (cdiv(m, tt) * tt - m) * row_bytes * r.tma_edge_cost
+
+
 def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
               gp: ScaledGemmParams, resident: float, name: str) -> KernelPart:
     """The GEMM kernel of a scaled-GEMM row (module docstring; Ada's: `sm89_part`)."""
@@ -252,7 +260,8 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     trip = Trip(load_bytes=(a_load * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
-                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True)
+                smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True,
+                edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles)
     reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)

@@ -1,0 +1,49 @@
+"""A TMA box's rows beyond the tensor's edge on Hopper (SimParams.tma_edge_cost): a scaled GEMM's
+last token tile past M loads the chip's L2 with its zero-filled rows, so inside one token tile more
+tokens can cost less (the H200 TensorRT-LLM fp8_block rows: n 3072, k 12288 takes 62.0 us at M 129
+and 32.3 at M 256), while a launch of a few CTAs does not feel it (n 128, k 16384, M 129: 23.9 us)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpsim.hw_models.loader import load_hardware
+from mpsim.launch_plan import gemm_row
+from mpsim.library.trtllm_fp8 import TRTLLM_FP8_BLOCK_GEMM, fp8_block_sm90_config
+from mpsim.sim.gpu.library.scaled_gemm import edge_bytes
+from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.launch import price_launch
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams, with_params
+
+H200 = load_hardware("h200-sxm")
+NO_EDGE = with_params(DEFAULT_PARAMS, {"tma_edge_cost": 0.0})
+
+
+def _us(m: int, n: int, k: int, params: SimParams = DEFAULT_PARAMS) -> float:
+    cfg = fp8_block_sm90_config(m, n, k, 132)
+    row = gemm_row(m, n, k, "fp8-block", 8, kernel=TRTLLM_FP8_BLOCK_GEMM, config=cfg)
+    return float(price_launch(row, H200, params=params)["time_s"]) * 1e6
+
+
+def test_the_rows_beyond_m_load_the_l2_at_the_cost_on_hopper_only() -> None:
+    r = gpu_rates(H200, DEFAULT_PARAMS)
+    assert r.tma_edge_cost == DEFAULT_PARAMS.tma_edge_cost == 4.0
+    assert gpu_rates(load_hardware("h100-sxm"), DEFAULT_PARAMS).tma_edge_cost == 4.0
+    for name in ("b200-sxm", "l40s", "a100-sxm-80gb"):
+        assert gpu_rates(load_hardware(name), DEFAULT_PARAMS).tma_edge_cost == 0.0
+    assert edge_bytes(129, 128, 128.0, r) == 127 * 128 * 4.0  # one row in, 127 beyond
+    assert edge_bytes(256, 128, 128.0, r) == 0.0
+    assert edge_bytes(65, 64, 128.0, r) == 63 * 128 * 4.0
+
+
+def test_a_full_token_tile_runs_faster_than_one_row_past_the_last() -> None:
+    # the same grid (2 x 64 tiles of 128 x 48) at M 129 and 256: the edge doubles the time
+    assert fp8_block_sm90_config(129, 3072, 12288, 132) == fp8_block_sm90_config(256, 3072, 12288, 132)
+    t129, t256 = _us(129, 3072, 12288), _us(256, 3072, 12288)
+    assert t129 > 1.5 * t256
+    assert _us(129, 3072, 12288, NO_EDGE) <= t256  # without the edge more M never costs less here
+
+
+def test_a_few_ctas_do_not_load_the_chip() -> None:
+    # 16 CTAs: their rows beyond M stay far below the chip's L2 rate
+    assert _us(129, 128, 16384) == pytest.approx(_us(129, 128, 16384, NO_EDGE), rel=0.02)
