@@ -113,7 +113,9 @@ class SimParams:
     # not used (`--select fp8`): H100 TensorRT-LLM 12.2 -> 8.3%, H200 TensorRT-LLM 1.2.0rc5 10.1 ->
     # 6.4%, DeepGEMM's current kernel (SGLang 13.9 -> 12.9%, vLLM 7.0 -> 6.9%), CUTLASS fp8 (vLLM
     # 9.3 -> 9.2%, SGLang 10.3 -> 10.2%). Not on Blackwell: B200's rows moved the wrong way at 4
-    # (vLLM fp8 16.8 -> 22.7%, nvfp4 9.0 -> 16.2%, TensorRT-LLM fp8_block 8.1 -> 12.4%), so 0 there
+    # (vLLM fp8 16.8 -> 22.7%, nvfp4 9.0 -> 16.2%, TensorRT-LLM fp8_block 8.1 -> 12.4%), so 0 there.
+    # Nor cuBLAS's kernels (bf16; cuBLASLt's fp8, TrtllmFp8Params.tma_edge): their rows rise
+    # through each token tile
     tma_edge_cost: float = 4.0
     # The chip's L2 reads per SM and clock (at the datasheet tensor clock) where the L2 is one
     # partition (l2.partitions 1, Ada's AD102); a partitioned L2 (A100, GH100, B200) is held to SMs x

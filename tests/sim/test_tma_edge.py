@@ -47,3 +47,15 @@ def test_a_full_token_tile_runs_faster_than_one_row_past_the_last() -> None:
 def test_a_few_ctas_do_not_load_the_chip() -> None:
     # 16 CTAs: their rows beyond M stay far below the chip's L2 rate
     assert _us(129, 128, 16384) == pytest.approx(_us(129, 128, 16384, NO_EDGE), rel=0.02)
+
+
+def test_cublaslts_fp8_kernel_pays_no_edge() -> None:
+    """TensorRT-LLM's per-tensor fp8 GEMM (cuBLASLt) rises through a token tile like cuBLAS's bf16
+    kernels (TrtllmFp8Params.tma_edge): the cost leaves its price unchanged."""
+    from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM
+
+    row = gemm_row(129, 3072, 12288, "fp8", 8, kernel=TRTLLM_FP8_GEMM)
+    shipped = price_launch(row, H200)["time_s"]
+    assert shipped == price_launch(row, H200, params=NO_EDGE)["time_s"]
+    with_edge = with_params(DEFAULT_PARAMS, {"trtllm_fp8.tma_edge": True})
+    assert price_launch(row, H200, params=with_edge)["time_s"] > 1.1 * shipped  # 22.8 -> 26.9 us

@@ -92,6 +92,7 @@ class ScaledGemmParams:
     sm89_mma_eta: float = 1.0     # Ada's mma.sync main loop (`sm89_part`): share of the fp8 rate
     #                               (ASSUMPTION: all of it, as cuBLAS's sm80 main loop is priced)
     sm89_tile_ns: float = 300.0   # Ada's epilogue per 128 x 128 outputs of a tile (`sm89_part`)
+    tma_edge: bool = True         # its token box's rows beyond M load the chip's L2 (`edge_bytes`)
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True,
-                edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles)
+                edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles if gp.tma_edge else 0.0)
     reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)

@@ -46,6 +46,12 @@ class TrtllmFp8Params(ScaledGemmParams):
     # (M 17-8192) to 1.37x (M > 8192) SGLang's current-DeepGEMM rows of the same shapes (median
     # ratio of the 29,268 shapes both H200 tables publish): an older copy of the design.
     block_sm90_eta: float = 0.80
+    # cuBLASLt's fp8 kernel pays nothing for its token box's rows beyond M (SimParams.tma_edge_cost):
+    # its rows rise through each token tile as cuBLAS's bf16 ones do (H200 TensorRT-LLM 1.3.0rc20,
+    # n 3072, k 12288: 27.6 / 33.7 / 35.3 us at M 129 / 192 / 256; n = k = 8192: 37.4 / 40.3 / 42.1),
+    # where the vendored DeepGEMM's fall (62.0 / 51.4 / 32.3). With the cost its `--select fp8` rows
+    # went 6.2 -> 6.8% (H200) and 4.8 -> 5.2% (H100); the vendored DeepGEMM (p.deepgemm's) keeps it
+    tma_edge: bool = False
 
 
 def trtllm_fp8_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
