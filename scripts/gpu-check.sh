@@ -5,7 +5,7 @@
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
 #                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
-#                        [--steps tests,kernels,attention,captures,gemlite]
+#                        [--steps tests,kernels,attention,captures,gemlite,probes]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -28,11 +28,15 @@
 #   5. runs `mpsim validate` on every capture against --hw (default h200-sxm);
 #   6. times GemLite 0.4.1's kernels (SGLang's torchao W4A16 path) at llama-3-8b's decode shapes
 #      beside mpsim's gemlite room (analysis/bench/gemlite_gpu.py), when the carried wheels hold
-#      GemLite's sdist (scripts/gpu-check-wheels.sh); without it its CSV says so.
+#      GemLite's sdist (scripts/gpu-check-wheels.sh); without it its CSV says so;
+#   7. (run right after 1) probes the two mechanisms behind the largest open fp8 errors
+#      (analysis/bench/hw_probes.py): cuBLASLt's fp8 GEMM on each collector's operand values (does
+#      the power-limited clock depend on them?) and a Triton GEMM through TMA descriptors vs
+#      pointer loads one row past a tile (do the box rows past M cost time?), ~1 minute.
 # Everything goes under --out (default out/gpu-check-<UTC time>): SUMMARY.md (steps, exit codes,
 # times, environment), log.txt, pytest-gpu.txt, bench_kernels.csv, bench_attention.csv,
-# captures/*.parquet, validate/*-{rows,summary}.csv, bench_gemlite.csv. --tar FILE also packs the
-# folder.
+# captures/*.parquet, validate/*-{rows,summary}.csv, bench_gemlite.csv, hw_probes.csv. --tar FILE
+# also packs the folder.
 # A failing step is recorded and the next one still runs; the exit code is 1 if any step failed.
 #
 # --dry-run: the same steps on this machine's CPU (the Triton interpreter) at tiny shapes (one
@@ -43,7 +47,7 @@
 # --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
-# --steps: which of the five measuring steps run (default all; dependencies always run).
+# --steps: which of the six measuring steps run (default all; dependencies always run).
 # --deadline SECONDS: a time box for the whole kit (a lent GPU's minutes are few). Each step runs
 # under `timeout` for what is left of it (and at most --max-step seconds); a step killed so is
 # recorded with exit 124 and what it wrote stays (the benchmark CSVs are flushed row by row); a step
@@ -53,7 +57,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
-GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite"
+GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite probes"
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -72,7 +76,7 @@ while [ $# -gt 0 ]; do
         --deadline) DEADLINE=$2; shift ;;
         --max-step) MAX_STEP=$2; shift ;;
         --steps) STEPS=${2//,/ }; shift ;;
-        -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -89,8 +93,8 @@ if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
 export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
 FAILED=0 START=$(date +%s) TIMED_OUT=""
 for n in $STEPS; do
-    case "$n" in tests|kernels|attention|captures|gemlite) ;;
-        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures, gemlite)" >&2; exit 2 ;;
+    case "$n" in tests|kernels|attention|captures|gemlite|probes) ;;
+        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures, gemlite, probes)" >&2; exit 2 ;;
     esac
 done
 wants() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -193,6 +197,10 @@ else
     [ -n "$BENCH_MODULES" ] && GEMM_BENCH=(--modules $BENCH_MODULES)
     [ -n "$BENCH_MODELS" ] && GEMM_BENCH+=(--models $BENCH_MODELS)
 fi
+# the probes first: a minute, and they settle the largest open fp8 errors
+PROBE_ARGS=(--out "$OUT/hw_probes.csv")
+[ "$DRY" = 1 ] && PROBE_ARGS+=(--dry-run --warm-s 0 --repeats 1 --calls 1)
+wants probes && step "hardware probes" "$PY" -P -m mpsim.analysis.bench.hw_probes "${PROBE_ARGS[@]}"
 wants tests && step "pytest -m gpu" "$PY" -P -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
 wants kernels && step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
     --out "$OUT/bench_kernels.csv"
