@@ -4,10 +4,13 @@ mpsim/sim/gpu/library/trtllm_sm100.py prices the rows. The same op on Hopper (XQ
 is the trtllm room's (mpsim/library/trtllm_attention.py).
 
 What runs, read from NVIDIA/TensorRT-LLM (cpp/tensorrt_llm/kernels/):
-- generation: xqaDispatcher.cpp sets `mUseTllmGen` on the SM100 family; `runImpl` then runs the
-  QKV-preprocessing kernel (`invokeQKVPreprocessing`: RoPE on Q and K, the new token's K/V appended
-  to the paged cache, Q converted to e4m3 when the cache is e4m3: "both the NVFP4 KV kernels and FP8
-  KV kernels uses FP8 input for Q") and then the trtllm-gen generation kernel (`TllmGenFmhaRunner`,
+- generation: xqaDispatcher.cpp sets `mUseTllmGen` on the SM100 family; `runImpl` then runs
+  `invokeBuildDecoderInfo` (gptKernels.cu: the cumulative KV lengths and the FMHA scales; "always
+  needed as cu_kv_seq_lens is needed by trtllm-gen kernels", where Hopper's XQA path skips it for
+  a plain decode, `isBuildDecoderInfoKernelNeeded`), the QKV-preprocessing kernel
+  (`invokeQKVPreprocessing`: RoPE on Q and K, the new token's K/V appended to the paged cache, Q
+  converted to e4m3 when the cache is e4m3: "both the NVFP4 KV kernels and FP8 KV kernels uses FP8
+  input for Q") and then the trtllm-gen generation kernel (`TllmGenFmhaRunner`,
   FmhaKernelType::Generation). `shouldUse` falls back to MMHA for beam search, streamingLLM and
   variable windows, and, in the stored source (not pinned to a release), above 16 query heads per
   KV head. The published B200 rows (TRT-LLM 1.3.0rc20) disagree on that one: groups of 24 and 32 run

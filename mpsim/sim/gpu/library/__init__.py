@@ -31,6 +31,7 @@ from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import KERNELS as TRTLLM_SM100_KERNELS
+from mpsim.library.trtllm_sm100 import TRTLLM_TG_DECODE
 from mpsim.sim.gpu.library import (
     act_quant,
     cublas,
@@ -119,6 +120,8 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(_config(row).get("gmma", 0))
+    if kernel == TRTLLM_TG_DECODE:  # Blackwell's generation: build decoder info, QKV prep, trtllm-gen
+        return 3
     if kernel in (TRTLLM_FMHA, TRTLLM_SM89_FMHA) or kernel in TRTLLM_SM100_KERNELS:  # QKV prep, FMHA
         return 2
     if kernel in GEMLITE_KERNELS:  # + the output's zero fill before atomic adds
