@@ -80,10 +80,27 @@ def fa3_decode_config(batch: int, num_q_heads: int, num_kv_heads: int, head_dim:
 
 
 
+def fa3_prefill_tile(head_dim: int, fp8: bool, local: bool = False) -> tuple[int, int]:
+    """(kBlockM, kBlockN) of FA3's causal forward on Hopper over a paged cache of pages shorter than
+    a key tile (vLLM's 16 tokens, SGLang's 1: paged_kv_non_TMA), by head_dim and operand width, and
+    `local` for a binding sliding window: Dao-AILab/flash-attention hopper/tile_size.h
+    `tile_size_fwd_sm90` at 07602adc (16-bit: 192 x 128 to head_dim 96 (x 160 local to 64), 128 x
+    128 to 128, 128 x 96 to 192, 128 x 80 above (x 64 local); e4m3: 192 x 160 to 64, 192 x 128 to
+    96, 128 x 160 to 192 (x 128 local above 128), 128 x 128 above (x 64 local))."""
+    if head_dim <= 96:
+        return 192, 160 if head_dim <= 64 and (fp8 or local) else 128
+    if head_dim <= 128:
+        return 128, 160 if fp8 else 128
+    if head_dim <= 192:
+        return 128, (128 if local else 160) if fp8 else 96
+    return 128, 64 if local else (128 if fp8 else 80)
+
+
 def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: int, head_dim: int,
                        *, kv_append: bool = False, sms: int = GPU_SMS,
-                       kv_len: int | None = None, window: int = 0) -> LaunchConfig:
-    """vLLM's FA3 causal prefill: 128-row query tiles x 128-key tiles, KV split by the same
+                       kv_len: int | None = None, window: int = 0, fp8: bool = False) -> LaunchConfig:
+    """vLLM's FA3 causal prefill: query x key tiles by head_dim, operand width and a binding window
+    (`fa3_prefill_tile`; 128 x 128 at head_dim 128 over a 16-bit cache), KV split by the same
     heuristic when the query tiles cannot fill the SMs. Pack-GQA (hopper/flash_api.cpp get_pack_gqa:
     a paged or varlen call with heads != kv_heads packs the KV head's query group into the rows of
     one tile): the tiles then run over q_len x group rows per (sequence, KV head). `kv_len` (None:
@@ -92,11 +109,12 @@ def fa3_prefill_config(batch: int, q_len: int, num_q_heads: int, num_kv_heads: i
     max_seqlen_k, the loaded keys with a `window`)."""
     pack = num_q_heads != num_kv_heads
     heads = num_kv_heads if pack else num_q_heads
-    q_tiles = cdiv(q_len * (num_q_heads // heads), FA3_BLOCK_M)
     keys = q_len if kv_len is None else kv_len
     window = binding_window(keys, window)
-    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(loaded_keys(keys, window), FA3_BLOCK_N))
-    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), FA3_BLOCK_M, FA3_BLOCK_N,
+    bm, bn = fa3_prefill_tile(head_dim, fp8, bool(window))
+    q_tiles = cdiv(q_len * (num_q_heads // heads), bm)
+    splits = fa3_num_splits(batch * heads * q_tiles, sms, cdiv(loaded_keys(keys, window, bm), bn))
+    return LaunchConfig(FA3_PREFILL, (q_tiles * splits, batch * heads), bm, bn,
                         head_dim, 12, 2, splits,
                         extra=(("kv_append", int(kv_append)), ("pack_gqa", int(pack)),
                                *window_entry(keys, window)))
@@ -116,7 +134,7 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     else:
         check_prefill_chunk("FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=kv_append,
-                                 sms=sms, kv_len=kv_len, window=window)
+                                 sms=sms, kv_len=kv_len, window=window, fp8=kv_bits == 8)
     if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
         cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))

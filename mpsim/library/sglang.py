@@ -49,7 +49,8 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
     else:
         check_prefill_chunk("SGLang FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = replace(fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True,
-                                         sms=sms, kv_len=kv_len), kernel=SGLANG_FA3_PREFILL)
+                                         sms=sms, kv_len=kv_len, fp8=kv_bits == 8),
+                      kernel=SGLANG_FA3_PREFILL)
     if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
         cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))
     row = attention_shape(batch, q_len, kv_len, heads, kv_heads, head_dim, kv_bits, fp8_cache(kv_bits))
