@@ -1,6 +1,7 @@
 """fp8 GEMMs on Ada (sm_89, L40S): vLLM's CUTLASS 2.x dispatch read from its source, cuBLASLt's
 SM89 tiles as TensorRT-LLM's fp8 rows run them, and the mma.sync work model (tiles padded to the
-CTA tile, CTAs as many as shared memory allows, serial split-K, the c2x epilogue's cost)."""
+CTA tile, CTAs as many as shared memory allows, serial split-K, the c2x epilogue's cost and the
+store cost of its output)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mpsim.library.cublas import SMEM_PER_CTA_BY_ARCH
 from mpsim.library.cutlass_fp8 import CUTLASS_FP8_GEMM, candidates, cutlass_fp8_sm89_heuristic
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_GEMM, fp8_sm89_candidates, fp8_sm89_heuristic
 from mpsim.sim.best_config import gemm_candidate_configs
+from mpsim.sim.gpu.rates import bw_fraction
 from mpsim.sim.launch import price_launch
 from mpsim.sim.params import DEFAULT_PARAMS
 
@@ -100,13 +102,45 @@ def test_a_partial_token_tile_runs_every_mma_of_the_tile() -> None:
 def test_the_c2x_epilogue_costs_per_output_of_each_tile() -> None:
     """`sm89_tile_ns` per 128 x 128 outputs of a tile, one tile at a time on each SM: M 4096, N 8192
     runs 1024 tiles of 256 x 128 (one CTA an SM, by registers), 7.2 tiles an SM on 142 SMs, each
-    paying 2 x sm89_tile_ns: the launch grows by more than half of 8 waves' worth (88 us of 128
-    here: not all of it lands on the critical path) and never by more."""
+    paying 2 x sm89_tile_ns: the launch grows by more than half of 8 waves' worth and never by more."""
     cutlass = DEFAULT_PARAMS.cutlass_fp8
     free = dataclasses.replace(DEFAULT_PARAMS, cutlass_fp8=dataclasses.replace(cutlass, sm89_tile_ns=0.0))
     extra = _us(4096, 8192, 1024) - _us(4096, 8192, 1024, params=free)
     waves = 8 * 2 * cutlass.sm89_tile_ns / 1e3
-    assert 0.5 * waves < extra <= waves
+    assert 0.5 * waves < extra <= waves * (1 + 1e-9)
+
+
+def _store_floor_us(m: int, n: int, cost: float) -> float:
+    """The DRAM's time for an M x N 16-bit output at `cost` bytes a byte (achievable bandwidth, a
+    written byte at 1 / dram_write_share read bytes)."""
+    bw = L40S.dram_bandwidth_Bps() * bw_fraction(L40S, DEFAULT_PARAMS) * DEFAULT_PARAMS.dram_write_share
+    return m * n * 2 * cost / bw * 1e6
+
+
+def test_the_c2x_output_streams_to_dram_at_its_store_cost() -> None:
+    """vLLM's c2x epilogue writes its output to DRAM at `sm89_store_cost` bytes a byte, even an
+    output the 96 MB L2 could hold (M 2048 x N 16384, 67 MB, 4-warp 128 x 128 tiles): the launch
+    takes at least that stream and the cost adds at least 90% of its extra bytes' time; cuBLASLt's
+    SM89 tiles (TensorRT-LLM's fp8, store cost 0) run the same shape under that floor."""
+    cost = DEFAULT_PARAMS.cutlass_fp8.sm89_store_cost
+    plain = dataclasses.replace(DEFAULT_PARAMS, cutlass_fp8=dataclasses.replace(
+        DEFAULT_PARAMS.cutlass_fp8, sm89_store_cost=0.0, sm89_store_cost_8warp=0.0))
+    t, t0 = _us(2048, 16384, 32), _us(2048, 16384, 32, params=plain)
+    assert cost > 1.0 and t >= _store_floor_us(2048, 16384, cost)
+    assert t - t0 >= 0.9 * _store_floor_us(2048, 16384, cost - 1.0)
+    trt = _us(2048, 16384, 32, kernel=TRTLLM_FP8_GEMM, config=fp8_sm89_heuristic(2048, 16384, 32))
+    assert trt < _store_floor_us(2048, 16384, cost)
+
+
+def test_the_8_warp_tile_pays_its_own_store_cost() -> None:
+    """The 256 x 128 tile (8 warps, N 4097-8192 above M 256) at `sm89_store_cost_8warp`; the 4-warp
+    128 x 128 tile of N 4096 at `sm89_store_cost`, under the 8-warp floor."""
+    wide = DEFAULT_PARAMS.cutlass_fp8.sm89_store_cost_8warp
+    assert cutlass_fp8_sm89_heuristic(4096, 8192, 32).num_warps == 8
+    assert _us(4096, 8192, 32) >= _store_floor_us(4096, 8192, wide)
+    narrow = _us(4096, 4096, 32)
+    assert _store_floor_us(4096, 4096, DEFAULT_PARAMS.cutlass_fp8.sm89_store_cost) <= narrow
+    assert narrow < _store_floor_us(4096, 4096, wide)
 
 
 def test_cublaslt_split_k_slices_share_the_k_loop() -> None:

@@ -92,6 +92,9 @@ class ScaledGemmParams:
     sm89_mma_eta: float = 1.0     # Ada's mma.sync main loop (`sm89_part`): share of the fp8 rate
     #                               (ASSUMPTION: all of it, as cuBLAS's sm80 main loop is priced)
     sm89_tile_ns: float = 300.0   # Ada's epilogue per 128 x 128 outputs of a tile (`sm89_part`)
+    sm89_store_cost: float = 0.0  # Ada: DRAM bytes per output byte of an epilogue whose output no
+    #                               L2 keeps (`sm89_part`; 0: the output follows the replay rule)
+    sm89_store_cost_8warp: float = 0.0  # ... of its 8-warp CTAs (0: sm89_store_cost)
     tma_edge: bool = True         # its token box's rows beyond M load the chip's L2 (`edge_bytes`)
 
 
@@ -208,7 +211,9 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     rows + warps along the tokens x weight rows) x K bytes; K slices add their fp32 partials in
     turn (serial split-K, a semaphore); with `promote` (a block-scaled kernel) each K step's partial
     sums are scaled into the accumulator on the CUDA cores after its MMAs (`promote_ops` lane-ops
-    per accumulator element per 128 of K). MMAs at `sm89_mma_eta` of the fp8 rate."""
+    per accumulator element per 128 of K). MMAs at `sm89_mma_eta` of the fp8 rate. With
+    `sm89_store_cost` (vLLM's c2x epilogue) the output is written to DRAM at that many bytes a
+    byte (`sm89_store_cost_8warp` for 8-warp CTAs) and no L2 keeps it."""
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
     fmt = str(row["w_format"])
     tt, wt, bk, stages = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"]), int(cfg["num_stages"])
@@ -228,6 +233,10 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     ctas = cdiv(m, tt) * cdiv(n, wt) * split
     res = CtaResources(int(cfg["num_warps"]), stage, 0.0, stages, 168)
     reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
+    cost = gp.sm89_store_cost_8warp if int(cfg["num_warps"]) == 8 else 0.0
+    cost = cost or gp.sm89_store_cost
+    if cost > 0:  # the output streams to DRAM at `cost` bytes a byte, none of it kept in L2
+        writes, kept = m * n * FP16 * cost, 0.0
     work = KernelWork(trip, epi, (cdiv(cdiv(k, bk), split),), "single", ctas, ctas, res, reads,
                       dram_write_bytes=writes, fixed_ns=gp.fixed_ns, l2_kept_stores=kept, name=name)
     return KernelPart(work, occupancy(res, r))
