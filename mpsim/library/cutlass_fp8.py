@@ -28,6 +28,18 @@ no stream-K), the ThreadblockShape / WarpShape / stages chosen by the next power
 least 16) and of N (`SM89_DISPATCH`). Every tile fits the L40S's 99 KB of shared memory per CTA, so
 the dispatch's fallback kernel (64 x 128 x 64, 5 stages, used where a tile does not fit) never runs
 there. No blockwise fp8 kernel of CUTLASS runs on sm_89 (vLLM runs its Triton kernel there).
+
+On Blackwell (sm_100) it runs CUTLASS 3.x tcgen05 kernels (`cutlass_fp8_sm100_heuristic`, read from
+csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm100_fp8_dispatch.cuh at 487e7b0e), persistent, the
+stages as many as the shared memory holds (StageCountAutoCarveout): M <= 16 swaps A and B, 128 x 32
+x 128 (weights x tokens x K) in clusters of 4 along the weights; M in (16, 64] swaps with 128 x 64
+x 256, clusters of 4, except M = 64 with K < 4096, 64 x 64 x 128 unswapped, no cluster; M in (64,
+256] 128 x 128 x 128 (tokens x weights) in clusters of 2 along the tokens; above, 256 x 128 x 128
+in clusters of 2 x 2 (the 2-SM MMA: a CTA pair of 128 token rows each splitting the weight tile,
+and two pairs along the weights sharing the token tile). mpsim's clusters are pairs: a cluster of
+4 along the weights is priced as a pair sharing the token tile (`pair_n`; each CTA loads a half of
+it, not a quarter). The blockwise kernel keeps the sm90 dispatch's tile there (its sm100 dispatch
+is not read).
 """
 
 from __future__ import annotations
@@ -87,6 +99,28 @@ def cutlass_fp8_sm89_heuristic(m: int, n: int, k: int) -> LaunchConfig:
     return sm89_config(CUTLASS_FP8_GEMM, m, n, tt, wt, bk, stages, grid, swap_ab=False)
 
 
+SM100_SMEM = 232448        # sm_100's shared memory per CTA (CUDA C++ Programming Guide, CC 10.0)
+SM100_EPI_CARVEOUT = 32768  # ASSUMPTION: the epilogue's share StageCountAutoCarveout sets aside
+
+
+def cutlass_fp8_sm100_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
+    """vLLM's sm100 fp8 dispatch (module docstring): (tokens, weights, K tile, swap, clusters)."""
+    if m <= 16:
+        tt, wt, bk, swap, pair, pair_n = 32, 128, 128, True, False, True
+    elif m <= 64 and not (m == 64 and k < 4096):
+        tt, wt, bk, swap, pair, pair_n = 64, 128, 256, True, False, True
+    elif m <= 64:
+        tt, wt, bk, swap, pair, pair_n = 64, 64, 128, False, False, False
+    elif m <= 256:
+        tt, wt, bk, swap, pair, pair_n = 128, 128, 128, False, True, False
+    else:
+        tt, wt, bk, swap, pair, pair_n = 128, 128, 128, False, True, True
+    stage = ((tt // 2 if pair_n else tt) + (wt // 2 if pair else wt)) * bk
+    stages = (SM100_SMEM - SM100_EPI_CARVEOUT) // stage
+    return scaled_config(CUTLASS_FP8_GEMM, m, n, tt, wt, bk, SCHED_PERSISTENT, sms, swap_ab=swap,
+                         umma=True, pair=pair, pair_n=pair_n, warps=8, stages=stages)
+
+
 def cutlass_fp8_block_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> LaunchConfig:
     """vLLM's sm90 blockwise dispatch: one 128 x 128 x 128 persistent tile, CUDA-core promotion."""
     return scaled_config(CUTLASS_FP8_BLOCK_GEMM, m, n, 128, 128, 128, SCHED_PERSISTENT, sms,
@@ -96,12 +130,15 @@ def cutlass_fp8_block_heuristic(m: int, n: int, k: int, sms: int = GPU_SMS) -> L
 def candidates(kernel: str, m: int, n: int, k: int, sms: int = GPU_SMS,
                generation: str = "hopper") -> list[LaunchConfig]:
     """The config the library's fixed dispatch picks on a GPU `generation` (no search: vLLM's
-    heuristic is static); `ampere` is Ada here (sm_89: no fp8 tensor cores before it)."""
+    heuristic is static); `ampere` is Ada here (sm_89: no fp8 tensor cores before it); on
+    `blackwell` the sm100 dispatch (the blockwise kernel keeps the sm90 tile)."""
     if generation == "ampere":
         if kernel != CUTLASS_FP8_GEMM:
             raise ValueError(f"{kernel}: CUTLASS has no blockwise fp8 kernel for sm_89")
         return [cutlass_fp8_sm89_heuristic(m, n, k)]
     if kernel == CUTLASS_FP8_GEMM:
+        if generation == "blackwell":
+            return [cutlass_fp8_sm100_heuristic(m, n, k, sms)]
         return [cutlass_fp8_heuristic(m, n, k, sms)]
     return [cutlass_fp8_block_heuristic(m, n, k, sms)]
 
