@@ -143,8 +143,8 @@ def test_the_calls_activation_quantization_adds_its_kernels_and_time() -> None:
 
 def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> None:
     """QUANT_TOKEN_VLLM: a lone row's latency (`vllm_row_ns`), then its rows at the round's rate
-    (`vllm_round_ns` a round of SMs x 2 rows), a partial round costing its share; the other modes
-    keep whole rounds from M = 1."""
+    (`vllm_round_cycles` at the boost clock a round of SMs x 2 rows), a partial round costing its
+    share; the other modes keep whole rounds from M = 1."""
     from mpsim.library.scaled_gemm import QUANT_ROWS_PER_SM, QUANT_TOKEN_VLLM
     from mpsim.sim.gpu.library.scaled_gemm import quant_parts
 
@@ -158,9 +158,25 @@ def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> N
         assert lat is not None
         return lat
 
-    assert latency(1, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + q.vllm_round_ns / rows)
-    assert latency(10 * rows, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + 10 * q.vllm_round_ns)
+    round_ns = q.vllm_round_cycles / r.boost_hz * 1e9
+    assert latency(1, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + round_ns / rows)
+    assert latency(10 * rows, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + 10 * round_ns)
     assert latency(1, QUANT_TENSOR_TRT) == pytest.approx(q.trt_round_ns)  # one whole round
+
+
+def test_vllms_quantizer_rows_go_as_sms_times_the_boost_clock() -> None:
+    """vLLM's per-token round is counted in SM cycles at the boost clock: L40S (142 SMs, 2520 MHz)
+    quantizes its rows at (132 x 1980) / (142 x 2520) of H200's time a row."""
+    from mpsim.library.scaled_gemm import QUANT_TOKEN_VLLM
+    from mpsim.sim.gpu.library.scaled_gemm import quant_latency
+
+    q = DEFAULT_PARAMS.fp8_act
+
+    def per_row(hw: HardwareSpec) -> float:
+        r = gpu_rates(hw, DEFAULT_PARAMS)
+        lat = [quant_latency(QUANT_TOKEN_VLLM, m, 128, q, r) for m in (4096, 32768)]
+        return (lat[1] - lat[0]) / (32768 - 4096)
+    assert per_row(load_hardware("l40s")) / per_row(H200) == pytest.approx(132 * 1980 / (142 * 2520))
 
 
 def test_trtllms_per_tensor_quantizer_runs_its_sources_grids() -> None:

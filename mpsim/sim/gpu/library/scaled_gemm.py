@@ -105,7 +105,11 @@ class ActQuantParams:
     cost per call. Fitted on H200 rows (the small shapes, n = k in 128..512, where the GEMM is
     negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
 
-    vllm_round_ns: float = 1870.0     # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows
+    # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows = 1870 ns, in SM cycles at the boost
+    # clock (1870 ns x 1.98 GHz): the rows' rate goes as SMs x clock on every GPU measured (fp8 less
+    # bf16 at N = K = 128, M 4096-32768: H100 7.06, L40S 5.4, B200 6.4 ns a row; SMs x boost clock
+    # gives 7.08 / 5.2 / 6.3 from H200's), where a round in ns priced L40S's rows 22% slow (stop 51)
+    vllm_round_cycles: float = 3702.6
     # vLLM's per-token quantizer: a lone row's latency, its rows then streaming at the round's rate
     # (the H200 / H100 rows, fp8 less bf16 at N = 128: flat 2.0-2.5 us to M = 64, then 7.0 ns a
     # row to M = 32768; a whole round of 1870 ns from M = 1 left M <= 16 +9-12% biased). Fitted on
@@ -140,9 +144,11 @@ class ActQuantParams:
     #                                   quantizers' too until stop 48)
 
 
-def quant_cost(quant: int, q: ActQuantParams) -> tuple[float, float]:
-    """(round ns, fixed ns per call) of an activation-quantization mode."""
-    return {QUANT_TOKEN_VLLM: (q.vllm_round_ns, 0.0), QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
+def quant_cost(quant: int, q: ActQuantParams, boost_hz: float) -> tuple[float, float]:
+    """(round ns, fixed ns per call) of an activation-quantization mode on a GPU whose boost clock
+    is `boost_hz` (vLLM's round is counted in its cycles)."""
+    return {QUANT_TOKEN_VLLM: (q.vllm_round_cycles / boost_hz * 1e9, 0.0),
+            QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
             QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
             QUANT_FP4: (q.fp4_round_ns, 0.0),
             QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0)}[quant]
@@ -329,7 +335,7 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     along K run side by side: no K factor); vLLM's per-token kernel its lone row's latency, then
     its rows at the round's rate; TensorRT-LLM's per-tensor one a round per pass of its
     grid-stride threads over the elements (QUANT_TRT_ELEMENTS a thread a pass)."""
-    round_ns = quant_cost(quant, q)[0]
+    round_ns = quant_cost(quant, q, r.boost_hz)[0]
     if quant == QUANT_TENSOR_TRT:
         threads = r.sms * r.max_warps * 32
         return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
@@ -365,7 +371,8 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
     parts = [_rowwise(m, src, out, quant_latency(quant, m, k, q, r), r, 0.0, "act quant", dram)]
     if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
         parts.insert(0, _rowwise(m, src, 0.0, amax_latency(q, r), r, 0.0, "act amax", dram))
-    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=quant_cost(quant, q)[1]), parts[0].occupancy)
+    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=quant_cost(quant, q, r.boost_hz)[1]),
+                          parts[0].occupancy)
     return parts
 
 
