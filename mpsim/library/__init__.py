@@ -170,8 +170,8 @@ ARCH_CONFIGS: dict[str, Callable[[str, int, int, int, int, int | None, int, str]
         m, n, k, sms, arch),
     **dict.fromkeys(gemlite.KERNELS, lambda kernel, m, n, k, bits, group, sms, arch: (
         gemlite.default_config(kernel, m, n, k, group or k, arch))),
-    # vLLM's cutlass_scaled_mm and cuBLASLt's fp8 GEMM run mma.sync kernels on Ada (vLLM's its
-    # sm100 dispatch on Blackwell)
+    # vLLM's cutlass_scaled_mm and cuBLASLt's fp8 GEMM run mma.sync kernels on Ada; vLLM's runs its
+    # sm100 dispatch on Blackwell
     cutlass_fp8.CUTLASS_FP8_GEMM: lambda kernel, m, n, k, bits, group, sms, arch: (
         cutlass_fp8.cutlass_fp8_sm89_heuristic(m, n, k) if arch == "ada"
         else cutlass_fp8.cutlass_fp8_sm100_heuristic(m, n, k, sms) if arch == "blackwell"
