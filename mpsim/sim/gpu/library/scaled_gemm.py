@@ -239,8 +239,8 @@ def sm89_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     ctas = cdiv(m, tt) * cdiv(n, wt) * split
     res = CtaResources(int(cfg["num_warps"]), stage, 0.0, stages, 168)
     reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
-    cost = gp.sm89_store_cost_8warp if int(cfg["num_warps"]) == 8 else 0.0
-    cost = cost or gp.sm89_store_cost
+    wide = int(cfg["num_warps"]) == 8 and gp.sm89_store_cost_8warp > 0
+    cost = gp.sm89_store_cost_8warp if wide else gp.sm89_store_cost
     if cost > 0:  # the output streams to DRAM at `cost` bytes a byte, none of it kept in L2
         writes, kept = m * n * FP16 * cost, 0.0
     work = KernelWork(trip, epi, (cdiv(cdiv(k, bk), split),), "single", ctas, ctas, res, reads,

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.library.trtllm_sm100 import TRTLLM_TG_CONTEXT, TRTLLM_TG_DECODE
 from mpsim.sim.gpu.library.flashinfer_trtllm import tg_decode_work, tg_prefill_work
+from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.library.trtllm_attention import prep_part
-from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.occupancy import CtaResources
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 
@@ -48,7 +49,7 @@ def decoder_info_part(batch: int) -> KernelPart:
     trip = Trip(0.0, 0.0)
     work = KernelWork(trip, Epilogue(0.0), (1,), "single", 1, 1, CtaResources(8, 0.0, 0.0, 1, 32),
                       float(batch * 4), dram_write_bytes=float(batch * 8), name="trtllm build decoder info")
-    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
+    return one_part(work)[0]
 
 
 def tg_decode_op_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
