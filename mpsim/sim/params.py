@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mpsim.sim.gpu.library.call_quant import ActQuantParams
 from mpsim.sim.gpu.library.cublas import CublasParams
 from mpsim.sim.gpu.library.cutlass_fp8 import CutlassFp8Params
 from mpsim.sim.gpu.library.deepgemm import DeepgemmParams
@@ -35,7 +36,6 @@ from mpsim.sim.gpu.library.flashinfer_gemm import FlashinferGemmParams
 from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
-from mpsim.sim.gpu.library.scaled_gemm import ActQuantParams
 from mpsim.sim.gpu.library.sglang import SglangParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.triton_fp8 import TritonFp8Params

@@ -146,7 +146,7 @@ def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> N
     (`vllm_round_cycles` at the boost clock a round of SMs x 2 rows), a partial round costing its
     share; the other modes keep whole rounds from M = 1."""
     from mpsim.library.scaled_gemm import QUANT_ROWS_PER_SM, QUANT_TOKEN_VLLM
-    from mpsim.sim.gpu.library.scaled_gemm import quant_parts
+    from mpsim.sim.gpu.library.call_quant import quant_parts
 
     r, q = gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS.fp8_act
     rows = r.sms * QUANT_ROWS_PER_SM[QUANT_TOKEN_VLLM]
@@ -168,7 +168,7 @@ def test_vllms_quantizer_rows_go_as_sms_times_the_boost_clock() -> None:
     """vLLM's per-token round is counted in SM cycles at the boost clock: L40S (142 SMs, 2520 MHz)
     quantizes its rows at (132 x 1980) / (142 x 2520) of H200's time a row."""
     from mpsim.library.scaled_gemm import QUANT_TOKEN_VLLM
-    from mpsim.sim.gpu.library.scaled_gemm import quant_latency
+    from mpsim.sim.gpu.library.call_quant import quant_latency
 
     q = DEFAULT_PARAMS.fp8_act
 
@@ -183,7 +183,7 @@ def test_trtllms_per_tensor_quantizer_runs_its_sources_grids() -> None:
     """cudaFp8Utils.cu's PER_TENSOR branch: the amax on 1024 CTAs of 1024 threads whatever the
     tensor (waves of the CTAs an SM holds by threads: 2 on H200, 1 on L40S), the quantize a round
     per grid-stride pass of 8 values a thread; fixed cost on the first kernel."""
-    from mpsim.sim.gpu.library.scaled_gemm import amax_latency, quant_latency, quant_parts
+    from mpsim.sim.gpu.library.call_quant import amax_latency, quant_latency, quant_parts
 
     q = DEFAULT_PARAMS.fp8_act
     h200, l40s = gpu_rates(H200, DEFAULT_PARAMS), gpu_rates(load_hardware("l40s"), DEFAULT_PARAMS)

@@ -229,7 +229,8 @@ def test_a_replayed_quantizer_finds_its_input_in_adas_l2_only() -> None:
     reads) and read nothing of it from DRAM; outside a replay, or on H200's partitioned L2 (the
     docstring of `source_hits` names the rows), all of it comes from DRAM."""
     from mpsim.library.scaled_gemm import QUANT_TENSOR_TRT, with_call
-    from mpsim.sim.gpu.library.scaled_gemm import quant_parts, source_hits
+    from mpsim.sim.gpu.library.call_quant import quant_parts
+    from mpsim.sim.gpu.library.scaled_gemm import source_hits
     from mpsim.sim.gpu.rates import gpu_rates
 
     m, n, k = 3584, 32, 4096

@@ -23,12 +23,12 @@ from mpsim.models import PRESETS
 from mpsim.policy import parse_policy
 from mpsim.sim import simulate
 from mpsim.sim.best_config import best_gemm_row
-from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles
+from mpsim.sim.gpu.cta import GpuLaunchSim
 from mpsim.sim.gpu.model import simulate_gpu_launch
 from mpsim.sim.gpu.occupancy import CtaResources
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.gpu.sass import per_weight_mix
-from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip, bundles
+from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip, bundles, cuda_cycles
 from mpsim.sim.params import DEFAULT_PARAMS
 from mpsim.sim.replay import BelowBoundError, finish, simulate_launch
 from mpsim.sim.roofline import roofline

@@ -21,7 +21,7 @@ from mpsim.library.trtllm_fp8 import (
     fp8_block_sm90_config,
     sm90_block_layout,
 )
-from mpsim.sim.gpu.library.scaled_gemm import quant_parts
+from mpsim.sim.gpu.library.call_quant import quant_parts
 from mpsim.sim.gpu.rates import gpu_rates
 from mpsim.sim.launch import price_launch
 from mpsim.sim.params import DEFAULT_PARAMS, with_params

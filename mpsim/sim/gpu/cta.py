@@ -37,26 +37,9 @@ import math
 
 import simpy
 
-from mpsim.sim.gpu.rates import GpuRates, port_rate, tensor_rate
-from mpsim.sim.gpu.work import CUDA_PIPES, Bundle, KernelWork, Trip
+from mpsim.sim.gpu.rates import GpuRates, port_rate
+from mpsim.sim.gpu.work import CUDA_PIPES, Bundle, KernelWork, cuda_cycles, tensor_cycles
 from mpsim.sim.units import Memory, Proc, TokenPool
-
-
-def cuda_cycles(trip: Trip, r: GpuRates) -> float:
-    """Cycles one CTA's trip keeps the SM's CUDA-core pipes busy (concurrent pipes, one issue port)."""
-    if not trip.pipes:
-        return 0.0
-    per_pipe = [trip.pipes.get(name, 0.0) / r.pipes[name] for name in CUDA_PIPES]
-    issue = trip.pipes.get("issue", sum(trip.pipes.get(n, 0.0) for n in CUDA_PIPES))
-    return max(*per_pipe, issue / r.pipes["issue"])
-
-
-def tensor_cycles(trip: Trip, r: GpuRates) -> float:
-    """Cycles one CTA's trip keeps the SM's tensor pipe busy (MMA rate, or the operands' smem)."""
-    if trip.mma_flops <= 0:
-        return 0.0
-    mma = trip.mma_flops / (tensor_rate(r, trip.mma_dtype) * trip.mma_eta)
-    return max(mma, trip.smem_bytes / r.smem_Bpc)
 
 
 class GpuLaunchSim:

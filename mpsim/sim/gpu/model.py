@@ -27,13 +27,13 @@ from dataclasses import replace
 from typing import Any
 
 from mpsim.hw_models.schema import GpuSpec
-from mpsim.sim.gpu.cta import GpuLaunchSim, cuda_cycles, tensor_cycles
+from mpsim.sim.gpu.cta import GpuLaunchSim
 from mpsim.sim.gpu.library import launch_kernels, work_for
 from mpsim.sim.gpu.memory import usable_l2
 from mpsim.sim.gpu.parts import kernel_parts
 from mpsim.sim.gpu.power import core_joules_per_cycle, dram_dynamic_j, sustained_clock, tensor_energy_share
 from mpsim.sim.gpu.rates import GpuRates, gpu_rates, port_rate
-from mpsim.sim.gpu.work import LaunchWork, bundles
+from mpsim.sim.gpu.work import LaunchWork, bundles, cuda_cycles, tensor_cycles
 from mpsim.sim.params import SimParams
 from mpsim.sim.result import BODY_PARTS, LaunchOutcome, pick_bound
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
+from mpsim.sim.gpu.rates import GpuRates, tensor_rate
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -57,6 +58,23 @@ class Trip:
     #                                    edge (zero-filled, no data read, no port time)
     store_bytes: float = 0.0           # output stored through the port with the trip's loads (a
     #                                    persistent CTA's tiles finish inside its loop), not read
+
+
+def cuda_cycles(trip: Trip, r: GpuRates) -> float:
+    """Cycles one CTA's trip keeps the SM's CUDA-core pipes busy (concurrent pipes, one issue port)."""
+    if not trip.pipes:
+        return 0.0
+    per_pipe = [trip.pipes.get(name, 0.0) / r.pipes[name] for name in CUDA_PIPES]
+    issue = trip.pipes.get("issue", sum(trip.pipes.get(n, 0.0) for n in CUDA_PIPES))
+    return max(*per_pipe, issue / r.pipes["issue"])
+
+
+def tensor_cycles(trip: Trip, r: GpuRates) -> float:
+    """Cycles one CTA's trip keeps the SM's tensor pipe busy (MMA rate, or the operands' smem)."""
+    if trip.mma_flops <= 0:
+        return 0.0
+    mma = trip.mma_flops / (tensor_rate(r, trip.mma_dtype) * trip.mma_eta)
+    return max(mma, trip.smem_bytes / r.smem_Bpc)
 
 
 @dataclass(frozen=True)

@@ -21,50 +21,25 @@ DRAM reads: the weight with its scales and the activation with its scales, once 
 through L2); a benchmark's call (`w_copies` in the config: the weight copies it cycled) finds in L2
 what the GPU model's replay rule says (mpsim/sim/gpu/memory.py `replay_hits`, the rule cuBLAS's rows
 are priced with: all of a weight whose copies, input and output fit the L2's usable share, none
-beyond its size, linear between).
-
-Activation-quantization part (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
-lists the modes, their kernel counts and how many token rows an SM quantizes at a time): each kernel
-reads the 16-bit activations once; the quantize kernel writes them quantized with their scales.
-Such kernels are latency-bound (one CTA or warp per token row, a reduction for the scale, then
-the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per
-row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
-its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-
-LLM's Triton quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and
-takes four group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows
-at the round's rate; TensorRT-LLM's per-tensor pair runs its source's grids (an amax on a fixed grid
-in waves, a quantize by grid-stride passes over the elements: `amax_latency`, `quant_latency`). A
-replayed call finds its input in L2 where `source_hits` says.
+beyond its size, linear between). The call's activation quantization before the GEMM:
+mpsim/sim/gpu/library/call_quant.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.scaled_gemm import (
-    QUANT_FP4,
-    QUANT_GROUP,
-    QUANT_GROUP_TRITON,
-    QUANT_GROUPS_IN_TURN,
-    QUANT_KERNELS,
-    QUANT_NONE,
-    QUANT_ROWS_PER_SM,
-    QUANT_TENSOR_TRT,
-    QUANT_TOKEN_SGL,
-    QUANT_TOKEN_VLLM,
-    QUANT_TRT_AMAX_GRID,
-    QUANT_TRT_AMAX_THREADS,
-    QUANT_TRT_ELEMENTS,
     SCHED_DP,
     SCHED_PERSISTENT,
     SCHED_STREAM_K,
     SM89,
     token_tiles,
 )
-from mpsim.sim.gpu.library.framework import one_part
+from mpsim.sim.gpu.library.call_quant import quant_parts
 from mpsim.sim.gpu.library.wo_tiled import _stream_k
 from mpsim.sim.gpu.memory import replay_hits, residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
@@ -96,62 +71,6 @@ class ScaledGemmParams:
     #                               L2 keeps (`sm89_part`; 0: the output follows the replay rule)
     sm89_store_cost_8warp: float = 0.0  # ... of its 8-warp CTAs (0: sm89_store_cost)
     tma_edge: bool = True         # its token box's rows beyond M load the chip's L2 (`edge_bytes`)
-
-
-@dataclass(frozen=True)
-class ActQuantParams:
-    """The activation quantization a measured fp8/fp4 call runs before its GEMM (SimParams.fp8_act,
-    `--fit-params fp8_act.NAME`): one round of its latency-bound kernel per framework, and a fixed
-    cost per call. Fitted on H200 rows (the small shapes, n = k in 128..512, where the GEMM is
-    negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
-
-    # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows = 1870 ns, in SM cycles at the boost
-    # clock (1870 ns x 1.98 GHz): the rows' rate goes as SMs x clock on every GPU measured (fp8 less
-    # bf16 at N = K = 128, M 4096-32768: H100 7.06, L40S 5.4, B200 6.4 ns a row; SMs x boost clock
-    # gives 7.08 / 5.2 / 6.3 from H200's), where a round in ns priced L40S's rows 22% slow (stop 51)
-    vllm_round_cycles: float = 3702.6
-    # vLLM's per-token quantizer: a lone row's latency, its rows then streaming at the round's rate
-    # (the H200 / H100 rows, fp8 less bf16 at N = 128: flat 2.0-2.5 us to M = 64, then 7.0 ns a
-    # row to M = 32768; a whole round of 1870 ns from M = 1 left M <= 16 +9-12% biased). Fitted on
-    # the even half of the CutlassFP8ScaledMMLinearKernel rows of an 800-row `stacks` sample (seed
-    # 7) of h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet with the round (910 and 1920 there, the
-    # round kept at 1870: odd half 12.3 -> 10.8%), then scanned against the same file's `--select
-    # fp8` rows (n, k >= 2048; 2,000-row sample), where 910 moved M 17-256 9.8 -> 10.9% (bias
-    # -7.6%: the small-M GEMMs of large weights lean on the quantizer's cost): 910 / 1300 / 1600
-    # give 10.0 / 9.3 / 9.0% there and 9.8 / 9.8 / 10.4% on the 400-row `stacks` sample (stop 49)
-    vllm_row_ns: float = 1300.0
-    # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
-    # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
-    sgl_round_ns: float = 800.0
-    # TensorRT-LLM's per-tensor quantizer (its amax waves and quantize passes, `amax_latency`,
-    # `quant_latency`) and fixed cost per call: Nelder-Mead together on the even half of the
-    # torch_flow fp8 rows of an 800-row `stacks` sample (seed 7) of h200_sxm/gemm/trtllm/1.3.0rc20/
-    # gemm_perf.parquet, odd half 22.2 -> 7.6% from 1690 / 3000 (stop 49; before, by token rows:
-    # 1690, SGLang's small-shape round, an assumption, and 3000 fitted on 200 `--select fp8` rows).
-    # The round comes out near nothing: its passes are bandwidth-bound and the fixed cost holds
-    # the amax grid's waves (n = k = 128: 9.1-9.6 us over bf16 from M = 1 to 16384)
-    trt_round_ns: float = 22.9
-    trt_fixed_ns: float = 5710.0
-    # the 1x128 group quantizers' round (a warp's load, max-reduction and store of one group):
-    # scanned on the fp8_block rows of H200 SGLang 0.5.14 and L40S TensorRT-LLM 1.3.0rc20 (400-row
-    # `stacks` samples; all-band MAPE 13.5 / 13.6 / 13.6 / 13.7 / 16.9% and 14.0 / 14.5 / 14.7 /
-    # 15.0 / 18.3% at 200 / 400 / 500 / 600 / 1690 ns, the M 1-16 bias +9.6 -> -5.0% and +16.2 ->
-    # +3.6% at 400); checked on H100 / H200 TensorRT-LLM 1.3.0rc20's (16.9 -> 14.0%, 18.0 ->
-    # 15.5%, DeepGEMM's current heuristic standing for their kernel then). Before: 1690, SGLang's
-    # per-token small-shape round (an assumption).
-    group_round_ns: float = 400.0
-    fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token small-shape round (the group
-    #                                   quantizers' too until stop 48)
-
-
-def quant_cost(quant: int, q: ActQuantParams, boost_hz: float) -> tuple[float, float]:
-    """(round ns, fixed ns per call) of an activation-quantization mode on a GPU whose boost clock
-    is `boost_hz` (vLLM's round is counted in its cycles)."""
-    return {QUANT_TOKEN_VLLM: (q.vllm_round_cycles / boost_hz * 1e9, 0.0),
-            QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
-            QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
-            QUANT_FP4: (q.fp4_round_ns, 0.0),
-            QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0)}[quant]
 
 
 def elem_bytes(dtype: str) -> float:
@@ -298,19 +217,6 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     return KernelPart(work, Occupancy(1, stages, False, "kernel"))
 
 
-def _rowwise(m: int, read: float, write: float, latency_ns: float, r: GpuRates, fixed_ns: float,
-             name: str, dram_read: float | None = None) -> KernelPart:
-    """A latency-bound row-wise kernel: `latency_ns` (its rounds), overlapping `read` bytes through
-    the L2 ports, `dram_read` of them from DRAM (default all)."""
-    count = max(1, min(m, r.sms))
-    trip = Trip(read / count, 0.0, latency_ns=latency_ns, overlap_latency=True)
-    res = CtaResources(8, 0.0, 0.0, 1, 32)
-    work = KernelWork(trip, Epilogue(write / count), (1,), "single", count, count, res,
-                      read if dram_read is None else dram_read, dram_write_bytes=write,
-                      fixed_ns=fixed_ns, name=name)
-    return one_part(work)[0]
-
-
 def source_hits(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams) -> float:
     """Bytes of its 16-bit input a replayed call's quantizer finds in L2: the collectors hand every
     call the same input tensor, and between two of its reads the call's quantized copy, a weight
@@ -327,53 +233,6 @@ def source_hits(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: 
     w_bytes, quantized, y_bytes = operand_bytes(row)
     return replay_hits(int(cfg.get("w_copies", 0)), w_bytes, float(int(row["m"]) * int(row["k"]) * FP16),
                        quantized + y_bytes, r, p)[1]
-
-
-def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) -> float:
-    """The quantize kernel's latency: rounds of its round (quant_cost), each over SMs x
-    QUANT_ROWS_PER_SM token rows and K in 8192-value steps (the Triton group quantizer's programs
-    along K run side by side: no K factor); vLLM's per-token kernel its lone row's latency, then
-    its rows at the round's rate; TensorRT-LLM's per-tensor one a round per pass of its
-    grid-stride threads over the elements (QUANT_TRT_ELEMENTS a thread a pass)."""
-    round_ns = quant_cost(quant, q, r.boost_hz)[0]
-    if quant == QUANT_TENSOR_TRT:
-        threads = r.sms * r.max_warps * 32
-        return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
-    if quant not in QUANT_GROUPS_IN_TURN:
-        round_ns *= cdiv(k, 8192)
-    rows = r.sms * QUANT_ROWS_PER_SM[quant]
-    if quant == QUANT_TOKEN_VLLM:
-        return q.vllm_row_ns + m / rows * round_ns
-    return max(1.0, m / rows) * round_ns
-
-
-def amax_latency(q: ActQuantParams, r: GpuRates) -> float:
-    """TensorRT-LLM's per-tensor amax: its fixed grid of 1024-thread CTAs (QUANT_TRT_AMAX_GRID) in
-    waves of the CTAs an SM holds by threads, a round each (a grid-stride max, a block reduction,
-    one atomic)."""
-    per_sm = max(1, r.max_warps * 32 // QUANT_TRT_AMAX_THREADS)
-    return cdiv(QUANT_TRT_AMAX_GRID, r.sms * per_sm) * q.trt_round_ns
-
-
-def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-                q: ActQuantParams, src_hit: float = 0.0) -> LaunchWork:
-    """The activation quantization the measured call ran before the GEMM (none for QUANT_NONE);
-    `src_hit`: bytes of its input each kernel finds in L2 (`source_hits`)."""
-    quant = int(cfg.get("quant", QUANT_NONE))
-    if quant == QUANT_NONE:
-        return []
-    m, k = int(row["m"]), int(row["k"])
-    src = float(m * k * FP16)
-    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON)
-    out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
-                                 "fp8-block" if grouped else str(row["w_format"])))
-    dram = src - min(src, src_hit)
-    parts = [_rowwise(m, src, out, quant_latency(quant, m, k, q, r), r, 0.0, "act quant", dram)]
-    if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
-        parts.insert(0, _rowwise(m, src, 0.0, amax_latency(q, r), r, 0.0, "act amax", dram))
-    parts[0] = KernelPart(replace(parts[0].work, fixed_ns=quant_cost(quant, q, r.boost_hz)[1]),
-                          parts[0].occupancy)
-    return parts
 
 
 def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
