@@ -11,7 +11,9 @@ from mpsim.hw_models.loader import load_hardware
 from mpsim.launch_plan import gemm_row
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_BLOCK_GEMM, fp8_block_sm90_config
 from mpsim.sim.gpu.library.scaled_gemm import edge_bytes
+from mpsim.sim.gpu.model import launch_work
 from mpsim.sim.gpu.rates import gpu_rates
+from mpsim.sim.gpu.work import Trip
 from mpsim.sim.launch import price_launch
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams, with_params
 
@@ -34,6 +36,22 @@ def test_the_rows_beyond_m_load_the_l2_at_the_cost_on_hopper_only() -> None:
     assert edge_bytes(129, 128, 128.0, r) == 127 * 128 * 4.0  # one row in, 127 beyond
     assert edge_bytes(256, 128, 128.0, r) == 0.0
     assert edge_bytes(65, 64, 128.0, r) == 63 * 128 * 4.0
+
+
+def _trip(m: int, params: SimParams = DEFAULT_PARAMS) -> Trip:
+    cfg = fp8_block_sm90_config(16, 1024, 4096, 132)  # swap-AB: 16 tokens x 128 weight rows
+    row = gemm_row(m, 1024, 4096, "fp8-block", 8, kernel=TRTLLM_FP8_BLOCK_GEMM, config=cfg)
+    return launch_work(row, gpu_rates(H200, params), params, 0.0)[-1].work.trip
+
+
+def test_the_rows_beyond_m_take_no_port_time() -> None:
+    # the same 16-token box at M 8 and 16: the port moves 8 token rows of 128 fp8 bytes fewer, and
+    # the L2 takes them as edge bytes instead
+    full, half = _trip(16), _trip(8)
+    assert full.load_bytes - half.load_bytes == pytest.approx(8 * 128)
+    assert full.edge_bytes == 0.0 and half.edge_bytes == pytest.approx(8 * 128 * 4.0)
+    # without the edge rule (tma_edge_cost 0: off Hopper) the box moves whole
+    assert _trip(8, NO_EDGE).load_bytes == full.load_bytes
 
 
 def test_a_full_token_tile_runs_faster_than_one_row_past_the_last() -> None:

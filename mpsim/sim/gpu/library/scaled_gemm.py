@@ -12,10 +12,13 @@ With `promote` (DeepGEMM's design on Hopper) every 128-deep block's fp32 partial
 added into the accumulator by the CUDA cores: `promote_ops` fp32 lane-ops per accumulator element
 per block, after the block's MMAs (the math warpgroup waits for its wgmma before it promotes). On
 Hopper a tile holding the last token rows pays for its TMA box's rows beyond M (zero-filled) as a
-load on the chip's L2 (`edge_bytes`, SimParams.tma_edge_cost). Per-tensor / per-channel scales are
-applied once in the epilogue (`tile_ns`, each room's). Schedules: a
-data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the tiles, or CUTLASS's
-stream-K heuristic (wo_tiled.py `_stream_k`).
+load on the chip's L2 (`edge_bytes`, SimParams.tma_edge_cost), not on its port. A promoting kernel
+with one math warpgroup (DeepGEMM's 1D2D kernel at BLOCK_M <= 64) waits for its own wgmma chain
+before it promotes, so each trip lasts at least `chain_cycles` (issue to done, then the
+promotion) however few FLOPs its MMAs hold (`chain_wait`); two math warpgroups hide it under each
+other's MMAs. Per-tensor / per-channel scales are applied once in the epilogue (`tile_ns`, each
+room's). Schedules: a data-parallel grid of tiles, persistent CTAs (min(tiles, SMs)) walking the
+tiles, or CUTLASS's stream-K heuristic (wo_tiled.py `_stream_k`).
 
 DRAM reads: the weight with its scales and the activation with its scales, once (tiles re-read
 through L2); a benchmark's call (`w_copies` in the config: the weight copies it cycled) finds in L2
@@ -28,7 +31,7 @@ mpsim/sim/gpu/library/call_quant.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
@@ -44,7 +47,15 @@ from mpsim.sim.gpu.library.wo_tiled import _stream_k
 from mpsim.sim.gpu.memory import replay_hits, residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
+from mpsim.sim.gpu.work import (
+    Epilogue,
+    KernelPart,
+    KernelWork,
+    LaunchWork,
+    Trip,
+    cuda_cycles,
+    tensor_cycles,
+)
 from mpsim.traces.accounting import FP16, activation_bytes, weight_bytes
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
@@ -71,6 +82,7 @@ class ScaledGemmParams:
     #                               L2 keeps (`sm89_part`; 0: the output follows the replay rule)
     sm89_store_cost_8warp: float = 0.0  # ... of its 8-warp CTAs (0: sm89_store_cost)
     tma_edge: bool = True         # its token box's rows beyond M load the chip's L2 (`edge_bytes`)
+    chain_cycles: float = 0.0     # a lone math warpgroup's trip at the least (`chain_wait`)
 
 
 def elem_bytes(dtype: str) -> float:
@@ -173,6 +185,18 @@ def edge_bytes(m: int, tt: int, row_bytes: float, r: GpuRates) -> float:
     return (cdiv(m, tt) * tt - m) * row_bytes * r.tma_edge_cost
 
 
+def chain_wait(trip: Trip, cfg: Mapping[str, int], r: GpuRates, gp: ScaledGemmParams) -> Trip:
+    """The trip of a promoting kernel whose one math warpgroup (a producer warpgroup and one more)
+    waits for its wgmma chain before it promotes (deepseek-ai/DeepGEMM sm90_fp8_gemm_1d2d.cuh:
+    `warpgroup_wait<0>`, then the scaled adds, then the next block's MMAs): the chain's
+    `chain_cycles` less the trip's own MMA and promotion time is exposed every trip (module
+    docstring)."""
+    if not int(cfg.get("promote", 0)) or int(cfg["num_warps"]) != 8 or gp.chain_cycles <= 0:
+        return trip
+    busy = tensor_cycles(trip, r) + cuda_cycles(trip, r)
+    return replace(trip, overhead_cycles=max(0.0, gp.chain_cycles - busy))
+
+
 def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: SimParams,
               gp: ScaledGemmParams, resident: float, name: str) -> KernelPart:
     """The GEMM kernel of a scaled-GEMM row (module docstring; Ada's: `sm89_part`)."""
@@ -191,12 +215,17 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     promote = int(cfg.get("promote", 0)) and gp.promote_ops > 0
     pipes = {"fp32": tt * wt * gp.promote_ops * bk / 128} if promote else {}
     w_load = wt / 2 if pair else wt  # a CTA pair shares the weight tile
-    a_load = tt / 2 if int(cfg.get("pair_n", 0)) else tt  # ... or the token tile
+    # the token box's rows past M: zero-filled by the TMA unit, a load on the chip's L2 (`edge_bytes`)
+    # and no port time, so a lone token tile's port carries M rows (with more, the full tiles pace it)
+    edge = gp.tma_edge and r.tma_edge_cost > 0
+    a_rows = min(m, tt) if edge else tt
+    a_load = a_rows / 2 if int(cfg.get("pair_n", 0)) else a_rows  # ... or the token tile
     trip = Trip(load_bytes=(a_load * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
                 mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True,
-                edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles if gp.tma_edge else 0.0)
+                edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles if edge else 0.0)
+    trip = chain_wait(trip, cfg, r, gp)
     reads, writes, kept = _dram_traffic(row, cfg, r, p, resident)
     tile_out = tt * wt * FP16
     res = CtaResources(int(cfg["num_warps"]), trip.load_bytes, 0.0, stages, 168)
