@@ -2,18 +2,18 @@
 (scaled_gemm.py `scaled_gemm_work` puts them first; none for a model's own launch, whose policy
 quantizes in a launch of its own).
 
-The parts (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
-lists the modes, their kernel counts and how many token rows an SM quantizes at a time): each kernel
-reads the 16-bit activations once; the quantize kernel writes them quantized with their scales.
-Such kernels are latency-bound (one CTA or warp per token row, a reduction for the scale, then
-the quantized store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per
-row iteration of 1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or
-its bytes at the HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-
-LLM's Triton quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and
-takes four group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows
-at the round's rate; TensorRT-LLM's per-tensor pair runs its source's grids (an amax on a fixed grid
-in waves, a quantize by grid-stride passes over the elements: `amax_latency`, `quant_latency`). A
-replayed call finds its input in L2 where `source_hits` says.
+The parts (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py lists the modes,
+their kernel counts and how many token rows an SM quantizes at a time): each kernel reads the
+16-bit activations once; the quantize kernel writes them quantized with their scales. Such kernels
+are latency-bound (one CTA or warp per token row, a reduction for the scale, then the quantized
+store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per row iteration of
+1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or its bytes at the
+HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-LLM's Triton
+quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and takes four
+group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows at the
+round's rate; TensorRT-LLM's per-tensor pair runs its source's grids (an amax on a fixed grid in
+waves, a quantize by grid-stride passes over the elements: `amax_latency`, `quant_latency`). A
+replayed call finds its input in L2 where scaled_gemm.py `source_hits` says.
 """
 
 from __future__ import annotations
