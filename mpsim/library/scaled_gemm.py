@@ -20,9 +20,13 @@ framework's linear layer includes its quantization; the validation adapter sets 
 framework runs and the GEMM row then stands for those kernels too (QUANT_KERNELS, what the
 protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quantizes at a time):
 - QUANT_TOKEN_VLLM: vLLM's dynamic activation quantization of its CUTLASS fp8 path, one kernel
-  launching one 1024-thread CTA per token row (2 rows per SM). The published rows show one kernel:
-  N = K = 128, M = 1 costs 1.9 us (one launch gap and kernel floor) more than bf16, and time grows
-  by 7.1 ns per token row (H200 vLLM 0.24.0 fp8 rows) as such a latency-bound kernel does.
+  launching one 256-thread CTA per token row (vllm-project/vllm csrc/quantization/w8a8/fp8/
+  common.cu `dynamic_per_token_scaled_fp8_quant`: block min(hidden, 256), 16-byte vectors, so
+  QUANT_VLLM_PASS_VALUES values a pass, an absmax pass then a quantize pass; 8 rows per SM by
+  threads). The published rows show one kernel: N = K = 128, M = 1 costs 1.9 us (one launch gap
+  and kernel floor) more than bf16; time grows by 7.1 ns per token row up to K = 2048 and in steps
+  at every further 2048 of K (H200 vLLM 0.24.0 fp8 rows at N = 128, M 16384: 7.2 / 10.4 / 14.0 /
+  18.0 ns a row at K 2048 / 4096 / 6144 / 8192, 32 at 16384), as such a latency-bound kernel does.
 - QUANT_TOKEN_SGL: SGLang's sgl_per_token_quant_fp8, one kernel, one warp per token (32 rows per
   SM: ASSUMPTION from its 0.4 ns per row on the same rows of the SGLang file).
 - QUANT_TENSOR_TRT: TensorRT-LLM's quantize_e4m3_per_tensor (an amax reduction, the quantize): 2
@@ -54,9 +58,10 @@ from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K = 0, 1, 2
 QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QUANT_FP4 = 0, 1, 2, 3, 4, 5
 QUANT_GROUP_TRITON = 6
+QUANT_VLLM_PASS_VALUES = 256 * 8  # vLLM's per-token quantizer: 256 threads x one 16-byte bf16 vector
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
                  QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1}
-QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 2, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
+QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
                      QUANT_FP4: 32, QUANT_GROUP_TRITON: 32}
 # TensorRT-LLM's per-tensor quantizer (QUANT_TENSOR_TRT above): the amax kernel's grid and CTA
 # threads, the quantize kernel's values a thread a pass

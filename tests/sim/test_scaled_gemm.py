@@ -143,8 +143,8 @@ def test_the_calls_activation_quantization_adds_its_kernels_and_time() -> None:
 
 def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> None:
     """QUANT_TOKEN_VLLM: a lone row's latency (`vllm_row_ns`), then its rows at the round's rate
-    (`vllm_round_cycles` at the boost clock a round of SMs x 2 rows), a partial round costing its
-    share; the other modes keep whole rounds from M = 1."""
+    (`vllm_round_cycles` plus `vllm_pass_cycles` a 2048-value pass at the boost clock, a round of
+    SMs x 8 rows), a partial round costing its share; the other modes keep whole rounds from M = 1."""
     from mpsim.library.scaled_gemm import QUANT_ROWS_PER_SM, QUANT_TOKEN_VLLM
     from mpsim.sim.gpu.library.call_quant import quant_parts
 
@@ -158,10 +158,27 @@ def test_vllms_per_token_quantizer_streams_rows_after_a_lone_rows_latency() -> N
         assert lat is not None
         return lat
 
-    round_ns = q.vllm_round_cycles / r.boost_hz * 1e9
+    round_ns = (q.vllm_round_cycles + 2 * q.vllm_pass_cycles) / r.boost_hz * 1e9  # K 4096: 2 passes
     assert latency(1, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + round_ns / rows)
     assert latency(10 * rows, QUANT_TOKEN_VLLM) == pytest.approx(q.vllm_row_ns + 10 * round_ns)
     assert latency(1, QUANT_TENSOR_TRT) == pytest.approx(q.trt_round_ns)  # one whole round
+
+
+def test_vllms_per_token_quantizer_steps_at_every_2048_values_of_k() -> None:
+    """common.cu's 256-thread CTA reads a row 16 bytes a thread a pass: 2048 bf16 values, so the
+    time a row is flat within a pass and steps by `vllm_pass_cycles` at K = 2049, 4097, ..."""
+    from mpsim.library.scaled_gemm import QUANT_ROWS_PER_SM, QUANT_TOKEN_VLLM, QUANT_VLLM_PASS_VALUES
+    from mpsim.sim.gpu.library.call_quant import quant_latency
+
+    r, q = gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS.fp8_act
+    assert QUANT_VLLM_PASS_VALUES == 2048 and QUANT_ROWS_PER_SM[QUANT_TOKEN_VLLM] == 8  # 2048 threads / 256
+    rounds = 100
+    m = rounds * r.sms * QUANT_ROWS_PER_SM[QUANT_TOKEN_VLLM]
+    lat = {k: quant_latency(QUANT_TOKEN_VLLM, m, k, q, r) for k in (128, 2048, 2049, 4096, 16384)}
+    assert lat[128] == lat[2048] and lat[2049] == lat[4096]
+    step = rounds * q.vllm_pass_cycles / r.boost_hz * 1e9
+    assert lat[2049] - lat[2048] == pytest.approx(step)
+    assert lat[16384] - lat[2048] == pytest.approx(7 * step)
 
 
 def test_vllms_quantizer_rows_go_as_sms_times_the_boost_clock() -> None:

@@ -37,6 +37,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_TRT_AMAX_GRID,
     QUANT_TRT_AMAX_THREADS,
     QUANT_TRT_ELEMENTS,
+    QUANT_VLLM_PASS_VALUES,
 )
 from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.occupancy import CtaResources
@@ -52,11 +53,21 @@ class ActQuantParams:
     cost per call. Fitted on H200 rows (the small shapes, n = k in 128..512, where the GEMM is
     negligible: the growth with M gives the round, M = 1 the fixed cost), named per constant."""
 
-    # H200 vLLM 0.24.0 fp8: 7.08 ns per row x 132 SMs x 2 rows = 1870 ns, in SM cycles at the boost
-    # clock (1870 ns x 1.98 GHz): the rows' rate goes as SMs x clock on every GPU measured (fp8 less
-    # bf16 at N = K = 128, M 4096-32768: H100 7.06, L40S 5.4, B200 6.4 ns a row; SMs x boost clock
-    # gives 7.08 / 5.2 / 6.3 from H200's), where a round in ns priced L40S's rows 22% slow (stop 51)
-    vllm_round_cycles: float = 3702.6
+    # vLLM's per-token round (SMs x 8 rows: 256-thread CTAs) is `vllm_round_cycles` plus
+    # `vllm_pass_cycles` per 2048 values of K (QUANT_VLLM_PASS_VALUES), in SM cycles at the boost
+    # clock: the rows' rate goes as SMs x clock on every GPU measured (fp8 less bf16 at N = K = 128,
+    # M 4096-32768: H200 7.08, H100 7.06, L40S 5.4, B200 6.4 ns a row; SMs x boost clock gives
+    # 7.08 / 5.2 / 6.3 from H200's), where a round in ns priced L40S's rows 22% slow (stop 51).
+    # Both fitted together (stop 53) on the even half of the H200 vLLM 0.24.0 fp8 rows at N = 128,
+    # M >= 64 (1,166 rows, every K from 32 to 65536; h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet),
+    # where the quantizer is most of the call: 6800 / 7800 give 3.4% on both halves (bias +2.7% at
+    # K <= 2048, +0.4% above 16384); the one round of 3703 cycles a 2 rows-per-SM round before
+    # (K in steps of 8192, an assumption) gave 13.5 / 12.0%, -22% at K 4097-8192; 7300 / 7500 and
+    # 6300 / 7800 give 3.7 / 3.9%. The pass alone carries the steps the rows take at K = 2049,
+    # 4097, ... (H200 at M 16384: 7.2 / 10.4 / 14.0 / 18.0 / 32 ns a row at K 2048 / 4096 / 6144 /
+    # 8192 / 16384).
+    vllm_round_cycles: float = 6800.0
+    vllm_pass_cycles: float = 7800.0
     # vLLM's per-token quantizer: a lone row's latency, its rows then streaming at the round's rate
     # (the H200 / H100 rows, fp8 less bf16 at N = 128: flat 2.0-2.5 us to M = 64, then 7.0 ns a
     # row to M = 32768; a whole round of 1870 ns from M = 1 left M <= 16 +9-12% biased). Fitted on
@@ -125,11 +136,12 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     if quant == QUANT_TENSOR_TRT:
         threads = r.sms * r.max_warps * 32
         return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
-    if quant not in QUANT_GROUPS_IN_TURN:
-        round_ns *= cdiv(k, 8192)
     rows = r.sms * QUANT_ROWS_PER_SM[quant]
     if quant == QUANT_TOKEN_VLLM:
+        round_ns += cdiv(k, QUANT_VLLM_PASS_VALUES) * q.vllm_pass_cycles / r.boost_hz * 1e9
         return q.vllm_row_ns + m / rows * round_ns
+    if quant not in QUANT_GROUPS_IN_TURN:
+        round_ns *= cdiv(k, 8192)
     return max(1.0, m / rows) * round_ns
 
 
