@@ -6,11 +6,12 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
 - vLLM 0.24.0: CutlassFP8ScaledMMLinearKernel -> `cutlass_fp8_gemm` after vLLM's dynamic
   activation quantization (QUANT_TOKEN_VLLM); DeepGemmFp8BlockScaledMMKernel (M >= 32) ->
   `deepgemm_fp8_block_gemm`, FlashInferFp8BlockScaledMMKernel (M < 32) -> `flashinfer_fp8_block_gemm`,
-  CutlassFp8BlockScaledMMKernel (shapes DeepGEMM refuses) -> `cutlass_fp8_block_gemm`, each after the
-  per-token-group 1x128 quantization (QUANT_GROUP); FlashInferCuteDslNvFp4LinearKernel ->
+  CutlassFp8BlockScaledMMKernel (shapes DeepGEMM refuses) -> `cutlass_fp8_block_gemm`, each after
+  vLLM's per-token-group 1x128 quantization (QUANT_GROUP_VLLM; on Blackwell its DeepGEMM path's
+  packed UE8M0 quantizer, another kernel, priced as QUANT_GROUP); FlashInferCuteDslNvFp4LinearKernel ->
   `flashinfer_nvfp4_gemm` after the fp4 quantization (QUANT_FP4). On Ada (sm_89) the CUTLASS fp8
   kernel is vLLM's c2x mma.sync dispatch (mpsim/library/cutlass_fp8.py) and TritonFp8BlockScaledMMKernel
-  (L40S) -> `triton_fp8_block_gemm` after the 1x128 group quantization (QUANT_GROUP); Blackwell runs
+  (L40S) -> `triton_fp8_block_gemm` after the same 1x128 quantizer (QUANT_GROUP_VLLM); Blackwell runs
   the Hopper designs' fp8 tiles (an assumption, as mpsim.sim.gpu.arch states for every kernel).
 - SGLang 0.5.14: sglang_sgl_kernel_fp8_scaled_mm -> `cutlass_fp8_gemm` after sgl_per_token_quant_fp8
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
@@ -43,20 +44,22 @@ from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
     QUANT_GROUP_TRITON,
+    QUANT_GROUP_VLLM,
     QUANT_TENSOR_TRT,
     QUANT_TOKEN_SGL,
     QUANT_TOKEN_VLLM,
 )
 from mpsim.library.triton_fp8 import TRITON_FP8_BLOCK_GEMM
 from mpsim.library.trtllm_fp8 import TRTLLM_FP8_BLOCK_GEMM, TRTLLM_FP8_GEMM, TRTLLM_NVFP4_GEMM
+from mpsim.sim.gpu.arch import generation
 
 FLOAT_FORMATS = ("fp8", "fp8-block", "nvfp4", "mxfp4")
 # (framework, kernel_source, w_format) -> (kernel, activation quantization of the call)
 SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("vllm", "CutlassFP8ScaledMMLinearKernel", "fp8"): (CUTLASS_FP8_GEMM, QUANT_TOKEN_VLLM),
-    ("vllm", "DeepGemmFp8BlockScaledMMKernel", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
-    ("vllm", "FlashInferFp8BlockScaledMMKernel", "fp8-block"): (FLASHINFER_FP8_BLOCK_GEMM, QUANT_GROUP),
-    ("vllm", "CutlassFp8BlockScaledMMKernel", "fp8-block"): (CUTLASS_FP8_BLOCK_GEMM, QUANT_GROUP),
+    ("vllm", "DeepGemmFp8BlockScaledMMKernel", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP_VLLM),
+    ("vllm", "FlashInferFp8BlockScaledMMKernel", "fp8-block"): (FLASHINFER_FP8_BLOCK_GEMM, QUANT_GROUP_VLLM),
+    ("vllm", "CutlassFp8BlockScaledMMKernel", "fp8-block"): (CUTLASS_FP8_BLOCK_GEMM, QUANT_GROUP_VLLM),
     ("vllm", "FlashInferCuteDslNvFp4LinearKernel", "nvfp4"): (FLASHINFER_NVFP4_GEMM, QUANT_FP4),
     ("sglang", "sglang_sgl_kernel_fp8_scaled_mm", "fp8"): (CUTLASS_FP8_GEMM, QUANT_TOKEN_SGL),
     ("sglang", "sglang_deepgemm_gemm_nt_f8f8bf16", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
@@ -64,7 +67,7 @@ SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP_TRITON),
     ("trtllm", "torch_flow", "nvfp4"): (TRTLLM_NVFP4_GEMM, QUANT_FP4),
-    ("vllm", "TritonFp8BlockScaledMMKernel", "fp8-block"): (TRITON_FP8_BLOCK_GEMM, QUANT_GROUP),
+    ("vllm", "TritonFp8BlockScaledMMKernel", "fp8-block"): (TRITON_FP8_BLOCK_GEMM, QUANT_GROUP_VLLM),
 }
 SGLANG_COPIES = 6  # collector/sglang/collect_gemm.py: up to 6 quantize + GEMM pairs (its memory
 #                   budget is never reached by these shapes)
@@ -87,6 +90,11 @@ def scaled_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> tuple[str, int]:
     need = "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
     if not isinstance(hw, GpuSpec) or need not in hw.tensor_core.flops_per_clock_per_SM:
         raise NotModelledError(f"{hw.name} has no {need} tensor cores (its hardware file lists none)")
+    if found[1] == QUANT_GROUP_VLLM and generation(hw) == "blackwell":
+        # vLLM on SM100 quantizes for DeepGEMM's UE8M0 scales with another kernel
+        # (per_token_group_quant_fp8_packed_for_deepgemm, _C.per_token_group_fp8_quant_packed: its
+        # packed-register path), priced as the generic group quantizer
+        return found[0], QUANT_GROUP
     return found  # a kernel the architecture does not run: its room refuses it (candidates)
 
 

@@ -46,6 +46,13 @@ protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quan
   (QUANT_GROUPS_IN_TURN), the programs along K run side by side (no K factor on the round), and the
   token loop's 6-deep pipeline (NUM_STAGES) keeps later tokens' loads in flight, so rounds repeat
   per 32 rows an SM as the CUDA quantizers' do (ASSUMPTION).
+- QUANT_GROUP_VLLM: vLLM's own 1x128 quantizer (vllm-project/vllm csrc/quantization/w8a8/fp8/
+  per_token_group_quant.cu `per_token_group_quant_8bit`): groups spread over 256-thread CTAs, 16
+  threads a group and 16 groups a CTA (QUANT_VLLM_GROUPS_PER_CTA; its register path, where the
+  source has one, takes 32 groups of 8 threads: the fitted round absorbs which ran), 8 CTAs an SM
+  by threads; a round is SMs x 8 CTAs of groups, whatever the rows (the fp8_block rows' cost
+  over bf16 at N = 128 grows with M x K, 542 us at M = K = 16384 on H200, where SGLang's quantizer
+  takes 128).
 - QUANT_FP4: e2m1 with e4m3 scales per 16 values (vLLM scaled_fp4_quant, TensorRT-LLM
   fp4_quantize): 1 kernel, 32 rows per SM (ASSUMPTION).
 """
@@ -57,12 +64,13 @@ from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 
 SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K = 0, 1, 2
 QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QUANT_FP4 = 0, 1, 2, 3, 4, 5
-QUANT_GROUP_TRITON = 6
+QUANT_GROUP_TRITON, QUANT_GROUP_VLLM = 6, 7
 QUANT_VLLM_PASS_VALUES = 256 * 8  # vLLM's per-token quantizer: 256 threads x one 16-byte bf16 vector
+QUANT_VLLM_GROUPS_PER_CTA = 16  # vLLM's group quantizer: 256 threads / 16 a group
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
-                 QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1}
+                 QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1, QUANT_GROUP_VLLM: 1}
 QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
-                     QUANT_FP4: 32, QUANT_GROUP_TRITON: 32}
+                     QUANT_FP4: 32, QUANT_GROUP_TRITON: 32, QUANT_GROUP_VLLM: 8}
 # TensorRT-LLM's per-tensor quantizer (QUANT_TENSOR_TRT above): the amax kernel's grid and CTA
 # threads, the quantize kernel's values a thread a pass
 QUANT_TRT_AMAX_GRID, QUANT_TRT_AMAX_THREADS, QUANT_TRT_ELEMENTS = 1024, 1024, 8

@@ -181,6 +181,22 @@ def test_vllms_per_token_quantizer_steps_at_every_2048_values_of_k() -> None:
     assert lat[16384] - lat[2048] == pytest.approx(7 * step)
 
 
+def test_vllms_group_quantizer_rounds_over_sms_times_8_ctas_of_16_groups() -> None:
+    """per_token_group_quant.cu: 16 threads a 128-value group, 16 groups a 256-thread CTA, 8 CTAs an
+    SM: a round of `vllm_group_round_ns` covers SMs x 128 groups, whatever splits them into rows;
+    fewer groups than a round still take one."""
+    from mpsim.library.scaled_gemm import QUANT_GROUP_VLLM, QUANT_VLLM_GROUPS_PER_CTA
+    from mpsim.sim.gpu.library.call_quant import quant_latency
+
+    r, q = gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS.fp8_act
+    per_round = r.sms * 8 * QUANT_VLLM_GROUPS_PER_CTA
+    assert quant_latency(QUANT_GROUP_VLLM, 1, 4096, q, r) == pytest.approx(q.vllm_group_round_ns)
+    assert quant_latency(QUANT_GROUP_VLLM, 33 * per_round // 32, 4096, q, r) == pytest.approx(
+        33 * q.vllm_group_round_ns)
+    assert quant_latency(QUANT_GROUP_VLLM, 4096, 16384, q, r) == pytest.approx(
+        quant_latency(QUANT_GROUP_VLLM, 16384, 4096, q, r))  # groups, not rows
+
+
 def test_vllms_quantizer_rows_go_as_sms_times_the_boost_clock() -> None:
     """vLLM's per-token round is counted in SM cycles at the boost clock: L40S (142 SMs, 2520 MHz)
     quantizes its rows at (132 x 1980) / (142 x 2520) of H200's time a row."""

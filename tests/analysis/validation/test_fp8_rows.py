@@ -17,7 +17,7 @@ from mpsim.analysis.validation.eager_host import HOST_US, host_floor_us
 from mpsim.analysis.validation.fp8_rows import SCALED_KERNELS, weight_copies
 from mpsim.analysis.validation.sources import read_aic_gemm
 from mpsim.hw_models.loader import load_hardware
-from mpsim.library.scaled_gemm import QUANT_GROUP_TRITON
+from mpsim.library.scaled_gemm import QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM
 
 H200, B200, L40S = (load_hardware(n) for n in ("h200-sxm", "b200-sxm", "l40s"))
 
@@ -81,6 +81,19 @@ def test_kernels_and_devices_not_modelled_are_unrepresentable() -> None:
     nvfp4 = read_aic_gemm(_frame("VLLM", ["FlashInferCuteDslNvFp4LinearKernel"], ["nvfp4"], [8])).rows
     with pytest.raises(UnrepresentableError, match="h200-sxm has no fp4 tensor cores"):
         launch_rows(nvfp4.iloc[0].to_dict(), H200)
+
+
+def test_vllms_group_quantizer_on_hopper_and_ada_and_the_packed_one_on_blackwell() -> None:
+    """vLLM's block-fp8 calls quantize with its per_token_group_quant kernel (QUANT_GROUP_VLLM) on
+    Hopper and Ada; on SM100 its DeepGEMM path takes UE8M0 scales from another, packed kernel,
+    priced as the generic group quantizer."""
+    def quant(source: str, hw: object) -> int:
+        row = read_aic_gemm(_frame("VLLM", [source], ["fp8_block"], [64])).rows.iloc[0].to_dict()
+        return int(json.loads(launch_rows(row, hw).launches[0]["config"])["quant"])
+
+    assert quant("DeepGemmFp8BlockScaledMMKernel", H200) == QUANT_GROUP_VLLM
+    assert quant("TritonFp8BlockScaledMMKernel", L40S) == QUANT_GROUP_VLLM
+    assert quant("DeepGemmFp8BlockScaledMMKernel", B200) == QUANT_GROUP
 
 
 def test_weight_copies_follow_the_collectors_by_version() -> None:

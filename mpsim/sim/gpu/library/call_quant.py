@@ -27,6 +27,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
     QUANT_GROUP_TRITON,
+    QUANT_GROUP_VLLM,
     QUANT_GROUPS_IN_TURN,
     QUANT_KERNELS,
     QUANT_NONE,
@@ -37,6 +38,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_TRT_AMAX_GRID,
     QUANT_TRT_AMAX_THREADS,
     QUANT_TRT_ELEMENTS,
+    QUANT_VLLM_GROUPS_PER_CTA,
     QUANT_VLLM_PASS_VALUES,
 )
 from mpsim.sim.gpu.library.framework import one_part
@@ -98,6 +100,13 @@ class ActQuantParams:
     # 15.5%, DeepGEMM's current heuristic standing for their kernel then). Before: 1690, SGLang's
     # per-token small-shape round (an assumption).
     group_round_ns: float = 400.0
+    # vLLM's own 1x128 quantizer (QUANT_GROUP_VLLM): a round over SMs x 8 CTAs of 16 groups.
+    # Fitted (stop 53) on the even half of the H200 vLLM 0.24.0 fp8_block rows at N = 128, M >= 64
+    # (1,166 rows, K 32-65536; h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet), where the call is host
+    # time (88 us) or the quantizer: 400 (the generic round it took before) / 3000 / 4000 / 5000 /
+    # 5500 / 6000 give 10.8 / 8.8 / 6.7 / 5.1 / 5.9 / 7.1% (odd half 9.6 -> 5.3% at 5000; bias at
+    # K > 16384 -33.7 -> +1.0%); H100's rows, not fitted, 10.9 / 9.8 -> 6.4 / 6.2% on the halves
+    vllm_group_round_ns: float = 5000.0
     fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token small-shape round (the group
     #                                   quantizers' too until stop 48)
 
@@ -109,7 +118,8 @@ def quant_cost(quant: int, q: ActQuantParams, boost_hz: float) -> tuple[float, f
             QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
             QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
             QUANT_FP4: (q.fp4_round_ns, 0.0),
-            QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0)}[quant]
+            QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0),
+            QUANT_GROUP_VLLM: (q.vllm_group_round_ns, 0.0)}[quant]
 
 
 
@@ -137,6 +147,8 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
         threads = r.sms * r.max_warps * 32
         return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
     rows = r.sms * QUANT_ROWS_PER_SM[quant]
+    if quant == QUANT_GROUP_VLLM:  # a round: SMs x 8 CTAs of QUANT_VLLM_GROUPS_PER_CTA groups
+        return max(1.0, m * cdiv(k, 128) / (rows * QUANT_VLLM_GROUPS_PER_CTA)) * round_ns
     if quant == QUANT_TOKEN_VLLM:
         round_ns += cdiv(k, QUANT_VLLM_PASS_VALUES) * q.vllm_pass_cycles / r.boost_hz * 1e9
         return q.vllm_row_ns + m / rows * round_ns
@@ -162,7 +174,7 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
         return []
     m, k = int(row["m"]), int(row["k"])
     src = float(m * k * FP16)
-    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON)
+    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM)
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
                                  "fp8-block" if grouped else str(row["w_format"])))
     dram = src - min(src, src_hit)
