@@ -6,14 +6,17 @@ The parts (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py
 their kernel counts and how many token rows an SM quantizes at a time): each kernel reads the
 16-bit activations once; the quantize kernel writes them quantized with their scales. Such kernels
 are latency-bound (one CTA or warp per token row, a reduction for the scale, then the quantized
-store): the launch takes rounds of `round_ns` x ceil(K / 8192) (8192 values per row iteration of
-1024 threads with 16-byte loads), one round per SMs x rows-per-SM token rows, or its bytes at the
+store): the launch takes rounds of `round_ns` x ceil(K / 8192) (an assumption: 8192 values per row
+iteration of 1024 threads with 16-byte loads; vLLM's two quantizers follow their sources, below),
+one round per SMs x rows-per-SM token rows, or its bytes at the
 HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-LLM's Triton
 quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and takes four
 group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows at the
-round's rate; TensorRT-LLM's per-tensor pair runs its source's grids (an amax on a fixed grid in
-waves, a quantize by grid-stride passes over the elements: `amax_latency`, `quant_latency`). A
-replayed call finds its input in L2 where scaled_gemm.py `source_hits` says.
+round's rate, a round growing by a pass per 2048 values of K (256 threads, 16-byte vectors); vLLM's
+group kernel rounds over SMs x 8 CTAs x 16 groups whatever the rows; TensorRT-LLM's per-tensor
+pair runs its source's grids (an amax on a fixed grid in waves, a quantize by grid-stride passes
+over the elements: `amax_latency`, `quant_latency`). A replayed call finds its input in L2 where
+scaled_gemm.py `source_hits` says.
 """
 
 from __future__ import annotations
@@ -140,8 +143,9 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     """The quantize kernel's latency: rounds of its round (quant_cost), each over SMs x
     QUANT_ROWS_PER_SM token rows and K in 8192-value steps (the Triton group quantizer's programs
     along K run side by side: no K factor); vLLM's per-token kernel its lone row's latency, then
-    its rows at the round's rate; TensorRT-LLM's per-tensor one a round per pass of its
-    grid-stride threads over the elements (QUANT_TRT_ELEMENTS a thread a pass)."""
+    its rows at the round's rate (SMs x 8 rows, a pass per 2048 values of K on top of the round);
+    vLLM's group kernel a round per SMs x 8 CTAs x 16 groups; TensorRT-LLM's per-tensor one a round
+    per pass of its grid-stride threads over the elements (QUANT_TRT_ELEMENTS a thread a pass)."""
     round_ns = quant_cost(quant, q, r.boost_hz)[0]
     if quant == QUANT_TENSOR_TRT:
         threads = r.sms * r.max_warps * 32
