@@ -17,8 +17,9 @@ trtllm collect_gemm.py at ai-dynamo/aiconfigurator 095f58a5) and the engines' di
   (QUANT_TOKEN_SGL); sglang_deepgemm_gemm_nt_f8f8bf16 -> `deepgemm_fp8_block_gemm` (QUANT_GROUP).
 - TensorRT-LLM 1.3.0rc20 `torch_flow` (mpsim/library/trtllm_fp8.py's rule): fp8 -> `trtllm_fp8_gemm`
   (QUANT_TENSOR_TRT; on Ada cuBLASLt's mma.sync kernels); fp8_block -> `trtllm_fp8_block_gemm`
-  (QUANT_GROUP; fp8_block_scaling_gemm by SM version: its sm_89 blockwise kernel on Ada, its
-  vendored DeepGEMM at that copy's heuristic on Hopper); the rows labelled `deepgemm` on Blackwell
+  after fp8_quantize_1x128 (QUANT_GROUP_TRT; fp8_block_scaling_gemm by SM version: its sm_89
+  blockwise kernel on Ada, its vendored DeepGEMM at that copy's heuristic on Hopper); the rows
+  labelled `deepgemm` on Blackwell
   (DeepGEMM's fp8_swap_ab_gemm) -> `deepgemm_fp8_block_gemm` after TensorRT-LLM's Triton 1x128
   quantizer (QUANT_GROUP_TRITON); nvfp4 -> `trtllm_nvfp4_gemm`
   (QUANT_FP4).
@@ -44,6 +45,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
     QUANT_GROUP_TRITON,
+    QUANT_GROUP_TRT,
     QUANT_GROUP_VLLM,
     QUANT_TENSOR_TRT,
     QUANT_TOKEN_SGL,
@@ -64,7 +66,7 @@ SCALED_KERNELS: dict[tuple[str, str, str], tuple[str, int]] = {
     ("sglang", "sglang_sgl_kernel_fp8_scaled_mm", "fp8"): (CUTLASS_FP8_GEMM, QUANT_TOKEN_SGL),
     ("sglang", "sglang_deepgemm_gemm_nt_f8f8bf16", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP),
     ("trtllm", "torch_flow", "fp8"): (TRTLLM_FP8_GEMM, QUANT_TENSOR_TRT),
-    ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP),
+    ("trtllm", "torch_flow", "fp8-block"): (TRTLLM_FP8_BLOCK_GEMM, QUANT_GROUP_TRT),
     ("trtllm", "deepgemm", "fp8-block"): (DEEPGEMM_FP8_BLOCK_GEMM, QUANT_GROUP_TRITON),
     ("trtllm", "torch_flow", "nvfp4"): (TRTLLM_NVFP4_GEMM, QUANT_FP4),
     ("vllm", "TritonFp8BlockScaledMMKernel", "fp8-block"): (TRITON_FP8_BLOCK_GEMM, QUANT_GROUP_VLLM),

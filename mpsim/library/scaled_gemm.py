@@ -53,6 +53,11 @@ protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quan
   by threads; a round is SMs x 8 CTAs of groups, whatever the rows (the fp8_block rows' cost
   over bf16 at N = 128 grows with M x K, 542 us at M = K = 16384 on H200, where SGLang's quantizer
   takes 128).
+- QUANT_GROUP_TRT: TensorRT-LLM's fp8_quantize_1x128 (cpp/tensorrt_llm/kernels/
+  fp8_blockscale_gemm `fp8_1x128_cs`, `scale_1x128_kernel`; sgl-kernel carries a copy): a fixed grid
+  of SMs x 8 CTAs of 256 threads (a full SM by threads), one warp a 128-value group a grid-stride
+  iteration (two bf16x2 loads a lane, a warp max, one-byte stores), so a launch takes ceil(groups /
+  (SMs x 64 warps)) dependent iterations, each longer the more warps are loading at once.
 - QUANT_FP4: e2m1 with e4m3 scales per 16 values (vLLM scaled_fp4_quant, TensorRT-LLM
   fp4_quantize): 1 kernel, 32 rows per SM (ASSUMPTION).
 """
@@ -64,13 +69,15 @@ from mpsim.library.rows import Row, apply_config, check_kernel, gemm_shape
 
 SCHED_DP, SCHED_PERSISTENT, SCHED_STREAM_K = 0, 1, 2
 QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QUANT_FP4 = 0, 1, 2, 3, 4, 5
-QUANT_GROUP_TRITON, QUANT_GROUP_VLLM = 6, 7
+QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT = 6, 7, 8
 QUANT_VLLM_PASS_VALUES = 256 * 8  # vLLM's per-token quantizer: 256 threads x one 16-byte bf16 vector
 QUANT_VLLM_GROUPS_PER_CTA = 16  # vLLM's group quantizer: 256 threads / 16 a group
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
-                 QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1, QUANT_GROUP_VLLM: 1}
+                 QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1, QUANT_GROUP_VLLM: 1,
+                 QUANT_GROUP_TRT: 1}
 QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
-                     QUANT_FP4: 32, QUANT_GROUP_TRITON: 32, QUANT_GROUP_VLLM: 8}
+                     QUANT_FP4: 32, QUANT_GROUP_TRITON: 32, QUANT_GROUP_VLLM: 8,
+                     QUANT_GROUP_TRT: 64}
 # TensorRT-LLM's per-tensor quantizer (QUANT_TENSOR_TRT above): the amax kernel's grid and CTA
 # threads, the quantize kernel's values a thread a pass
 QUANT_TRT_AMAX_GRID, QUANT_TRT_AMAX_THREADS, QUANT_TRT_ELEMENTS = 1024, 1024, 8

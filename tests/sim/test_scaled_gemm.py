@@ -197,6 +197,23 @@ def test_vllms_group_quantizer_rounds_over_sms_times_8_ctas_of_16_groups() -> No
         quant_latency(QUANT_GROUP_VLLM, 16384, 4096, q, r))  # groups, not rows
 
 
+def test_trtllms_1x128_quantizer_iterates_its_full_grid_of_warps() -> None:
+    """fp8_quantize_1x128: SMs x 8 CTAs of 256 threads, one warp a group a grid-stride iteration;
+    an iteration costs `trt_group_iter_ns` plus `trt_group_busy_ns` times the share of warps that
+    load (a launch of a few groups pays the first alone)."""
+    from mpsim.library.scaled_gemm import QUANT_GROUP_TRT, QUANT_ROWS_PER_SM
+    from mpsim.sim.gpu.library.call_quant import quant_latency
+
+    r, q = gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS.fp8_act
+    warps = r.sms * QUANT_ROWS_PER_SM[QUANT_GROUP_TRT]
+    assert warps == 132 * 64
+    iteration = q.trt_group_iter_ns + q.trt_group_busy_ns
+    assert quant_latency(QUANT_GROUP_TRT, 3 * warps, 128, q, r) == pytest.approx(3 * iteration)
+    assert quant_latency(QUANT_GROUP_TRT, 3 * warps + 1, 128, q, r) == pytest.approx(4 * iteration)
+    assert quant_latency(QUANT_GROUP_TRT, 1, 4096, q, r) == pytest.approx(   # 32 groups, one iteration
+        q.trt_group_iter_ns + 32 / warps * q.trt_group_busy_ns)
+
+
 def test_vllms_quantizer_rows_go_as_sms_times_the_boost_clock() -> None:
     """vLLM's per-token round is counted in SM cycles at the boost clock: L40S (142 SMs, 2520 MHz)
     quantizes its rows at (132 x 1980) / (142 x 2520) of H200's time a row."""

@@ -30,6 +30,7 @@ from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
     QUANT_GROUP_TRITON,
+    QUANT_GROUP_TRT,
     QUANT_GROUP_VLLM,
     QUANT_GROUPS_IN_TURN,
     QUANT_KERNELS,
@@ -110,6 +111,16 @@ class ActQuantParams:
     # 5500 / 6000 give 10.8 / 8.8 / 6.7 / 5.1 / 5.9 / 7.1% (odd half 9.6 -> 5.3% at 5000; bias at
     # K > 16384 -33.7 -> +1.0%); H100's rows, not fitted, 10.9 / 9.8 -> 6.4 / 6.2% on the halves
     vllm_group_round_ns: float = 5000.0
+    # TensorRT-LLM's 1x128 quantizer (QUANT_GROUP_TRT): an iteration of its grid-stride warps takes
+    # `trt_group_iter_ns` plus `trt_group_busy_ns` times the share of its SMs x 64 warps that load
+    # (a full grid: SMs x 64 x 256 B read, 128 B written). The first is the generic group round
+    # (`group_round_ns`, set on small-M rows at stop 48); the second fitted (stop 53) on the even
+    # half of the H200 TensorRT-LLM 1.3.0rc20 fp8_block rows at N = 128, M >= 64 (1,059 rows; h200_sxm/
+    # gemm/trtllm/1.3.0rc20/gemm_perf.parquet): 900 / 1100 / 1300 / 1400 / 1500 give 11.4 (at 500)
+    # / 10.4 / 10.6 / 11.9 / 13.8%, 18.2% with the generic round (bias -20% at K > 16384 -> -2.8%);
+    # odd half 18.6 -> 10.7%. Rows at M 129-257 stay +15..+25% there: the swap-AB GEMM's, not this
+    trt_group_iter_ns: float = 400.0
+    trt_group_busy_ns: float = 1100.0
     fp4_round_ns: float = 1690.0      # ASSUMPTION: SGLang's per-token small-shape round (the group
     #                                   quantizers' too until stop 48)
 
@@ -122,7 +133,8 @@ def quant_cost(quant: int, q: ActQuantParams, boost_hz: float) -> tuple[float, f
             QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
             QUANT_FP4: (q.fp4_round_ns, 0.0),
             QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0),
-            QUANT_GROUP_VLLM: (q.vllm_group_round_ns, 0.0)}[quant]
+            QUANT_GROUP_VLLM: (q.vllm_group_round_ns, 0.0),
+            QUANT_GROUP_TRT: (q.trt_group_iter_ns, 0.0)}[quant]
 
 
 
@@ -151,6 +163,10 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
         threads = r.sms * r.max_warps * 32
         return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
     rows = r.sms * QUANT_ROWS_PER_SM[quant]
+    if quant == QUANT_GROUP_TRT:  # a warp a group a grid-stride iteration over SMs x 64 warps
+        groups = m * cdiv(k, 128)
+        busy = min(groups, rows) / rows
+        return cdiv(groups, rows) * (round_ns + busy * q.trt_group_busy_ns)
     if quant == QUANT_GROUP_VLLM:  # a round: SMs x 8 CTAs of QUANT_VLLM_GROUPS_PER_CTA groups
         return max(1.0, m * cdiv(k, 128) / (rows * QUANT_VLLM_GROUPS_PER_CTA)) * round_ns
     if quant == QUANT_TOKEN_VLLM:
@@ -178,7 +194,7 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
         return []
     m, k = int(row["m"]), int(row["k"])
     src = float(m * k * FP16)
-    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM)
+    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT)
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
                                  "fp8-block" if grouped else str(row["w_format"])))
     dram = src - min(src, src_hit)
