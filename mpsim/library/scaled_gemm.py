@@ -18,7 +18,9 @@ policy's own quantization launch (fp8pol's `fp8_act_quant` / `fp8_block_act_quan
 `nvfp4_act_quant`), so synthesis builds rows with QUANT_NONE. A published measurement of a
 framework's linear layer includes its quantization; the validation adapter sets the mode that
 framework runs and the GEMM row then stands for those kernels too (QUANT_KERNELS, what the
-protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quantizes at a time):
+protocol's per-launch cost counts; QUANT_ROWS_PER_SM, the token rows one SM quantizes at a time, or
+for vLLM's and TensorRT-LLM's group kernels, which spread groups rather than rows, the CTAs / warps
+one SM holds; QUANT_GROUP_MODES, the 1x128 modes):
 - QUANT_TOKEN_VLLM: vLLM's dynamic activation quantization of its CUTLASS fp8 path, one kernel
   launching one 256-thread CTA per token row (vllm-project/vllm csrc/quantization/w8a8/fp8/
   common.cu `dynamic_per_token_scaled_fp8_quant`: block min(hidden, 256), 16-byte vectors, so
@@ -78,6 +80,7 @@ QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_T
 QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
                      QUANT_FP4: 32, QUANT_GROUP_TRITON: 32, QUANT_GROUP_VLLM: 8,
                      QUANT_GROUP_TRT: 64}
+QUANT_GROUP_MODES = (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT)
 # TensorRT-LLM's per-tensor quantizer (QUANT_TENSOR_TRT above): the amax kernel's grid and CTA
 # threads, the quantize kernel's values a thread a pass
 QUANT_TRT_AMAX_GRID, QUANT_TRT_AMAX_THREADS, QUANT_TRT_ELEMENTS = 1024, 1024, 8

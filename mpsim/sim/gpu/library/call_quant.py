@@ -29,6 +29,7 @@ from mpsim.kernels.launch_config import cdiv
 from mpsim.library.scaled_gemm import (
     QUANT_FP4,
     QUANT_GROUP,
+    QUANT_GROUP_MODES,
     QUANT_GROUP_TRITON,
     QUANT_GROUP_TRT,
     QUANT_GROUP_VLLM,
@@ -162,11 +163,10 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     if quant == QUANT_TENSOR_TRT:
         threads = r.sms * r.max_warps * 32
         return max(1.0, m * k / (threads * QUANT_TRT_ELEMENTS)) * round_ns
-    rows = r.sms * QUANT_ROWS_PER_SM[quant]
+    rows = r.sms * QUANT_ROWS_PER_SM[quant]  # the group kernels' CTAs / warps, not rows
     if quant == QUANT_GROUP_TRT:  # a warp a group a grid-stride iteration over SMs x 64 warps
-        groups = m * cdiv(k, 128)
-        busy = min(groups, rows) / rows
-        return cdiv(groups, rows) * (round_ns + busy * q.trt_group_busy_ns)
+        groups, warps = m * cdiv(k, 128), rows
+        return cdiv(groups, warps) * (round_ns + min(groups, warps) / warps * q.trt_group_busy_ns)
     if quant == QUANT_GROUP_VLLM:  # a round: SMs x 8 CTAs of QUANT_VLLM_GROUPS_PER_CTA groups
         return max(1.0, m * cdiv(k, 128) / (rows * QUANT_VLLM_GROUPS_PER_CTA)) * round_ns
     if quant == QUANT_TOKEN_VLLM:
@@ -194,7 +194,7 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
         return []
     m, k = int(row["m"]), int(row["k"])
     src = float(m * k * FP16)
-    grouped = quant in (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT)
+    grouped = quant in QUANT_GROUP_MODES
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
                                  "fp8-block" if grouped else str(row["w_format"])))
     dram = src - min(src, src_hit)
