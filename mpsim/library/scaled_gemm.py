@@ -29,8 +29,15 @@ one SM holds; QUANT_GROUP_MODES, the 1x128 modes):
   and kernel floor) more than bf16; time grows by 7.1 ns per token row up to K = 2048 and in steps
   at every further 2048 of K (H200 vLLM 0.24.0 fp8 rows at N = 128, M 16384: 7.2 / 10.4 / 14.0 /
   18.0 ns a row at K 2048 / 4096 / 6144 / 8192, 32 at 16384), as such a latency-bound kernel does.
-- QUANT_TOKEN_SGL: SGLang's sgl_per_token_quant_fp8, one kernel, one warp per token (32 rows per
-  SM: ASSUMPTION from its 0.4 ns per row on the same rows of the SGLang file).
+- QUANT_TOKEN_SGL: SGLang's sgl_per_token_quant_fp8 (sgl-project/sglang sgl-kernel/csrc/gemm/
+  per_token_quant_fp8.cu at 0490047f), one kernel of two forms by the token count: below SMs x 2 x 8 tokens
+  (QUANT_SGL_WARP_FROM per SM) `per_token_quant_fp8_small_batch_kernel`, one 256-thread CTA a token
+  as vLLM's (8 rows an SM by threads), 16 values a thread a pass (QUANT_SGL_PASS_VALUES, 4096);
+  from there `per_token_quant_fp8_kernel`, one warp a token, 8 warps a CTA (QUANT_SGL_WARP_ROWS_PER_SM
+  64 an SM), 16 values a lane a pass (QUANT_SGL_WARP_PASS_VALUES, 512). Both take an absmax pass
+  and a quantize pass, each reading the row from global memory (the warp kernel's shared-memory
+  copy is off for every row: its launcher compares the buffer's bytes with 48, a KB figure), so the
+  warp kernel's second read finds its row in L2 only while the rows in flight fit there.
 - QUANT_TENSOR_TRT: TensorRT-LLM's quantize_e4m3_per_tensor (an amax reduction, the quantize): 2
   kernels, neither by rows (cpp/tensorrt_llm/common/cudaFp8Utils.cu at 106ff7ce,
   invokeComputeScalesAndQuantizeMatrix's PER_TENSOR branch): computeFP8QuantizeScale on a fixed
@@ -74,10 +81,14 @@ QUANT_NONE, QUANT_TOKEN_VLLM, QUANT_TOKEN_SGL, QUANT_TENSOR_TRT, QUANT_GROUP, QU
 QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT = 6, 7, 8
 QUANT_VLLM_PASS_VALUES = 256 * 8  # vLLM's per-token quantizer: 256 threads x one 16-byte bf16 vector
 QUANT_VLLM_GROUPS_PER_CTA = 16  # vLLM's group quantizer: 256 threads / 16 a group
+# SGLang's per-token quantizer (QUANT_TOKEN_SGL above): its warp kernel from SMs x 16 tokens, its rows
+# an SM, the values a pass of each form
+QUANT_SGL_WARP_FROM, QUANT_SGL_WARP_ROWS_PER_SM = 2 * 8, 64
+QUANT_SGL_PASS_VALUES, QUANT_SGL_WARP_PASS_VALUES = 256 * 16, 32 * 16
 QUANT_KERNELS = {QUANT_NONE: 0, QUANT_TOKEN_VLLM: 1, QUANT_TOKEN_SGL: 1, QUANT_TENSOR_TRT: 2,
                  QUANT_GROUP: 1, QUANT_FP4: 1, QUANT_GROUP_TRITON: 1, QUANT_GROUP_VLLM: 1,
                  QUANT_GROUP_TRT: 1}
-QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 32, QUANT_GROUP: 32,
+QUANT_ROWS_PER_SM = {QUANT_TOKEN_VLLM: 8, QUANT_TOKEN_SGL: 8, QUANT_GROUP: 32,
                      QUANT_FP4: 32, QUANT_GROUP_TRITON: 32, QUANT_GROUP_VLLM: 8,
                      QUANT_GROUP_TRT: 64}
 QUANT_GROUP_MODES = (QUANT_GROUP, QUANT_GROUP_TRITON, QUANT_GROUP_VLLM, QUANT_GROUP_TRT)

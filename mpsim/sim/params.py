@@ -205,12 +205,17 @@ class SimParams:
     # these tiles is bound by the chip's L2 first. One device (the only one with fp4 tensor cores).
     fp4_mma_eta: float = 0.583
     # Energy of a tensor-pipe cycle running fp8 MMAs relative to a 16-bit one (power.py
-    # tensor_energy_share; 1.0 would be twice the FLOPs at half the energy each). Set from the
-    # vLLM 0.24.0 H200 fp8 GEMM rows above M = 256 (150-row `--select fp8` sample: bias -10.6% at
-    # 1.0, -4.0% at 1.15, +5.2% at 1.3; MAPE 14.0 / 13.0 / 14.1) and checked on the H100 rows (held
-    # out: 18.4 -> 15.3%) and TRT-LLM's H200 and H100 fp8 rows (9.6 -> 8.7, 7.6 -> 6.7%); B200
-    # barely moves (docs/validation.md#fp8-tensor-power, `python -m mpsim.analysis.bench.fp8_power`).
-    fp8_tensor_energy: float = 1.15
+    # tensor_energy_share; 1.0: twice the FLOPs at half the energy each). Set at stop 54, with the
+    # calls' quantizers priced from their sources (stops 49-54), to the argmin over 1.15 / 1.0 / 0.85 /
+    # 0.7 of the summed M 257-8192 MAPE of the ten Hopper fp8 / fp8_block cells, fitted on the rows of
+    # 2,000-row `--select fp8` samples (vLLM, SGLang, TRT-LLM on H200; vLLM, TRT-LLM on H100): 87.1 /
+    # 82.8 at 1.15 / 1.0 (H200 56.6 -> 50.8, H100 30.5 -> 32.0; every H100 cell within 10% at both);
+    # 0.85 is worse on the four H200 vLLM / SGLang cells it reached (36.2 -> 36.8), 0.7 prices TRT-LLM's
+    # H200 fp8 13.0% (7.8 at 1.0). The launch's one clock falls as N grows (the quantizer's share draws
+    # less), so at 1.15 the long GEMMs ran slow: H200 vLLM 8192 x N x 8192 +16.5% at N 4096, +28.7% at
+    # 16384. Before (stop 34): 1.15, set while the quantizers were priced too cheap
+    # (docs/validation.md#fp8-tensor-power).
+    fp8_tensor_energy: float = 1.0
     # Power-limited clock and power (mpsim/sim/gpu/power.py): P(f) = static_W + DRAM power + overhead
     # x (V(f)/V(f_base))^2 x f x (the launch's per-cycle work at the hardware file's energies), the
     # sustained clock being the highest f <= boost with P(f) <= tdp_W (hardware file: energy.tdp_W,

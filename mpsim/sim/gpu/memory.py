@@ -30,11 +30,18 @@ def replayed_kv_bytes(warm: bool, kv_bytes: float, r: GpuRates, p: SimParams) ->
     not 67 MB), on an L2 of one partition (Ada) all up to `replay_l2_from` of its size, none from
     `replay_l2_to`, linear between (the L40S rows: KV caches of 72-96 MiB were priced +41..+49%
     slow as DRAM reads)."""
-    if not warm:
-        return 0.0
+    return cyclic_hits(kv_bytes, r, p) if warm else 0.0
+
+
+def cyclic_hits(span: float, r: GpuRates, p: SimParams) -> float:
+    """Bytes of `span` bytes read again in the same order that the second pass finds in L2 (a
+    cyclic stream of one operand): on a partitioned L2 all of it within the usable share, none
+    beyond; on an L2 of one partition all up to `replay_l2_from` of its size, none from
+    `replay_l2_to`, linear between (replayed_kv_bytes; SGLang's per-token quantizer's second read,
+    mpsim/sim/gpu/library/call_quant.py)."""
     if r.l2_partitions != 1:
-        return kv_bytes if kv_bytes <= usable_l2(r, p) else 0.0
-    return _kept(kv_bytes, kv_bytes, r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to)
+        return span if span <= usable_l2(r, p) else 0.0
+    return _kept(span, span, r.l2_bytes * p.replay_l2_from, r.l2_bytes * p.replay_l2_to)
 
 
 def _kept(own: float, span: float, usable: float, whole: float) -> float:

@@ -21,7 +21,7 @@ scaled_gemm.py `source_hits` says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,6 +37,10 @@ from mpsim.library.scaled_gemm import (
     QUANT_KERNELS,
     QUANT_NONE,
     QUANT_ROWS_PER_SM,
+    QUANT_SGL_PASS_VALUES,
+    QUANT_SGL_WARP_FROM,
+    QUANT_SGL_WARP_PASS_VALUES,
+    QUANT_SGL_WARP_ROWS_PER_SM,
     QUANT_TENSOR_TRT,
     QUANT_TOKEN_SGL,
     QUANT_TOKEN_VLLM,
@@ -85,9 +89,28 @@ class ActQuantParams:
     # -7.6%: the small-M GEMMs of large weights lean on the quantizer's cost): 910 / 1300 / 1600
     # give 10.0 / 9.3 / 9.0% there and 9.8 / 9.8 / 10.4% on the 400-row `stacks` sample (stop 49)
     vllm_row_ns: float = 1300.0
-    # fitted on H200 SGLang 0.5.14 fp8 rows (`--select fp8`, 200 sampled) with cutlass_fp8's
-    # constants; the small shapes' 0.40 ns per row x 132 SMs x 32 rows gives 1690
-    sgl_round_ns: float = 800.0
+    # SGLang's per-token quantizer (QUANT_TOKEN_SGL), in SM cycles at the boost clock as vLLM's:
+    # below SMs x 16 tokens its CTA-a-token kernel, a lone row's latency `sgl_row_ns` then rounds
+    # of SMs x 8 rows of `sgl_round_cycles` + `sgl_pass_cycles` per 4096 values of K; from there its
+    # warp-a-token kernel, at least one round of SMs x 64 rows, each `sgl_warp_round_cycles` +
+    # `sgl_warp_pass_cycles` per 512 values. Fitted (stop 54) on the even half of the H200 SGLang
+    # 0.5.14 fp8 rows at N = 128, M >= 64 (h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet; sorted by
+    # M, K), where the quantizer is most of the call, each form on its own rows: the CTA kernel's 352
+    # of 704 rows (M 64-2111) 9.2% (odd 10.0; 6800 / 7800 / 1300, vLLM's, give 30.7%, +117% at M
+    # 1025-2111, K <= 512: SGLang's rounds are far shorter; a flat minimum, 9.2-9.6% from 500 to
+    # 2000 cycles), the warp kernel's 231 of 462 (M >= 2112) 9.6% (odd 11.2; 1000 / 2500 / 3000 /
+    # 3500 / 4800 pass cycles at a round of 1000: 10.9 / 9.9 / 9.6 / 13.9%), K > 8192 left +10..+12%
+    # there (its bytes: both reads from DRAM at the streaming rates, below); before, one round of 800
+    # ns per 32 rows an SM (an assumption) gave 14.0% on all 1,166, -8.8% biased (-15..-30% from M
+    # 257 up); now 9.6 / 10.6% on the halves. The `--select fp8` rows (N >= 2048) want a costlier
+    # lone row (1600 / 4000 / 4000 fitted there: M 17-256 12.8 -> 10.1%), the N = 128 rows then
+    # +16.6% and an every-shape sample 10.0 -> 12.6%: SGLang's GEMM is not vLLM's dispatch, which
+    # stands for it (mpsim/library/cutlass_fp8.py), and no quantizer constant mends that.
+    sgl_row_ns: float = 600.0
+    sgl_round_cycles: float = 2000.0
+    sgl_pass_cycles: float = 1000.0
+    sgl_warp_round_cycles: float = 1000.0
+    sgl_warp_pass_cycles: float = 3500.0
     # TensorRT-LLM's per-tensor quantizer (its amax waves and quantize passes, `amax_latency`,
     # `quant_latency`) and fixed cost per call: Nelder-Mead together on the even half of the
     # torch_flow fp8 rows of an 800-row `stacks` sample (seed 7) of h200_sxm/gemm/trtllm/1.3.0rc20/
@@ -130,7 +153,7 @@ def quant_cost(quant: int, q: ActQuantParams, boost_hz: float) -> tuple[float, f
     """(round ns, fixed ns per call) of an activation-quantization mode on a GPU whose boost clock
     is `boost_hz` (vLLM's round is counted in its cycles)."""
     return {QUANT_TOKEN_VLLM: (q.vllm_round_cycles / boost_hz * 1e9, 0.0),
-            QUANT_TOKEN_SGL: (q.sgl_round_ns, 0.0),
+            QUANT_TOKEN_SGL: (q.sgl_round_cycles / boost_hz * 1e9, 0.0),
             QUANT_TENSOR_TRT: (q.trt_round_ns, q.trt_fixed_ns), QUANT_GROUP: (q.group_round_ns, 0.0),
             QUANT_FP4: (q.fp4_round_ns, 0.0),
             QUANT_GROUP_TRITON: (q.group_round_ns * QUANT_GROUPS_IN_TURN[QUANT_GROUP_TRITON], 0.0),
@@ -172,9 +195,26 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     if quant == QUANT_TOKEN_VLLM:
         round_ns += cdiv(k, QUANT_VLLM_PASS_VALUES) * q.vllm_pass_cycles / r.boost_hz * 1e9
         return q.vllm_row_ns + m / rows * round_ns
+    if quant == QUANT_TOKEN_SGL:
+        return sgl_token_latency(m, k, q, r)
     if quant not in QUANT_GROUPS_IN_TURN:
         round_ns *= cdiv(k, 8192)
     return max(1.0, m / rows) * round_ns
+
+
+def sgl_token_latency(m: int, k: int, q: ActQuantParams, r: GpuRates) -> float:
+    """SGLang's per-token quantizer by its two forms (QUANT_TOKEN_SGL): a CTA a token below SMs x 16
+    tokens (a lone row's latency, then rounds of SMs x 8 rows, a pass per 4096 values), a warp a
+    token from there (at least a round; rounds of SMs x 64 rows, a pass per 512 values); cycles at
+    the boost clock."""
+    cycle_ns = 1e9 / r.boost_hz
+    if m < r.sms * QUANT_SGL_WARP_FROM:
+        passes = cdiv(k, QUANT_SGL_PASS_VALUES)
+        per_round = (q.sgl_round_cycles + passes * q.sgl_pass_cycles) * cycle_ns
+        return q.sgl_row_ns + m / (r.sms * QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL]) * per_round
+    passes = cdiv(k, QUANT_SGL_WARP_PASS_VALUES)
+    per_round = (q.sgl_warp_round_cycles + passes * q.sgl_warp_pass_cycles) * cycle_ns
+    return max(1.0, m / (r.sms * QUANT_SGL_WARP_ROWS_PER_SM)) * per_round
 
 
 def amax_latency(q: ActQuantParams, r: GpuRates) -> float:
@@ -185,10 +225,22 @@ def amax_latency(q: ActQuantParams, r: GpuRates) -> float:
     return cdiv(QUANT_TRT_AMAX_GRID, r.sms * per_sm) * q.trt_round_ns
 
 
+def sgl_rows_in_flight(m: int, k: int, r: GpuRates) -> float:
+    """Bytes of the 16-bit rows SGLang's quantizer holds in flight (SMs x 8 or SMs x 64 rows by its
+    form, QUANT_TOKEN_SGL): each form reads a row twice, the second read finding it in L2 only as a
+    cyclic stream of this span does (memory.py `cyclic_hits`)."""
+    per_sm = QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL] if m < r.sms * QUANT_SGL_WARP_FROM \
+        else QUANT_SGL_WARP_ROWS_PER_SM
+    return float(min(m, r.sms * per_sm) * k * FP16)
+
+
 def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
-                q: ActQuantParams, src_hit: float = 0.0) -> LaunchWork:
+                q: ActQuantParams, src_hit: float = 0.0,
+                found: Callable[[float], float] | None = None) -> LaunchWork:
     """The activation quantization the measured call ran before the GEMM (none for QUANT_NONE);
-    `src_hit`: bytes of its input each kernel finds in L2 (`source_hits`)."""
+    `src_hit`: bytes of its input each kernel finds in L2 (`source_hits`); `found`: the bytes of a
+    span read twice that the second read finds in L2 (memory.py `cyclic_hits`; SGLang's quantizer
+    reads its rows twice: all found when not given)."""
     quant = int(cfg.get("quant", QUANT_NONE))
     if quant == QUANT_NONE:
         return []
@@ -198,7 +250,12 @@ def quant_parts(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates,
     out = float(activation_bytes(m, k, "fp4-e2m1" if quant == QUANT_FP4 else "fp8-e4m3",
                                  "fp8-block" if grouped else str(row["w_format"])))
     dram = src - min(src, src_hit)
-    parts = [_rowwise(m, src, out, quant_latency(quant, m, k, q, r), r, 0.0, "act quant", dram)]
+    read = src
+    if quant == QUANT_TOKEN_SGL:  # the quantize pass reads the row again
+        span = sgl_rows_in_flight(m, k, r)
+        missed = 1.0 - (found(span) if found is not None else span) / span
+        read, dram = 2 * src, dram + src * missed
+    parts = [_rowwise(m, read, out, quant_latency(quant, m, k, q, r), r, 0.0, "act quant", dram)]
     if QUANT_KERNELS[quant] == 2:  # an amax reduction first (TensorRT-LLM's per-tensor scale)
         parts.insert(0, _rowwise(m, src, 0.0, amax_latency(q, r), r, 0.0, "act amax", dram))
     parts[0] = KernelPart(replace(parts[0].work, fixed_ns=quant_cost(quant, q, r.boost_hz)[1]),

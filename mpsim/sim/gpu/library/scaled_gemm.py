@@ -44,7 +44,7 @@ from mpsim.library.scaled_gemm import (
 )
 from mpsim.sim.gpu.library.call_quant import quant_parts
 from mpsim.sim.gpu.library.wo_tiled import _stream_k
-from mpsim.sim.gpu.memory import replay_hits, residency_credit
+from mpsim.sim.gpu.memory import cyclic_hits, replay_hits, residency_credit
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import (
@@ -268,7 +268,8 @@ def scaled_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates
                      gp: ScaledGemmParams, resident: float) -> LaunchWork:
     """The launch of a scaled-GEMM row: the call's activation quantization (if any, constants
     `p.fp8_act`; its input found in L2 as `source_hits` says), the GEMM (its room's constants `gp`)."""
-    return [*quant_parts(row, cfg, r, p.fp8_act, source_hits(row, cfg, r, p)),
+    return [*quant_parts(row, cfg, r, p.fp8_act, source_hits(row, cfg, r, p),
+                         lambda span: cyclic_hits(span, r, p)),
             gemm_part(row, cfg, r, p, gp, resident, str(row["kernel"]))]
 
 
