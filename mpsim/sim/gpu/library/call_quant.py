@@ -4,16 +4,20 @@ quantizes in a launch of its own).
 
 The parts (`quant` != 0, a measured framework call: mpsim/library/scaled_gemm.py lists the modes,
 their kernel counts and how many token rows an SM quantizes at a time): each kernel reads the
-16-bit activations once; the quantize kernel writes them quantized with their scales. Such kernels
+16-bit activations once (SGLang's per-token kernel twice, the second read missing L2 once its rows
+in flight outgrow it); the quantize kernel writes them quantized with their scales. Such kernels
 are latency-bound (one CTA or warp per token row, a reduction for the scale, then the quantized
 store): the launch takes rounds of `round_ns` x ceil(K / 8192) (an assumption: 8192 values per row
-iteration of 1024 threads with 16-byte loads; vLLM's two quantizers follow their sources, below),
+iteration of 1024 threads with 16-byte loads; vLLM's and SGLang's quantizers follow their sources,
+below),
 one round per SMs x rows-per-SM token rows, or its bytes at the
 HBM rate; plus `fixed_ns` per call (ActQuantParams, SimParams.fp8_act). TensorRT-LLM's Triton
 quantizer on Blackwell (QUANT_GROUP_TRITON) runs its programs along K side by side and takes four
 group rounds a round; vLLM's per-token kernel takes a lone row's latency, then its rows at the
 round's rate, a round growing by a pass per 2048 values of K (256 threads, 16-byte vectors); vLLM's
-group kernel rounds over SMs x 8 CTAs x 16 groups whatever the rows; TensorRT-LLM's per-tensor
+group kernel rounds over SMs x 8 CTAs x 16 groups whatever the rows; SGLang's per-token kernel
+is a CTA a token below SMs x 16 tokens (vLLM's shape, 4096 values a pass) and a warp a token from
+there (`sgl_token_latency`); TensorRT-LLM's per-tensor
 pair runs its source's grids (an amax on a fixed grid in waves, a quantize by grid-stride passes
 over the elements: `amax_latency`, `quant_latency`). A replayed call finds its input in L2 where
 scaled_gemm.py `source_hits` says.
