@@ -12,17 +12,20 @@ non-persistent warp-specialized kernel: one CTA per tile); M in (64, 128] a 64 x
 (tokens x weights), M >= 8192 with K >= 6144 256 x 128 x 128 (cooperative), else 128 x 128 x 128
 (ping-pong), all persistent in clusters of 2 x 1 (two token tiles sharing each weight tile by TMA
 multicast: `pair`). SGLang's sm90 fp8_scaled_mm is priced at this dispatch too (ASSUMPTION), though
-its own differs (sgl-project/sglang sgl-kernel/csrc/gemm/fp8_gemm_kernel.cu `sm90_fp8_dispatch_shape`
-at 350439a5: no swap; 64 x 64 x 128 tiles to M = 256 in clusters of 1 x 8 at M = 1, 1 x 4 to 64,
-none to 256; 128 x 128 x 128 above, clusters of 2 x 1 past 1024): priced at it (stop 49, a cluster
-along the weights multicasting the token tile) the H200 SGLang fp8 rows went 12.1 -> 13.2% (bias
--6.6 -> -8.0%, M 17-256 13.4 -> 15.7%), and refitting `sgl_round_ns` with `tile_ns` did not recover
-it (13.4%). The rows point at larger tiles than that dispatch's (stop 52): per 128-deep K step at
-N <= 2048 (k 1024 -> 16384) SGLang's M = 192 rows take 330-336 ns, vLLM's 128 x 128 tiles 349-356,
-where a 64 x 64 tile holds a quarter of those MMAs (M = 128: 135-146 ns, vLLM's 64 x 128 tiles
-175-204), so SGLang 0.5.14 likely runs another build than 350439a5's. The block-scaled kernel
-(scaled_mm_blockwise_sm90_fp8_dispatch.cuh) runs a 128 x 128 x 128 persistent tile, promoting each
-128-deep block's partial sums with its scales on the CUDA cores as DeepGEMM does.
+its own differs (sgl-project/sglang sgl-kernel/csrc/gemm/fp8_gemm_kernel.cu
+`sm90_fp8_dispatch_shape` at 350439a5: no swap; 64 x 64 x 128 tiles to M = 256 in clusters of 1 x 8
+at M = 1, 1 x 4 to 64, none to 256; 128 x 128 x 128 above, clusters of 2 x 1 past 1024): priced at
+it (stop 49, a cluster along the weights multicasting the token tile) the H200 SGLang fp8 rows went
+12.1 -> 13.2% (bias -6.6 -> -8.0%, M 17-256 13.4 -> 15.7%), and refitting SGLang's quantizer round
+then (`sgl_round_ns`, replaced at stop 54) with `tile_ns` did not recover it (13.4%); stop 54 priced
+it again (M 17-256 26.1% with SGLang's quantizer from its source:
+docs/validation.md#sglangs-per-token-quantizer-stop-54). The rows point at larger tiles than that
+dispatch's (stop 52): per 128-deep K step at N <= 2048 (k 1024 -> 16384) SGLang's M = 192 rows take
+330-336 ns, vLLM's 128 x 128 tiles 349-356, where a 64 x 64 tile holds a quarter of those MMAs (M =
+128: 135-146 ns, vLLM's 64 x 128 tiles 175-204), so SGLang 0.5.14 likely runs another build than
+350439a5's. The block-scaled kernel (scaled_mm_blockwise_sm90_fp8_dispatch.cuh) runs a 128 x 128 x
+128 persistent tile, promoting each 128-deep block's partial sums with its scales on the CUDA cores
+as DeepGEMM does.
 
 On Ada (sm_89) vLLM's cutlass_scaled_mm runs CUTLASS 2.x kernels instead (`cutlass_fp8_sm89_heuristic`,
 read from csrc/quantization/w8a8/cutlass/scaled_mm_c2x_sm89_fp8_dispatch.cuh at 42d3ba86): mma.sync
