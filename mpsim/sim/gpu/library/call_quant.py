@@ -100,7 +100,8 @@ class ActQuantParams:
     # `sgl_warp_pass_cycles` per 512 values. Fitted (stop 54) on the even half of the H200 SGLang
     # 0.5.14 fp8 rows at N = 128, M >= 64 (h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet; sorted by
     # M, K), where the quantizer is most of the call, each form on its own rows: the CTA kernel's 352
-    # of 704 rows (M 64-2111) 9.2% (odd 10.0; 6800 / 7800 / 1300, vLLM's, give 30.7%, +117% at M
+    # of 704 rows (M 64-2111) 9.2% (odd 10.0; 9.5 / 10.2 at fp8_tensor_energy 1.0, the fit having
+    # run at 1.15; 6800 / 7800 / 1300, vLLM's, give 30.7%, +117% at M
     # 1025-2111, K <= 512: SGLang's rounds are far shorter; a flat minimum, 9.2-9.6% from 500 to
     # 2000 cycles), the warp kernel's 231 of 462 (M >= 2112) 9.6% (odd 11.2; 1000 / 2500 / 3000 /
     # 3500 / 4800 pass cycles at a round of 1000: 10.9 / 9.9 / 9.6 / 13.9%), K > 8192 left +10..+12%
