@@ -331,3 +331,26 @@ def test_the_simulators_bound_credits_a_replayed_scaled_gemm_as_cublas_rows() ->
     plain = [launch_roofline(r, H200)["t_mem_s"] for r in rows]
     resident = [launch_roofline(r, H200, resident=True)["t_mem_s"] for r in rows]
     assert plain[0] == plain[1] and resident[1] < resident[0] == plain[0]
+
+
+def test_flashinfers_nvfp4_kernel_takes_its_own_fp4_share() -> None:
+    """FlashinferGemmParams.fp4_mma_eta (its 2-SM tiles, fitted on vLLM's B200 rows) prices the
+    FlashInfer nvfp4 kernel; SimParams.fp4_mma_eta (TensorRT-LLM's untuned tile) no longer moves it
+    but still moves TensorRT-LLM's kernel."""
+    from mpsim.library.flashinfer_gemm import FLASHINFER_NVFP4_GEMM
+    from mpsim.library.trtllm_fp8 import TRTLLM_NVFP4_GEMM
+    from mpsim.sim.params import with_params
+
+    m, n, k = 4096, 8192, 8192
+
+    def us(kernel: str, params: dict[str, float]) -> float:
+        row = gemm_row(m, n, k, "nvfp4", 4, 16, kernel=kernel, sms=B200.compute_units)
+        p = with_params(DEFAULT_PARAMS, params) if params else DEFAULT_PARAMS
+        return float(price_launch(row, B200, params=p)["time_s"]) * 1e6
+
+    own = DEFAULT_PARAMS.flashinfer_gemm.fp4_mma_eta
+    assert own is not None and own > DEFAULT_PARAMS.fp4_mma_eta
+    fi = us(FLASHINFER_NVFP4_GEMM, {})
+    assert us(FLASHINFER_NVFP4_GEMM, {"fp4_mma_eta": 0.4}) == fi
+    assert us(FLASHINFER_NVFP4_GEMM, {"flashinfer_gemm.fp4_mma_eta": DEFAULT_PARAMS.fp4_mma_eta}) > fi
+    assert us(TRTLLM_NVFP4_GEMM, {"fp4_mma_eta": 0.4}) > us(TRTLLM_NVFP4_GEMM, {})

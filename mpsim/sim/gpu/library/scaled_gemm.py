@@ -83,6 +83,8 @@ class ScaledGemmParams:
     sm89_store_cost_8warp: float = 0.0  # ... of its 8-warp CTAs (0: sm89_store_cost)
     tma_edge: bool = True         # its token box's rows beyond M load the chip's L2 (`edge_bytes`)
     chain_cycles: float = 0.0     # a lone math warpgroup's trip at the least (`chain_wait`)
+    fp4_mma_eta: float | None = None  # its block-scaled fp4 MMAs' own share of the dense fp4 rate
+    #                                   (None: SimParams.fp4_mma_eta, `fp4_share`)
 
 
 def elem_bytes(dtype: str) -> float:
@@ -94,9 +96,12 @@ def mma_dtype(fmt: str) -> str:
     return "fp4" if fmt in ("nvfp4", "mxfp4") else "fp8"
 
 
-def fp4_share(fmt: str, p: SimParams) -> float:
-    """The block-scaled fp4 MMAs' share of the dense fp4 rate (SimParams.fp4_mma_eta); 1 otherwise."""
-    return p.fp4_mma_eta if mma_dtype(fmt) == "fp4" else 1.0
+def fp4_share(fmt: str, p: SimParams, gp: ScaledGemmParams) -> float:
+    """The block-scaled fp4 MMAs' share of the dense fp4 rate (the room's own `fp4_mma_eta`, else
+    SimParams.fp4_mma_eta); 1 otherwise."""
+    if mma_dtype(fmt) != "fp4":
+        return 1.0
+    return p.fp4_mma_eta if gp.fp4_mma_eta is None else gp.fp4_mma_eta
 
 
 def _trip_scale_bytes(fmt: str, tt: int, wt: int, bk: int) -> float:
@@ -222,7 +227,7 @@ def gemm_part(row: Mapping[str, Any], cfg: Mapping[str, int], r: GpuRates, p: Si
     a_load = a_rows / 2 if int(cfg.get("pair_n", 0)) else a_rows  # ... or the token tile
     trip = Trip(load_bytes=(a_load * a_el + w_load * w_el) * bk + _trip_scale_bytes(fmt, tt, wt, bk),
                 mma_flops=2.0 * rows_mma * wt * bk, pipes=pipes, serial=True,
-                mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p),
+                mma_dtype=mma_dtype(fmt), mma_eta=gp.mma_eta * fp4_share(fmt, p, gp),
                 smem_bytes=_smem_bytes(cfg, rows_mma, wt, bk, min(a_el, w_el)), bulk=True,
                 edge_bytes=edge_bytes(m, tt, a_el * bk, r) * cdiv(n, wt) / tiles if edge else 0.0)
     trip = chain_wait(trip, cfg, r, gp)
