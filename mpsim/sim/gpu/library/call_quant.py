@@ -198,8 +198,8 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     if quant == QUANT_GROUP_VLLM:  # a round: SMs x 8 CTAs of QUANT_VLLM_GROUPS_PER_CTA groups
         return max(1.0, m * cdiv(k, 128) / (rows * QUANT_VLLM_GROUPS_PER_CTA)) * round_ns
     if quant == QUANT_TOKEN_VLLM:
-        round_ns += cdiv(k, QUANT_VLLM_PASS_VALUES) * q.vllm_pass_cycles / r.boost_hz * 1e9
-        return q.vllm_row_ns + m / rows * round_ns
+        return per_token_ctas(m, k, r, q.vllm_row_ns, q.vllm_round_cycles, q.vllm_pass_cycles,
+                              QUANT_VLLM_PASS_VALUES, QUANT_ROWS_PER_SM[QUANT_TOKEN_VLLM])
     if quant == QUANT_TOKEN_SGL:
         return sgl_token_latency(m, k, q, r)
     if quant not in QUANT_GROUPS_IN_TURN:
@@ -207,18 +207,31 @@ def quant_latency(quant: int, m: int, k: int, q: ActQuantParams, r: GpuRates) ->
     return max(1.0, m / rows) * round_ns
 
 
+def per_token_ctas(m: int, k: int, r: GpuRates, row_ns: float, round_cycles: float,
+                   pass_cycles: float, pass_values: int, rows_per_sm: int) -> float:
+    """A CTA-a-token quantizer (vLLM's, SGLang's below its warp form): a lone row's latency, then
+    its rows at the rate of a round over SMs x `rows_per_sm` rows (a partial round costing its
+    share), a round `round_cycles` plus `pass_cycles` per `pass_values` values of K, in cycles at
+    the boost clock."""
+    per_round = (round_cycles + cdiv(k, pass_values) * pass_cycles) * 1e9 / r.boost_hz
+    return row_ns + m / (r.sms * rows_per_sm) * per_round
+
+
+def sgl_warp_form(m: int, r: GpuRates) -> bool:
+    """Whether SGLang's per-token quantizer runs its warp-a-token kernel (from SMs x 16 tokens)."""
+    return m >= r.sms * QUANT_SGL_WARP_FROM
+
+
 def sgl_token_latency(m: int, k: int, q: ActQuantParams, r: GpuRates) -> float:
     """SGLang's per-token quantizer by its two forms (QUANT_TOKEN_SGL): a CTA a token below SMs x 16
-    tokens (a lone row's latency, then rounds of SMs x 8 rows, a pass per 4096 values), a warp a
-    token from there (at least a round; rounds of SMs x 64 rows, a pass per 512 values); cycles at
-    the boost clock."""
-    cycle_ns = 1e9 / r.boost_hz
-    if m < r.sms * QUANT_SGL_WARP_FROM:
-        passes = cdiv(k, QUANT_SGL_PASS_VALUES)
-        per_round = (q.sgl_round_cycles + passes * q.sgl_pass_cycles) * cycle_ns
-        return q.sgl_row_ns + m / (r.sms * QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL]) * per_round
+    tokens (`per_token_ctas`: rounds of SMs x 8 rows, a pass per 4096 values), a warp a token from
+    there (at least a round; rounds of SMs x 64 rows, a pass per 512 values); cycles at the boost
+    clock."""
+    if not sgl_warp_form(m, r):
+        return per_token_ctas(m, k, r, q.sgl_row_ns, q.sgl_round_cycles, q.sgl_pass_cycles,
+                              QUANT_SGL_PASS_VALUES, QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL])
     passes = cdiv(k, QUANT_SGL_WARP_PASS_VALUES)
-    per_round = (q.sgl_warp_round_cycles + passes * q.sgl_warp_pass_cycles) * cycle_ns
+    per_round = (q.sgl_warp_round_cycles + passes * q.sgl_warp_pass_cycles) * 1e9 / r.boost_hz
     return max(1.0, m / (r.sms * QUANT_SGL_WARP_ROWS_PER_SM)) * per_round
 
 
@@ -234,8 +247,7 @@ def sgl_rows_in_flight(m: int, k: int, r: GpuRates) -> float:
     """Bytes of the 16-bit rows SGLang's quantizer holds in flight (SMs x 8 or SMs x 64 rows by its
     form, QUANT_TOKEN_SGL): each form reads a row twice, the second read finding it in L2 only as a
     cyclic stream of this span does (memory.py `cyclic_hits`)."""
-    per_sm = QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL] if m < r.sms * QUANT_SGL_WARP_FROM \
-        else QUANT_SGL_WARP_ROWS_PER_SM
+    per_sm = QUANT_SGL_WARP_ROWS_PER_SM if sgl_warp_form(m, r) else QUANT_ROWS_PER_SM[QUANT_TOKEN_SGL]
     return float(min(m, r.sms * per_sm) * k * FP16)
 
 
