@@ -252,12 +252,14 @@ ATTENTION_KERNELS = {
     ("vllm", "vllm_flashinfer_trtllmdecode"): "flashinfer_trtllm",
     ("vllm", "vllm_flashinfer_trtllmprefill"): "flashinfer_trtllm",
     ("sglang", "fa3"): "sglang",
+    ("sglang", "triton"): "sglang_triton",
     ("trtllm", "torch_flow"): "trtllm",
 }
-# the dispatch rule read is TensorRT-LLM's sm_90 one; its sm_89 and sm_100 ones are rooms of their
-# own (library.ARCH_ATTENTION, by the engine files' architecture, as the engines build them); sm_80
-# (A100) picks tiled context kernels above 64 keys, not modelled
-ENGINE_GENERATION = {"trtllm": "hopper"}
+# the dispatch rule read is TensorRT-LLM's sm_90 one (SGLang's Triton tiles: their sm_90 ones); its
+# sm_89 and sm_100 ones are rooms of their own (library.ARCH_ATTENTION, by the engine files'
+# architecture, as the engines build them); sm_80 (A100) picks tiled context kernels above 64 keys,
+# not modelled
+ENGINE_GENERATION = {"trtllm": "hopper", "sglang_triton": "hopper"}
 TRTLLM_ELSEWHERE = {
     "ampere": ", and its bf16-cache decode on Ampere (sm_80): the context FMHA (tiled above 64 "
               "keys there) and fp8 caches are modelled on Ada (sm_89) only",
@@ -292,7 +294,7 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
             return kernel
         raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
                                    f"rule is modelled for {need} only"
-                                   f"{TRTLLM_ELSEWHERE.get(str(gen), '')})")
+                                   f"{TRTLLM_ELSEWHERE.get(str(gen), '') if kernel == 'trtllm' else ''})")
     return kernel
 
 

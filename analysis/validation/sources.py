@@ -21,10 +21,11 @@ Sources (docs/validation.md#the-data says where to get them):
   unrepresentable; a decode fp8 (e4m3) KV cache is kv_bits
   8 with kv_dtype fp8 (its own class); prefill with an fp8 KV cache ("attention prefill fp8-kv") or
   FP8 attention compute ("attention prefill fp8", attn_dtype fp8) is priced for TRT-LLM's context
-  FMHA and FA3's fp8 forward (an fp8 cache, kernel_source `fa3`: SGLang), prefill with an fp8 KV
-  cache also for vLLM's FlashInfer kernels (`vllm_flashinfer_*`) and FA3 (`vllm_flash_attn_fa3`:
-  its backend quantizes the query whenever the cache is fp8, whatever the row's attn_dtype says),
-  and unrepresentable for the others.
+  FMHA, FA3's fp8 forward (an fp8 cache, kernel_source `fa3`: SGLang) and SGLang's Triton extend
+  kernel (`triton`: q, k, v handed over in e4m3), prefill with an fp8 KV cache also for SGLang's
+  Triton backend (`triton`: the prompt's own bf16 K/V), vLLM's FlashInfer kernels
+  (`vllm_flashinfer_*`) and FA3 (`vllm_flash_attn_fa3`: its backend quantizes the query whenever
+  the cache is fp8, whatever the row's attn_dtype says), and unrepresentable for the others.
 - Vidur `mlp.csv`: one input row holds ten ops of one token count, so it becomes one measured row
   per (input row, op), each carrying the whole input row plus `vidur_op`. Statistic: the `mean`
   over the 20 layers (ms). Protocol `kernel` (CUPTI durations). Shapes are the per-GPU shards of
@@ -211,11 +212,11 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     return Measurements("aiconfigurator attention_perf", frame, _finish(rows), notes)
 
 
-# kernel sources whose prefill reads an fp8 KV cache that mpsim models: vLLM's FlashInfer rooms and
+# kernel sources whose prefill reads an fp8 KV cache that mpsim models: vLLM's FlashInfer rooms,
 # FlashAttention-3's fp8 forward (vLLM's FA3 quantizes the query whenever its cache is fp8, though its
-# rows say attn_dtype bfloat16; SGLang's `fa3` rows say fp8)
-FP8_PREFILL_SOURCES = ("vllm_flashinfer_", "vllm_flash_attn_fa3", "fa3")
-FP8_ATTENTION_SOURCES = ("vllm_flash_attn_fa3", "fa3")
+# rows say attn_dtype bfloat16; SGLang's `fa3` rows say fp8) and SGLang's Triton backend (`triton`)
+FP8_PREFILL_SOURCES = ("vllm_flashinfer_", "vllm_flash_attn_fa3", "fa3", "triton")
+FP8_ATTENTION_SOURCES = ("vllm_flash_attn_fa3", "fa3", "triton")
 
 
 def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,

@@ -28,6 +28,7 @@ from mpsim.library import (
     marlin,
     mpsim,
     sglang,
+    sglang_triton,
     torch,
     triton_fp8,
     trtllm,
@@ -127,6 +128,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("sglang", sglang.KERNELS, "SGLang's FA3 attention backend (FA3's kernels, SGLang's op)",
             "python/sglang/srt/layers/attention/flashattention_backend.py", attention=sglang.attention_row,
             windowed=True),
+    Library("sglang_triton", sglang_triton.KERNELS, "SGLang's Triton attention backend (split-KV decode "
+            "in two stages, the extend kernel for prefill), as it serves models FA3 does not",
+            "python/sglang/srt/layers/attention/triton_backend.py, triton_ops/decode_attention.py, "
+            "triton_ops/extend_attention.py", attention=sglang_triton.attention_row, windowed=True),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
             "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
             ops=tuple(vllm.OPS.items())),

@@ -37,6 +37,7 @@ from mpsim.sim.gpu.library.machete import MacheteParams
 from mpsim.sim.gpu.library.marlin import MarlinParams
 from mpsim.sim.gpu.library.mpsim import MpsimParams
 from mpsim.sim.gpu.library.sglang import SglangParams
+from mpsim.sim.gpu.library.sglang_triton import SglangTritonParams
 from mpsim.sim.gpu.library.torch import TorchParams
 from mpsim.sim.gpu.library.triton_fp8 import TritonFp8Params
 from mpsim.sim.gpu.library.trtllm import TrtllmParams
@@ -46,7 +47,7 @@ from mpsim.sim.gpu.library.vllm import VllmParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
                   "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8",
-                  "triton_fp8", "fp8_act", "fa2", "flashinfer")
+                  "triton_fp8", "fp8_act", "fa2", "flashinfer", "sglang_triton")
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,8 @@ class SimParams:
     fp8_act: ActQuantParams = field(default_factory=ActQuantParams)  # the calls' activation quant
     fa2: Fa2Params = field(default_factory=Fa2Params)     # vLLM's FA2 rows (L40S)
     flashinfer: FlashinferParams = field(default_factory=FlashinferParams)  # vLLM's FlashInfer rows
+    # SGLang's Triton attention backend (its H200 rows, kernel_source triton)
+    sglang_triton: SglangTritonParams = field(default_factory=SglangTritonParams)
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

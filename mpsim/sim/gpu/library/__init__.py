@@ -28,6 +28,7 @@ from mpsim.library.flashinfer_trtllm import TG_DECODE, TG_PREFILL
 from mpsim.library.gemlite import KERNELS as GEMLITE_KERNELS
 from mpsim.library.scaled_gemm import QUANT_KERNELS
 from mpsim.library.sglang import SGLANG_FA3_DECODE, SGLANG_FA3_PREFILL
+from mpsim.library.sglang_triton import SGLANG_TRITON_DECODE, SGLANG_TRITON_PREFILL
 from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import KERNELS as TRTLLM_SM100_KERNELS
@@ -47,6 +48,7 @@ from mpsim.sim.gpu.library import (
     marlin,
     mpsim,
     sglang,
+    sglang_triton,
     torch,
     triton_fp8,
     trtllm,
@@ -73,7 +75,7 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
     "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK,
     "trtllm_sm100": trtllm_sm100.WORK, "triton_fp8": triton_fp8.WORK,
-    "trtllm_sm89": trtllm_sm89.WORK}
+    "trtllm_sm89": trtllm_sm89.WORK, "sglang_triton": sglang_triton.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -118,6 +120,11 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         cfg = _config(row)
         merge = kernel not in (TG_DECODE, TG_PREFILL) and int(cfg.get("split_k", 1)) > 1
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
+    if kernel in (SGLANG_TRITON_DECODE, SGLANG_TRITON_PREFILL):  # SGLang's store (+ an fp8 cache's
+        # two casts of the new K and V; + prefill's clones of k and v), then stage 1 and stage 2 /
+        # the extend kernel
+        casts = 2 * int(_config(row).get("kv_cast", 0))
+        return 3 + casts if kernel == SGLANG_TRITON_DECODE else 4 + casts
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(_config(row).get("gmma", 0))
     if kernel == TRTLLM_TG_DECODE:  # Blackwell's generation: build decoder info, QKV prep, trtllm-gen

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
+from mpsim.sim.gpu.library.torch import elementwise_part
 from mpsim.sim.gpu.memory import replayed_kv_bytes
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -108,14 +109,16 @@ def _kv_elem_bytes(bits: int) -> float:
 
 
 def kv_write_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, blocks: int,
-                  per_sm: int, warps: int, r: GpuRates, p: SimParams, name: str) -> KernelPart:
+                  per_sm: int, warps: int, r: GpuRates, p: SimParams, name: str,
+                  round_ns: float | None = None) -> KernelPart:
     """A kernel writing the new tokens' K and V (bf16 in, the cache's format out), latency bound:
     `blocks` blocks of `warps` warps in rounds of SMs x `per_sm` resident ones, each round one
-    dependent load/store (`kv_append_round_ns`)."""
+    dependent load/store (`round_ns`, by default `kv_append_round_ns`)."""
     rounds = cdiv(blocks, r.sms * per_sm)
     count = min(blocks, r.sms)
     written = tokens * kv_heads * head_dim * 2 * _kv_elem_bytes(kv_bits)
-    trip = Trip(0.0, 0.0, latency_ns=p.fa3.kv_append_round_ns, overlap_latency=True)
+    trip = Trip(0.0, 0.0, latency_ns=p.fa3.kv_append_round_ns if round_ns is None else round_ns,
+                overlap_latency=True)
     res = CtaResources(warps, 0.0, 0.0, 1, 32)
     work = KernelWork(trip, Epilogue(written / count), (rounds,), "single", count, count, res,
                       tokens * kv_heads * head_dim * 2 * FP16, name=name)
@@ -134,14 +137,8 @@ def kv_append_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: G
 def q_cast_part(elements: float, r: GpuRates, p: SimParams) -> KernelPart:
     """The query's cast to e4m3 before FA3's fp8 forward (vLLM's scaled_fp8_quant, SGLang's
     `q.to(fp8)`): an elementwise stream of 2 bytes read and 1 written per element, priced as
-    PyTorch's vectorized elementwise kernels are (mpsim/sim/gpu/library/torch.py: one round trip,
-    `torch.add_iter_ns`, then the bytes at HBM bandwidth over one CTA per SM)."""
-    ctas = r.sms
-    res = CtaResources(4, 0.0, 0.0, 1, 32)
-    trip = Trip(elements * FP16 / ctas, 0.0, latency_ns=p.torch.add_iter_ns)
-    work = KernelWork(trip, Epilogue(elements / ctas), (1,), "single", ctas, ctas, res,
-                      elements * FP16, dram_write_bytes=elements, name="q cast")
-    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
+    PyTorch's vectorized elementwise kernels are (torch.py `elementwise_part`)."""
+    return elementwise_part(elements, FP16, 1.0, r, p, "q cast")
 
 
 AppendPart = Callable[[int, int, int, int, GpuRates, "SimParams"], KernelPart]

@@ -61,15 +61,16 @@ def store_splits(row_bytes: int) -> int:
 
 
 def store_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRates,
-               p: SimParams) -> KernelPart:
+               p: SimParams, round_ns: float | None = None) -> KernelPart:
     """SGLang's KV store (set_kv_buffer -> the JIT `store_cache` kernel): blocks of 4 warps, a warp
     copying one split of a token's K and V rows after loading its slot index; latency bound like
     vLLM's reshape_and_cache_flash (fa3.kv_append_part): rounds of SMs x 16 resident blocks, each one
     dependent load/store at `fa3.kv_append_round_ns` (the same round trip, an assumption), where
-    vLLM's kernel runs a block of up to 512 threads per token, four an SM."""
+    vLLM's kernel runs a block of up to 512 threads per token, four an SM. `round_ns`: a room's own
+    round (SGLang's Triton backend fits its op's)."""
     blocks = cdiv(tokens * store_splits(kv_heads * head_dim * kv_bits // 8), STORE_WARPS)
     return kv_write_part(tokens, kv_heads, head_dim, kv_bits, blocks, STORE_BLOCKS_PER_SM,
-                         STORE_WARPS, r, p, "sglang kv store")
+                         STORE_WARPS, r, p, "sglang kv store", round_ns)
 
 
 def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],

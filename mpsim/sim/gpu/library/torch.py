@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from mpsim.library.torch import KERNELS
 from mpsim.sim.gpu.library.framework import one_part
 from mpsim.sim.gpu.memory import usable_l2
-from mpsim.sim.gpu.occupancy import CtaResources
+from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
-from mpsim.sim.gpu.work import Epilogue, KernelWork, LaunchWork, Trip
+from mpsim.sim.gpu.work import Epilogue, KernelPart, KernelWork, LaunchWork, Trip
 from mpsim.traces.accounting import FP16
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
@@ -45,6 +45,19 @@ def torch_add_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     work = KernelWork(trip, Epilogue(0.0), (1,), "single", count, count, res, 3 * act - credit,
                       name="torch add")
     return one_part(work)
+
+
+def elementwise_part(elements: float, read: float, written: float, r: GpuRates, p: SimParams,
+                     name: str) -> KernelPart:
+    """One PyTorch vectorized elementwise kernel (a cast, a clone) over `elements` elements, `read`
+    and `written` bytes each, priced as the add is: one round trip (`add_iter_ns`), then the bytes
+    at HBM bandwidth over one CTA per SM."""
+    ctas = r.sms
+    trip = Trip(elements * read / ctas, 0.0, latency_ns=p.torch.add_iter_ns)
+    work = KernelWork(trip, Epilogue(elements * written / ctas), (1,), "single", ctas, ctas,
+                      CtaResources(4, 0.0, 0.0, 1, 32), elements * read,
+                      dram_write_bytes=elements * written, name=name)
+    return KernelPart(work, Occupancy(1, 1, False, "kernel"))
 
 
 WORK = dict.fromkeys(KERNELS, torch_add_work)
