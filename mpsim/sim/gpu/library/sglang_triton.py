@@ -2,8 +2,8 @@
 work (names, split heuristic, configs and row builder: mpsim/library/sglang_triton.py, which cites
 the source files).
 
-Decode, three kernels after SGLang's KV store (store.py's `store_part`; an fp8 cache first casts the
-new K and V, two PyTorch elementwise kernels):
+Decode, three kernels: SGLang's KV store (sglang.py's `store_part` at this op's own round,
+`store_round_ns`; an fp8 cache first casts the new K and V, two PyTorch elementwise kernels), then:
 - stage 1: every CTA of the grid (batch, head blocks, 8 splits) reads its split's bounds; the ones
   with keys (split_k of the 8 per sequence) load Q and walk their split in block_n-key tiles. A tile
   is a chain: the keys' slots from kv_indices (a round trip), then the gathered K and V rows,
@@ -11,18 +11,21 @@ new K and V, two PyTorch elementwise kernels):
   misses: the gather is not software-pipelined), QK^T and PV (GQA: a 16-row
   tl.dot on the tensor cores at mma.sync's share `decode_mma_eta`; MHA: CUDA-core dots), the
   online softmax and the tile's addressing and conversions on the fp32 lanes (`decode_elem_ops`
-  per K/V element); then the split's partial output. Empty splits exit; every CTA costs its SM
+  per K/V element); then the split's partial output. Co-resident CTAs run as processes of their
+  own (one's round trips overlap another's work). Empty splits exit; every CTA costs its SM
   `dispatch_ns` (the SMs take the grid's CTAs at that rate, outside their work).
 - stage 2: a CTA per (sequence, query head) merges the splits' partials (`merge_ns`).
 Prefill, the extend kernel after the store (SGLang clones k and v before storing them): a CTA per
-(sequence, query head, BLOCK_M-row query tile) walks the key tiles up to its diagonal, one stage
-(loads not overlapped), QK^T and PV as tl.dot at the kernel's share of the tensor rate: the tiles
+(sequence, query head, BLOCK_M-row query tile) walks the key tiles up to its diagonal (one stage:
+one tile buffer), QK^T and PV as tl.dot at the kernel's share of the tensor rate: the tiles
 are large for the register file at head_dim 256-512 (a 128 x 256 fp32 accumulator is 128 registers
 a thread at 8 warps), and the measured share differs by compiled variant (`prefill_eta_*`: the
 head_dim class, and the cache's dtype, which the kernel's specialization on its K/V buffers
-changes even without a cached prefix). Under a sliding window the tiles outside every row's window
-cost their mask (`skip_ns`). Constants: SglangTritonParams (SimParams.sglang_triton), fitted on
-the even rows of h200_sxm/attention/sglang/0.5.14 (kernel_source triton); docs/validation.md.
+changes even without a cached prefix). Over more than one wave the SM slots share the tiles
+(fa3.causal_grid), each slot paying its share of the query tiles' prologues (`prefill_tile_ns`) and,
+under a sliding window, of the skipped tiles' masks (`skip_ns`). Constants: SglangTritonParams
+(SimParams.sglang_triton), fitted on even rows of h200_sxm/attention/sglang/0.5.14 (kernel_source
+triton); docs/validation.md.
 """
 
 from __future__ import annotations
