@@ -260,9 +260,9 @@ ATTENTION_KERNELS = {
 # architecture, as the engines build them); sm_80 (A100) picks tiled context kernels above 64 keys,
 # not modelled
 ENGINE_GENERATION = {"trtllm": "hopper", "sglang_triton": "hopper"}
-TRTLLM_ELSEWHERE = {
-    "ampere": ", and its bf16-cache decode on Ampere (sm_80): the context FMHA (tiled above 64 "
-              "keys there) and fp8 caches are modelled on Ada (sm_89) only",
+ELSEWHERE = {  # (kernel, generation): what is modelled beyond the kernel's generation
+    ("trtllm", "ampere"): ", and its bf16-cache decode on Ampere (sm_80): the context FMHA (tiled "
+                          "above 64 keys there) and fp8 caches are modelled on Ada (sm_89) only",
 }
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
@@ -294,7 +294,7 @@ def attention_kernel(row: Mapping[str, Any], hw: HardwareSpec) -> str:
             return kernel
         raise UnrepresentableError(f"{source} on {hw.name} not modeled (the {framework} dispatch "
                                    f"rule is modelled for {need} only"
-                                   f"{TRTLLM_ELSEWHERE.get(str(gen), '') if kernel == 'trtllm' else ''})")
+                                   f"{ELSEWHERE.get((kernel, str(gen)), '')})")
     return kernel
 
 
