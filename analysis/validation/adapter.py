@@ -253,6 +253,7 @@ ATTENTION_KERNELS = {
     ("vllm", "vllm_flashinfer_trtllmprefill"): "flashinfer_trtllm",
     ("sglang", "fa3"): "sglang",
     ("sglang", "triton"): "sglang_triton",
+    ("vllm", "vllm_triton_attn"): "vllm_triton",
     ("trtllm", "torch_flow"): "trtllm",
 }
 # the dispatch rule read is TensorRT-LLM's sm_90 one (SGLang's Triton tiles: their sm_90 ones); its
@@ -266,7 +267,7 @@ ELSEWHERE = {  # (kernel, generation): what is modelled beyond the kernel's gene
 }
 # vLLM's kernels: the measured op also ran vLLM's KV append (reshape_and_cache_flash, a kernel of
 # its own) and, in the `rope` scope, its rotary kernel first
-VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm")
+VLLM_ATTENTION = ("fa3", "fa2", "flashinfer_attention", "flashinfer_trtllm", "vllm_triton")
 WARM_PREFILL = ("fa2", "flashinfer_attention", "flashinfer_trtllm")
 
 

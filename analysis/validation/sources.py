@@ -214,8 +214,9 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
 
 # kernel sources whose prefill reads an fp8 KV cache that mpsim models: vLLM's FlashInfer rooms,
 # FlashAttention-3's fp8 forward (vLLM's FA3 quantizes the query whenever its cache is fp8, though its
-# rows say attn_dtype bfloat16; SGLang's `fa3` rows say fp8) and SGLang's Triton backend (`triton`)
-FP8_PREFILL_SOURCES = ("vllm_flashinfer_", "vllm_flash_attn_fa3", "fa3", "triton")
+# rows say attn_dtype bfloat16; SGLang's `fa3` rows say fp8), SGLang's Triton backend (`triton`) and
+# vLLM's (`vllm_triton_attn`: an e4m3 query over an fp8 cache, its rows too saying bfloat16)
+FP8_PREFILL_SOURCES = ("vllm_flashinfer_", "vllm_flash_attn_fa3", "fa3", "triton", "vllm_triton_attn")
 FP8_ATTENTION_SOURCES = ("vllm_flash_attn_fa3", "fa3", "triton")
 
 
@@ -230,7 +231,7 @@ def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
           "unrepresentable: FP8 attention compute (attn_dtype fp8) outside TRT-LLM's context FMHA "
           "and FA3's fp8 forward")
     _mark(rows, ~decode & fp8_kv, "unrepresentable: prefill with an fp8 KV cache (modelled for "
-          "TRT-LLM's context FMHA, FlashInfer's kernels and FA3 only)")
+          "TRT-LLM's context FMHA, FlashInfer's kernels, FA3 and the Triton backends only)")
     heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
     _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
           "unrepresentable: heads not a multiple of kv_heads")

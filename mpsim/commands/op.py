@@ -65,13 +65,14 @@ def register(sub: Any) -> None:
                    help="price another library's op instead of mpsim's kernel: fa3 (vLLM's "
                         "FlashAttention-3), trtllm (TensorRT-LLM's XQA/MMHA decode or context FMHA, "
                         "RoPE and KV append inside), sglang (SGLang's FA3 backend), sglang_triton "
-                        "(SGLang's Triton backend on Hopper)")
+                        "(SGLang's Triton backend on Hopper), vllm_triton (vLLM's Triton backend, "
+                        "any GPU)")
     a.add_argument("--kv-append", action="store_true", help="fa3: the op also appends the new K/V")
     a.add_argument("--window", type=int, default=0,
                    help="sliding window: keys each query sees, its own included (default 0: all); "
                         "one shorter than --kv-len is modelled for FA3, TensorRT-LLM's op on "
-                        "Hopper and Blackwell, the trtllm-gen kernels and SGLang's Triton backend "
-                        "(library.WINDOWED_LIBRARIES)")
+                        "Hopper and Blackwell, the trtllm-gen kernels and SGLang's and vLLM's Triton "
+                        "backends (library.WINDOWED_LIBRARIES)")
     _common(a, _attention)
     register_collective(ops, _common, _report)
 

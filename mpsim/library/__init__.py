@@ -37,6 +37,7 @@ from mpsim.library import (
     trtllm_sm100,
     turbomind,
     vllm,
+    vllm_triton,
 )
 from mpsim.library.deepgemm_sm100 import deepgemm_sm100_config
 from mpsim.library.rows import binding_window
@@ -132,6 +133,11 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "in two stages, the extend kernel for prefill), as it serves models FA3 does not",
             "python/sglang/srt/layers/attention/triton_backend.py, triton_ops/decode_attention.py, "
             "triton_ops/extend_attention.py", attention=sglang_triton.attention_row, windowed=True),
+    Library("vllm_triton", vllm_triton.KERNELS, "vLLM's Triton attention backend (TRITON_ATTN: one "
+            "unified kernel, split into 16 segments plus a merge for small decode batches), as it "
+            "serves shapes its other backends do not", "vllm/v1/attention/backends/triton_attn.py, "
+            "vllm/v1/attention/ops/triton_unified_attention.py", attention=vllm_triton.attention_row,
+            windowed=True),
     Library("vllm", vllm.KERNELS, "vLLM's row-wise kernels (RMSNorm, rotary embedding, SiLU-and-mul)",
             "vLLM csrc/ (Vidur's measured kernels)", rowwise=vllm.rowwise_row,
             ops=tuple(vllm.OPS.items())),

@@ -44,10 +44,12 @@ from mpsim.sim.gpu.library.trtllm import TrtllmParams
 from mpsim.sim.gpu.library.trtllm_fp8 import TrtllmFp8Params
 from mpsim.sim.gpu.library.turbomind import TurbomindParams
 from mpsim.sim.gpu.library.vllm import VllmParams
+from mpsim.sim.gpu.library.vllm_triton import VllmTritonParams
 
 LIBRARY_FIELDS = ("mpsim", "cublas", "fa3", "trtllm", "vllm", "torch", "marlin", "machete",
                   "turbomind", "sglang", "cutlass_fp8", "deepgemm", "flashinfer_gemm", "trtllm_fp8",
-                  "triton_fp8", "fp8_act", "fa2", "flashinfer", "sglang_triton")
+                  "triton_fp8", "fp8_act", "fa2", "flashinfer", "sglang_triton",
+                  "vllm_triton")
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ class SimParams:
     flashinfer: FlashinferParams = field(default_factory=FlashinferParams)  # vLLM's FlashInfer rows
     # SGLang's Triton attention backend (its H200 rows, kernel_source triton)
     sglang_triton: SglangTritonParams = field(default_factory=SglangTritonParams)
+    # vLLM's Triton attention backend (its L40S and B200 rows, kernel_source vllm_triton_attn)
+    vllm_triton: VllmTritonParams = field(default_factory=VllmTritonParams)
 
     # ---- approximation limits (docs/simulator.md#speed) -----------------------------------------
     dram_stripe_bytes: int = 256         # a request of B bytes spreads over min(channels, B / 256)

@@ -38,7 +38,7 @@ MATRIX_OPS = ("gemm", "attention")
 BOUNDS = ("math", "memory", "comm")  # comm: a collective row's link time (mpsim/sim/comm.py)
 WARM_KERNELS = ("fa3_decode", "torch_add", "sglang_fa3_decode", "trtllm_xqa_decode",
                 "trtllm_mmha_decode", "fa2_decode", "flashinfer_decode", "flashinfer_trtllm_decode",
-                "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill")
+                "fa2_prefill", "flashinfer_prefill", "flashinfer_trtllm_prefill", "vllm_triton_decode")
 # kernels whose config can say a measurement cycled copies of their weights (`w_copies` > 0, a replay:
 # analysis/validation/weight_copies.py); the bound treats them as warm (up to an L2 of their reads)
 # (and the fp8 / fp4 scaled GEMMs, mpsim.library.SCALED_GEMM_KERNELS, whose rows say it alike)
@@ -46,7 +46,8 @@ REPLAY_KERNELS = ("cublas_gemm", *SCALED_GEMM_KERNELS)
 # kernels whose config can say their matrix work runs at the fp8 tensor rate (`fp8`: 1)
 FP8_MATRIX_KERNELS = ("trtllm_context_fmha", "trtllm_sm89_context_fmha", "flashinfer_trtllm_decode",
                       "flashinfer_trtllm_prefill",
-                      "fa3_decode", "fa3_prefill", "sglang_fa3_decode", "sglang_fa3_prefill")
+                      "fa3_decode", "fa3_prefill", "sglang_fa3_decode", "sglang_fa3_prefill",
+                      "vllm_triton_decode", "vllm_triton_prefill")
 # a GEMM's quantized activations (a_dtype) name the tensor rate it runs at
 A_DTYPE_PEAK = {"fp8-e4m3": "fp8", "fp4-e2m1": "fp4"}
 

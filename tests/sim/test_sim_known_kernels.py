@@ -56,7 +56,9 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
             attention_row(2, 1024, 1024, 32, 8, 128, kernel="trtllm_sm100"),
             attention_row(2, 1024, 1024, 32, 8, 128, 8, kernel="trtllm_sm89", fp8_attention=True),
             attention_row(8, 1, 4096, 16, 2, 512, 8, kernel="sglang_triton", l2_warm=True),
-            attention_row(2, 1024, 1024, 16, 8, 256, kernel="sglang_triton", window=512)]
+            attention_row(2, 1024, 1024, 16, 8, 256, kernel="sglang_triton", window=512),
+            attention_row(8, 1, 4096, 64, 4, 192, 8, kernel="vllm_triton", kv_append=True, l2_warm=True),
+            attention_row(2, 1024, 1024, 64, 4, 192, 8, kernel="vllm_triton", window=128)]
     rows += [gemm_row(16, 4096, 4096, "group", 4, 128, kernel=k) for k in library.WO_GEMM_KERNELS]
     # GemLite's kernels by M (one row, 2..64, more): the first two zero their output first
     rows += [gemm_row(m, 4096, 4096, "group", 4, 64, kernel=k) for m, k in zip(
@@ -75,6 +77,7 @@ def test_every_external_kernel_has_a_model_and_a_row_builder() -> None:
     assert [launch_kernels(r) for r in rows + fp8 + fp4] == ([1, 1, 2, 2, 1, 1, 1, 1, 2, 1, 2, 2, 2]
                                                              + [3, 2, 3, 1, 1, 2, 3, 2, 2]  # sm_100 gen: 3
                                                              + [5, 4]  # SGLang Triton: store, casts, stages
+                                                             + [3, 1]  # vLLM Triton: write, 3D, merge
                                                              + [1] * len(library.WO_GEMM_KERNELS)
                                                              + [2, 2, 1]
                                                              + [1] * (len(act_quant.KERNELS) + 1)

@@ -70,6 +70,9 @@ EXTERNAL_ROWS = [
     attention_row(2, 512, 512, 32, 8, 128, 8, kernel="trtllm_sm100"),
     attention_row(8, 1, 4096, 16, 2, 512, 8, kernel="sglang_triton", l2_warm=True),
     attention_row(2, 512, 512, 16, 8, 256, 8, kernel="sglang_triton", window=128),
+    attention_row(8, 1, 4096, 64, 4, 192, 8, kernel="vllm_triton", kv_append=True, l2_warm=True),
+    attention_row(256, 1, 512, 8, 1, 192, 8, kernel="vllm_triton", kv_append=True, l2_warm=True),
+    attention_row(2, 512, 512, 64, 4, 192, 8, kernel="vllm_triton", kv_append=True, window=128),
 ]
 # FP4 GEMMs run on Blackwell only (no fp4 tensor cores on the H100/H200 and the NPUs of the tests
 # above): their parts are checked on b200-sxm below

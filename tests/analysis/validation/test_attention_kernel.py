@@ -104,7 +104,6 @@ def test_trtllm_on_blackwell_runs_its_preprocessing_then_trtllm_gen(extra: dict,
 @pytest.mark.parametrize(("framework", "source", "hw", "why"), [
     ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
     ("sglang", "triton", "b200-sxm", "hopper only"),
-    ("vllm", "vllm_triton_attn", "l40s", "vllm_triton_attn not modeled"),
     ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
 ])
 def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,

@@ -33,6 +33,7 @@ from mpsim.library.trtllm_attention import TRTLLM_FMHA, TRTLLM_XQA
 from mpsim.library.trtllm_sm89 import TRTLLM_SM89_FMHA
 from mpsim.library.trtllm_sm100 import KERNELS as TRTLLM_SM100_KERNELS
 from mpsim.library.trtllm_sm100 import TRTLLM_TG_DECODE
+from mpsim.library.vllm_triton import VLLM_TRITON_DECODE, VLLM_TRITON_PREFILL
 from mpsim.sim.gpu.library import (
     act_quant,
     cublas,
@@ -57,6 +58,7 @@ from mpsim.sim.gpu.library import (
     trtllm_sm100,
     turbomind,
     vllm,
+    vllm_triton,
 )
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.work import LaunchWork
@@ -75,7 +77,8 @@ ROOMS: dict[str, Mapping[str, WorkBuilder]] = {
     "act_quant": act_quant.WORK, "fa2": fa2.WORK, "flashinfer_attention": flashinfer_attention.WORK,
     "flashinfer_trtllm": flashinfer_trtllm.WORK, "gemlite": gemlite.WORK,
     "trtllm_sm100": trtllm_sm100.WORK, "triton_fp8": triton_fp8.WORK,
-    "trtllm_sm89": trtllm_sm89.WORK, "sglang_triton": sglang_triton.WORK}
+    "trtllm_sm89": trtllm_sm89.WORK, "sglang_triton": sglang_triton.WORK,
+    "vllm_triton": vllm_triton.WORK}
 
 
 def table(rooms: Mapping[str, Mapping[str, WorkBuilder]]) -> dict[str, WorkBuilder]:
@@ -125,6 +128,10 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         # the extend kernel
         casts = 2 * int(_config(row).get("kv_cast", 0))
         return 3 + casts if kernel == SGLANG_TRITON_DECODE else 4 + casts
+    if kernel in (VLLM_TRITON_DECODE, VLLM_TRITON_PREFILL):  # + vLLM's KV write; + the 3D form's
+        # reduce_segments
+        cfg = _config(row)
+        return 1 + int(bool(cfg.get("kv_append", 0))) + int(int(cfg.get("segments", 1)) > 1)
     if kernel == TRTLLM_XQA:   # HMMA: the QKV-preprocessing kernel runs first; GMMA fuses it
         return 2 - int(_config(row).get("gmma", 0))
     if kernel == TRTLLM_TG_DECODE:  # Blackwell's generation: build decoder info, QKV prep, trtllm-gen
