@@ -46,6 +46,7 @@ from typing import Any
 from mpsim import library
 from mpsim.analysis.validation.fp8_rows import FLOAT_FORMATS, NotModelledError, scaled_kernel
 from mpsim.analysis.validation.fp8_rows import weight_copies as scaled_copies  # vs weight_copies.py's
+from mpsim.analysis.validation.sources import TRTLLM_FLASHINFER
 from mpsim.analysis.validation.weight_copies import weight_copies
 from mpsim.engines import architecture
 from mpsim.errors import MpsimInputError
@@ -255,6 +256,9 @@ ATTENTION_KERNELS = {
     ("sglang", "triton"): "sglang_triton",
     ("vllm", "vllm_triton_attn"): "vllm_triton",
     ("trtllm", "torch_flow"): "trtllm",
+    # TensorRT-LLM's FlashInfer backend with its trtllm-gen sub-backend (Gemma 4's pin, the
+    # collector's too): the trtllm-gen kernels, TensorRT-LLM's op around them (qkv_cast below)
+    ("trtllm", "torch_flow_flashinfer"): "flashinfer_trtllm",
 }
 # the dispatch rule read is TensorRT-LLM's sm_90 one (SGLang's Triton tiles: their sm_90 ones); its
 # sm_89 and sm_100 ones are rooms of their own (library.ARCH_ATTENTION, by the engine files'
@@ -323,6 +327,8 @@ def _attention_group(row: Mapping[str, Any], hw: HardwareSpec) -> LaunchGroup:
     main = attention_row(batch, q_len, kv_len, heads, kv_heads, d, bits, kernel=kernel,
                          kv_append="kv_append" in scope, l2_warm=warm, sms=hw.compute_units,
                          window=window)
+    if bits == 8 and str(row.get("kernel_source") or "") == TRTLLM_FLASHINFER:
+        main = with_config(main, "qkv_cast", 1)  # its op casts K, V and Q to e4m3 first
     return LaunchGroup([*before, main], len(before))
 
 

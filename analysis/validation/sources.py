@@ -58,6 +58,7 @@ WO_BITS = {"int4_wo": 4, "int8_wo": 8}
 # gemm_dtype -> (w_format, w_bits, group_size) of the FP8/FP4 contract (fp8: one scale per tensor)
 FLOAT_FORMATS = {"fp8": ("fp8", 8, pd.NA), "fp8_block": ("fp8-block", 8, 128), "nvfp4": ("nvfp4", 4, 16)}
 SCOPE_BY_FRAMEWORK = {"vllm": "kv_append", "sglang": "kv_append", "trtllm": "rope+kv_append"}
+TRTLLM_FLASHINFER = "torch_flow_flashinfer"  # TensorRT-LLM's FlashInfer attention backend
 VIDUR_OPS = ("emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
              "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
 VIDUR_STAT = "mean"
@@ -190,6 +191,9 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
     rows["protocol"] = "graph"
     framework = d["framework"].astype(str).str.lower() if "framework" in d else pd.Series("", index=d.index)
     rows["includes"] = framework.map(SCOPE_BY_FRAMEWORK).fillna("kv_append").to_numpy()
+    if "kernel_source" in d:  # TensorRT-LLM's FlashInfer backend: RoPE runs outside its op (the
+        # collector hands it no positional embedding, as serving does: collector/trtllm/collect_attn.py)
+        rows.loc[(d["kernel_source"].astype(str) == TRTLLM_FLASHINFER).to_numpy(), "includes"] = "kv_append"
     _carry(d, rows)
     rows["attn_dtype"] = d["attn_dtype"].astype(str).to_numpy()
     kv = d["kv_cache_dtype"].astype(str)

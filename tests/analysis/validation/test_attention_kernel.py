@@ -9,6 +9,7 @@ import pytest
 
 from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
 from mpsim.hw_models.loader import load_hardware
+from mpsim.sim.gpu.library import launch_kernels
 
 H200 = load_hardware("h200-sxm")
 BASE = {"op": "attention", "batch": 8, "q_len": 1, "kv_len": 1024, "heads": 32, "kv_heads": 8,
@@ -104,7 +105,6 @@ def test_trtllm_on_blackwell_runs_its_preprocessing_then_trtllm_gen(extra: dict,
 @pytest.mark.parametrize(("framework", "source", "hw", "why"), [
     ("vllm", "vllm_flash_attn_fa4", "h200-sxm", "vllm_flash_attn_fa4 not modeled"),
     ("sglang", "triton", "b200-sxm", "hopper only"),
-    ("trtllm", "torch_flow_flashinfer", "b200-sxm", "torch_flow_flashinfer not modeled"),
 ])
 def test_a_kernel_mpsim_does_not_model_is_unrepresentable(framework: str, source: str, hw: str,
                                                           why: str) -> None:
@@ -130,3 +130,18 @@ def test_a_prefill_row_over_cached_tokens_is_priced_by_its_kernel(framework: str
     assert (main["kernel"], main["q_len"], main["kv_len"]) == (kernel, 256, 1280)
     with pytest.raises(UnrepresentableError, match="kv_len >= q_len"):
         launch_rows({**row, "q_len": 1280, "kv_len": 256}, load_hardware(hw))
+
+
+@pytest.mark.parametrize(("kv_bits", "kernels", "casts"), [(16, 2, 0), (8, 5, 1)])
+def test_trtllm_flashinfer_rows_run_the_trtllm_gen_kernels_in_trtllms_op(kv_bits: int, kernels: int,
+                                                                        casts: int) -> None:
+    """TensorRT-LLM's FlashInfer backend (Gemma 4's trtllm-gen pin on Blackwell): FlashInfer's
+    trtllm-gen decode after the KV append, no RoPE (outside its op), and over an fp8 cache the casts
+    of K, V and Q to e4m3 first."""
+    row = {**BASE, "framework": "trtllm", "kernel_source": "torch_flow_flashinfer",
+           "includes": "kv_append", "kv_bits": kv_bits, "head_dim": 256}
+    g = launch_rows(row, load_hardware("b200-sxm"))
+    assert [r["kernel"] for r in g.launches] == ["flashinfer_trtllm_decode"]
+    cfg = json.loads(g.launches[0]["config"])
+    assert cfg["kv_append"] == 1 and cfg.get("qkv_cast", 0) == casts
+    assert launch_kernels(g.launches[0]) == kernels

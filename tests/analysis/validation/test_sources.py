@@ -67,6 +67,16 @@ def test_attention_scope_by_framework_and_quirks() -> None:
     assert (vctx["status"] == "ok").all()  # vLLM's FA3 fp8 forward over its fp8 cache is modelled
 
 
+def test_trtllm_flashinfer_rows_leave_rope_outside_the_op() -> None:
+    """The collector hands TensorRT-LLM's FlashInfer backend no positional embedding (serving runs
+    RoPE outside it): those rows' scope is the KV append alone; the torch_flow rows keep RoPE."""
+    d = pd.concat([_sample("b200_sxm/attention/trtllm/1.3.0rc20/generation_attention_perf.parquet", 20,
+                           kernel_source=s) for s in ("torch_flow_flashinfer", "torch_flow")])
+    r = read_aic_attention(d).rows
+    assert (r["includes"].iloc[:20] == "kv_append").all()
+    assert (r["includes"].iloc[20:] == "rope+kv_append").all()
+
+
 def test_generation_kv_len_counts_the_new_token() -> None:
     d = _sample("h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet", 20)
     r = read_aic_attention(d).rows

@@ -118,11 +118,12 @@ def launch_kernels(row: Mapping[str, Any]) -> int:
         q_cast = kernel == FA3_PREFILL and bool(cfg.get("fp8", 0))
         return 1 + int(bool(cfg.get("kv_append", 0))) + int(q_cast)  # + an fp8 prefill's query cast
     if kernel in (FA2_DECODE, FA2_PREFILL, FI_DECODE, FI_PREFILL, TG_DECODE, TG_PREFILL):
-        # + vLLM's KV append; + FA2's combine / FlashInfer's merge kernel when split (trtllm-gen
-        # merges in the kernel)
+        # + vLLM's (or TensorRT-LLM's) KV append; + FA2's combine / FlashInfer's merge kernel when
+        # split (trtllm-gen merges in the kernel)
         cfg = _config(row)
         merge = kernel not in (TG_DECODE, TG_PREFILL) and int(cfg.get("split_k", 1)) > 1
-        return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge)
+        casts = 3 * int(cfg.get("qkv_cast", 0))  # TensorRT-LLM's FlashInfer op: q, k, v to e4m3
+        return 1 + int(bool(cfg.get("kv_append", 0))) + int(merge) + casts
     if kernel in (SGLANG_TRITON_DECODE, SGLANG_TRITON_PREFILL):  # SGLang's store (+ an fp8 cache's
         # two casts of the new K and V; + prefill's clones of k and v), then stage 1 and stage 2 /
         # the extend kernel

@@ -15,7 +15,10 @@ each query tile's keys end at its last row's token plus the cached ones), the ca
 
 A KV cache (prefill: Q, K and V) that fits the usable L2 is read from it across the benchmark's
 replays (`l2_warm`); a `kv_append` row also ran vLLM's KV append first (FA3's room), and every row
-pays the rest of vLLM's op (`tg_*_scope_us`). Constants: the `tg_*` fields of FlashinferParams
+pays the rest of vLLM's op (`tg_*_scope_us`). TensorRT-LLM's FlashInfer backend runs the same
+kernels (its trtllm-gen sub-backend, which Gemma 4 pins on Blackwell): its op appends K and V
+(flashinfer's append_paged_kv_cache, priced as vLLM's append) and, over an fp8 cache, first casts
+K, V and Q to e4m3 (`qkv_cast`: three elementwise kernels). Constants: the `tg_*` fields of FlashinferParams
 (SimParams.flashinfer; mpsim/sim/gpu/library/flashinfer_attention.py).
 """
 
@@ -34,6 +37,7 @@ from mpsim.sim.gpu.library.fa3 import (
     prefill_tiles,
     tile_spans,
 )
+from mpsim.sim.gpu.library.torch import elementwise_part
 from mpsim.sim.gpu.memory import replayed_kv_bytes, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
 from mpsim.sim.gpu.rates import GpuRates
@@ -70,7 +74,19 @@ def tg_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[in
     work = KernelWork(trip, Epilogue(b * hq * d * FP16 / ctas), (tiles,), "single", ctas, ctas, res,
                       reads, setup_ns=f.tg_cta_ns, fixed_ns=fixed, name="trtllm-gen decode")
     parts = [kv_append_part(b, hk, d, 8 if fp8 else 16, r, p)] if int(cfg.get("kv_append", 0)) else []
-    return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+    return [*qkv_casts(cfg, b, hq, hk, d, r, p), *parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+
+
+def qkv_casts(cfg: Mapping[str, int], tokens: int, hq: int, hk: int, d: int, r: GpuRates,
+              p: SimParams) -> list[KernelPart]:
+    """TensorRT-LLM's FlashInfer op over an fp8 cache (`qkv_cast`): the new K and V cast to e4m3
+    before the append, and Q cast to the cache's dtype for the trtllm-gen cubins, three PyTorch
+    elementwise kernels (torch.py `elementwise_part`); none otherwise."""
+    if not int(cfg.get("qkv_cast", 0)):
+        return []
+    kv = float(tokens * hk * d)
+    return [elementwise_part(kv, FP16, 1.0, r, p, "k cast"), elementwise_part(kv, FP16, 1.0, r, p, "v cast"),
+            elementwise_part(float(tokens * hq * d), FP16, 1.0, r, p, "q cast")]
 
 
 def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -100,7 +116,8 @@ def tg_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[i
                       setup_ns=math.ceil(ctas / r.sms) * f.tg_prefill_tile_ns,
                       fixed_ns=f.tg_prefill_scope_us * 1e3, name="trtllm-gen prefill")
     parts = [kv_append_part(b * q, hk, d, 8 if fp8 else 16, r, p)] if int(cfg.get("kv_append", 0)) else []
-    return [*parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
+    casts = qkv_casts(cfg, b * q, hq, hk, d, r, p)
+    return [*casts, *parts, KernelPart(work, Occupancy(1, 2, False, "kernel"))]
 
 
 WORK = {TG_DECODE: tg_decode_work, TG_PREFILL: tg_prefill_work}
