@@ -112,7 +112,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("flashinfer_attention", flashinfer_attention.KERNELS,
             "FlashInfer's batch prefill kernel (FA2 template) as vLLM's FlashInfer backend runs "
             "decode (tensor cores) and prefill", "include/flashinfer/attention/{prefill,scheduler}.cuh",
-            attention=flashinfer_attention.attention_row),
+            attention=flashinfer_attention.attention_row, windowed=True),
     Library("flashinfer_trtllm", flashinfer_trtllm.KERNELS,
             "the trtllm-gen decode/context kernels FlashInfer ships (vLLM on Blackwell; tiles assumed)",
             "flashinfer/decode.py trtllm_batch_decode_with_kv_cache, prefill.py "

@@ -123,3 +123,29 @@ def test_a_one_wave_prefill_is_set_by_its_longest_ctas_not_all_of_them() -> None
     fi = launch_work(row(4, "flashinfer_attention"), r, DEFAULT_PARAMS, 0.0)[-1].work
     assert fi.layout == "inner" and fi.total_ctas == 256 and len(fi.iters_by_class) == 64
     assert list(fi.iters_by_class) == sorted(fi.iters_by_class)
+
+
+def test_flashinfer_walks_a_sliding_window_not_the_cache() -> None:
+    """prefill.cuh starts a query tile at its first row's window (kv_start_idx) and the plan sizes
+    the KV chunks on the window's pages: a windowed decode over a long cache costs what one over the
+    window does, and a windowed prefill tile walks its window plus its own tokens."""
+    from mpsim.library.flashinfer_attention import window_pages
+    from mpsim.sim.gpu.library.flashinfer_attention import fi_spans
+
+    assert window_pages(65536, 128, 16) == 9 and window_pages(64, 128, 16) == 4
+    assert window_pages(65536, 0, 16) == 4096
+    assert fi_spans(1, 65536, 8, 16, 128) == [128] and fi_spans(1, 100, 8, 16, 128) == [100]
+    # 128-row tiles of 32 tokens (group 4): the fifth tile on reaches 127 keys back from its first row
+    spans = fi_spans(512, 512, 4, 128, 128)
+    assert spans[:4] == [32, 64, 96, 128] and set(spans[5:]) == {159}
+
+    def time_s(kv_len: int, window: int) -> float:
+        row = attention_row(8, 1, kv_len, 32, 8, 128, 8, kernel="flashinfer_attention", sms=142,
+                            window=window)
+        return float(simulate(rows_to_frame([row]), L40S, cache_dir=None).launches["time_s"].iloc[0])
+
+    assert time_s(65536, 128) == pytest.approx(time_s(4096, 128), rel=1e-6)
+    assert time_s(65536, 128) < time_s(65536, 0) / 10
+    cfg = json.loads(attention_row(8, 1, 65536, 32, 8, 128, 8, kernel="flashinfer_attention",
+                                   sms=142, window=128)["config"])
+    assert cfg["window"] == 128 and cfg["split_k"] == kv_chunks(8, 1, 65536, 8, 142, 128, 16)

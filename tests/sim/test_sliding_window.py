@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from mpsim.analysis.validation.adapter import UnrepresentableError, launch_rows
+from mpsim.analysis.validation.adapter import launch_rows
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models import load_hardware
 from mpsim.launch_plan import attention_row
@@ -88,9 +88,9 @@ def test_windowed_decode_is_priced_by_its_window_not_its_cache() -> None:
 
 def test_rooms_say_which_windows_they_model() -> None:
     with pytest.raises(MpsimInputError, match=r"window of 128 keys over 1024 is not modelled for "
-                                              r"flashinfer_attention's kernels \(the rooms that "
-                                              r"take one: trtllm, fa3"):
-        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="flashinfer_attention", sms=142, window=128)
+                                              r"mpsim's kernels \(the rooms that take one: trtllm, "
+                                              r"fa3"):
+        attention_row(4, 1, 1024, 32, 8, 128, 16, window=128)
     with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
                                               r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
         attention_row(1, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", sms=132, window=128)
@@ -131,8 +131,8 @@ def _measured(window: object, framework: str, source: str) -> dict[str, object]:
 
 def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
     """A measured row's `window` reaches the room: FA3 prices it (the config's window), TensorRT-
-    LLM's op takes it on Hopper and Ada, FlashInfer's refuses a binding one (unrepresentable, its
-    reason), an empty cell is no window."""
+    LLM's op takes it on Hopper and Ada, FlashInfer's too (its kernels walk the window), an empty
+    cell is no window."""
     fa3_rows = launch_rows(_measured(128, "vllm", "vllm_flash_attn_fa3"), H200).launches
     assert json.loads(fa3_rows[-1]["config"])["window"] == 128
     assert "window" not in json.loads(launch_rows(_measured(pd.NA, "vllm", "vllm_flash_attn_fa3"),
@@ -141,9 +141,8 @@ def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
     assert json.loads(trt[-1]["config"])["window"] == 128
     ada = launch_rows(_measured(128, "trtllm", "torch_flow"), load_hardware("l40s")).launches
     assert json.loads(ada[-1]["config"])["window"] == 128   # the Ada room's decode kernels too
-    with pytest.raises(UnrepresentableError, match="window of 128 keys over 4096 is not modelled "
-                                                   "for flashinfer_attention's kernels"):
-        launch_rows(_measured(128, "vllm", "vllm_flashinfer_fidecode"), load_hardware("l40s"))
+    fi = launch_rows(_measured(128, "vllm", "vllm_flashinfer_fidecode"), load_hardware("l40s")).launches
+    assert json.loads(fi[-1]["config"])["window"] == 128
 
 
 @pytest.mark.parametrize(("kernel", "hw", "kv_bits"), [

@@ -14,7 +14,9 @@ online softmax on the fp32 lanes (fa2.softmax_ops a score: the same FA2 loop). K
 the merge kernel (`merge_us`). Prefill: a tile reaches the keys up to its last packed row's token,
 plus the kv_len - q_len cached tokens before the queries when the row is a chunk after them
 (prefill.cuh's causal mask puts the queries last: kv_len - qo_len + row // group_size), each
-visited tile a full trip, the cached K/V read once (FA3's assumption).
+visited tile a full trip, the cached K/V read once (FA3's assumption). Under a sliding window a
+query tile starts at its first row's window (kv_start_idx, `fi_spans`) and the plan sizes the KV
+chunks on the window's pages (mpsim/library/flashinfer_attention.py).
 
 The trtllm-gen kernels' work models (their constants `tg_*` sit here, in FlashinferParams):
 mpsim/sim/gpu/library/flashinfer_trtllm.py.
@@ -92,6 +94,18 @@ def fi_kv_tile(tile_q: int, d: int, elem: int, r: GpuRates) -> tuple[int, int, i
     return num_mma_kv * 16 * warps_kv, ctas, warps_q
 
 
+def fi_spans(q: int, kv: int, group: int, tile: int, window: int = 0) -> list[int]:
+    """Keys each query tile of `tile` packed rows walks (prefill.cuh): up to its last row's token
+    (causal, the queries last of kv), from kv_start_idx = kv + its first token - q - (window - 1)
+    under a sliding window (0: from the first key); a decode's one tile: min(kv, window) keys."""
+    out = []
+    for j in range(cdiv(q * group, tile)):
+        end = min(q, cdiv((j + 1) * tile, group)) + kv - q
+        start = max(0, kv + (j * tile) // group - q - (window - 1)) if window else 0
+        out.append(end - start)
+    return out
+
+
 def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, decode: bool) -> LaunchWork:
     f = p.flashinfer
@@ -101,15 +115,12 @@ def _fi_parts(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     bn, ctas_sm, warps_q = fi_kv_tile(tile, d, elem, r)
     group = hq // hk
     ctas = int(grid[0]) * int(grid[1])
-    if decode:
-        iters: tuple[int, ...] = (cdiv(cdiv(max(kv, 1), chunks), bn),)
-    else:
-        iters = tuple(cdiv(cdiv(min(q, ((j + 1) * tile - 1) // group + 1) + kv - q, chunks), bn)
-                      for j in range(cdiv(q * group, tile)))
+    spans = fi_spans(q, kv, group, tile, int(cfg.get("window", 0)))
+    iters = tuple(cdiv(cdiv(max(n, 1), chunks), bn) for n in spans)
     lanes = tile * bn * p.fa2.softmax_ops + (bn * d * 2 * f.cvt_ops if elem == 1 else 0.0)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * tile * bn * d, pipes={"fp32": lanes},
                 serial=True, mma_eta=p.fa2.mma_eta, smem_bytes=warps_q * bn * d * 2 * elem)
-    kv_bytes = b * hk * kv * d * 2 * elem if decode else prefill_kv_bytes(row, elem)
+    kv_bytes = b * hk * spans[0] * d * 2 * elem if decode else prefill_kv_bytes(row, elem)
     q_bytes = b * q * hq * d * FP16
     cached = kv_bytes if decode else kv_bytes + q_bytes   # what a replay finds in L2 when it fits
     reads = q_bytes + kv_bytes - replayed_kv_bytes(bool(int(cfg.get("l2_warm", 0))), cached, r, p)
