@@ -156,7 +156,8 @@ def vllm_triton_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid
     occ = occupancy(res, r)
     launched = int(grid[0]) * hk * segments
     ctas = b * hk * segments        # a sequence's q block and KV head, every segment
-    trip = tile_trip(row, cfg, p, b * hk * live <= r.sms, s.elem_ops)
+    working = sum(1 for t in trips if t)   # segments with tiles (a window leaves one or two)
+    trip = tile_trip(row, cfg, p, b * hk * working <= r.sms, s.elem_ops)
     steps = search_steps(b)
     # a CTA with keys: its search, then its lengths, Q and output (partials), `cta_cycles`; the
     # segments past the keys (ctas - live share) return after their search
