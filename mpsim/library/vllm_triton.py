@@ -28,8 +28,9 @@ its helpers in ops/triton_quant_kv/_helpers.py; store versions, not pinned to 0.
   e4m3 (`_cast_kv_tile`: no dequantization with an fp8 query), so both dots run at the fp8 rate and
   the 3D tile is 32 keys. In serving vLLM's attention layer quantizes the query in a kernel of its
   own, not in this op (not priced here).
-- The op writes the new tokens' K and V first (triton_reshape_and_cache_flash: one program per
-  token, the cache's dtype cast in its store), as the collector times it.
+- The op writes the new tokens' K and V first (triton_reshape_and_cache_flash: 16-warp programs
+  over (token, up to 2,048 of its K/V elements, 512 below sm_90), the cache's dtype cast in the
+  store), as the collector times it.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ SEGMENTS = 16                # NUM_PAR_SOFTMAX_SEGMENTS: the 3D form's segments 
 MIN_LAUNCH_GRID_SIZE_2D = 128  # seq_threshold_3D = this // KV heads
 WARPS = 4                    # Triton's default: the launch passes none
 STAGES = 3
-# vLLM's default CUDA-graph capture sizes (CompilationConfig: 1, 2, 4, then steps of 8 to 256, of 16
-# to 512): the threshold snaps to the nearest one when decode runs under full CUDA graphs
+# vLLM's default CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes: 1, 2, 4, steps of 8 to
+# 256, then of 16 up to min(2 x max_num_seqs, 512)): the threshold snaps to the nearest one when
+# decode runs under full CUDA graphs (the full ladder; a shorter one, max_num_seqs below 256, may
+# snap it to its top entry, which is at least max_num_seqs: a batch takes the same form)
 CAPTURE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
 
 
