@@ -210,6 +210,12 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
         FP8_PREFILL_SOURCES).to_numpy()
     fa3 = source.isin(FP8_ATTENTION_SOURCES).to_numpy() & fp8_kv & fp8_attn
     _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel, fa3)
+    # SGLang's head_dim 192 rows are MiMo-V2's attention, Q and K 192 wide, V 128 (the collector
+    # refuses head_dim 192 without that contract: ai-dynamo/aiconfigurator collector/sglang/
+    # collect_attn.py, collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml): no v_head_dim here
+    _mark(rows, (framework == "sglang").to_numpy() & (rows["head_dim"] == 192).to_numpy(),
+          "unrepresentable: SGLang's head_dim 192 rows are MiMo-V2's attention (V 128 wide, attention "
+          "sinks on its windowed layers); mpsim's attention rows have one head_dim for Q, K and V")
     notes = ["attention times include the framework's op scope: " + ", ".join(
         f"{k} {v}" for k, v in SCOPE_BY_FRAMEWORK.items()),
         "decode fp8 (e4m3) KV rows are their own class, priced as 8-bit KV"]

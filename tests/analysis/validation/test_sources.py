@@ -77,6 +77,16 @@ def test_trtllm_flashinfer_rows_leave_rope_outside_the_op() -> None:
     assert (r["includes"].iloc[20:] == "rope+kv_append").all()
 
 
+def test_sglang_head_dim_192_rows_are_mimo_v2s_unequal_widths() -> None:
+    """SGLang's head_dim 192 rows are MiMo-V2's attention (V 128 wide): no single head_dim prices
+    them, so they are unrepresentable with that reason; other head dims stay priced."""
+    d = pd.concat([_sample("h200_sxm/attention/sglang/0.5.14/generation_attention_perf.parquet", 10,
+                           head_dim=h, kernel_source="fa3") for h in (192, 128)])
+    r = read_aic_attention(d).rows
+    assert r["status"].iloc[:10].str.contains("MiMo-V2").all()
+    assert (r["status"].iloc[10:] == "ok").all()
+
+
 def test_generation_kv_len_counts_the_new_token() -> None:
     d = _sample("h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet", 20)
     r = read_aic_attention(d).rows
