@@ -34,6 +34,7 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
+    binding_window,
     check_prefill_chunk,
     prefill_kv_block,
     window_entry,
@@ -81,8 +82,7 @@ def fi_config(batch: int, q_len: int, heads: int, kv_heads: int, head_dim: int, 
     group = heads // kv_heads
     tile = cta_tile_q(q_len * group, head_dim)
     q_tiles = cdiv(q_len * group, tile)
-    bound = dict(window_entry(kv_len, window)).get("window", 0)
-    chunks = kv_chunks(batch, q_tiles, kv_len, kv_heads, sms, bound, tile)
+    chunks = kv_chunks(batch, q_tiles, kv_len, kv_heads, sms, binding_window(kv_len, window), tile)
     kernel = FI_DECODE if q_len == 1 else FI_PREFILL
     return LaunchConfig(kernel, (batch * q_tiles * chunks, kv_heads), tile, None, head_dim, 4, 1,
                         chunks, extra=(("kv_append", int(kv_append)), ("l2_warm", int(l2_warm)),
