@@ -210,6 +210,7 @@ def read_aic_attention(frame: pd.DataFrame) -> Measurements:
         FP8_PREFILL_SOURCES).to_numpy()
     fa3 = source.isin(FP8_ATTENTION_SOURCES).to_numpy() & fp8_kv & fp8_attn
     _attention_quirks(d, rows, decode, fp8_kv & ~fp8_prefill_kernel, fa3)
+    _sglang_chunks(rows, (framework == "sglang").to_numpy())
     # SGLang's head_dim 192 rows are MiMo-V2's attention, Q and K 192 wide, V 128 (the collector
     # refuses head_dim 192 without that contract: ai-dynamo/aiconfigurator collector/sglang/
     # collect_attn.py, collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml): no v_head_dim here
@@ -245,6 +246,34 @@ def _attention_quirks(d: pd.DataFrame, rows: pd.DataFrame, decode: np.ndarray,
     heads, kv_heads = rows["heads"].to_numpy(dtype=np.int64), rows["kv_heads"].to_numpy(dtype=np.int64)
     _mark(rows, (kv_heads < 1) | (heads % np.maximum(kv_heads, 1) != 0),
           "unrepresentable: heads not a multiple of kv_heads")
+
+
+# SGLang's window_size 8192 rows are Llama 4's chunked local attention, not a sliding window: the
+# collector runs that profile with attention_chunk_size 8192 and no sliding window (ai-dynamo/
+# aiconfigurator collector/cases/models/Llama4ForConditionalGeneration_cases.yaml:
+# sglang_attention_chunk_size 8192, sglang_runtime_window_size -1), and SGLang's FA3 backend runs
+# each chunk as a sequence of its own, full attention over the chunk's keys (python/sglang/srt/
+# layers/attention/flashattention_backend.py, make_local_attention_virtual_batches)
+LLAMA4_CHUNK = 8192
+
+
+def _sglang_chunks(rows: pd.DataFrame, sglang: np.ndarray) -> None:
+    """Rewrite SGLang's chunked rows as the virtual batches its backend runs: a decode reads the keys
+    of its last chunk (kv_len mod 8192, or 8192), a prompt of n whole chunks is n sequences of 8192
+    (a shorter last chunk would make sequences of unequal lengths: unrepresentable)."""
+    if "window" not in rows:
+        return
+    at = sglang & (rows["window"].fillna(0).to_numpy(dtype=np.int64) == LLAMA4_CHUNK)
+    kv = rows["kv_len"].fillna(1).to_numpy(dtype=np.int64)
+    decode = at & (rows["q_len"].fillna(1).to_numpy(dtype=np.int64) == 1)
+    rows.loc[decode, "kv_len"] = (kv[decode] - 1) % LLAMA4_CHUNK + 1
+    split = at & ~decode & (kv > LLAMA4_CHUNK)
+    whole = split & (kv % LLAMA4_CHUNK == 0)
+    rows.loc[whole, "batch"] = rows["batch"].to_numpy(dtype=np.int64)[whole] * (kv[whole] // LLAMA4_CHUNK)
+    rows.loc[whole, "q_len"] = rows.loc[whole, "kv_len"] = LLAMA4_CHUNK
+    _mark(rows, split & ~whole, f"unrepresentable: Llama 4's chunked attention over a prompt that is "
+          f"not whole {LLAMA4_CHUNK}-token chunks (SGLang's virtual sequences of unequal lengths)")
+    rows.loc[at, "window"] = 0
 
 
 def read_vidur(frame: pd.DataFrame) -> Measurements:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mpsim.errors import MpsimInputError
 from mpsim.library.fa3 import check_fa3_kv, fa3_decode_config, fa3_prefill_config
 from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    binding_window,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -34,22 +32,18 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
                   l2_warm: bool, sms: int, fp8_attention: bool = False, window: int = 0) -> Row:
     """A `sglang_fa3_decode` (q_len 1; 16-bit or fp8 KV) or `sglang_fa3_prefill` row (q_len <=
     kv_len: an extend over cached tokens runs FA3 with the cache, as vLLM's chunks do); the KV
-    store is always part of SGLang's op (`kv_append` implied). `window`: a sliding window covering
-    every key in prefill only: SGLang's windowed paths are not modelled (its published H200 rows:
-    decode costs ~7% more than its full decode even where the window covers the cache; a binding
-    window in prefill is 19% / 44% off FA3's tile count at windows 128 / 8192)."""
+    store is always part of SGLang's op (`kv_append` implied). `window`: a sliding window of that
+    many keys (SGLang passes window_size (sliding_window_size, 0) with sliding_window_size the window
+    less one, as vLLM does): FA3's tile range and split heuristic, as the fa3 room prices it; the
+    work model adds none of vLLM's windowed-decode costs (mpsim/sim/gpu/library/sglang.py)."""
     check_fa3_kv(q_len, kv_bits, fp8_attention)
-    if window and (q_len == 1 or binding_window(kv_len, window)):
-        raise MpsimInputError(f"attention: SGLang's {'decode' if q_len == 1 else 'prefill'} under a "
-                              f"sliding window of {window} keys (kv_len {kv_len}) is not modelled "
-                              "(its windowed paths differ from FA3's full ones)")
     if q_len == 1:
         cfg = replace(fa3_decode_config(batch, heads, kv_heads, head_dim, kv_len, kv_append=True,
-                                        l2_warm=l2_warm, sms=sms), kernel=SGLANG_FA3_DECODE)
+                                        l2_warm=l2_warm, sms=sms, window=window), kernel=SGLANG_FA3_DECODE)
     else:
         check_prefill_chunk("SGLang FA3", batch, q_len, kv_len, heads, kv_heads, head_dim)
         cfg = replace(fa3_prefill_config(batch, q_len, heads, kv_heads, head_dim, kv_append=True,
-                                         sms=sms, kv_len=kv_len, fp8=kv_bits == 8),
+                                         sms=sms, kv_len=kv_len, fp8=kv_bits == 8, window=window),
                       kernel=SGLANG_FA3_PREFILL)
     if kv_bits == 8:  # FA3's fp8 forward: its MMAs at the fp8 tensor rate (the roofline's too)
         cfg = replace(cfg, extra=(*cfg.extra, ("fp8", 1)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ from mpsim.launch_plan import attention_row
 from mpsim.library import fa3
 from mpsim.sim.gpu.library.fa3 import tile_spans, window_first_block
 from mpsim.sim.launch import simulate_launch
+from mpsim.sim.params import DEFAULT_PARAMS
 from traces.accounting import causal_pairs
 
 H200 = load_hardware("h200-sxm")
@@ -94,12 +96,27 @@ def test_rooms_say_which_windows_they_model() -> None:
     with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
                                               r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
         attention_row(1, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", sms=132, window=128)
-    with pytest.raises(MpsimInputError, match="SGLang's decode under a sliding window of 2048"):
-        attention_row(4, 1, 1024, 32, 8, 128, 16, kernel="sglang", sms=132, window=2048)
-    with pytest.raises(MpsimInputError, match="SGLang's prefill under a sliding window of 128"):
-        attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=128)
     covered = attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=512)
     assert covered == attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132)
+
+
+def test_sglang_windows_take_fa3s_tiles_without_vllms_window_costs() -> None:
+    """SGLang's FA3 op under a sliding window (GPT-OSS's SWA layers in its published rows): FA3's
+    configs (the window in the config, the split heuristic over the loaded keys), none of the
+    per-window decode costs set on vLLM's rows (SglangParams.window_*: 0); with FA3's values it
+    would cost more."""
+    sg = attention_row(16, 1, 4096, 32, 8, 128, 16, kernel="sglang", sms=132, window=128)
+    vl = attention_row(16, 1, 4096, 32, 8, 128, 16, kernel="fa3", sms=132, window=128)
+    cs, cv = json.loads(sg["config"]), json.loads(vl["config"])
+    assert cs["window"] == cv["window"] == 128 and cs["split_k"] == cv["split_k"]
+    p = DEFAULT_PARAMS
+    costs = replace(p, sglang=replace(p.sglang, window_mask_ops=p.fa3.window_mask_ops,
+                                      window_cta_ns=p.fa3.window_cta_ns))
+    assert simulate_launch(sg, H200).time_s < simulate_launch(sg, H200, costs).time_s
+    assert simulate_launch(sg, H200).time_s < 0.2 * simulate_launch(
+        attention_row(16, 1, 65536, 32, 8, 128, 16, kernel="sglang", sms=132), H200).time_s
+    prefill = attention_row(1, 2048, 2048, 32, 8, 128, 16, kernel="sglang", sms=132, window=128)
+    assert json.loads(prefill["config"])["window"] == 128
 
 
 def test_fa2_decode_under_any_window_is_not_swapped() -> None:
@@ -147,9 +164,9 @@ def test_the_adapter_passes_the_rows_window_to_its_kernels_room() -> None:
 
 @pytest.mark.parametrize(("kernel", "hw", "kv_bits"), [
     ("trtllm", "h200-sxm", 8), ("trtllm", "h200-sxm", 16), ("flashinfer_trtllm", "b200-sxm", 16),
-    ("trtllm_sm100", "b200-sxm", 8)])
+    ("trtllm_sm100", "b200-sxm", 8), ("sglang", "h200-sxm", 16), ("sglang", "h200-sxm", 8)])
 def test_windowed_decode_in_the_other_rooms(kernel: str, hw: str, kv_bits: int) -> None:
-    """TensorRT-LLM's XQA / MMHA on Hopper and the trtllm-gen kernels on Blackwell: a binding
+    """TensorRT-LLM's XQA / MMHA on Hopper, the trtllm-gen kernels on Blackwell and SGLang's FA3 op: a binding
     window's config carries it, its time is below the full cache's and not below its roofline
     (simulate_launch checks), and it does not grow past the window where the split count stays."""
     spec = load_hardware(hw)

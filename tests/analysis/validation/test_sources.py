@@ -87,6 +87,30 @@ def test_sglang_head_dim_192_rows_are_mimo_v2s_unequal_widths() -> None:
     assert (r["status"].iloc[10:] == "ok").all()
 
 
+def _first(d: pd.DataFrame, **match: object) -> pd.DataFrame:
+    return d[np.logical_and.reduce([d[k] == v for k, v in match.items()])].iloc[:1]
+
+
+def test_sglang_window_8192_rows_are_llama4_chunks_as_virtual_batches() -> None:
+    """SGLang's window_size 8192 rows are Llama 4's chunked attention: a decode reads its last
+    chunk's keys, a prompt of whole chunks runs as that many sequences of 8192, a prompt ending in a
+    partial chunk is unrepresentable; TRT-LLM's window 8192 rows stay a sliding window."""
+    base = "h200_sxm/attention/sglang/0.5.14/"
+    gen = pd.read_parquet(AIC / base / "generation_attention_perf.parquet")
+    ctx = pd.read_parquet(AIC / base / "context_attention_perf.parquet")
+    d = pd.concat([_first(gen, window_size=8192, step=s, batch_size=1) for s in (4095, 8191, 16383)]
+                  + [_first(ctx, window_size=8192, isl=s, batch_size=2) for s in (4096, 16384, 12288)])
+    r = read_aic_attention(d).rows
+    assert r["kv_len"].tolist() == [4096, 8192, 8192, 4096, 8192, 12288]
+    assert r["batch"].tolist() == [1, 1, 1, 2, 4, 2] and (r["window"] == 0).all()
+    assert (r["q_len"].iloc[3:5] == r["kv_len"].iloc[3:5]).all()
+    assert (r["status"].iloc[:5] == "ok").all() and "chunked" in r["status"].iloc[5]
+    trt = _sample("h200_sxm/attention/trtllm/1.3.0rc20/generation_attention_perf.parquet", 5,
+                  window_size=8192)
+    t = read_aic_attention(trt).rows
+    assert (t["window"] == 8192).all() and (t["kv_len"].to_numpy() == trt["step"].to_numpy() + 1).all()
+
+
 def test_generation_kv_len_counts_the_new_token() -> None:
     d = _sample("h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet", 20)
     r = read_aic_attention(d).rows

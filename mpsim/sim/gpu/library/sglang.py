@@ -47,6 +47,15 @@ class SglangParams:
     # half (0.53, stop 34's value: 13.2 / 12.4%); SGLang publishes H200 rows only, so no other GPU
     # checks it
     prefill_fp8_eta: float = 0.49
+    # a sliding window in decode: FA3's tile range and split heuristic only, none of the per-window
+    # costs set on vLLM's rows (fa3.window_mask_ops, fa3.window_cta_ns): on every 4th binding
+    # window-128 row of h200_sxm/attention/sglang/0.5.14/generation_attention_perf.parquet (GPT-OSS's
+    # SWA layers, head_dim 64; 157 fp8-kv / 174 bf16-kv rows) FA3's costs gave 27.1 / 32.9% MAPE
+    # (+27 / +33% biased), none 6.1 / 7.5% (-5 / -6%, the bias of the same op's covering-window rows);
+    # vLLM's rows of the same windows run about 1.5x SGLang's (docs/validation.md, "Sliding-window
+    # attention")
+    window_mask_ops: float = 0.0     # lane-ops per score of a windowed decode CTA's edge tiles
+    window_cta_ns: float = 0.0       # per windowed decode CTA wave
 
 
 STORE_WARPS = 4                # the store kernel's block: kNumWarps 4 (128 threads), a warp per
@@ -76,7 +85,8 @@ def store_part(tokens: int, kv_heads: int, head_dim: int, kv_bits: int, r: GpuRa
 def sglang_fa3_decode_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int],
                            r: GpuRates, p: SimParams, resident: float) -> LaunchWork:
     s = p.sglang
-    fa3 = replace(p.fa3, decode_scope_us=s.decode_scope_us, fp8_extra_us=s.fp8_extra_us)
+    fa3 = replace(p.fa3, decode_scope_us=s.decode_scope_us, fp8_extra_us=s.fp8_extra_us,
+                  window_mask_ops=s.window_mask_ops, window_cta_ns=s.window_cta_ns)
     return fa3_decode_work(row, cfg, grid, r, replace(p, fa3=fa3), resident, append=store_part)
 
 
