@@ -44,7 +44,6 @@ from mpsim.library.rows import (
     Row,
     apply_config,
     attention_shape,
-    binding_window,
     check_prefill_chunk,
     fp8_cache,
     prefill_kv_block,
@@ -310,9 +309,4 @@ def attention_row(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int
         build = xqa_config if pick == TRTLLM_XQA else mmha_config
         cfg = build(batch, heads, kv_heads, head_dim, kv_len, fp8_kv, sms)
         cfg = replace(cfg, extra=(*cfg.extra, ("l2_warm", int(l2_warm))))
-    if binding_window(kv_len, window) and cfg.kernel == TRTLLM_FMHA and (fp8_attention or fp8_kv):
-        raise MpsimInputError(
-            f"attention: TensorRT-LLM's context FMHA under a sliding window of {window} keys "
-            f"(kv_len {kv_len}) with an fp8 cache or fp8 compute is not modelled (its H200 rows "
-            "run another path: 1.0-2.2x the time of the full causal FMHA)")
     return apply_config(row, replace(cfg, extra=(*cfg.extra, *window_entry(kv_len, window))))

@@ -18,7 +18,7 @@ from mpsim.launch_plan import attention_row
 from mpsim.library import fa3
 from mpsim.sim.gpu.library.fa3 import tile_spans, window_first_block
 from mpsim.sim.launch import simulate_launch
-from mpsim.sim.params import DEFAULT_PARAMS
+from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from traces.accounting import causal_pairs
 
 H200 = load_hardware("h200-sxm")
@@ -93,9 +93,6 @@ def test_rooms_say_which_windows_they_model() -> None:
                                               r"mpsim's kernels \(the rooms that take one: trtllm, "
                                               r"fa3"):
         attention_row(4, 1, 1024, 32, 8, 128, 16, window=128)
-    with pytest.raises(MpsimInputError, match="context FMHA under a sliding window of 128 keys "
-                                              r"\(kv_len 1024\) with an fp8 cache or fp8 compute"):
-        attention_row(1, 1024, 1024, 32, 8, 128, 8, kernel="trtllm", sms=132, window=128)
     covered = attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132, window=512)
     assert covered == attention_row(1, 512, 512, 32, 8, 128, 16, kernel="sglang", sms=132)
 
@@ -195,6 +192,26 @@ def test_trtllm_context_window_prices_its_edge_tiles() -> None:
     win = simulate_launch(attention_row(1, 8192, 8192, 32, 8, 128, 16, kernel="trtllm", sms=132,
                                         window=128), H200).time_s
     assert win < 0.25 * full
+
+
+@pytest.mark.parametrize("head_dim", [64, 192])
+def test_trtllm_fp8_context_window_pays_its_masked_scores(head_dim: int) -> None:
+    """The FP8 FMHA (an fp8 cache, or fp8 compute) under a binding window: the tile range at
+    `fmha_fp8_eta`, plus `fmha_fp8_mask_ops` fp32 lane-ops per score of the two masked edge tiles,
+    which weigh more at head_dim 64 (fewer MMA flops a score) than at 192, as the H200 rows do."""
+    from mpsim.sim.gpu.library.trtllm_attention import fp8_window_ops
+    t = DEFAULT_PARAMS.trtllm
+    assert fp8_window_ops(2.0, 128, 128, t) == 128 * 128 * t.fmha_fp8_mask_ops
+    assert fp8_window_ops(8.0, 128, 128, t) == pytest.approx(fp8_window_ops(2.0, 128, 128, t) / 4)
+
+    def price(kv_bits: int, window: int, params: SimParams = DEFAULT_PARAMS) -> float:
+        row = attention_row(4, 4096, 4096, 32, 8, head_dim, kv_bits, kernel="trtllm", sms=132,
+                            window=window)
+        return simulate_launch(row, H200, params).time_s
+    free = replace(DEFAULT_PARAMS, trtllm=replace(t, fmha_fp8_mask_ops=0.0))
+    assert price(8, 128, free) < price(8, 128) < price(8, 0)
+    ratio = price(8, 128) / price(16, 128)   # fp8 over bf16 windowed: above 1 at 64, near 1 at 192
+    assert ratio > 1.15 if head_dim == 64 else 0.9 < ratio < 1.15
 
 
 def test_op_takes_a_window_for_the_kernel_or_the_engine(capsys: pytest.CaptureFixture[str]) -> None:

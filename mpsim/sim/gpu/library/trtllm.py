@@ -124,6 +124,14 @@ class TrtllmParams:
     # .parquet (seed 7): 10.8 -> 7.2% (odd half 11.5 -> 7.9%)
     fmha_window_eta: float = 0.3745     # share of the tensor peak of a window's two edge tiles (bf16)
     fmha_fp8_eta: float = 0.4421         # the same for the FP8 FMHA (share of the fp8 peak)
+    # the FP8 FMHA under a binding window (stop 57): its rows run 1.33x the bf16 windowed FMHA at
+    # head_dim 64, 1.08x at 192 (median, isl >= 1024, H200), a cost per masked score, not a share of
+    # the tensor peak (one edge-tile eta for fp8: 13.2% at best, head_dim 192 +42%). MAPE scan (10-60)
+    # on the even half of 800 binding-window rows (fp8 compute and fp8 cache, seed 7) of
+    # h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet: 8.7% at 42-43, 8.8% at 44
+    # (bias -3.3 against -4.0; none: 34.5%); odd half 8.9%, 800 h100_sxm rows 10.0% (none: 34.1%)
+    fmha_fp8_mask_ops: float = 44.0     # fp32 lane-ops per score of an FP8 window's two edge tiles
+
     fmha_tile_ns: float = 2145.0      # per query-tile CTA: prologue and epilogue
     fmha_row_ns: float = 29.29         # per query row of a tile: Q load, O normalization and store
     fmha_scope_us: float = 5.947        # the op's fixed cost (metadata, launches)

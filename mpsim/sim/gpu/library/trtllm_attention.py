@@ -191,6 +191,12 @@ def window_eta(span: float, t: Any) -> float:
     return span / (edge / t.fmha_window_eta + (span - edge) / t.fmha_eta)
 
 
+def fp8_window_ops(span: float, bm: int, bn: int, t: Any) -> float:
+    """The FP8 FMHA under a binding window: fp32 lane-ops a key step adds, `fmha_fp8_mask_ops` per
+    score of a query tile's two masked edge tiles spread over its `span` steps."""
+    return min(span, 2.0) / span * bm * bn * t.fmha_fp8_mask_ops
+
+
 def windowed_keys(kv: int, window: int) -> int:
     """The keys a decode kernel that reads a window's tokens only walks: min(kv, window)."""
     return min(kv, window) if window else kv
@@ -208,10 +214,11 @@ def fmha_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r
     ctas = b * hq * qt
     workers = min(ctas, r.sms)
     per_worker = max(math.ceil(pairs / r.sms), max(tile_spans(q, 1, bm, bn, kv, window)))
+    span = pairs / (b * hq * qt)
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_dtype="fp8" if fp8 else "fp16",
-                mma_eta=t.fmha_fp8_eta if fp8 else window_eta(pairs / (b * hq * qt), t) if window
-                else t.fmha_eta)
+                mma_eta=t.fmha_fp8_eta if fp8 else window_eta(span, t) if window else t.fmha_eta,
+                pipes={"fp32": fp8_window_ops(span, bm, bn, t)} if fp8 and window else {})
     io = elem * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq
     res = CtaResources(12, 2 * bn * d * elem, bm * d * elem, 2, 168)
