@@ -131,7 +131,6 @@ class TrtllmParams:
     # h200_sxm/attention/trtllm/1.3.0rc20/context_attention_perf.parquet: 8.7% at 42-43, 8.8% at 44
     # (bias -3.3 against -4.0; none: 34.5%); odd half 8.9%, 800 h100_sxm rows 10.0% (none: 34.1%)
     fmha_fp8_mask_ops: float = 44.0     # fp32 lane-ops per score of an FP8 window's two edge tiles
-
     fmha_tile_ns: float = 2145.0      # per query-tile CTA: prologue and epilogue
     fmha_row_ns: float = 29.29         # per query row of a tile: Q load, O normalization and store
     fmha_scope_us: float = 5.947        # the op's fixed cost (metadata, launches)

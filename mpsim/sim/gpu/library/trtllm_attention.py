@@ -34,6 +34,9 @@ trtllm_attention.py `prep_rounds` reads the launch from the source).
   cache): the diagonal shifts by the cached tokens, query tile j visits ceil((min(q_len, 128 (j +
   1)) + kv_len - q_len) / 128) key tiles (assumed: FA3's rule, the causal mask putting the queries
   last), the cached K/V read once; the preprocessing appends the chunk's q_len tokens only.
+  Under a binding sliding window a query tile walks its window's key tiles, its two masked edge
+  tiles at `fmha_window_eta` (bf16), or for the FP8 FMHA at `fmha_fp8_eta` plus
+  `fmha_fp8_mask_ops` fp32 lane-ops per score (`fp8_window_ops`).
 
 A KV cache that fits the usable L2 stays there across the benchmark's back-to-back replays
 (`l2_warm`, as FA3's). Constants: TrtllmParams (mpsim/sim/gpu/library/trtllm.py, SimParams.trtllm).
