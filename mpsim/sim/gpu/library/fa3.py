@@ -23,17 +23,18 @@ op (`decode_scope_us`).
 
 Prefill (causal): 128-row query tiles visit 128-key tiles up to the diagonal (`causal_tiles`:
 qt(qt+1)/2 tile pairs per (sequence, head); with pack-GQA a tile holds the rows of `group` query
-heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate
-(softmax hidden by the ping-pong warpgroups); the persistent scheduler deals CTAs longest first, so
-each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a prologue/epilogue per
-query-tile CTA. A chunk after cached tokens (q_len < kv_len, vLLM's varlen call with seqused_k and
-the block table): its queries are the last q_len positions, so a query tile's keys end at its last
-row's token plus the kv_len - q_len cached ones (hopper/block.h get_n_block_min_max: n_block_max =
-ceil((m_idx_max + seqlen_k - seqlen_q) / kBlockN), n_block_min 0 without a window); every tile it
-visits costs a full trip (the masked tiles on the diagonal as before); the cached K/V are read once
-from HBM (the same assumption as the prompt's: re-reads by the other query tiles hit in L2), with
-the block table's entries where the row has `kv_block`. Assumed: the paged K/V loads stream at the
-rate of the prompt's (no separate cost for the page gather).
+heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate plus
+each score's exp2 on the SFU, not hidden under the MMAs (`EXP_PER_SCORE`: the rows' time a score is
+linear in head_dim; the fp8 forward's share alone); the persistent scheduler deals CTAs longest
+first, so each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a
+prologue/epilogue per query-tile CTA. A chunk after cached tokens (q_len < kv_len, vLLM's varlen
+call with seqused_k and the block table): its queries are the last q_len positions, so a query
+tile's keys end at its last row's token plus the kv_len - q_len cached ones (hopper/block.h
+get_n_block_min_max: n_block_max = ceil((m_idx_max + seqlen_k - seqlen_q) / kBlockN), n_block_min 0
+without a window); every tile it visits costs a full trip (the masked tiles on the diagonal as
+before); the cached K/V are read once from HBM (the same assumption as the prompt's: re-reads by the
+other query tiles hit in L2), with the block table's entries where the row has `kv_block`. Assumed:
+the paged K/V loads stream at the rate of the prompt's (no separate cost for the page gather).
 
 KV append (`kv_append` in the config: the measured op also wrote the new tokens' K and V with
 reshape_and_cache_flash): one block of min(kv_heads x head_dim, 512) threads per token, latency
@@ -77,7 +78,12 @@ class Fa3Params:
     decode_scope_us: float = 1.272       # the rest of vLLM's decode attention op (launches, metadata)
     fp8_extra_us: float = 0.376          # fp8 KV: the query cast
     combine_us: float = 2.081            # split-KV: the combine of the partial outputs
-    prefill_eta: float = 0.7293          # share of tensor peak of the causal main loop
+    # prefill_eta: refitted at stop 57 with each score's exp2 on the SFU after the MMAs
+    # (EXP_PER_SCORE): MAPE scan (0.94-1.0) on the even half of 600 window-0 bf16 `attention
+    # prefill` rows (seed 23) of h200_sxm/attention/vllm/0.24.0/context_attention_perf.parquet: 7.64%
+    # at 0.97 (0.96-0.98 within 0.02; before, 0.7293 with no exp: 10.87%, head_dim 64 -11.9%, 256
+    # +12.0%); odd half 11.13 -> 7.59%, 600 h100_sxm rows 11.31 -> 8.27% (held out)
+    prefill_eta: float = 0.97            # share of tensor peak of the causal main loop's MMAs
     # the same at the fp8 rate, FA3's fp8 forward in vLLM's build (an fp8 cache: the query cast by its
     # own kernel first, `q_cast_part`): the MAPE argmin on 300 vLLM 0.24.0 H200
     # `vllm_flash_attn_fa3` context rows with an fp8 cache (window 0, a 600-row sample, seed 23,
@@ -99,6 +105,14 @@ class Fa3Params:
 
 
 MAX_APPEND_BLOCKS_PER_SM = 32
+# the 16-bit causal forward's softmax: one exp2 a score on the SFU (MUFU.EX2, 16 lanes a clock),
+# not hidden under the MMAs: the published rows' time a score is linear in head_dim, 4 d / 917
+# TFLOP/s + 0.207 ps on H200 (vLLM 0.24.0, window 0, isl 16384: head_dim 64 / 128 / 192 / 256 at
+# 527 / 671 / 737 / 772 TFLOP/s), the constant about one ex2 a score (0.24 ps at the 1980 MHz
+# boost, 132 SMs); 0.9 and 1.1 price those rows 8.0 / 7.7% against 1.0's 7.6%. The fp8 forward's
+# rows follow another law (its head_dim 256 at 449 TFLOP/s, below the bf16 one): its share
+# `prefill_fp8_eta` stands alone.
+EXP_PER_SCORE = 1.0
 SM_THREADS = 2048
 
 
@@ -258,7 +272,8 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     # transpose for the fp8 wgmma runs in the producer warps, overlapped) at its own share of peak
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_eta=p.fa3.prefill_fp8_eta if fp8 else p.fa3.prefill_eta,
-                mma_dtype="fp8" if fp8 else "fp16", bulk=True)
+                mma_dtype="fp8" if fp8 else "fp16", bulk=True,
+                pipes={} if fp8 else {"sfu": bm * bn * EXP_PER_SCORE})
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq
