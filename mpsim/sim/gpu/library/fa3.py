@@ -25,16 +25,17 @@ Prefill (causal): 128-row query tiles visit 128-key tiles up to the diagonal (`c
 qt(qt+1)/2 tile pairs per (sequence, head); with pack-GQA a tile holds the rows of `group` query
 heads per token and the (sequence, KV head) is the unit), at `prefill_eta` of the tensor rate plus
 each score's exp2 on the SFU, not hidden under the MMAs (`EXP_PER_SCORE`: the rows' time a score is
-linear in head_dim; the fp8 forward's share alone); the persistent scheduler deals CTAs longest
-first, so each SM's share is the larger of (all pairs / SMs) and the longest CTA, plus a
-prologue/epilogue per query-tile CTA. A chunk after cached tokens (q_len < kv_len, vLLM's varlen
-call with seqused_k and the block table): its queries are the last q_len positions, so a query
-tile's keys end at its last row's token plus the kv_len - q_len cached ones (hopper/block.h
-get_n_block_min_max: n_block_max = ceil((m_idx_max + seqlen_k - seqlen_q) / kBlockN), n_block_min 0
-without a window); every tile it visits costs a full trip (the masked tiles on the diagonal as
-before); the cached K/V are read once from HBM (the same assumption as the prompt's: re-reads by the
-other query tiles hit in L2), with the block table's entries where the row has `kv_block`. Assumed:
-the paged K/V loads stream at the rate of the prompt's (no separate cost for the page gather).
+linear in head_dim; in vLLM's fp8 build only past head_dim 192, with the whole softmax:
+`prefill_pipes`); the persistent scheduler deals CTAs longest first, so each SM's share is the
+larger of (all pairs / SMs) and the longest CTA, plus a prologue/epilogue per query-tile CTA. A
+chunk after cached tokens (q_len < kv_len, vLLM's varlen call with seqused_k and the block table):
+its queries are the last q_len positions, so a query tile's keys end at its last row's token plus
+the kv_len - q_len cached ones (hopper/block.h get_n_block_min_max: n_block_max = ceil((m_idx_max +
+seqlen_k - seqlen_q) / kBlockN), n_block_min 0 without a window); every tile it visits costs a full
+trip (the masked tiles on the diagonal as before); the cached K/V are read once from HBM (the same
+assumption as the prompt's: re-reads by the other query tiles hit in L2), with the block table's
+entries where the row has `kv_block`. Assumed: the paged K/V loads stream at the rate of the
+prompt's (no separate cost for the page gather).
 
 KV append (`kv_append` in the config: the measured op also wrote the new tokens' K and V with
 reshape_and_cache_flash): one block of min(kv_heads x head_dim, 512) threads per token, latency
@@ -109,10 +110,11 @@ MAX_APPEND_BLOCKS_PER_SM = 32
 # not hidden under the MMAs: the published rows' time a score is linear in head_dim, 4 d / 917
 # TFLOP/s + 0.207 ps on H200 (vLLM 0.24.0, window 0, isl 16384: head_dim 64 / 128 / 192 / 256 at
 # 527 / 671 / 737 / 772 TFLOP/s), the constant about one ex2 a score (0.24 ps at the 1980 MHz
-# boost, 132 SMs); 0.9 and 1.1 price those rows 8.0 / 7.7% against 1.0's 7.6%. The fp8 forward's
-# rows follow another law (its head_dim 256 at 449 TFLOP/s, below the bf16 one): its share
-# `prefill_fp8_eta` stands alone.
+# boost, 132 SMs); 0.9 and 1.1 price those rows 8.0 / 7.7% against 1.0's 7.6%. SGLang's fp8 build
+# follows the same law (H200: head_dim 64 / 128 at 619 / 765 TFLOP/s); vLLM's fp8 forward another
+# (head_dim 256 at 449 TFLOP/s, below its bf16: `prefill_pipes`).
 EXP_PER_SCORE = 1.0
+FP8_PAGED_OVERLAP_MAX_HEAD_DIM = 192   # tile_size.h: e4m3 above 192 over a paged cache, no overlap
 SM_THREADS = 2048
 
 
@@ -245,6 +247,21 @@ def prefill_tiles(b: int, q: int, kv: int, hq: int, hk: int, bm: int, bn: int,
     return b * heads * causal_tiles(q, group, bm, bn, kv, window), b * heads * cdiv(q * group, bm)
 
 
+def prefill_pipes(fp8: bool, d: int, bm: int, bn: int, kernel: str, p: SimParams) -> dict[str, float]:
+    """A causal forward tile's softmax lanes that do not hide under its MMAs: each score's exp2
+    (`EXP_PER_SCORE`) in the 16-bit forward and in SGLang's fp8 build; in vLLM's fp8 forward none,
+    except past head_dim 192, where FA3 runs it without IntraWGOverlap over a paged cache
+    (hopper/tile_size.h at 07602adc: "PagedKV uses more registers so we disabled IntraWGOverlap"),
+    so the whole softmax (the exp2 and `softmax_ops` fp32 lane-ops a score) runs between a
+    warpgroup's GEMMs."""
+    scores = bm * bn
+    if not fp8 or kernel != FA3_PREFILL:
+        return {"sfu": scores * EXP_PER_SCORE}
+    if d > FP8_PAGED_OVERLAP_MAX_HEAD_DIM:
+        return {"sfu": scores * EXP_PER_SCORE, "fp32": scores * p.fa3.softmax_ops}
+    return {}
+
+
 def prefill_kv_bytes(row: Mapping[str, Any], elem: float) -> float:
     """K and V of a prefill row's kv_len keys over its batch and KV heads, `elem` bytes an element,
     plus the block table's entries where the row reads a paged cache (`kv_block`)."""
@@ -273,7 +290,7 @@ def fa3_prefill_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[
     trip = Trip(load_bytes=bn * d * 2 * elem, mma_flops=4.0 * bm * bn * d, serial=True,
                 mma_eta=p.fa3.prefill_fp8_eta if fp8 else p.fa3.prefill_eta,
                 mma_dtype="fp8" if fp8 else "fp16", bulk=True,
-                pipes={} if fp8 else {"sfu": bm * bn * EXP_PER_SCORE})
+                pipes=prefill_pipes(bool(fp8), d, bm, bn, str(row["kernel"]), p))
     # Q and the kv_len keys' K, V read once (re-reads of K/V hit in L2)
     io = FP16 * b * q * d * hq + prefill_kv_bytes(row, elem)
     out = FP16 * b * q * d * hq

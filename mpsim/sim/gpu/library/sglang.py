@@ -39,14 +39,13 @@ class SglangParams:
     fp8_extra_us: float = 2.727        # fp8 KV: the query cast and the fp8 store
     prefill_scope_us: float = 0.0    # the rest of SGLang's prefill attention op
     # FA3's fp8 forward in SGLang's build (an fp8 cache, attn_dtype fp8; no query-cast kernel: with
-    # one priced, as vLLM's, the rows came out +15..+20%): 0.49 of the fp8 rate, refitted at stop 39
-    # once the KV store was priced as SGLang's own kernel (store_part): the MAPE argmin (0.45-0.61
-    # tried; 0.48-0.50 within 0.05 points) on the even half (388 rows) of the status-ok `attention
-    # prefill fp8` rows of a 2000-row stratified draw (seed 23, `--select stacks`) of
-    # h200_sxm/attention/sglang/0.5.14/context_attention_perf.parquet: 12.7% there, 11.8% on the odd
-    # half (0.53, stop 34's value: 13.2 / 12.4%); SGLang publishes H200 rows only, so no other GPU
-    # checks it
-    prefill_fp8_eta: float = 0.49
+    # one priced, as vLLM's, the rows came out +15..+20%), its MMAs' share with each score's exp2
+    # after them (fa3.EXP_PER_SCORE, as the 16-bit forward: SGLang's fp8 rows follow that law),
+    # refitted at stop 57: MAPE scan (0.45-0.75) on the even half of 600 window-0 `attention prefill
+    # fp8` rows (seed 23) of h200_sxm/attention/sglang/0.5.14/context_attention_perf.parquet: 8.61%
+    # at 0.60 (0.58 / 0.62: 8.73%; before, 0.49 with no exp: 11.43%, head_dim 64 -20.8%); odd half
+    # 12.46 -> 9.87%; SGLang publishes H200 rows only, so no other GPU checks it
+    prefill_fp8_eta: float = 0.60
     # a sliding window in decode: FA3's tile range and split heuristic only, none of the per-window
     # costs set on vLLM's rows (fa3.window_mask_ops, fa3.window_cta_ns): on every 4th binding
     # window-128 row of h200_sxm/attention/sglang/0.5.14/generation_attention_perf.parquet (GPT-OSS's
