@@ -100,7 +100,10 @@ class Fa3Params:
     # a binding sliding window in decode (prefill's tile count alone fits its rows): Nelder-Mead on
     # MAPE over the even half of 800 binding window rows (window 128 / 1024 / 8192, kv16 and fp8-kv,
     # seed 7) of h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet: 10.1% (odd half
-    # 9.6%; no window cost: 18.3 / 17.2%, -17% biased); docs/validation.md#sliding-window-attention-stop-44
+    # 9.6%; no window cost: 18.3 / 17.2%, -17% biased); docs/validation.md#sliding-window-attention-stop-44.
+    # They are vLLM's op, not FA3's kernel: SGLang's windowed rows fit the tile range with neither
+    # (SglangParams.window_*); what vLLM adds is plausibly its full-graph static split cap (32) and
+    # the prepare kernel's whole-cache split count, idle splits and their partials (stop 57's note)
     window_mask_ops: float = 54.27       # lane-ops per score of a windowed decode CTA's edge tiles
     window_cta_ns: float = 1570.0        # per windowed decode CTA wave (its window's bounds)
 
