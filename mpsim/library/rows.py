@@ -125,6 +125,14 @@ def window_entry(kv_len: int, window: int) -> tuple[tuple[str, int], ...]:
     return (("window", bound),) if bound else ()
 
 
+def window_first_block(position: int, window: int, bn: int) -> int:
+    """The first key tile a query at `position` (0-based, of kv keys) visits under a sliding window
+    of `window` keys (0: none): hopper/block.h get_n_block_min_max, n_block_min = (m_idx_min +
+    seqlen_k - seqlen_q - window_size_left) / kBlockN with window_size_left = W - 1 (vLLM's and
+    SGLang's call; vLLM's Triton kernel's tile_start the same); 0 without a window."""
+    return max(0, position - (window - 1)) // bn if window else 0
+
+
 def fp8_cache(kv_bits: int) -> str | None:
     """The kv_format of a room whose only 8-bit cache is fp8 e4m3 (FA3, SGLang's FA3, TensorRT-LLM's
     attention op as its room prices it); None (by bits) otherwise."""

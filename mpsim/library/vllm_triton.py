@@ -46,6 +46,7 @@ from mpsim.library.rows import (
     check_prefill_chunk,
     fp8_cache,
     window_entry,
+    window_first_block,
 )
 
 VLLM_TRITON_DECODE = "vllm_triton_decode"
@@ -84,18 +85,12 @@ def tile_size(head_dim: int, window: int, query_bytes: int, *, three_d: bool) ->
     return 16 if query_bytes >= 2 else 32
 
 
-def first_tile(kv_len: int, window: int, tile: int) -> int:
-    """The first key tile a decode query (the last of kv_len keys) visits: compute_tile_loop_bounds'
-    tile_start, (kv_len - window) // tile under a window of `window` keys, else 0."""
-    return max(0, kv_len - window) // tile if window else 0
-
-
 def segment_trips(kv_len: int, tile: int, segments: int, window: int = 0) -> tuple[int, ...]:
     """Key tiles each launched segment of one (sequence, KV head) walks: segment j of the 3D form
     covers tiles [j x per, (j + 1) x per) of per = cdiv(len, segments x tile), clipped to the
     window's first tile; one segment (the 2D form) walks them all."""
     tiles = cdiv(kv_len, tile)
-    lo = first_tile(kv_len, window, tile)
+    lo = window_first_block(kv_len - 1, window, tile)   # the decode query: the last of kv_len
     per = cdiv(kv_len, segments * tile)
     return tuple(max(0, min((j + 1) * per, tiles) - max(j * per, lo)) for j in range(segments))
 

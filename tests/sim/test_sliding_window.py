@@ -16,7 +16,8 @@ from mpsim.errors import MpsimInputError
 from mpsim.hw_models import load_hardware
 from mpsim.launch_plan import attention_row
 from mpsim.library import fa3
-from mpsim.sim.gpu.library.fa3 import tile_spans, window_first_block
+from mpsim.library.rows import window_first_block
+from mpsim.sim.gpu.library.fa3 import tile_spans
 from mpsim.sim.launch import simulate_launch
 from mpsim.sim.params import DEFAULT_PARAMS, SimParams
 from traces.accounting import causal_pairs

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
 from mpsim.library.fa3 import FA3_DECODE, FA3_PREFILL
+from mpsim.library.rows import window_first_block
 from mpsim.sim.gpu.library.torch import elementwise_part
 from mpsim.sim.gpu.memory import replayed_kv_bytes
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy
@@ -201,14 +202,6 @@ def decode_tiles(kv: int, cfg: Mapping[str, int], bn: int) -> tuple[int, int]:
     `bn`-key tiles; the config's `window` (none: all kv_len keys, from the first tile)."""
     first = window_first_block(kv - 1, int(cfg.get("window", 0)), bn)
     return first, max(cdiv(max(kv, 1), bn) - first, 1)
-
-
-def window_first_block(position: int, window: int, bn: int) -> int:
-    """The first key tile a query at `position` (0-based, of kv keys) visits under a sliding window
-    of `window` keys (0: none): hopper/block.h get_n_block_min_max, n_block_min = (m_idx_min +
-    seqlen_k - seqlen_q - window_size_left) / kBlockN with window_size_left = W - 1 (vLLM's and
-    SGLang's call); 0 without a window."""
-    return max(0, position - (window - 1)) // bn if window else 0
 
 
 def tile_spans(q: int, group: int, bm: int, bn: int, kv: int | None = None,

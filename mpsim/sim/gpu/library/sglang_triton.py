@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsim.kernels.launch_config import cdiv
+from mpsim.library.rows import window_first_block
 from mpsim.library.sglang_triton import MAX_KV_SPLITS, SGLANG_TRITON_DECODE, SGLANG_TRITON_PREFILL
-from mpsim.sim.gpu.library.fa3 import causal_grid, tile_spans, window_first_block
+from mpsim.sim.gpu.library.fa3 import causal_grid, tile_spans
 from mpsim.sim.gpu.library.sglang import store_part
 from mpsim.sim.gpu.library.torch import elementwise_part
 from mpsim.sim.gpu.memory import replayed_kv_bytes
@@ -165,7 +166,7 @@ def prefill_eta(d: int, kv_bits: int, fp8: bool, p: SimParams) -> float:
 def prefill_spans(q: int, bm: int, bn: int, window: int) -> list[tuple[int, int]]:
     """(key tiles computed, key tiles skipped) of each query tile of a causal prompt of q tokens:
     FA's tile range (fa3.tile_spans: to its last row's key, from its first row's window start), the
-    tiles before that start skipped (fa3.window_first_block: their keys are older than every row's
+    tiles before that start skipped (rows.window_first_block: their keys are older than every row's
     window)."""
     return [(span, window_first_block(j * bm, window, bn))
             for j, span in enumerate(tile_spans(q, 1, bm, bn, window=window))]
