@@ -7,6 +7,7 @@ scripts/sass_mix.py --fp (the SASS instruction mix of their main loops). Pointer
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -87,13 +88,17 @@ def ptxas_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
             "shared_bytes": int(compiled.metadata.shared)}
 
 
-def gemv_fp4_args(m: int, n: int, k: int, kind: str) -> tuple[Any, dict[str, Any], LaunchConfig]:
-    """(gemv_fp4_kernel, its arguments, the GPU config) at one shape (K a multiple of the block)."""
+def gemv_fp4_args(m: int, n: int, k: int, kind: str,
+                  plain_loop: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
+    """(gemv_fp4_kernel, its arguments, the GPU config) at one shape (K a multiple of the block);
+    `plain_loop`: without the config's loop_stages (the K loop as Triton leaves it)."""
     from mpsim.kernels import gemv_fp4
     from mpsim.reference.fp4_quant import FP4_BLOCK
 
     b = FP4_BLOCK[kind]
     cfg = gemv_fp4.gemv_fp4_config(m, n, k, kind, on_gpu=True)
+    if plain_loop:
+        cfg = dataclasses.replace(cfg, extra=())
     split = cfg.split_k > 1
     bk = cfg.block_k or 1
     args: dict[str, Any] = dict(
@@ -102,6 +107,7 @@ def gemv_fp4_args(m: int, n: int, k: int, kind: str) -> tuple[Any, dict[str, Any
         K_PER_SPLIT=cdiv(cdiv(k, cfg.split_k), bk) * bk, g_scale=1.0, stride_xm=k, stride_qn=k // 8,
         stride_sn=k // b, stride_om=n, HAS_BIAS=False, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         BLOCK_K=bk, B=b, MX=kind == "mxfp4", GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,
+        LOOP_STAGES=dict(cfg.extra).get("loop_stages", 0),
         __types__={"x_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*u8", "bias_ptr": "*fp16",
                    "out_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "g_scale": "fp32"})
     return gemv_fp4.gemv_fp4_kernel, args, cfg
@@ -135,6 +141,8 @@ def extra_cases() -> dict[str, Callable[[], tuple[Any, dict[str, Any], LaunchCon
     for kind in ("nvfp4", "mxfp4"):
         for m in (1, 16, 2048):
             out[f"gemv_{kind} m={m}"] = functools.partial(gemv_fp4_args, m, 4096, 4096, kind)
+        # one row with the loop unpipelined too (traces without loop_stages price from it)
+        out[f"gemv_{kind} m=1 plain"] = functools.partial(gemv_fp4_args, 1, 4096, 4096, kind, True)
     for bg in (1, 16):
         out[f"attention_decode_fp8 g={bg}"] = functools.partial(attention_decode_fp8_args, bg, 128, True)
     return out

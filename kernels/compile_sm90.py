@@ -15,12 +15,14 @@ from mpsim.kernels import gemm_anyprec, gemm_fp16, gemm_group
 from mpsim.kernels.gemm_common import k_per_split
 from mpsim.kernels.launch_config import (
     GEMM_GROUP_M,
+    LOOP_STAGES_KEY,
     LaunchConfig,
     _fit_block_k,
     _format_tag,
     cdiv,
     gemm_config,
     gemv_k_unit,
+    gemv_loop_stages,
 )
 from mpsim.traces.accounting import padded_k
 
@@ -37,17 +39,18 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
                 tile: tuple[int, ...] | None = None,
                 gemv_bias: bool = False, asm: bool = False) -> tuple[Any, dict[str, Any], LaunchConfig]:
     """(kernel, its arguments as a launch passes them, config) for one shape: gemm_config's choice,
-    or `tile` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) on the same path; `gemv_bias` gives the
-    GEMV path a bias; `asm` takes the inline-asm one-row group GEMV (kernels/gemv_group_asm.py) in
-    place of gemv_group_kernel. Pointers are the placeholder "ptr" (or None where the launch passes
-    none)."""
+    or `tile` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages[, a one-row GEMV's loop_stages]) on the
+    same path; `gemv_bias` gives the GEMV path a bias; `asm` takes the inline-asm one-row group
+    GEMV (kernels/gemv_group_asm.py) in place of gemv_group_kernel. Pointers are the placeholder
+    "ptr" (or None where the launch passes none)."""
     cfg = gemm_config(m, n, k, w_format, bits, group)
     if tile is not None:
-        bm, bn, bk, warps, stages = tile
+        bm, bn, bk, warps, stages, *loop = tile  # loop: a one-row GEMV's loop_stages (0: none)
         tag = _format_tag(w_format)
         if cfg.kernel.startswith("gemv"):
             bk = _fit_block_k(bk, tag, group)
-            cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1)
+            cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1,
+                               extra=gemv_loop_stages(cfg.block_m or 1, loop[0] if loop else stages))
         else:
             # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
             # any-precision tile is 64 x 64 x 64)
@@ -61,6 +64,8 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
                                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                                 bias_ptr="ptr" if bias else None, x_ptr="ptr", out_ptr="ptr")
     if gemv:
+        if LOOP_STAGES_KEY in dict(cfg.extra):
+            args.update(LOOP_STAGES=dict(cfg.extra)[LOOP_STAGES_KEY])
         args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
                     cnt_ptr="ptr" if cfg.split_k > 1 else None,
                     K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
@@ -138,7 +143,9 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     types = args.get("__types__", POINTERS)
     for i, param in enumerate(kernel.params):
-        name, value = param.name, args[param.name]
+        name = param.name
+        # a constexpr with a default the launch leaves out (PREFETCH unless the config asks)
+        value = args[name] if name in args or not param.has_default else param.default
         if types.get(name, "").startswith("*") and value is not None:
             signature[name], attrs[(i,)] = types[name], [["tt.divisibility", 16]]
         elif types.get(name) == "fp32":

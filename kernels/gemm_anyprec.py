@@ -32,6 +32,7 @@ from mpsim.kernels.gemm_common import (
     grouped_tile,
     load_x_gemv,
     load_x_tile,
+    loop_stages,
     mma_rows,
     run_gemm,
     splitk_finish,
@@ -193,7 +194,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
                         stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                        PAIR_BITS: tl.constexpr):
+                        PAIR_BITS: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
     """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP,
     its W tile from the pair table at BITS <= PAIR_BITS, else from the LUT (_anyprec_tile)."""
     pid_n = tl.program_id(0)
@@ -203,7 +204,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
     acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
         w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
                           stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS)
         x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)

@@ -23,7 +23,18 @@ import triton.language as tl
 
 from mpsim.kernels import autotune, runtime
 from mpsim.kernels.launch_checks import check_contiguous, check_tensor, launch_recorded
-from mpsim.kernels.launch_config import LaunchConfig, gemm_candidates, gemm_config
+from mpsim.kernels.launch_config import (
+    LOOP_STAGES_KEY,
+    LaunchConfig,
+    gemm_candidates,
+    gemm_config,
+    loop_stages_or_none,
+)
+
+# a K loop's tl.range(num_stages=loop_stages(LOOP_STAGES)): LOOP_STAGES 0 leaves Triton's default
+# (only loads that feed tl.dot as they are are pipelined), S > 0 pipelines every load of the loop
+# S deep (cp.async into shared memory; docs/kernels.md#pipelined-k-loops)
+loop_stages = triton.constexpr_function(loop_stages_or_none)
 
 
 @triton.jit
@@ -194,9 +205,11 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
     arguments (the tiled GEMM does not take them)."""
     if cfg.kernel == gemv.__name__:
         unit = k_unit(cfg) if k_unit else cfg.block_k or 1
+        stages = dict(cfg.extra).get(LOOP_STAGES_KEY, 0)
         launch_split_k(gemv, cfg, record, device, m, n,
                        K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
-                       SPLIT_K=cfg.split_k, **(gemv_args or {}), **kwargs)
+                       SPLIT_K=cfg.split_k, **(gemv_args or {}),
+                       **({"LOOP_STAGES": stages} if stages else {}), **kwargs)
     else:
         launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
 

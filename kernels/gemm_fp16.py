@@ -22,6 +22,7 @@ from mpsim.kernels.gemm_common import (
     grouped_tile,
     load_x_gemv,
     load_x_tile,
+    loop_stages,
     mma_rows,
     run_gemm,
     splitk_finish,
@@ -43,7 +44,7 @@ def gemv_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
                      M, N, K, K_PER_SPLIT,
                      stride_xm, stride_wn, stride_om,
                      HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+                     BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
     """Few rows: program (n tile, K split) streams its BLOCK_N weight rows over its share of K."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -52,7 +53,7 @@ def gemv_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
     acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
         w = _fp16_w_tile(w_ptr, offs_n, k0, N, K, stride_wn, BLOCK_K)
         x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         acc = mma_rows(w, x, acc, BLOCK_M)

@@ -37,11 +37,12 @@ from mpsim.kernels.gemm_common import (
     grouped_tile,
     launch_split_k,
     load_x_gemv,
+    loop_stages,
     mma_rows,
     splitk_finish,
 )
 from mpsim.kernels.launch_checks import check_tensor
-from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.kernels.launch_config import LOOP_STAGES_KEY, LaunchConfig, cdiv
 from mpsim.kernels.launch_config_fp import gemv_fp4_config
 from mpsim.kernels.runtime import device, on_gpu
 from mpsim.reference.fp4_quant import FP4_BLOCK, Fp4Weight
@@ -112,8 +113,9 @@ def gemv_fp4_kernel(x_ptr, qw_ptr, s_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
                     stride_xm, stride_qn, stride_sn, stride_om,
                     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, B: tl.constexpr, MX: tl.constexpr, GROUP_M: tl.constexpr,
-                    SPLIT_K: tl.constexpr):
-    """Program (output tile, K split): decode, multiply-add, fl(partial G), split-K finish."""
+                    SPLIT_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
+    """Program (output tile, K split): decode, multiply-add, fl(partial G), split-K finish.
+    LOOP_STAGES: the K loop's pipeline depth (gemm_common.loop_stages; the one-row GPU configs')."""
     tile = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -122,7 +124,7 @@ def gemv_fp4_kernel(x_ptr, qw_ptr, s_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
     acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
         x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         if MX and BLOCK_M > 1:  # one block per K step (BLOCK_K == B): dot, then the power of two
             q = fp4_codes_tile(qw_ptr, offs_n, k0, N, KP, stride_qn, BLOCK_K)
@@ -202,7 +204,8 @@ def gemv_fp4(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, globa
                    M=m, N=n, K=k, KP=kp, K_PER_SPLIT=cdiv(cdiv(kp, cfg.split_k), bk) * bk, g_scale=g,
                    stride_xm=x.stride(0), stride_qn=qweight.stride(0), stride_sn=scales.stride(0),
                    stride_om=out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m,
-                   BLOCK_N=cfg.block_n, BLOCK_K=bk, B=b, MX=mx, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k)
+                   BLOCK_N=cfg.block_n, BLOCK_K=bk, B=b, MX=mx, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,
+                   LOOP_STAGES=dict(cfg.extra).get(LOOP_STAGES_KEY, 0))
     return out
 
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mpsim.kernels.gemm_common import gemv_acc, gemv_total, load_x_gemv, mma_rows, splitk_finish
+from mpsim.kernels.gemm_common import (
+    gemv_acc,
+    gemv_total,
+    load_x_gemv,
+    loop_stages,
+    mma_rows,
+    splitk_finish,
+)
 from mpsim.kernels.group_dequant import _group_w_tile
 from mpsim.kernels.group_dequant_asm import _group_d_asm
 from mpsim.kernels.launch_config import gemv_partial_trips
@@ -48,13 +55,13 @@ def partial_exp(bits, trips):
 def _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
                   stride_sn, BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, T: tl.constexpr, ASM: tl.constexpr = False,
-                  SWAP: tl.constexpr = False):
+                  SWAP: tl.constexpr = False, LOOP_STAGES: tl.constexpr = 0):
     """fp32 lane sums (BLOCK_N, BLOCK_K) of one activation row over [k_lo, k_hi) (whole groups).
     ASM (GPU only, gemv_group_asm.py): the same (q - z) 2^-E from inline PTX (group_dequant_asm.py).
     SWAP: the pairs' halves and x's column pairs both swapped (the same products)."""
     E: tl.constexpr = partial_exp(BITS, T)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K * T):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K * T, num_stages=loop_stages(LOOP_STAGES)):
         p = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float16)
         for t in tl.static_range(T):
             if ASM:
@@ -81,7 +88,8 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
                       stride_xm, stride_qn, stride_sn, stride_om,
                       BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      SPLIT_K: tl.constexpr, PAIR_SWAP: tl.constexpr = False):
+                      SPLIT_K: tl.constexpr, PAIR_SWAP: tl.constexpr = False,
+                      LOOP_STAGES: tl.constexpr = 0):
     """Few rows: program (n tile, K split) unpacks its BLOCK_N packed rows over its share of KP
     (K_PER_SPLIT a multiple of the group when K tiles are narrower: gemm_group's launcher).
     PAIR_SWAP (pair_swap: an sm_80 device): the partial sums with each code pair's halves and x's
@@ -97,10 +105,11 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     if T > 1:
         acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,
-                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T, False, PAIR_SWAP)
+                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T, False, PAIR_SWAP,
+                            LOOP_STAGES)
     else:
         acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
-        for k0 in range(k_lo, k_hi, BLOCK_K):
+        for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
             w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                               BITS, GROUP, BLOCK_N, BLOCK_K, True)
             x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)

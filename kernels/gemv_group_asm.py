@@ -18,7 +18,7 @@ import os
 import triton
 import triton.language as tl
 
-from mpsim.kernels.gemm_common import gemv_total, splitk_finish
+from mpsim.kernels.gemm_common import gemv_total, loop_stages, splitk_finish
 from mpsim.kernels.gemv_group import gemv_group_kernel, partial_exp, partial_trips
 from mpsim.kernels.group_dequant_asm import _d_asm
 from mpsim.kernels.launch_config import LaunchConfig, gemv_partial_trips
@@ -30,7 +30,8 @@ ASM_SWITCH = "MPSIM_GEMV_ASM"
 @triton.jit
 def _partial_sums_asm(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, stride_qn, stride_sn,
                       BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_K: tl.constexpr, T: tl.constexpr, EVEN_K: tl.constexpr):
+                      BLOCK_K: tl.constexpr, T: tl.constexpr, EVEN_K: tl.constexpr,
+                      LOOP_STAGES: tl.constexpr = 0):
     """gemv_group._partial_sums with (q - z) 2^-E from inline PTX, the same steps per lane in the
     same order; the word and activation pointers advance with the loop (no per-trip address math),
     and with EVEN_K (K == KP: no padded columns) x loads without a mask (a masked load zeroes its
@@ -43,7 +44,7 @@ def _partial_sums_asm(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, str
     z_row = z_ptr + rows[:, None] * stride_sn + tl.arange(0, 1)[None, :]
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K * T):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K * T, num_stages=loop_stages(LOOP_STAGES)):
         z = tl.load(z_row + k0 // GROUP)
         p = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float16)
         for t in tl.static_range(T):
@@ -67,7 +68,7 @@ def gemv_group_asm_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr
                           stride_xm, stride_qn, stride_sn, stride_om,
                           BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr):
+                          SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
     """gemv_group_kernel's partial-sum path (one row), with ASM dequantization; EVEN_K: K == KP
     (the launcher's `asm_args`)."""
     tl.static_assert(BLOCK_M == 1)
@@ -80,7 +81,7 @@ def gemv_group_asm_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     tl.static_assert(T > 1)
     acc = _partial_sums_asm(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, stride_qn,
-                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T, EVEN_K)
+                            stride_sn, BITS, GROUP, BLOCK_N, BLOCK_K, T, EVEN_K, LOOP_STAGES)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
                   pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
 

@@ -125,7 +125,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
     tiles = cdiv(k, gemv_k_unit(tag, w_bits, group_size, block_m, block_k))
     split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
-                        4, 3, split_k)
+                        4, 3, split_k, extra=gemv_loop_stages(block_m, 3))
 
 
 # GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop costs the fewest
@@ -149,6 +149,26 @@ GEMV_TILE_DEFAULT = (16, 256)
 
 PARTIAL_MAX_BITS = 4  # 8 bits would need E = 10 (kernels/gemv_group.py): products leave fp16's normals
 PARTIAL_MAX_TRIPS = 4
+
+
+# A one-row GEMV's K loop multiplies on CUDA cores, so Triton pipelines none of its loads unless the
+# loop asks (tl.range(num_stages=...)): the H200 capture of 2026-12-04 measured the unpipelined loop
+# at one load round trip a trip (docs/validation.md#mpsims-own-kernels-on-an-h200). Its GPU configs
+# carry `loop_stages` (the config's num_stages) and the kernels pass it to their K loop; a config
+# without the key (traces before it) ran the unpipelined loop (docs/kernels.md#pipelined-k-loops).
+LOOP_STAGES_KEY = "loop_stages"
+
+
+def gemv_loop_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
+    """The `extra` of a GPU GEMV config: loop_stages for one activation row, nothing for more rows
+    (their tl.dot loops are pipelined by Triton as they are)."""
+    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 else ()
+
+
+def loop_stages_or_none(stages: int) -> int | None:
+    """A K loop's `tl.range(num_stages=...)`: None (Triton's default: only loads that feed tl.dot as
+    they are are pipelined) for 0, else the stages every load of the loop is pipelined over."""
+    return int(stages) if int(stages) > 0 else None
 
 
 def gemv_partial_trips(bits: int, group: int, block_m: int, block_k: int) -> int:
@@ -363,7 +383,7 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
                 if split > 1 and (cdiv(kp, split) < 2 * bk or cdiv(tiles, cdiv(tiles, split)) != split):
                     continue
                 out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
-                                        4, 3, split))
+                                        4, 3, split, extra=gemv_loop_stages(block_m, 3)))
     if m > GEMV_MAX_ROWS:
         for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
             bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)

@@ -65,6 +65,10 @@ GEMM_TILES = {"sm_90a": ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64
 # the inline-asm one-row group GEMV (kernels/gemv_group_asm.py): the widths and GEMV tiles that take
 # the fp16 partial sums (256 x 32: T = 4 K tiles per run; 64 x 64: T = 2)
 ASM_BITS = (4, 3, 2)
+# the one-row GEMVs' K loop both ways: as Triton leaves it (0: unpipelined, what the 2026-12-04 H200
+# captures ran) and as the GPU configs run it now (tl.range(num_stages=3): kernels/launch_config.py
+# LOOP_STAGES_KEY); the table's `loop_stages` column keeps them apart
+ONE_ROW_LOOP_STAGES = (0, 3)
 ASM_TILES = ((256, 32), (64, 64))
 
 _FP32 = {"FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP", "FSET", "FCHK", "FSWZADD", "HADD2",
@@ -140,14 +144,16 @@ def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
         for fmt, bits, group in formats:
             for m in (1, 16):
                 for bn, bk in GEMV_TILES:
-                    out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3), arch))
+                    for loop in (ONE_ROW_LOOP_STAGES if m == 1 else (0,)):
+                        out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3, loop), arch))
             out.append((fmt, bits, group, 2048, 4096, 4096, None, arch))
             for tile in GEMM_TILES[arch]:
                 out.append((fmt, bits, group, 2048, 4096, 4096, tile, arch))
         for bits in ASM_BITS:
             for bn, bk in ASM_TILES:
-                out.append((f"int{bits}-group-asm", bits, 128, 1, 4096, 4096, (1, bn, bk, 4, 3),
-                            arch))
+                for loop in ONE_ROW_LOOP_STAGES:
+                    out.append((f"int{bits}-group-asm", bits, 128, 1, 4096, 4096,
+                                (1, bn, bk, 4, 3, loop), arch))
         out += kv_cases(arch)
     return out
 
@@ -221,12 +227,14 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
         fmt, bits = case_format(case[1])
         return {"kernel": cfg.kernel, "w_format": fmt, "bits": bits, "block_m": cfg.block_m or 1,
                 "block_n": cfg.block_n, "block_k": cfg.block_k or 1, "num_warps": cfg.num_warps,
-                "loop_instructions": len(ops), **per_weight, "issue": round(issue, 4),
+                "loop_stages": dict(cfg.extra).get("loop_stages", 0), "loop_instructions": len(ops),
+                **per_weight, "issue": round(issue, 4),
                 "arch": arch}
     return {"arch": arch, "kernel": cfg.kernel,
             "w_format": fmt if fmt in ("fp16", "anyprec", "kv", "fp") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
-            "num_warps": cfg.num_warps, "loop_instructions": len(ops), **per_weight,
+            "num_warps": cfg.num_warps, "loop_stages": dict(cfg.extra).get("loop_stages", 0),
+            "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}
 
 
@@ -240,7 +248,7 @@ def _module(doc: list[str], cols: tuple[str, ...], rows: list[dict[str, Any]]) -
 def render(rows: list[dict[str, Any]], arch: str) -> str:
     """The generated file of one architecture's rows (mpsim/sim/gpu/sass_table_<arch>.py)."""
     cols = ("arch", "kernel", "w_format", "bits", "block_m", "block_n", "block_k", "num_warps",
-            "loop_instructions", *PIPES, "issue")
+            "loop_stages", "loop_instructions", *PIPES, "issue")
     doc = [
         f"Per-weight instruction mix of the shipped GEMM/GEMV kernels' K loops, by issue pipe: {arch}.",
         "",
@@ -259,7 +267,7 @@ def render_fp(rows: list[dict[str, Any]]) -> str:
     16, which share a config, the M = 1 count: Triton specializes M = 1, and on sm_100a the two
     loops differ)."""
     cols = ("kernel", "w_format", "bits", "block_m", "block_n", "block_k", "num_warps",
-            "loop_instructions", *PIPES, "issue", "arch")
+            "loop_stages", "loop_instructions", *PIPES, "issue", "arch")
     doc = [
         "Per-element instruction mix of the fp8 / fp4 kernels' main loops (issue 26), by issue pipe.",
         "",
@@ -272,7 +280,7 @@ def render_fp(rows: list[dict[str, Any]]) -> str:
     first = []
     for r in rows:
         key = tuple(r[c] for c in ("kernel", "w_format", "bits", "block_m", "block_n", "block_k",
-                                   "num_warps", "arch"))
+                                   "num_warps", "loop_stages", "arch"))
         if key not in seen:
             seen.add(key)
             first.append(r)
@@ -292,7 +300,7 @@ def _recount(todo: list[tuple[Any, ...]], fmt: str | None, jobs: int,
                          f"{sorted({c[0] for c in todo})}")
     with ProcessPoolExecutor(jobs) as pool:
         new = list(pool.map(count_case, mine))
-    tile = ("arch", "kernel", "bits", "block_m", "block_n", "block_k", "num_warps")
+    tile = ("arch", "kernel", "bits", "block_m", "block_n", "block_k", "num_warps", "loop_stages")
     done = {tuple(r[c] for c in tile) for r in new}
     return [r for r in old if tuple(r[c] for c in tile) not in done] + new
 

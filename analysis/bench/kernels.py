@@ -4,7 +4,9 @@ MobileLLaMA-1.4B shapes.
 For every projection (qkv, o, gate, up, gate_up, down, lm_head) and M in {1, 4, 16}: the median time
 of each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 from a parent of 4),
 on a GPU also the inline-asm one-row group GEMV (impl "triton-asm", kernels/gemv_group_asm.py, where
-the launcher's config takes it), of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
+the launcher's config takes it), of each one-row config with the K loop unpipelined (impl
+"triton-plain-loop": the same config without `loop_stages`, docs/kernels.md#pipelined-k-loops),
+of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
 the bytes the format reads (the bandwidth ceiling); achieved GB/s and the ratio to fp16 (mpsim's
 Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16).
 Cold L2 and CUDA-event medians (analysis/bench/timing.py). Writes a tidy CSV with
@@ -20,6 +22,7 @@ values, and quantizing 7B-sized matrices would take longer than the benchmark.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -138,7 +141,7 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
     from mpsim.kernels.gemm import linear
     from mpsim.kernels.gemm_group import gemm_group
     from mpsim.kernels.gemv_group_asm import asm_config, takes_asm
-    from mpsim.kernels.launch_config import gemm_config
+    from mpsim.kernels.launch_config import LOOP_STAGES_KEY, gemm_config
 
     m, n, k = shape["m"], shape["n"], shape["k"]
     x = torch.randn(m, k, device=device).half()
@@ -162,6 +165,12 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
         t = timer.time(lambda w=weight: linear(x, w))
         t_fp16 = t_fp16 or t  # FORMATS[0] is fp16
         runs = [("triton", cfg, t)]
+        if LOOP_STAGES_KEY in dict(cfg.extra):
+            # the same config with the K loop Triton leaves unpipelined (what the 2026-12-04 H200
+            # captures ran), side by side: the pipelined loop's gain measured, not assumed
+            plain = dataclasses.replace(cfg, extra=())
+            runs.append(("triton-plain-loop", plain, timer.time(
+                lambda w=weight, c=plain: linear(x, w, config=c))))
         if runtime.on_gpu() and fmt.group_size and takes_asm(cfg, fmt.bits, fmt.group_size):
             fast = asm_config(cfg, fmt.bits, fmt.group_size)
             runs.append(("triton-asm", fast, timer.time(lambda w=weight, c=fast: gemm_group(

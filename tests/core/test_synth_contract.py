@@ -6,7 +6,8 @@ the cases whose GEMV tile issue 22's re-measured SASS changed (`regrid_issue22`)
 of the interpreter cases whose one-row group GEMV runs issue 22's fp16 partial sums at BLOCK_K 32
 (`regrid_issue22_partial_sums`), and the any-precision GPU cases' `grid`, `config` and
 `bytes_read` when stop 31 retiled those kernels and charged the pair table on every path
-(`regrid_issue22_anyprec`); every other column's digest is still the old code's."""
+(`regrid_issue22_anyprec`), and the `config` of the GPU case with one-row GEMVs when stop 58
+pipelined their K loop (`regrid_loop_stages`); every other column's digest is still the old code's."""
 
 from __future__ import annotations
 

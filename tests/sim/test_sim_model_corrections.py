@@ -110,8 +110,12 @@ def test_dequantization_costs_the_shipped_kernels_sass_mix() -> None:
     row = gemm_row(1, 4096, 4096, "group", 4)
     cfg = json.loads(row["config"])
     mix = per_weight_mix(row["kernel"], 4, cfg["block_m"], cfg["block_n"], cfg["block_k"],
-                         cfg["num_warps"])
-    assert mix["issue"] > 2.0 and mix["alu"] > 1.5
+                         cfg["num_warps"], loop_stages=cfg["loop_stages"])
+    # the pipelined loop's own row (its cp.async staging adds LSU and barrier slots)
+    plain = per_weight_mix(row["kernel"], 4, cfg["block_m"], cfg["block_n"], cfg["block_k"],
+                           cfg["num_warps"])
+    assert mix != plain and mix["lsu"] > plain["lsu"]
+    assert mix["issue"] > 2.0 and mix["alu"] > 1.0
     from mpsim.sim.gpu.model import launch_work
     part = launch_work(row, gpu_rates(H200, DEFAULT_PARAMS), DEFAULT_PARAMS, 0.0)[0]
     weights = cfg["block_n"] * cfg["block_k"]
@@ -214,11 +218,13 @@ KNOWN_SLOWER_B200_TUNED = {("group", 8, 4), ("group", 3, 2)}
 
 
 def test_fewer_bits_on_b200_only_the_known_pairs() -> None:
+    one_row = KNOWN_SLOWER_ONE_ROW["b200-sxm"]
     bad = _tuned_violations("b200-sxm")
-    assert all(v <= KNOWN_SLOWER_B200_TUNED for v in bad.values()), bad
+    assert all(v <= KNOWN_SLOWER_B200_TUNED | (one_row if m == 1 else set())
+               for (m, _, _), v in bad.items()), bad
     heuristic = {(m, n, k): v for m in (1, 2, 16) for n, k in SHAPES
                  if (v := _violations("b200-sxm", m, n, k, tuned=False))}
-    assert all(v <= (KNOWN_SLOWER_B200 if m > 1 else KNOWN_SLOWER_B200_ONE_ROW)
+    assert all(v <= (KNOWN_SLOWER_B200 if m > 1 else KNOWN_SLOWER_B200_ONE_ROW | one_row)
                for (m, _, _), v in heuristic.items()), heuristic
 
 
@@ -235,6 +241,13 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned_on_b200() -> None:
 # configs until the 3- and 2-bit GEMVs took their pairs at their own bits, and a100-sxm-80gb's
 # one-row 4 -> 3 bits, until the one-row fp16 partial sums, no longer are.
 KNOWN_SLOWER = {("anyprec", 8, 7), ("anyprec", 8, 6)}
+# With the one-row loops pipelined (loop_stages, stop 58) the 3-bit group GEMV is issue-bound on
+# h200-sxm and b200-sxm at one row, its loop 3.83 issue slots per weight against the 4-bit one's
+# 3.78 (sm_90a SASS from Triton 3.9, which this machine runs: the 3-bit loop, at 255 registers,
+# rematerializes its mask constants, 98 MOVs a trip), so 4 -> 3 bits ties within 0.2-1.1%. Triton
+# 3.6, the GPU machine's compiler, orders them (3.96 against 4.20); the inline-asm pair too (3.02
+# against 2.91 slots, the 3-bit one under its bytes' budget).
+KNOWN_SLOWER_ONE_ROW = {"h200-sxm": {("group", 4, 3)}, "b200-sxm": {("group", 4, 3)}}
 
 
 @pytest.mark.parametrize("hw_name", [h for h in GPUS if h != "b200-sxm"])  # b200: above
@@ -242,14 +255,17 @@ KNOWN_SLOWER = {("anyprec", 8, 7), ("anyprec", 8, 6)}
 @pytest.mark.parametrize(("n", "k"), SHAPES)
 def test_fewer_bits_at_the_heuristic_configs_only_the_known_pairs(
         hw_name: str, m: int, n: int, k: int) -> None:
-    assert _violations(hw_name, m, n, k, tuned=False) <= KNOWN_SLOWER
+    known = KNOWN_SLOWER | (KNOWN_SLOWER_ONE_ROW.get(hw_name, set()) if m == 1 else set())
+    assert _violations(hw_name, m, n, k, tuned=False) <= known
 
 
 def test_fewer_bits_are_never_slower_at_the_heuristic_configs() -> None:
     """h200-sxm and a100-sxm-80gb at 1 and 16 rows (a strict xfail until the one-row fp16 partial
-    sums put a100's 4 -> 3 bits in order)."""
-    assert not any(_violations(h, m, n, k, tuned=False) for h in ("h200-sxm", "a100-sxm-80gb")
-                   for m in (1, 16) for n, k in SHAPES[:2])
+    sums put a100's 4 -> 3 bits in order), but for h200's pipelined one-row 4 -> 3 bits
+    (KNOWN_SLOWER_ONE_ROW)."""
+    bad = {(h, m, n, k): v for h in ("h200-sxm", "a100-sxm-80gb") for m in (1, 16)
+           for n, k in SHAPES[:2] if (v := _violations(h, m, n, k, tuned=False))}
+    assert all(m == 1 and v <= KNOWN_SLOWER_ONE_ROW.get(h, set()) for (h, m, _, _), v in bad.items()), bad
 
 
 @pytest.mark.parametrize("hw_name", ["h200-sxm", "a100-sxm-80gb", "rtx-4090"])

@@ -46,10 +46,12 @@ ARCHES = tuple(sorted({str(r["arch"]) for r in TABLE}))
 @cache
 def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block_k: int = 0,
                    warps: int = 0, arch: str = "sm_90a",
-                   w_format: str | None = None) -> dict[str, float]:
+                   w_format: str | None = None, loop_stages: int = 0) -> dict[str, float]:
     """Lanes per weight by pipe (fp32, alu, cvt, sfu, lsu, issue) for one kernel's K loop, counted
     from `arch`'s SASS (sm_90a, sm_80; the fp8/fp4 kernels also sm_100a); `w_format`: only that
-    format's rows (gemv_fp4_kernel runs nvfp4 and mxfp4 at 4 bits)."""
+    format's rows (gemv_fp4_kernel runs nvfp4 and mxfp4 at 4 bits); `loop_stages`: a one-row GEMV's
+    K loop pipelined that deep (kernels/launch_config.py LOOP_STAGES_KEY; 0: as Triton leaves it),
+    priced from rows counted the same way (pipelined or not; the nearest stage count)."""
     if arch not in ARCHES:
         raise ValueError(f"no SASS instruction table for architecture {arch!r}; known: {ARCHES}")
     rows = [r for r in TABLE if r["arch"] == arch and r["kernel"] == kernel and r["bits"] == bits
@@ -59,11 +61,15 @@ def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block
         raise ValueError(f"no {arch} SASS instruction mix for {kernel} at {bits} bits (rerun "
                          f"scripts/sass_mix.py); known: {known}")
     same = [r for r in rows if (r["block_m"] == 1) == (block_m == 1)] or rows
+    looped = [r for r in same if (int(r.get("loop_stages", 0)) > 0) == (loop_stages > 0)]
+    if not looped:
+        raise ValueError(f"no {arch} SASS instruction mix for {kernel} at {bits} bits with "
+                         f"loop_stages {loop_stages} (rerun scripts/sass_mix.py)")
 
     def rank(r: dict[str, Any]) -> tuple[float, str]:
         dist = tile_distance(r, block_m, block_n or int(r["block_n"]), block_k or int(r["block_k"]),
-                         warps or int(r["num_warps"]))
-        return dist, str(r)
+                             warps or int(r["num_warps"]))
+        return dist + abs(int(r.get("loop_stages", 0)) - loop_stages), str(r)
 
-    best = min(same, key=rank)
+    best = min(looped, key=rank)
     return {k: float(best[k]) for k in MIX_KEYS}

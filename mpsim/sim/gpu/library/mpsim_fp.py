@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
+from mpsim.kernels.launch_config import GEMM_GROUP_M, LOOP_STAGES_KEY, cdiv
 from mpsim.kernels.launch_config_fp import FP4_BLOCKS
 from mpsim.sim.gpu.library.mpsim_gemm import lockstep_trip_ns
 from mpsim.sim.gpu.library.mpsim_rowwise import rowwise_work
@@ -65,8 +65,10 @@ def fp_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
     last = max(0, cdiv(kp - (split - 1) * per_split, bk))
     iters = (per_split // bk,) * (split - 1) + (last,)
     rows_in_tile = min(m, bm)
-    mix = per_weight_mix(str(row["kernel"]), bits, bm, bn, bk, warps, r.sass_arch, w_format=fmt)
     one_row = bm == 1
+    looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
+    mix = per_weight_mix(str(row["kernel"]), bits, bm, bn, bk, warps, r.sass_arch, w_format=fmt,
+                         loop_stages=looped)
     load_bytes = w_total / (n_tiles * trips) + rows_in_tile * bk * a_elem
     written = float(row["bytes_written"])
     epi = Epilogue(written / (tiles * split), ws_bytes=2.0 * bn * rows_in_tile * FP32 if split > 1 else 0.0,
@@ -75,10 +77,11 @@ def fp_gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int]
     dequant_tile = 0 if w8a8 else bn * bk * (2 if one_row else 1)
     # one row (the FP4 GEMV on CUDA cores) and any FP4 W (decoded in registers before its tl.dot):
     # one stage, lock-step trips, as mpsim_gemm's (Triton pipelines only loads that feed tl.dot as
-    # they are; the W8A8 codes do)
-    unpipelined = one_row or not w8a8
-    res = CtaResources(warps, 0.0 if one_row else bn * bk * w_elem + bm * bk * a_elem, 0.0,
-                       1 if unpipelined else int(cfg["num_stages"]),
+    # they are; the W8A8 codes do), unless a one-row config's loop_stages pipelines the loop
+    unpipelined = (one_row or not w8a8) and looped == 0
+    staged = not one_row or looped > 0
+    res = CtaResources(warps, bn * bk * w_elem + bm * bk * a_elem if staged else 0.0, 0.0,
+                       looped or (1 if unpipelined else int(cfg["num_stages"])),
                        registers_per_thread(bm * bn, dequant_tile, warps * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
     trip = Trip(load_bytes=load_bytes,

@@ -7,7 +7,12 @@ Tiled GEMM: grid of BLOCK_M x BLOCK_N output tiles in grouped order, a BLOCK_K K
 W tile then MMA (the asynchronous MMA of one tile overlaps the next tile's dequantization).
 Pipelining: Triton software-pipelines only loads that feed tl.dot as they are, so fp16 loops keep
 num_stages trips in flight, while the one-row GEMV and every quantized W run unpipelined, lock-step
-trips (`lockstep_trip_ns`; measured so on an H200: docs/validation.md#mpsims-own-kernels-on-an-h200).
+trips (`lockstep_trip_ns`; measured so on an H200: docs/validation.md#mpsims-own-kernels-on-an-h200),
+unless the loop asks for stages: a one-row GEMV config with `loop_stages` (its K loop written
+tl.range(num_stages=loop_stages): every load of a trip copied asynchronously into shared memory
+that many trips ahead, kernels/launch_config.py LOOP_STAGES_KEY) is priced as a pipeline of that
+depth, its instruction mix counted from the pipelined loop's SASS (docs/kernels.md#pipelined-k-loops;
+an assumption until a GPU measures it: the GPU kit times both loops side by side).
 
 The CUDA-core work of a trip is the kernel's own: the per-weight instruction mix of its compiled K
 loop by issue pipe (mpsim/sim/gpu/sass.py, counted from the sm_90a SASS by scripts/sass_mix.py)
@@ -20,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mpsim.kernels.launch_config import GEMM_GROUP_M, cdiv
+from mpsim.kernels.launch_config import GEMM_GROUP_M, LOOP_STAGES_KEY, cdiv, gemv_partial_trips
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
@@ -47,7 +52,8 @@ def trip_pipes(kernel: str, bits: int, cfg: Mapping[str, int],
     """Lanes by pipe of one K trip of a BLOCK_N x BLOCK_K weight tile (the kernel's SASS mix on
     `arch`, the device's GpuRates.sass_arch)."""
     bm, bn, bk = int(cfg["block_m"]), int(cfg["block_n"]), int(cfg["block_k"])
-    mix = per_weight_mix(kernel, bits, bm, bn, bk, int(cfg["num_warps"]), arch)
+    mix = per_weight_mix(kernel, bits, bm, bn, bk, int(cfg["num_warps"]), arch,
+                         loop_stages=int(cfg.get(LOOP_STAGES_KEY, 0)) if bm == 1 else 0)
     return {k: v * bn * bk for k, v in mix.items()}
 
 
@@ -105,10 +111,18 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     one_row = bm == 1
     # Triton software-pipelines only loads that feed tl.dot as they are: one row (the tiles go to
     # registers, multiplied on CUDA cores) and a quantized W (dequantized in registers before its
-    # tl.dot) run unpipelined, lock-step trips whatever num_stages says (docs/simulator.md#one-row-gemv)
-    unpipelined = one_row or fmt != "fp16"
-    res = CtaResources(cfg["num_warps"], 0.0 if one_row else bn * bk * stored_bytes(fmt, bits)
-                       + bm * bk * FP16, 0.0, 1 if unpipelined else cfg["num_stages"],
+    # tl.dot) run unpipelined, lock-step trips whatever num_stages says (docs/simulator.md#one-row-gemv),
+    # unless the loop asks: a one-row config with `loop_stages` S (kernels/launch_config.py
+    # LOOP_STAGES_KEY) runs tl.range(num_stages=S), every load of a trip copied asynchronously into
+    # shared memory S trips ahead (cp.async in the sm_90a and sm_80 SASS; docs/kernels.md#pipelined-k-loops)
+    looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
+    unpipelined = (one_row or fmt != "fp16") and looped == 0
+    # a loop iteration of the group GEMV's partial sums covers T of the model's BLOCK_K trips
+    tiles = gemv_partial_trips(bits, _group(row) or 0, bm, bk) if fmt.endswith("-group") else 1
+    stages = looped * tiles or (1 if unpipelined else cfg["num_stages"])
+    staged = not one_row or looped > 0  # the trip's tiles pass through shared memory
+    res = CtaResources(cfg["num_warps"], bn * bk * stored_bytes(fmt, bits) + bm * bk * FP16
+                       if staged else 0.0, 0.0, stages,
                        registers_per_thread(bn * bm, bn * bk * (2 if one_row else 1),
                                             cfg["num_warps"] * 32, r.max_regs_per_thread))
     occ = occupancy(res, r)
