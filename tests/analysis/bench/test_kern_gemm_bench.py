@@ -19,8 +19,11 @@ def test_dry_run_writes_one_row_per_format_and_baseline(tmp_path: Path) -> None:
                              "--no-attention"])
     assert rc == 0
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 2 * 2 * (1 + len(bench_kernels.FORMATS))
+    # per module and M: torch, every format, and at M = 1 every format's plain-loop twin
+    assert len(rows) == 2 * (2 * (1 + len(bench_kernels.FORMATS)) + len(bench_kernels.FORMATS))
     assert {r["module"] for r in rows} == {"o", "down"}
+    plain = [r for r in rows if r["impl"] == "triton-plain-loop"]
+    assert {r["m"] for r in plain} == {"1"} and '"loop_stages"' not in "".join(r["config"] for r in plain)
     torch_rows = [r for r in rows if r["impl"] == "torch"]
     assert len(torch_rows) == 4 and all(float(r["speedup_vs_torch_fp16"]) == 1 for r in torch_rows)
     by = {(r["module"], r["m"], r["impl"], r["format"]): r for r in rows}
