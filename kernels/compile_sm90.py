@@ -22,7 +22,6 @@ from mpsim.kernels.launch_config import (
     cdiv,
     gemm_config,
     gemv_k_unit,
-    gemv_loop_stages,
 )
 from mpsim.traces.accounting import padded_k
 
@@ -50,7 +49,7 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         if cfg.kernel.startswith("gemv"):
             bk = _fit_block_k(bk, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1,
-                               extra=gemv_loop_stages(cfg.block_m or 1, loop[0] if loop else stages))
+                               extra=one_row_stages(cfg.block_m or 1, loop[0] if loop else stages))
         else:
             # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
             # any-precision tile is 64 x 64 x 64)
@@ -122,6 +121,12 @@ def attention_decode_args(bits: int, block_g: int, head_dim: int,
     types = dict(ATTENTION_POINTERS, kd_ptr=data, vd_ptr=data, qk_scale="fp32")
     args["__types__"] = types
     return attention_decode.attention_decode_kernel, args, cfg
+
+
+def one_row_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
+    """A one-row GEMV config's loop_stages as asked (whatever MPSIM_LOOP_STAGES says: the SASS
+    tables count both loops)."""
+    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 else ()
 
 
 def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int = ARCH) -> Any:

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launchers' one import)
+    LOOP_STAGES_KEY,
+    LOOP_STAGES_SWITCH,
+    gemv_loop_stages,
+    loop_stages_on,
+    loop_stages_or_none,
+)
+
 GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture
 
 
@@ -149,26 +157,6 @@ GEMV_TILE_DEFAULT = (16, 256)
 
 PARTIAL_MAX_BITS = 4  # 8 bits would need E = 10 (kernels/gemv_group.py): products leave fp16's normals
 PARTIAL_MAX_TRIPS = 4
-
-
-# A one-row GEMV's K loop multiplies on CUDA cores, so Triton pipelines none of its loads unless the
-# loop asks (tl.range(num_stages=...)): the H200 capture of 2026-12-04 measured the unpipelined loop
-# at one load round trip a trip (docs/validation.md#mpsims-own-kernels-on-an-h200). Its GPU configs
-# carry `loop_stages` (the config's num_stages) and the kernels pass it to their K loop; a config
-# without the key (traces before it) ran the unpipelined loop (docs/kernels.md#pipelined-k-loops).
-LOOP_STAGES_KEY = "loop_stages"
-
-
-def gemv_loop_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
-    """The `extra` of a GPU GEMV config: loop_stages for one activation row, nothing for more rows
-    (their tl.dot loops are pipelined by Triton as they are)."""
-    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 else ()
-
-
-def loop_stages_or_none(stages: int) -> int | None:
-    """A K loop's `tl.range(num_stages=...)`: None (Triton's default: only loads that feed tl.dot as
-    they are are pipelined) for 0, else the stages every load of the loop is pipelined over."""
-    return int(stages) if int(stages) > 0 else None
 
 
 def gemv_partial_trips(bits: int, group: int, block_m: int, block_k: int) -> int:

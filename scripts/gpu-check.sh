@@ -2,7 +2,7 @@
 # The GPU kit: everything mpsim measures on a real GPU, in one run, into one folder.
 #
 #   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
-#                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...]
+#                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...] [--plain-loop P1,...]
 #                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
 #                        [--steps tests,kernels,attention,captures,gemlite,probes]
@@ -26,7 +26,9 @@
 #      whole model; random weights for 32 layers take ~40 s per capture on the host), with the
 #      launchers' heuristic configs (MPSIM_AUTOTUNE=0, as synthesis records them), then the --tuned
 #      policies (default w4) again with GPU-side autotuning on (kernels/autotune.py: every candidate
-#      config of each GEMM shape compiled and timed once; the rows record the configs it chose);
+#      config of each GEMM shape compiled and timed once; the rows record the configs it chose),
+#      then the --plain-loop policies (default fp16, w4) at batch 1 with MPSIM_LOOP_STAGES=0 (the
+#      one-row GEMVs' K loop unpipelined: the pipelined loop's gain over whole decode steps);
 #   5. runs `mpsim validate` on every capture against --hw (default h200-sxm);
 #   6. times GemLite 0.4.1's kernels (SGLang's torchao W4A16 path) at llama-3-8b's decode shapes
 #      beside mpsim's gemlite room (analysis/bench/gemlite_gpu.py), when the carried wheels hold
@@ -46,7 +48,10 @@
 # project's .venv python when there is one: what tests/scripts/test_gpu_check.py runs.
 # --policies / --batches override the capture grid (default fp16,w4,ap4-4@64-3,w4+kv8 and 1,16;
 # --policies '' for none, the --tuned captures only);
-# --tuned the autotuned captures ('' for none); --gen-len the new tokens per capture (default 128);
+# --tuned the autotuned captures ('' for none); --plain-loop the policies captured again at batch 1
+# (when --batches has 1) with MPSIM_LOOP_STAGES=0, the one-row GEMVs' K loop unpipelined as the
+# 2026-12-04 captures ran it (default fp16,w4; '' for none: docs/kernels.md#pipelined-k-loops);
+# --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
 # --steps: which of the six measuring steps run (default all; dependencies always run).
@@ -58,7 +63,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4
+DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4 PLAIN="fp16 w4"
 GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite probes"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -71,6 +76,7 @@ while [ $# -gt 0 ]; do
         --policies) POLICIES=${2//,/ }; POLICIES_SET=1; shift ;;
         --batches) BATCHES=${2//,/ }; shift ;;
         --tuned) TUNED=${2//,/ }; shift ;;
+        --plain-loop) PLAIN=${2//,/ }; shift ;;
         --gen-len) GEN=$2; shift ;;
         --gpu-tests) TESTS=${2//,/ }; shift ;;
         --bench-models) BENCH_MODELS=${2//,/ }; shift ;;
@@ -208,13 +214,13 @@ wants kernels && step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernel
     --out "$OUT/bench_kernels.csv"
 wants attention && step "attention benchmark" "$PY" -P -m mpsim.analysis.bench.attention "${BENCH[@]}" \
     --out "$OUT/bench_attention.csv"
-capture_grid() {  # AUTOTUNE SUFFIX POLICY...
-    local tune=$1 suffix=$2 batch policy name
-    shift 2
-    for batch in $BATCHES; do
+capture_grid() {  # AUTOTUNE SUFFIX LOOP_STAGES BATCHES POLICY...
+    local tune=$1 suffix=$2 loop=$3 batches=$4 batch policy name
+    shift 4
+    for batch in $batches; do
         for policy in "$@"; do
             name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch$suffix"
-            step "capture $name" env MPSIM_AUTOTUNE="$tune" "$PY" -P -m mpsim.cli capture --model "$CONFIG" \
+            step "capture $name" env MPSIM_AUTOTUNE="$tune" MPSIM_LOOP_STAGES="$loop" "$PY" -P -m mpsim.cli capture --model "$CONFIG" \
                 --dummy --policy "$policy" --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" \
                 --out "$OUT/captures/$name.parquet"
             [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -P -m mpsim.cli validate \
@@ -225,9 +231,11 @@ capture_grid() {  # AUTOTUNE SUFFIX POLICY...
 }
 if wants captures; then
     # shellcheck disable=SC2086  # word lists on purpose
-    capture_grid 0 "" $POLICIES
+    capture_grid 0 "" 1 "$BATCHES" $POLICIES
     # shellcheck disable=SC2086
-    [ -n "$TUNED" ] && capture_grid 1 "-tuned" $TUNED
+    [ -n "$TUNED" ] && capture_grid 1 "-tuned" 1 "$BATCHES" $TUNED
+    # shellcheck disable=SC2086  # the one-row loop unpipelined, beside the pipelined batch-1 captures
+    [ -n "$PLAIN" ] && [[ " $BATCHES " == *" 1 "* ]] && capture_grid 0 "-plain-loop" 0 1 $PLAIN
 fi
 GEMLITE_ARGS=(--hw "$HW" --out "$OUT/bench_gemlite.csv")
 [ "$DRY" = 1 ] && GEMLITE_ARGS+=(--dry-run)

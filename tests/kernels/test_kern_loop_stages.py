@@ -107,3 +107,12 @@ def test_fp4_one_row_pipelined_equals_the_plain_loop(kind: str) -> None:
         return gemv_fp4(x, qw, sc, float(fw.global_scale), kind=kind, k=k, config=c)
 
     assert np.array_equal(_bits(run(cfg)), _bits(run(_with_stages(cfg, 3))))
+
+
+def test_the_switch_turns_the_pipelined_loop_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPSIM_LOOP_STAGES", "0")
+    assert LOOP_STAGES_KEY not in dict(gemm_config(1, 4096, 4096, "fp16", 16, None).extra)
+    assert LOOP_STAGES_KEY not in dict(gemv_fp4_config(1, 4096, 4096, "nvfp4").extra)
+    monkeypatch.setenv("MPSIM_LOOP_STAGES", "yes")
+    with pytest.raises(ValueError, match="MPSIM_LOOP_STAGES='yes': expected '0' or '1'"):
+        gemm_config(1, 4096, 4096, "fp16", 16, None)

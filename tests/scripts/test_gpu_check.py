@@ -58,7 +58,10 @@ def test_steps_past_the_deadline_are_skipped_and_named(tmp_path: Path) -> None:
              if line.startswith("| ") and "| step |" not in line]
     assert [(name.strip(), rc.strip()) for name, rc in steps] == [
         ("dependencies", "0"), ("capture vicuna-7b-fp16-b1", "skipped (deadline)"),
-        ("capture vicuna-7b-w4-b1", "skipped (deadline)")]
+        ("capture vicuna-7b-w4-b1", "skipped (deadline)"),
+        # batch 1 again with the one-row K loop unpipelined (--plain-loop's default fp16, w4)
+        ("capture vicuna-7b-fp16-b1-plain-loop", "skipped (deadline)"),
+        ("capture vicuna-7b-w4-b1-plain-loop", "skipped (deadline)")]
     assert "cut short or skipped: capture vicuna-7b-fp16-b1; capture vicuna-7b-w4-b1;" in summary
 
 
@@ -82,7 +85,7 @@ def test_unknown_step_is_refused(tmp_path: Path) -> None:
 def test_empty_policies_leave_the_tuned_captures_alone(tmp_path: Path) -> None:
     out = tmp_path / "kit"
     run = _kit(tmp_path, "--out", str(out), "--steps", "captures", "--policies", "", "--batches", "1",
-               "--tuned", "w4", "--deadline", "5")
+               "--tuned", "w4", "--plain-loop", "", "--deadline", "5")
     summary = (out / "SUMMARY.md").read_text()
     assert run.returncode == 0, summary
     names = [line.split("|")[1].strip() for line in summary.splitlines()

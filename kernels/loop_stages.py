@@ -1,0 +1,38 @@
+"""The one-row GEMVs' pipelined K loop: the config key, the switch and the tl.range argument.
+
+A one-row GEMV's K loop multiplies on CUDA cores, so Triton pipelines none of its loads unless the
+loop asks (`tl.range(num_stages=...)`): the H200 capture of 2026-12-04 measured the unpipelined loop
+at one load round trip a trip (docs/validation.md#mpsims-own-kernels-on-an-h200). Its GPU configs
+carry `loop_stages` (the config's num_stages) and the kernels pass it to their K loop; a config
+without the key (traces before it) ran the unpipelined loop (docs/kernels.md#pipelined-k-loops).
+No triton import (kernels/launch_config.py re-exports these for the synthesizer and the simulator).
+"""
+
+from __future__ import annotations
+
+import os
+
+LOOP_STAGES_KEY = "loop_stages"
+# MPSIM_LOOP_STAGES=0 leaves the one-row K loops unpipelined (the configs carry no loop_stages, so
+# synthesis prices what runs): the GPU kit's `-plain-loop` captures, a fallback should a GPU show no gain
+LOOP_STAGES_SWITCH = "MPSIM_LOOP_STAGES"
+
+
+def loop_stages_on() -> bool:
+    """MPSIM_LOOP_STAGES: '1' or unset pipelines the one-row GEMVs' K loop, '0' does not."""
+    value = os.environ.get(LOOP_STAGES_SWITCH, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{LOOP_STAGES_SWITCH}={value!r}: expected '0' or '1'")
+    return value == "1"
+
+
+def gemv_loop_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
+    """The `extra` of a GPU GEMV config: loop_stages for one activation row, nothing for more rows
+    (their tl.dot loops are pipelined by Triton as they are) or with MPSIM_LOOP_STAGES=0."""
+    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 and loop_stages_on() else ()
+
+
+def loop_stages_or_none(stages: int) -> int | None:
+    """A K loop's `tl.range(num_stages=...)`: None (Triton's default: only loads that feed tl.dot as
+    they are are pipelined) for 0, else the stages every load of the loop is pipelined over."""
+    return int(stages) if int(stages) > 0 else None
