@@ -196,7 +196,8 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                         PAIR_BITS: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
     """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP,
-    its W tile from the pair table at BITS <= PAIR_BITS, else from the LUT (_anyprec_tile)."""
+    its W tile from the pair table at BITS <= PAIR_BITS, else from the LUT (_anyprec_tile).
+    LOOP_STAGES > 0 (the one-row GPU configs' loop_stages): the K loop's loads pipelined that deep."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

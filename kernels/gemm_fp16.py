@@ -45,7 +45,9 @@ def gemv_fp16_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
                      stride_xm, stride_wn, stride_om,
                      HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
-    """Few rows: program (n tile, K split) streams its BLOCK_N weight rows over its share of K."""
+    """Few rows: program (n tile, K split) streams its BLOCK_N weight rows over its share of K.
+    LOOP_STAGES > 0 (the one-row GPU configs' loop_stages): the K loop's loads pipelined that deep
+    (gemm_common.loop_stages); 0: Triton's default (only the 16-row path's loads feed tl.dot)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -95,7 +95,8 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     PAIR_SWAP (pair_swap: an sm_80 device): the partial sums with each code pair's halves and x's
     column pairs swapped, the same products (sm_80 SASS, 256 x 32, 4 bits: 4.74 -> 4.15 issue slots
     per weight; 3 and 2 bits with group_dequant._late: 4.57 -> 4.00, 4.36 -> 3.76; sm_90a would
-    lose as much: 4 bits 3.75 -> 4.76)."""
+    lose as much: 4 bits 3.75 -> 4.76). LOOP_STAGES > 0 (the one-row GPU configs' loop_stages):
+    the K loop's loads pipelined that deep (gemm_common.loop_stages), the same arithmetic."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

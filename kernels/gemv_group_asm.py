@@ -70,7 +70,7 @@ def gemv_group_asm_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
     """gemv_group_kernel's partial-sum path (one row), with ASM dequantization; EVEN_K: K == KP
-    (the launcher's `asm_args`)."""
+    (the launcher's `asm_args`); LOOP_STAGES as gemv_group_kernel's."""
     tl.static_assert(BLOCK_M == 1)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
