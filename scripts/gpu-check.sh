@@ -18,7 +18,8 @@
 #   3. runs the kernel and attention benchmarks (analysis/bench/kernels.py: every weight format and
 #      the asm GEMV at M = 1, 4, 16 on Llama-7B (vicuna-7b), Llama-3-8B and MobileLLaMA-1.4B shapes,
 #      achieved GB/s and the ratio to fp16, each one-row config also with its K loop unpipelined
-#      (impl triton-plain-loop: what the pipelined loop buys, docs/kernels.md#pipelined-k-loops);
+#      (impl triton-plain-loop: what the pipelined loop buys, docs/kernels.md#pipelined-k-loops;
+#      `python -m mpsim.analysis.validation.loop_stages OUT/bench_kernels.csv` sets it beside the model);
 #      attention.py);
 #   4. captures vicuna-7b shapes with random weights: prompt 512, 128 new tokens, batch 1 and 16,
 #      policies fp16, w4, ap4-4@64-3, w4+kv8. --layers N (default 4) keeps N of the 32 layers:
