@@ -10,7 +10,7 @@ num_stages trips in flight, while the one-row GEMV and every quantized W run unp
 trips (`lockstep_trip_ns`; measured so on an H200: docs/validation.md#mpsims-own-kernels-on-an-h200),
 unless the loop asks for stages: a one-row GEMV config with `loop_stages` (its K loop written
 tl.range(num_stages=loop_stages): every load of a trip copied asynchronously into shared memory
-that many trips ahead, kernels/launch_config.py LOOP_STAGES_KEY) is priced as a pipeline of that
+that many trips ahead, kernels/loop_stages.py LOOP_STAGES_KEY) is priced as a pipeline of that
 depth, its instruction mix counted from the pipelined loop's SASS (docs/kernels.md#pipelined-k-loops;
 an assumption until a GPU measures it: the GPU kit times both loops side by side).
 
@@ -112,7 +112,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     # Triton software-pipelines only loads that feed tl.dot as they are: one row (the tiles go to
     # registers, multiplied on CUDA cores) and a quantized W (dequantized in registers before its
     # tl.dot) run unpipelined, lock-step trips whatever num_stages says (docs/simulator.md#one-row-gemv),
-    # unless the loop asks: a one-row config with `loop_stages` S (kernels/launch_config.py
+    # unless the loop asks: a one-row config with `loop_stages` S (kernels/loop_stages.py
     # LOOP_STAGES_KEY) runs tl.range(num_stages=S), every load of a trip copied asynchronously into
     # shared memory S trips ahead (cp.async in the sm_90a and sm_80 SASS; docs/kernels.md#pipelined-k-loops)
     looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
