@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, rowwise_config
+from mpsim.kernels.launch_config import LaunchConfig, cdiv, loop_stages_of, rowwise_config
 
 FP8_GEMM_TYPES = {"a_ptr": "*u8", "sa_ptr": "*fp32", "w_ptr": "*u8", "sw_ptr": "*fp32",
                   "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
@@ -107,7 +107,7 @@ def gemv_fp4_args(m: int, n: int, k: int, kind: str,
         K_PER_SPLIT=cdiv(cdiv(k, cfg.split_k), bk) * bk, g_scale=1.0, stride_xm=k, stride_qn=k // 8,
         stride_sn=k // b, stride_om=n, HAS_BIAS=False, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         BLOCK_K=bk, B=b, MX=kind == "mxfp4", GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,
-        LOOP_STAGES=dict(cfg.extra).get("loop_stages", 0),
+        LOOP_STAGES=loop_stages_of(cfg.extra),
         __types__={"x_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*u8", "bias_ptr": "*fp16",
                    "out_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "g_scale": "fp32"})
     return gemv_fp4.gemv_fp4_kernel, args, cfg

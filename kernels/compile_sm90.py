@@ -15,13 +15,14 @@ from mpsim.kernels import gemm_anyprec, gemm_fp16, gemm_group
 from mpsim.kernels.gemm_common import k_per_split
 from mpsim.kernels.launch_config import (
     GEMM_GROUP_M,
-    LOOP_STAGES_KEY,
     LaunchConfig,
     _fit_block_k,
     _format_tag,
     cdiv,
     gemm_config,
     gemv_k_unit,
+    gemv_loop_stages,
+    loop_stages_of,
 )
 from mpsim.traces.accounting import padded_k
 
@@ -49,7 +50,8 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         if cfg.kernel.startswith("gemv"):
             bk = _fit_block_k(bk, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1,
-                               extra=one_row_stages(cfg.block_m or 1, loop[0] if loop else stages))
+                               extra=gemv_loop_stages(cfg.block_m or 1, loop[0] if loop else stages,
+                                                      switch=False))
         else:
             # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
             # any-precision tile is 64 x 64 x 64)
@@ -63,8 +65,8 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
                                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                                 bias_ptr="ptr" if bias else None, x_ptr="ptr", out_ptr="ptr")
     if gemv:
-        if LOOP_STAGES_KEY in dict(cfg.extra):
-            args.update(LOOP_STAGES=dict(cfg.extra)[LOOP_STAGES_KEY])
+        if loop_stages_of(cfg.extra):
+            args.update(LOOP_STAGES=loop_stages_of(cfg.extra))
         args.update(SPLIT_K=cfg.split_k, ws_ptr="ptr" if cfg.split_k > 1 else None,
                     cnt_ptr="ptr" if cfg.split_k > 1 else None,
                     K_PER_SPLIT=k_per_split(kp if w_format != "fp16" else k, cfg.split_k,
@@ -123,12 +125,6 @@ def attention_decode_args(bits: int, block_g: int, head_dim: int,
     return attention_decode.attention_decode_kernel, args, cfg
 
 
-def one_row_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
-    """A one-row GEMV config's loop_stages as asked (whatever MPSIM_LOOP_STAGES says: the SASS
-    tables count both loops)."""
-    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 else ()
-
-
 def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int = ARCH) -> Any:
     """triton.compile of `kernel` for sm_90a (arch 90), sm_80 (arch 80) or sm_100a (arch 100, the
     fp8/fp4 kernels' compile test) with these arguments (launch_args) and cfg's warps and stages; the
@@ -149,7 +145,7 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     types = args.get("__types__", POINTERS)
     for i, param in enumerate(kernel.params):
         name = param.name
-        # a constexpr with a default the launch leaves out (PREFETCH unless the config asks)
+        # a constexpr with a default the launch leaves out (LOOP_STAGES unless the config asks)
         value = args[name] if name in args or not param.has_default else param.default
         if types.get(name, "").startswith("*") and value is not None:
             signature[name], attrs[(i,)] = types[name], [["tt.divisibility", 16]]

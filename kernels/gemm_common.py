@@ -24,10 +24,10 @@ import triton.language as tl
 from mpsim.kernels import autotune, runtime
 from mpsim.kernels.launch_checks import check_contiguous, check_tensor, launch_recorded
 from mpsim.kernels.launch_config import (
-    LOOP_STAGES_KEY,
     LaunchConfig,
     gemm_candidates,
     gemm_config,
+    loop_stages_of,
     loop_stages_or_none,
 )
 
@@ -205,7 +205,7 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
     arguments (the tiled GEMM does not take them)."""
     if cfg.kernel == gemv.__name__:
         unit = k_unit(cfg) if k_unit else cfg.block_k or 1
-        stages = dict(cfg.extra).get(LOOP_STAGES_KEY, 0)
+        stages = loop_stages_of(cfg.extra)
         launch_split_k(gemv, cfg, record, device, m, n,
                        K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
                        SPLIT_K=cfg.split_k, **(gemv_args or {}),

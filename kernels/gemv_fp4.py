@@ -42,7 +42,7 @@ from mpsim.kernels.gemm_common import (
     splitk_finish,
 )
 from mpsim.kernels.launch_checks import check_tensor
-from mpsim.kernels.launch_config import LOOP_STAGES_KEY, LaunchConfig, cdiv
+from mpsim.kernels.launch_config import LaunchConfig, cdiv, loop_stages_of
 from mpsim.kernels.launch_config_fp import gemv_fp4_config
 from mpsim.kernels.runtime import device, on_gpu
 from mpsim.reference.fp4_quant import FP4_BLOCK, Fp4Weight
@@ -205,7 +205,7 @@ def gemv_fp4(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, globa
                    stride_xm=x.stride(0), stride_qn=qweight.stride(0), stride_sn=scales.stride(0),
                    stride_om=out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m,
                    BLOCK_N=cfg.block_n, BLOCK_K=bk, B=b, MX=mx, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,
-                   LOOP_STAGES=dict(cfg.extra).get(LOOP_STAGES_KEY, 0))
+                   LOOP_STAGES=loop_stages_of(cfg.extra))
     return out
 
 

@@ -14,6 +14,7 @@ from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launcher
     LOOP_STAGES_KEY,
     LOOP_STAGES_SWITCH,
     gemv_loop_stages,
+    loop_stages_of,
     loop_stages_on,
     loop_stages_or_none,
 )

@@ -11,6 +11,7 @@ No triton import (kernels/launch_config.py re-exports these for the synthesizer 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 LOOP_STAGES_KEY = "loop_stages"
 # MPSIM_LOOP_STAGES=0 leaves the one-row K loops unpipelined (the configs carry no loop_stages, so
@@ -26,10 +27,18 @@ def loop_stages_on() -> bool:
     return value == "1"
 
 
-def gemv_loop_stages(block_m: int, stages: int) -> tuple[tuple[str, int], ...]:
+def gemv_loop_stages(block_m: int, stages: int, *,
+                     switch: bool = True) -> tuple[tuple[str, int], ...]:
     """The `extra` of a GPU GEMV config: loop_stages for one activation row, nothing for more rows
-    (their tl.dot loops are pipelined by Triton as they are) or with MPSIM_LOOP_STAGES=0."""
-    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 and loop_stages_on() else ()
+    (their tl.dot loops are pipelined by Triton as they are) or with MPSIM_LOOP_STAGES=0 (`switch`
+    False: whatever it says, as scripts/sass_mix.py counts both loops)."""
+    on = loop_stages_on() if switch else True
+    return ((LOOP_STAGES_KEY, stages),) if block_m == 1 and stages > 0 and on else ()
+
+
+def loop_stages_of(extra: Iterable[tuple[str, int]]) -> int:
+    """A launch config's loop_stages (from its `extra`; 0 without the key)."""
+    return int(dict(extra).get(LOOP_STAGES_KEY, 0))
 
 
 def loop_stages_or_none(stages: int) -> int | None:

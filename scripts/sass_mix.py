@@ -192,7 +192,7 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     os.environ.pop("TRITON_INTERPRET", None)
 
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
-    from mpsim.kernels.launch_config import gemv_partial_trips
+    from mpsim.kernels.launch_config import gemv_partial_trips, loop_stages_of
 
     *shape, arch = case
     if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py): --fp; ("fp", name, arch)
@@ -227,13 +227,13 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
         fmt, bits = case_format(case[1])
         return {"kernel": cfg.kernel, "w_format": fmt, "bits": bits, "block_m": cfg.block_m or 1,
                 "block_n": cfg.block_n, "block_k": cfg.block_k or 1, "num_warps": cfg.num_warps,
-                "loop_stages": dict(cfg.extra).get("loop_stages", 0), "loop_instructions": len(ops),
+                "loop_stages": loop_stages_of(cfg.extra), "loop_instructions": len(ops),
                 **per_weight, "issue": round(issue, 4),
                 "arch": arch}
     return {"arch": arch, "kernel": cfg.kernel,
             "w_format": fmt if fmt in ("fp16", "anyprec", "kv", "fp") else "group",
             "bits": bits, "block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k,
-            "num_warps": cfg.num_warps, "loop_stages": dict(cfg.extra).get("loop_stages", 0),
+            "num_warps": cfg.num_warps, "loop_stages": loop_stages_of(cfg.extra),
             "loop_instructions": len(ops), **per_weight,
             "issue": round(issue, 4)}
 

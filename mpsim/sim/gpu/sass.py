@@ -50,7 +50,7 @@ def per_weight_mix(kernel: str, bits: int, block_m: int, block_n: int = 0, block
     """Lanes per weight by pipe (fp32, alu, cvt, sfu, lsu, issue) for one kernel's K loop, counted
     from `arch`'s SASS (sm_90a, sm_80; the fp8/fp4 kernels also sm_100a); `w_format`: only that
     format's rows (gemv_fp4_kernel runs nvfp4 and mxfp4 at 4 bits); `loop_stages`: a one-row GEMV's
-    K loop pipelined that deep (kernels/launch_config.py LOOP_STAGES_KEY; 0: as Triton leaves it),
+    K loop pipelined that deep (kernels/loop_stages.py LOOP_STAGES_KEY; 0: as Triton leaves it),
     priced from rows counted the same way (pipelined or not; the nearest stage count)."""
     if arch not in ARCHES:
         raise ValueError(f"no SASS instruction table for architecture {arch!r}; known: {ARCHES}")
