@@ -22,6 +22,7 @@ from mpsim.kernels.launch_config import (
     gemm_config,
     gemv_k_unit,
     gemv_loop_stages,
+    gemv_trips,
     loop_stages_of,
 )
 from mpsim.traces.accounting import padded_k
@@ -32,7 +33,9 @@ ARCH = 90
 SASS_ARCHES = {"sm_90a": 90, "sm_80": 80}
 POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
             "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
-            "z_ptr": "*fp16", "lut_ptr": "*fp16", "pair_ptr": "*i32"}
+            "z_ptr": "*fp16", "lut_ptr": "*fp16", "pair_ptr": "*i32",
+            # scalars that are not i32: the one-row any-precision GEMV's x scale (gemv_anyprec.py)
+            "x_down": "fp32", "x_up": "fp32"}
 
 
 def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: int,
@@ -78,9 +81,7 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         args.update(w_ptr="ptr", stride_wn=k)
         module: Any = gemm_fp16
     elif w_format == "anyprec":
-        args.update(qw_ptr="ptr", lut_ptr="ptr", pair_ptr="ptr", KP=kp, stride_qp=n * kp // 32,
-                    stride_qn=kp // 32, stride_ln=1 << bits, stride_pn=1 << (2 * bits), BITS=bits,
-                    PAIR_BITS=gemm_anyprec.PAIR_MAX_BITS)
+        args.update(_anyprec_args(bits, n, kp, gemv, cfg))
         module = gemm_anyprec
     else:
         if group is None:
@@ -93,6 +94,18 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         from mpsim.kernels.gemv_group_asm import asm_args, asm_config, gemv_group_asm_kernel
         return gemv_group_asm_kernel, {**args, **asm_args(k, kp)}, asm_config(cfg, bits, group)
     return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
+
+
+def _anyprec_args(bits: int, n: int, kp: int, gemv: bool, cfg: LaunchConfig) -> dict[str, Any]:
+    """The any-precision kernels' arguments; the one-row partial sums with x scaled by 2^-E (E > 0:
+    a weight with max |lut| > 1/4, the common case; kernels/gemv_anyprec.py)."""
+    out: dict[str, Any] = dict(qw_ptr="ptr", lut_ptr="ptr", pair_ptr="ptr", KP=kp,
+                               stride_qp=n * kp // 32, stride_qn=kp // 32, stride_ln=1 << bits,
+                               stride_pn=1 << (2 * bits), BITS=bits,
+                               PAIR_BITS=gemm_anyprec.PAIR_MAX_BITS)
+    if gemv and gemv_trips("anyprec", bits, None, cfg.block_m or 1, cfg.block_k or 1) > 1:
+        out.update(x_down=0.125, x_up=8.0, X_SCALED=True)
+    return out
 
 
 ATTENTION_POINTERS = {"q_ptr": "*fp16", "o_ptr": "*fp16", "ks_ptr": "*fp16", "kz_ptr": "*fp16",

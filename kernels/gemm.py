@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from mpsim.kernels.gemm_anyprec import PAIR_MAX_BITS, gemm_anyprec, pair_table
+from mpsim.kernels.gemm_anyprec import PAIR_MAX_BITS, gemm_anyprec, pair_exp, pair_table
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
 from mpsim.kernels.launch_config import LaunchConfig
@@ -74,6 +74,8 @@ class AnyPrecWeight:
     # b -> the pair table of luts[b] (gemm_anyprec.pair_table), b <= PAIR_MAX_BITS: built here, once,
     # when the weight is loaded (None), and shared by at_bits' copies
     pairs: Mapping[int, torch.Tensor] | None = field(default=None, repr=False)
+    # b -> pair_exp(pairs[b]) (the one-row GEMV's x scale 2^-E, gemm_anyprec.pair_exp): with pairs
+    pair_exps: Mapping[int, int] | None = field(default=None, repr=False)
 
     w_format = "anyprec"
     group_size = None
@@ -85,6 +87,9 @@ class AnyPrecWeight:
         if self.pairs is None:
             object.__setattr__(self, "pairs", {b: pair_table(t) for b, t in self.luts.items()
                                                if b <= PAIR_MAX_BITS})
+        if self.pair_exps is None:
+            assert self.pairs is not None
+            object.__setattr__(self, "pair_exps", {b: pair_exp(t) for b, t in self.pairs.items()})
 
     @property
     def parent_bits(self) -> int:
@@ -125,6 +130,7 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None, *,
                        group_size=weight.group_size, bias=bias, config=config)
     else:
         pairs = weight.pairs.get(weight.bits) if weight.pairs is not None else None
+        e = weight.pair_exps.get(weight.bits) if weight.pair_exps is not None else None
         y = gemm_anyprec(x2, weight.qweight, weight.luts[weight.bits], bits=weight.bits,
-                         pairs=pairs, bias=bias, config=config)
+                         pairs=pairs, pair_exp=e, bias=bias, config=config)
     return y.reshape(*x.shape[:-1], n)

@@ -1,219 +1,53 @@
-"""Any-precision (bit-plane + per-row LUT) weight-only GEMV/GEMM in Triton, y = x @ W_hat.T (+ b).
+"""Any-precision (bit-plane + per-row LUT) weight-only GEMM in Triton, y = x @ W_hat.T (+ b), and launcher.
 
 Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes and the b-bit
 LUT (docs/formats.md), so the bytes read scale with b while one parent model serves every width.
-Per tile, the kernel loads b words per 32 weights of a row, assembles code_b = sum_j bit_j << (b-1-j)
-in registers (at b <= 4 by Any-Precision LLM's word-wide bit transpose, _transpose4), and looks
-the fp16 weight up in lut{b}[n, code_b] (a 2^b-entry row that stays in L1; at b <= 4 gathered on
-the transposed words' own layout, _lut_fields). At b <= PAIR_MAX_BITS
-(3) every path (one-row GEMV, few-row GEMV, tiled GEMM) instead assembles the index of each pair of
-weights (the bit interleave of their codes) and reads both values with one 32-bit load from the
-row's pair table (pair_table, built when the weight is loaded; docs/formats.md), as Any-Precision
-LLM does at <= 3 bits with one activation row; the loads are issued on the index words' own layout
-and only their values joined into the tile (_lookup4), so the tile needs no layout change through
-shared memory. The same @triton.jit tile helpers serve the GEMV, the GEMM and `dequant_anyprec`.
-Reference twin: reference/gemm_anyprec.py::gemm_anyprec_ref.
+Per tile the kernels look the weights up to fp16 in registers (kernels/anyprec_dequant.py): at
+b <= PAIR_MAX_BITS (3) from the row's pair table (pair_table, built when the weight is loaded; one
+32-bit load per two weights, as Any-Precision LLM reads fp16 pairs at <= 3 bits), wider from the
+LUT. The tiled GEMM feeds the tile to tl.dot; the GEMV (kernels/gemv_anyprec.py) multiplies it on
+CUDA cores, with one activation row at <= 3 bits in fp16 partial sums scaled by the weight's pair_exp.
+Reference twins: reference/gemm_anyprec.py::gemm_anyprec_ref, ::gemv_anyprec_partial_ref.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
 import triton.language as tl
 
 from mpsim.kernels import runtime
+from mpsim.kernels.anyprec_dequant import _anyprec_pair_tile, _anyprec_tile, _anyprec_w_tile
 from mpsim.kernels.gemm_common import (
     check_activations,
     check_bias,
     check_config,
     check_weight,
-    gemv_acc,
-    gemv_total,
     grouped_tile,
-    load_x_gemv,
     load_x_tile,
-    loop_stages,
-    mma_rows,
     run_gemm,
-    splitk_finish,
     store_output,
 )
-from mpsim.kernels.launch_config import LaunchConfig, cdiv
+from mpsim.kernels.gemv_anyprec import gemv_anyprec_kernel
+from mpsim.kernels.launch_config import ANYPREC_PARTIAL_TRIPS, LaunchConfig, cdiv, gemv_k_unit
 from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 MAX_PARENT_BITS = 8
-# PAIR_MAX_BITS (traces/accounting.py, 3): widths whose one-row GEMV reads the per-row pair table, as
+# the largest pair_exp: trips x 65504 (the largest fp16) <= 2^18 at ANYPREC_PARTIAL_TRIPS 4
+MAX_PAIR_EXP = (ANYPREC_PARTIAL_TRIPS * 65504 - 1).bit_length()
+# PAIR_MAX_BITS (traces/accounting.py, 3): widths whose GEMV and GEMM read the per-row pair table, as
 # Any-Precision LLM reads fp16 pairs at <= 3 bits with one activation row (4 bits would need 1 KiB a
 # row: docs/kernels.md)
-
-
-@triton.jit
-def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                NW: tl.constexpr):
-    """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
-    q_r = OR over planes j of ((p_j >> r) & 0x11111111) << (BITS-1-j) holds in nibble t the code of
-    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane)."""
-    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    for j in tl.static_range(BITS):
-        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        q0 |= (p & 0x11111111) << (BITS - 1 - j)
-        q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
-        q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
-        q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
-    return q0, q1, q2, q3
-
-
-@triton.jit
-def _lut_fields(q, row_ptr, BITS: tl.constexpr):
-    """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
-    (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
-    are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
-    weight 4t + r)."""
-    M: tl.constexpr = (1 << BITS) - 1
-    v0 = tl.load(row_ptr + (q & M).to(tl.int32))
-    v1 = tl.load(row_ptr + ((q >> 4) & M).to(tl.int32))
-    v2 = tl.load(row_ptr + ((q >> 8) & M).to(tl.int32))
-    v3 = tl.load(row_ptr + ((q >> 12) & M).to(tl.int32))
-    v4 = tl.load(row_ptr + ((q >> 16) & M).to(tl.int32))
-    v5 = tl.load(row_ptr + ((q >> 20) & M).to(tl.int32))
-    v6 = tl.load(row_ptr + ((q >> 24) & M).to(tl.int32))
-    v7 = tl.load(row_ptr + ((q >> 28) & M).to(tl.int32))
-    return tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
-
-
-@triton.jit
-def _wide_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                NW: tl.constexpr):
-    """code_BITS of every weight of the tile as (BLOCK_N, NW * 32) int32, planes 0..BITS-1 (MSB
-    first), BITS > 4: one shift, mask and OR per weight and plane."""
-    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
-    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
-    for j in tl.static_range(BITS):
-        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
-    return tl.reshape(code, (BLOCK_N, NW * 32)).to(tl.int32)
-
-
-@triton.jit
-def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first.
-    BITS <= 4: the LUT gathered on the transposed words' layout (_lut_fields; rows past N read row
-    N - 1, whose outputs are never stored); wider: codes per weight, then one gather."""
-    NW: tl.constexpr = BLOCK_K // 32
-    offs_w = k0 // 32 + tl.arange(0, NW)
-    n_mask = offs_n < N
-    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
-    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
-    if BITS <= 4:
-        q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
-        row_ptr = lut_ptr + (tl.minimum(offs_n, N - 1) * stride_ln)[:, None]
-        w = tl.join(tl.join(_lut_fields(q0, row_ptr, BITS), _lut_fields(q2, row_ptr, BITS)),
-                    tl.join(_lut_fields(q1, row_ptr, BITS), _lut_fields(q3, row_ptr, BITS)))
-        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
-    else:
-        code = _wide_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
-        w = tl.load(lut_ptr + offs_n[:, None] * stride_ln + code, mask=n_mask[:, None], other=0.0)
-    return w
-
-
-@triton.jit
-def _pair_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr):
-    """Plane j's bits of the weights 8t + 2s and 8t + 2s + 1, moved to bits 2m and 2m + 1 (m =
-    BITS-1-j) of every byte t: part of pair 4t + s's index, the bit interleave of its two codes."""
-    return ((p >> (2 * s)) & 0x03030303) << (2 * (BITS - 1 - j))
-
-
-@triton.jit
-def _lookup4(q, row_ptr):
-    """The pair-table words (int32) of the 4 indices in the bytes of q, as (..., 4), byte t at
-    index t: one gather load per index on q's own layout (the values, not the indices, are joined,
-    so the loads need no layout change)."""
-    w0 = tl.load(row_ptr + (q & 0xFF).to(tl.int32))
-    w1 = tl.load(row_ptr + ((q >> 8) & 0xFF).to(tl.int32))
-    w2 = tl.load(row_ptr + ((q >> 16) & 0xFF).to(tl.int32))
-    w3 = tl.load(row_ptr + (q >> 24).to(tl.int32))
-    return tl.join(tl.join(w0, w2), tl.join(w1, w3))
-
-
-@triton.jit
-def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
-                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS):
-    pair i's index code_{2i} << BITS | code_{2i+1} (bit-interleaved) is assembled word-wide (byte t
-    of the word for residue s holds the index of pair 4t + s, _pair_term), then one 32-bit load per
-    two weights of pairs[n, index] = lut[code_{2i}] | lut[code_{2i+1}] << 16 (pair_ptr: the table's
-    int32 words), split into its fp16 halves."""
-    NW: tl.constexpr = BLOCK_K // 32
-    offs_w = k0 // 32 + tl.arange(0, NW)
-    n_mask = offs_n < N
-    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
-    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
-    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    for j in tl.static_range(BITS):
-        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        q0 |= _pair_term(p, j, 0, BITS)
-        q1 |= _pair_term(p, j, 1, BITS)
-        q2 |= _pair_term(p, j, 2, BITS)
-        q3 |= _pair_term(p, j, 3, BITS)
-    # rows past N read row N - 1 (their outputs are never stored), so the loads need no mask
-    row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None]
-    # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
-    pw = tl.join(tl.join(_lookup4(q0, row_ptr), _lookup4(q2, row_ptr)),
-                 tl.join(_lookup4(q1, row_ptr), _lookup4(q3, row_ptr)))
-    pw = tl.reshape(pw, (BLOCK_N, NW, 16)).to(tl.uint32, bitcast=True)
-    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
-    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
-    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
-
-
-@triton.jit
-def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                  stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PAIR_BITS: tl.constexpr):
-    """The W_hat tile every path multiplies: from the pair table at BITS <= PAIR_BITS, else from
-    the LUT (the same exact fp16 values either way)."""
-    if BITS <= PAIR_BITS:
-        w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                               stride_pn, BITS, BLOCK_N, BLOCK_K)
-    else:
-        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                            BITS, BLOCK_N, BLOCK_K)
-    return w
-
-
-@triton.jit
-def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
-                        M, N, K, KP, K_PER_SPLIT,
-                        stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
-                        BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                        PAIR_BITS: tl.constexpr, LOOP_STAGES: tl.constexpr = 0):
-    """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP,
-    its W tile from the pair table at BITS <= PAIR_BITS, else from the LUT (_anyprec_tile).
-    LOOP_STAGES > 0 (the one-row GPU configs' loop_stages): the K loop's loads pipelined that deep."""
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    k_lo = pid_k * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
-    acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
-        w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS)
-        x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
-        acc = mma_rows(w, x, acc, BLOCK_M)
-    total = gemv_total(acc, BLOCK_M)
-    splitk_finish(total, out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,
-                  pid_n, pid_k, M, N, stride_om, HAS_BIAS, SPLIT_K)
-
+__all__ = [
+    "dequant_anyprec",
+    "gemm_anyprec",
+    "gemm_anyprec_kernel",
+    "gemv_anyprec_kernel",
+    "pair_exp",
+    "pair_table",
+]
 
 @triton.jit
 def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
@@ -296,6 +130,17 @@ def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
     return pairs
 
 
+
+def pair_exp(pairs: torch.Tensor, trips: int = ANYPREC_PARTIAL_TRIPS) -> int:
+    """E = max(0, ceil(log2(trips max |pairs|))): the one-row GEMV scales x by 2^-E so that its fp16
+    partial sums of `trips` K tiles stay finite (kernels/gemv_anyprec.py). Computed once when the
+    weight is loaded (kernels/gemm.py AnyPrecWeight.pair_exps; it syncs with the device)."""
+    top = float(pairs.abs().max()) if pairs.numel() else 0.0
+    if not top < float("inf"):
+        raise ValueError(f"pairs: expected finite fp16 values, got max |value| {top}")
+    mant, e = math.frexp(trips * top)  # trips * top = mant 2^e, 0.5 <= mant < 1
+    return max(0, e - 1 if mant == 0.5 else e)
+
 def _pair_words(pairs: torch.Tensor | None) -> torch.Tensor | None:
     """The pair table as the kernels read it: int32 words (N, 4^b), pair i of row n the word [n, i]
     (the even weight's fp16 in its low half: little-endian)."""
@@ -322,16 +167,29 @@ def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits
     return kp
 
 
+def _partial_args(e: int | None, m: int, bits: int) -> dict[str, object]:
+    """The one-row GEMV's x scale arguments (kernels/gemv_anyprec.py): x_down 2^-E, x_up 2^E."""
+    if m != 1 or bits > PAIR_MAX_BITS:
+        return {}
+    if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e <= MAX_PAIR_EXP:
+        raise ValueError(f"pair_exp: one activation row at {bits} bits sums fp16 partial products "
+                         f"of x 2^-E; expected E = pair_exp(pairs) (0..{MAX_PAIR_EXP}, computed when "
+                         f"the weight is loaded), got {e!r}")
+    return dict(x_down=2.0**-e, x_up=2.0**e, X_SCALED=e > 0)
+
+
 def _check_block_k(block_k: int | None) -> None:
     if block_k is None or block_k < 32 or block_k & (block_k - 1):
         raise ValueError(f"config: block_k must be a power of two >= 32, got {block_k}")
 
 
 def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, bits: int,
-                 pairs: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                 pairs: torch.Tensor | None = None, pair_exp: int | None = None,
+                 bias: torch.Tensor | None = None,
                  config: LaunchConfig | None = None) -> torch.Tensor:
     """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits},
-    and at bits <= PAIR_MAX_BITS its pair table (pair_table(lut)), which the one-row GEMV reads.
+    and at bits <= PAIR_MAX_BITS its pair table (pair_table(lut)), which every path reads, and with
+    one activation row the table's pair_exp(pairs) (the one-row GEMV's x scale 2^-E).
 
     `config` overrides the choice (gemm_common.run_gemm: the heuristic, or autotuning on a GPU);
     tests use it to force split-K widths.
@@ -346,6 +204,7 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     if pairs is None and bits <= PAIR_MAX_BITS:
         raise ValueError(f"pairs: at {bits} bits the GEMV and the GEMM read the pair table "
                          f"(pair_table(lut{bits}), built when the weight is loaded); got None")
+    gemv_args = _partial_args(pair_exp, m, bits)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
@@ -367,7 +226,9 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
         check_config(cfg, _KERNELS, m, n)
         _check_block_k(cfg.block_k)
 
-    run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check, **args)
+    run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check,
+             k_unit=lambda c: gemv_k_unit("anyprec", bits, None, c.block_m or 1, c.block_k or 1),
+             gemv_args=gemv_args, **args)
     return out
 
 
@@ -394,3 +255,4 @@ def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int, bits: i
         BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k, PAIRS=pairs is not None,
     )
     return out
+

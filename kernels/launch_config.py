@@ -18,6 +18,16 @@ from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launcher
     loop_stages_on,
     loop_stages_or_none,
 )
+from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launchers' one import)
+    ANYPREC_PARTIAL_TRIPS,
+    PARTIAL_MAX_BITS,
+    PARTIAL_MAX_TRIPS,
+    anyprec_partial_trips,
+    gemv_k_unit,
+    gemv_partial_trips,
+    gemv_trips,
+    one_row_stages,
+)
 
 GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture
 
@@ -120,8 +130,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
         # tiny model fastest; K >= 1024 still takes the split-K reduction (tests force narrower
         # configs to cover awkward splits).
         block_n, block_k = 128, _fit_block_k(256, tag, group_size)
-        if gemv_partial_trips(w_bits, group_size or 0, block_m, 32) > 1:
-            block_k = 32  # the GPU's fp16 partial sums (gemv_group.py), not the exact-W_hat loop
+        if gemv_trips(tag, w_bits, group_size, block_m, 32) > 1:
+            block_k = 32  # the GPU's fp16 partial sums (gemv_group.py, gemm_anyprec.py)
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k)
@@ -134,7 +144,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
     tiles = cdiv(k, gemv_k_unit(tag, w_bits, group_size, block_m, block_k))
     split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
-                        4, 3, split_k, extra=gemv_loop_stages(block_m, 3))
+                        4, 3, split_k, extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits)))
 
 
 # GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop costs the fewest
@@ -148,33 +158,13 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
 # ms per token).
 GEMV_TILE_ONE_ROW: dict[object, tuple[int, int]] = {
     "fp16": (64, 64), ("group", 8): (64, 128), ("group", 4): (256, 32), ("group", 3): (256, 32),
-    ("group", 2): (256, 32), "anyprec": (64, 128)}
+    ("group", 2): (256, 32), ("anyprec", 3): (256, 32), ("anyprec", 2): (256, 32),
+    "anyprec": (64, 128)}
 GEMV_TILE_ROWS: dict[object, tuple[int, int]] = {
     "fp16": (64, 128), ("group", 8): (64, 128), ("group", 4): (64, 128), ("group", 3): (64, 128),
     ("group", 2): (64, 128), ("anyprec", 8): (32, 128), ("anyprec", 3): (64, 128),
     ("anyprec", 2): (64, 128), "anyprec": (32, 256)}
 GEMV_TILE_DEFAULT = (16, 256)
-
-
-PARTIAL_MAX_BITS = 4  # 8 bits would need E = 10 (kernels/gemv_group.py): products leave fp16's normals
-PARTIAL_MAX_TRIPS = 4
-
-
-def gemv_partial_trips(bits: int, group: int, block_m: int, block_k: int) -> int:
-    """K tiles per fp16 partial sum of the group GEMV (kernels/gemv_group.py): T = 4 (2) when one
-    activation row, <= 4 bits and the group holds a multiple of 4 (2) K tiles; 1: no partial sums."""
-    if block_m != 1 or bits > PARTIAL_MAX_BITS or block_k >= group:
-        return 1
-    tiles = group // block_k
-    return PARTIAL_MAX_TRIPS if tiles % PARTIAL_MAX_TRIPS == 0 else 2 if tiles % 2 == 0 else 1
-
-
-def gemv_k_unit(tag: str, bits: int, group: int | None, block_m: int, block_k: int) -> int:
-    """Columns a GEMV split must be a multiple of: BLOCK_K, times T for the partial sums (a run of T
-    K tiles never straddles a group, and one split never cuts a run)."""
-    if tag != "group" or not group:
-        return block_k
-    return block_k * gemv_partial_trips(bits, group, block_m, block_k)
 
 
 def gemv_tile(tag: str, w_bits: int, block_m: int) -> tuple[int, int]:
@@ -372,7 +362,8 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
                 if split > 1 and (cdiv(kp, split) < 2 * bk or cdiv(tiles, cdiv(tiles, split)) != split):
                     continue
                 out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
-                                        4, 3, split, extra=gemv_loop_stages(block_m, 3)))
+                                        4, 3, split,
+                                        extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))))
     if m > GEMV_MAX_ROWS:
         for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
             bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)

@@ -13,11 +13,13 @@ of a weight is its parent code >> (P - b). Storage, as docs/formats.md pins it:
   w_hat = luts[b][n, code_b].
 - At b <= PAIR_MAX_BITS (3) the GEMV and GEMM read ``pair_table(luts[b])`` fp16 (N, 4^b, 2) instead:
   entry spread(c_even) | spread(c_odd) << 1 (spread: bit m of a code to bit 2m) holds the values of
-  weights 2i, 2i+1 whose codes are c_even, c_odd.
+  weights 2i, 2i+1 whose codes are c_even, c_odd; with one activation row the GEMV scales x by
+  2^-pair_exp(luts[b], 4) for its fp16 partial sums.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,3 +159,14 @@ def pair_table(lut: np.ndarray) -> np.ndarray:
     out[:, index, 0] = lut[:, even.ravel()]
     out[:, index, 1] = lut[:, odd.ravel()]
     return out
+
+
+def pair_exp(lut: np.ndarray, trips: int) -> int:
+    """E = max(0, ceil(log2(trips max |lut|))), the power of two the one-row GEMV's fp16 partial sums
+    of `trips` K tiles scale x down by (kernels/gemv_anyprec.py; the same values as its pair table)."""
+    top = float(np.max(np.abs(np.asarray(lut, dtype=np.float64)), initial=0.0))
+    if not math.isfinite(top):
+        raise ValueError(f"lut: expected finite fp16 values, got max |value| {top}")
+    mant, e = math.frexp(trips * top)  # trips * top = mant 2^e, 0.5 <= mant < 1 (0: mant 0)
+    return max(0, e - 1 if mant == 0.5 else e)
+

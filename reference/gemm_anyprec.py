@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mpsim.reference.anyprec import AnyPrecWeight, pair_table
-from mpsim.reference.fp16 import to_fp16, widen_bias
+from mpsim.reference.anyprec import AnyPrecWeight, pair_exp, pair_table
+from mpsim.reference.fp16 import round_fp16, to_fp16, widen_bias
 from mpsim.reference.gemm_common import M_TILE, accumulate_row, prepare_x, store_tile
 from mpsim.traces.accounting import PAIR_MAX_BITS
 
@@ -101,3 +101,63 @@ def gemm_anyprec_weight_ref(
     """gemm_anyprec_ref taking the AnyPrecWeight dataclass."""
     apw.check_bits(bits)
     return gemm_anyprec_ref(x, apw.qweight, apw.luts[bits], bits, apw.k, bias)
+
+
+@njit(cache=True)
+def gemv_pair_partial_f32(x: np.ndarray, planes: np.ndarray, bits: int, pairs: np.ndarray,
+                          lanes: int, trips: int, e: int, bias: np.ndarray) -> np.ndarray:
+    """x fp32 (Kp,) zero past K, planes uint32 (P, N, Kp/32), pairs fp32 (N, 4^bits, 2) -> fp32 (N,):
+    lane l's runs of trips tiles, p = fp16(p + fp16(fp16(x 2^-E) w)), acc_l += p; lanes ascending,
+    times 2^E, + bias."""
+    kp = x.size
+    n_total = planes.shape[1]
+    out = np.empty(n_total, dtype=np.float32)
+    acc = np.empty(lanes, dtype=np.float32)
+    wrow = np.empty(kp, dtype=np.float32)
+    xs = np.empty(kp, dtype=np.float32)
+    down, up = np.float32(2.0 ** -e), np.float32(2.0 ** e)
+    for k in range(kp):
+        xs[k] = round_fp16(x[k] * down)  # the power-of-two product is exact in fp32
+    run = lanes * trips
+    for n in range(n_total):
+        lookup_row_pairs(planes, n, bits, pairs[n], wrow)
+        acc[:] = np.float32(0.0)
+        for r0 in range(0, kp, run):
+            for lane in range(lanes):
+                p = np.float32(0.0)
+                for t in range(trips):
+                    k = r0 + t * lanes + lane
+                    if k < kp:
+                        p = round_fp16(p + round_fp16(xs[k] * wrow[k]))
+                acc[lane] = acc[lane] + p
+        total = np.float32(0.0)
+        for lane in range(lanes):
+            total += acc[lane]
+        out[n] = total * up + bias[n]
+    return out
+
+
+def gemv_anyprec_partial_ref(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
+                             k: int, lanes: int, trips: int,
+                             bias: np.ndarray | None = None) -> np.ndarray:
+    """fp16 x (1, k) @ W_b.T (+ bias) -> fp16 (1, N) in the one-row GEMV's partial-sum order at
+    bits <= PAIR_MAX_BITS (kernels/gemv_anyprec.py): `lanes` = its BLOCK_K, `trips` = its T, E =
+    pair_exp(lut, trips)."""
+    if not 1 <= bits <= PAIR_MAX_BITS or lanes < 1 or trips < 1:
+        raise ValueError(f"bits={bits} lanes={lanes} trips={trips}: expected bits 1..{PAIR_MAX_BITS}"
+                         f" and positive lanes and trips")
+    xt = prepare_x(x, k)
+    if xt.shape[1] != 1:
+        raise ValueError(f"x: expected one row (1, {k}), got {np.asarray(x).shape}")
+    n, words = qweight.shape[1], qweight.shape[2]
+    if qweight.dtype != np.int32 or lut.shape != (n, 1 << bits) or k > words * 32:
+        raise ValueError(f"qweight {qweight.dtype} {qweight.shape} / lut {lut.shape} / k={k} do "
+                         f"not match at {bits} bits")
+    xp = np.zeros(words * 32, dtype=np.float32)
+    xp[:k] = xt[:, 0]
+    b32, _ = widen_bias(bias, n)
+    planes = np.ascontiguousarray(qweight).view(np.uint32)
+    out = gemv_pair_partial_f32(xp, planes, bits, pair_table(lut).astype(np.float32), lanes, trips,
+                                pair_exp(lut, trips), b32)
+    return to_fp16(out)[None, :]
+

@@ -105,6 +105,32 @@ def gemv_partial_bound(x: np.ndarray, w_hat: np.ndarray, scale: np.ndarray, bits
     return fp16_output_bound(exact, compute + gamma(k + 1, U64) * mag)
 
 
+def gemv_pair_partial_bound(x: np.ndarray, w_hat: np.ndarray, e: int, trips: int,
+                            bias: np.ndarray | None = None, u: float = U32) -> np.ndarray:
+    """Bound for the one-row any-precision GEMV with fp16 partial sums (kernels/gemv_anyprec.py, the
+    twin reference/gemm_anyprec.py::gemv_anyprec_partial_ref) against the float64 x @ w_hat.T
+    (+ bias); docs/numerics.md. w_hat (N, K) the exact fp16 LUT values, e the x scale's exponent.
+
+    In the scaled domain (a = 2^-e) each term of a run carries x' = fp16(a x) (u16 a|x| + 2^-25),
+    its fp16 product and the run's fp16 adds: gamma_{2T+1}(u16) a|x||w| + 2^-25 (1 + gamma_2T)
+    (|w| + 2) per weight, times 2^e once the sum is scaled back (exact); then fp32: gamma_{K+2}.
+    """
+    x64, w64 = np.asarray(x, np.float64), np.asarray(w_hat, np.float64)
+    k = x64.shape[-1]
+    ax, aw = np.abs(x64), np.abs(w64)
+    mag, exact = ax @ aw.T, x64 @ w64.T
+    g16 = float(gamma(2 * trips, U16))
+    floor = FP16_HALF_SUBNORMAL * 2.0**e * (1 + g16) * (aw + 2).sum(axis=-1)
+    e_partial = float(gamma(2 * trips + 1, U16)) * mag + floor[None, :]
+    g32 = float(gamma(k + 2, u))
+    b_mag: float | np.ndarray = 0.0
+    if bias is not None:
+        b64 = np.asarray(bias, np.float64)
+        b_mag, exact, mag = np.abs(b64), exact + b64, mag + np.abs(b64)
+    compute = (1 + g32) * e_partial + g32 * (mag + e_partial + b_mag)
+    return fp16_output_bound(exact, compute + gamma(k + 1, U64) * mag)
+
+
 @dataclass(frozen=True)
 class FoldedMagnitudes:
     """What the folded decode sums' rounding errors scale with (folded_magnitudes); None: that

@@ -1,6 +1,6 @@
 """Count the per-weight instruction mix of the shipped GEMM/GEMV kernels from their sm_90a and sm_80 SASS.
 
-    python scripts/sass_mix.py [--jobs N] [--check] [--arch sm_80] [--kernel FMT [--rows M]]
+    python scripts/sass_mix.py [--jobs N] [--check] [--arch sm_80] [--kernel FMT [--rows M] [--bits B]]
 
 For every weight format (fp16, int{8,4,3,2}-group, anyprec at 2..8 bits) and each kernel path (the
 GEMV with one activation row, the GEMV with 16 rows, the tiled GEMM), and for decode attention over
@@ -23,7 +23,7 @@ instructions) and count its instructions by issue pipe:
 9.0; the GPU model takes each device's own fp32 and integer rates from its hardware file;
 load/store: 4 x 8 LD/ST units per SM, H100 whitepaper SM diagram). Each warp runs the loop body
 once per K trip, so a pipe's thread-ops per weight are count x 32 lanes x num_warps / (BLOCK_N x
-BLOCK_K x T), T the K tiles one trip covers (the group GEMV's partial sums: 4; else 1); uniform
+BLOCK_K x T), T the K tiles one trip covers (the one-row partial sums: 4; else 1); uniform
 and control instructions count once per warp (issue slots, `issue` below).
 
 It writes mpsim/sim/gpu/sass_table_sm90a.py and sass_table_sm80.py (committed tables, joined by
@@ -67,7 +67,8 @@ GEMM_TILES = {"sm_90a": ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64
 ASM_BITS = (4, 3, 2)
 # the one-row GEMVs' K loop both ways: as Triton leaves it (0: unpipelined, what the 2026-12-04 H200
 # captures ran) and as the GPU configs run it now (tl.range(num_stages=3): kernels/launch_config.py
-# LOOP_STAGES_KEY); the table's `loop_stages` column keeps them apart
+# LOOP_STAGES_KEY; 2 for any-precision at <= 3 bits: one_row_loops); the table's `loop_stages`
+# column keeps them apart
 ONE_ROW_LOOP_STAGES = (0, 3)
 ASM_TILES = ((256, 32), (64, 64))
 
@@ -144,7 +145,7 @@ def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
         for fmt, bits, group in formats:
             for m in (1, 16):
                 for bn, bk in GEMV_TILES:
-                    for loop in (ONE_ROW_LOOP_STAGES if m == 1 else (0,)):
+                    for loop in (one_row_loops(fmt, bits) if m == 1 else (0,)):
                         out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3, loop), arch))
             out.append((fmt, bits, group, 2048, 4096, 4096, None, arch))
             for tile in GEMM_TILES[arch]:
@@ -156,6 +157,14 @@ def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
                                 (1, bn, bk, 4, 3, loop), arch))
         out += kv_cases(arch)
     return out
+
+
+def one_row_loops(fmt: str, bits: int) -> tuple[int, ...]:
+    """A one-row GEMV's loop_stages counted: ONE_ROW_LOOP_STAGES, the pipelined one at the depth its
+    GPU configs run (kernels/launch_config.py one_row_stages: 2 for any-precision at <= 3 bits)."""
+    from mpsim.kernels.launch_config import _format_tag, one_row_stages
+
+    return (0, one_row_stages(_format_tag(fmt), bits))
 
 
 def kv_cases(arch: str) -> list[tuple[Any, ...]]:
@@ -192,7 +201,7 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     os.environ.pop("TRITON_INTERPRET", None)
 
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
-    from mpsim.kernels.launch_config import gemv_partial_trips, loop_stages_of
+    from mpsim.kernels.launch_config import gemv_trips, loop_stages_of
 
     *shape, arch = case
     if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py): --fp; ("fp", name, arch)
@@ -209,9 +218,10 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
     ops = main_loop(disassemble(compiled))
     counts = pipe_counts(ops)
     lanes = 32 * cfg.num_warps
-    # one trip of the group GEMV's partial-sum loop covers T K tiles (kernels/gemv_group.py)
-    trips = gemv_partial_trips(case[1], case[2], cfg.block_m, cfg.block_k) if (
-        cfg.kernel in ("gemv_group_kernel", "gemv_group_asm_kernel")) else 1
+    # one trip of a one-row partial-sum loop covers T K tiles (kernels/gemv_group.py, gemm_anyprec.py)
+    trips = gemv_trips("anyprec" if case[0] == "anyprec" else "group", case[1], case[2],
+                       cfg.block_m, cfg.block_k) if (
+        cfg.kernel in ("gemv_group_kernel", "gemv_group_asm_kernel", "gemv_anyprec_kernel")) else 1
     # decode attention: per cached element, K and V (2 x BLOCK_N tokens x BLOCK_D per trip)
     if case[0] == "fp":
         from mpsim.kernels.compile_fp import elements_per_trip
@@ -288,13 +298,14 @@ def render_fp(rows: list[dict[str, Any]]) -> str:
 
 
 def _recount(todo: list[tuple[Any, ...]], fmt: str | None, jobs: int,
-             rows: int | None = None) -> list[dict[str, Any]]:
+             rows: int | None = None, bits: int | None = None) -> list[dict[str, Any]]:
     """The committed rows, those of format `fmt`'s cases (every format's if None; with `rows`
-    activation rows) among `todo` recounted."""
+    activation rows, of width `bits`) among `todo` recounted."""
     sys.path.insert(0, str(ROOT))
     from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
     old = [dict(zip(COLUMNS, r, strict=True)) for r in ROWS]
-    mine = [c for c in todo if (fmt is None or c[0] == fmt) and (rows is None or c[3] == rows)]
+    mine = [c for c in todo if (fmt is None or c[0] == fmt) and (rows is None or c[3] == rows)
+            and (bits is None or c[1] == bits)]
     if not mine:
         raise SystemExit(f"--kernel {fmt!r}: no case of that format; formats: "
                          f"{sorted({c[0] for c in todo})}")
@@ -317,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="with --fp: write mpsim/sim/gpu/sass_table_fp.py "
                     "(sm_90a, sm_80 and sm_100a rows)")
     ap.add_argument("--rows", type=int, help="with --kernel: only the cases with this many rows (M)")
+    ap.add_argument("--bits", type=int, help="with --kernel: only the cases of this width")
     ap.add_argument("--arch", choices=ARCHES, help="count only this architecture's cases and keep the"
                     " committed table's other rows")
     args = ap.parse_args(argv)
@@ -350,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(got), "matches the table" if got in want else "DIFFERS from the table")
         return 0 if ok else 1
     if args.kernel or args.arch:
-        rows = _recount(todo, args.kernel, args.jobs, args.rows)
+        rows = _recount(todo, args.kernel, args.jobs, args.rows, args.bits)
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(count_case, todo))

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from mpsim.kernels.gemm import AnyPrecWeight, linear
-from mpsim.kernels.gemm_anyprec import dequant_anyprec, gemm_anyprec, pair_table
+from mpsim.kernels.gemm_anyprec import dequant_anyprec, gemm_anyprec, pair_exp, pair_table
 from mpsim.kernels.launch_config import GEMM_GROUP_M, LaunchConfig
 from mpsim.reference.anyprec import codes_to_planes, dequantize_anyprec, pair_index, quantize_anyprec
 from mpsim.reference.anyprec import pair_table as ref_pair_table
-from mpsim.reference.gemm_anyprec import gemm_anyprec_ref
-from mpsim.reference.tolerance import assert_close_bound, gemm_bound
+from mpsim.reference.gemm_anyprec import gemv_anyprec_partial_ref
+from mpsim.reference.tolerance import assert_close_bound, gemm_bound, gemv_pair_partial_bound
 from mpsim.traces.accounting import (
     PAIR_MAX_BITS,
     anyprec_pair_bytes,
@@ -94,12 +94,14 @@ def test_one_row_gemv_needs_the_pair_table_and_matches_its_twin() -> None:
     weight = AnyPrecWeight(qweight, {b: torch.from_numpy(t) for b, t in apw.luts.items()}, bits, k)
     assert weight.pairs is not None and sorted(weight.pairs) == [2, 3]
     assert weight.at_bits(2).pairs is weight.pairs  # built once, shared by the narrower reads
+    assert weight.pair_exps is not None and weight.at_bits(2).pair_exps is weight.pair_exps
+    assert weight.pair_exps == {b: pair_exp(t) for b, t in weight.pairs.items()}
     with Recorder() as rec:
         y = linear(torch.from_numpy(x), weight).numpy()
     rows = rec.finish()
-    y_ref = gemm_anyprec_ref(x, apw.qweight, apw.luts[bits], bits, k)
-    w_hat = dequantize_anyprec(apw, bits)
-    assert_close_bound(y, y_ref.astype(np.float64), 2 * gemm_bound(x, w_hat), "pair twin")
+    y_ref = gemv_anyprec_partial_ref(x, apw.qweight, apw.luts[bits], bits, k, 32, 4)
+    bound = gemv_pair_partial_bound(x, dequantize_anyprec(apw, bits), weight.pair_exps[bits], 4)
+    assert_close_bound(y, y_ref.astype(np.float64), 2 * bound, "pair twin")
     (row,) = rows
     assert row["bytes_read"] == k * 2 + gemm_weight_bytes(1, n, k, "anyprec", bits, None)
     for m in (1, 2, 16, 64):  # every row count reads the pair table instead of the LUT
@@ -120,7 +122,9 @@ def test_every_path_reads_the_pair_table_not_the_lut(m: int, kernel: str, block_
     x = np.random.default_rng(m + 1).standard_normal((m, k)).astype(np.float16)
     cfg = LaunchConfig("gemv_anyprec_kernel", (1, 1), block_m, 32, 32, 4, 1, 1) if kernel == "gemv" \
         else LaunchConfig("gemm_anyprec_kernel", (1,), block_m, 32, 32, 4, 1, group_m=GEMM_GROUP_M)
-    y = gemm_anyprec(torch.from_numpy(x), qweight, lut, bits=bits, pairs=pair_table(lut * 2),
-                     config=cfg).numpy()
+    pairs2 = pair_table(lut * 2)
+    y = gemm_anyprec(torch.from_numpy(x), qweight, lut, bits=bits, pairs=pairs2,
+                     pair_exp=pair_exp(pairs2), config=cfg).numpy()
     w_hat2 = dequantize_anyprec(apw, bits).astype(np.float64) * 2
-    assert_close_bound(y, x.astype(np.float64) @ w_hat2.T, gemm_bound(x, w_hat2), "pair table x 2")
+    bound = gemv_pair_partial_bound(x, w_hat2, pair_exp(pairs2), 4) if m == 1 else gemm_bound(x, w_hat2)
+    assert_close_bound(y, x.astype(np.float64) @ w_hat2.T, bound, "pair table x 2")

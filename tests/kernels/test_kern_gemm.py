@@ -4,7 +4,8 @@ Each output is compared with the float64 product of x and the reference's dequan
 within reference/tolerance.py's gemm_bound (from |x|, |W_hat| and K): the dequantization itself is
 exact (tests/kernels/test_kern_gemm_exact.py), so only the fp32 summation order may differ; the
 one-row group GEMV's fp16 partial sums (G a multiple of 64) within gemv_partial_bound instead
-(tests/kernels/test_kern_gemv_partial.py).
+(tests/kernels/test_kern_gemv_partial.py), and the one-row any-precision GEMV's at <= 3 bits within
+gemv_pair_partial_bound (tests/kernels/test_kern_anyprec_partial.py).
 """
 
 from __future__ import annotations
@@ -17,17 +18,22 @@ import pytest
 import torch
 
 from mpsim.engine.kernel_weights import anyprec_weight, group_weight
-from mpsim.kernels.gemm import Fp16Weight, GroupWeight, Weight, linear
+from mpsim.kernels.gemm import AnyPrecWeight, Fp16Weight, GroupWeight, Weight, linear
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import gemm_group
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config, gemv_partial_trips
+from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemm_config, gemv_partial_trips, gemv_trips
 from mpsim.reference.anyprec import dequantize_anyprec, quantize_anyprec
 from mpsim.reference.exact import gemm_float64
 from mpsim.reference.gemm_anyprec import gemm_anyprec_weight_ref
 from mpsim.reference.gemm_fp16 import gemm_fp16_ref
 from mpsim.reference.gemm_group import gemm_group_weight_ref
 from mpsim.reference.group_quant import dequantize_group, quantize_group
-from mpsim.reference.tolerance import assert_close_bound, gemm_bound, gemv_partial_bound
+from mpsim.reference.tolerance import (
+    assert_close_bound,
+    gemm_bound,
+    gemv_pair_partial_bound,
+    gemv_partial_bound,
+)
 from mpsim.traces.recorder import Recorder
 
 CPU = torch.device("cpu")
@@ -66,9 +72,13 @@ def activations(m: int, k: int, seed: int) -> np.ndarray:
 
 def linear_bound(weight: Weight, w_hat: np.ndarray, x: np.ndarray,
                  bias: np.ndarray | None) -> np.ndarray:
-    """gemm_bound, or gemv_partial_bound where the launcher's config takes the one-row group GEMV's
-    fp16 partial sums (kernels/gemv_group.py)."""
+    """gemm_bound, or gemv_partial_bound / gemv_pair_partial_bound where the launcher's config takes
+    the one-row group / any-precision GEMV's fp16 partial sums (kernels/gemv_group.py, gemv_anyprec.py)."""
     m, k = x.shape
+    if isinstance(weight, AnyPrecWeight) and gemv_trips("anyprec", weight.bits, None, m, 32) > 1:
+        assert weight.pair_exps is not None
+        trips = gemv_trips("anyprec", weight.bits, None, m, 32)
+        return gemv_pair_partial_bound(x, w_hat, weight.pair_exps[weight.bits], trips, bias)
     if isinstance(weight, GroupWeight):
         g = weight.group_size
         cfg = gemm_config(m, w_hat.shape[0], k, weight.w_format, weight.bits, g, on_gpu=False)
@@ -117,7 +127,8 @@ def test_kernel_matches_its_numba_twin(twins: dict, fmt: str, m: int) -> None:
     bias = activations(1, N, seed=200 + m)[0]
     y = linear(torch.from_numpy(x), weight, torch.from_numpy(bias)).numpy()
     y_ref = twin(x, bias)
-    assert_close_bound(y, y_ref.astype(np.float64), 2 * gemm_bound(x, w_hat, bias), f"{fmt} twin")
+    both = linear_bound(weight, w_hat, x, bias) + gemm_bound(x, w_hat, bias)
+    assert_close_bound(y, y_ref.astype(np.float64), both, f"{fmt} twin")
 
 
 @pytest.mark.parametrize(("fmt", "n", "k", "group"), [

@@ -3,7 +3,8 @@
 Weights are random packed words, scales, zeros, bit-planes and LUTs (any bit pattern is a valid
 weight), so no slow quantization runs: the exact parts are checked against the numpy reference's
 unpacking on the CPU, the products against the float64 model within the tensor-core bound
-(U32_TRUNC: some MMA accumulators truncate).
+(U32_TRUNC: some MMA accumulators truncate), or with one activation row the larger of it and the
+fp16 partial sums' bound where a config may take them (group <= 4 bits, any-precision <= 3 bits).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from mpsim.reference.anyprec import planes_to_codes
 from mpsim.reference.exact import gemm_float64
 from mpsim.reference.group_quant import dequantize_codes
 from mpsim.reference.packing import unpack_codes
-from mpsim.reference.tolerance import U32_TRUNC, assert_close_bound, gemm_bound
+from mpsim.reference.tolerance import (
+    U32_TRUNC,
+    assert_close_bound,
+    gemm_bound,
+    gemv_pair_partial_bound,
+    gemv_partial_bound,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -68,6 +75,23 @@ def reference_w_hat(weight: Weight) -> np.ndarray:
     return np.take_along_axis(lut, codes.astype(np.intp), axis=1)
 
 
+def product_bound(weight: Weight, xn: np.ndarray, w_ref: np.ndarray,
+                  bn: np.ndarray | None = None) -> np.ndarray:
+    """gemm_bound (U32_TRUNC), or with one row at most the fp16 partial sums' (T = 4, the larger)."""
+    bound = gemm_bound(xn, w_ref, bn, U32_TRUNC)
+    if xn.shape[0] != 1:
+        return bound
+    if isinstance(weight, GroupWeight) and weight.bits <= 4:
+        s_k = np.repeat(weight.scales.cpu().numpy().astype(np.float64), weight.group_size, axis=1)
+        bound = np.maximum(bound, gemv_partial_bound(xn, w_ref, s_k[:, :xn.shape[1]], weight.bits,
+                                                     4, bn))
+    if isinstance(weight, AnyPrecWeight) and weight.bits <= 3:
+        assert weight.pair_exps is not None
+        bound = np.maximum(bound, gemv_pair_partial_bound(xn, w_ref, weight.pair_exps[weight.bits],
+                                                          4, bn))
+    return bound
+
+
 @pytest.mark.parametrize(("n", "k"), SHAPES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_real_shapes_exact_dequant_and_bounded_products(fmt: str, n: int, k: int,
@@ -82,7 +106,7 @@ def test_real_shapes_exact_dequant_and_bounded_products(fmt: str, n: int, k: int
         bias = torch.randn(n, generator=gen, device=DEVICE).half()
         y = linear(x, weight, bias).cpu().numpy()
         xn, bn = x.cpu().numpy(), bias.cpu().numpy()
-        assert_close_bound(y, gemm_float64(xn, w_ref, bn), gemm_bound(xn, w_ref, bn, U32_TRUNC),
+        assert_close_bound(y, gemm_float64(xn, w_ref, bn), product_bound(weight, xn, w_ref, bn),
                            f"{fmt} {m}x{n}x{k}")
 
 
@@ -112,7 +136,7 @@ def test_every_autotune_candidate_is_right_and_the_tuned_launch_records_one(
     w_ref = reference_w_hat(weight)
     x = torch.randn(m, k, generator=gen, device=DEVICE).half()
     xn = x.cpu().numpy()
-    want, bound = gemm_float64(xn, w_ref), gemm_bound(xn, w_ref, None, U32_TRUNC)
+    want, bound = gemm_float64(xn, w_ref), product_bound(weight, xn, w_ref)
     arch = autotune.gpu_arch(torch.cuda.get_device_capability())
     for cfg in gemm_candidates(m, n, k, weight.w_format, weight.bits, weight.group_size, arch):
         y = linear(x, weight, config=cfg).cpu().numpy()

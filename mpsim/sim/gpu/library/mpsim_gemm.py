@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mpsim.kernels.launch_config import GEMM_GROUP_M, LOOP_STAGES_KEY, cdiv, gemv_partial_trips
+from mpsim.kernels.launch_config import GEMM_GROUP_M, LOOP_STAGES_KEY, cdiv, gemv_trips
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
 from mpsim.sim.gpu.sass import per_weight_mix
 from mpsim.sim.gpu.work import Epilogue, KernelWork, Trip
-from mpsim.traces.accounting import FP16, gemm_weight_bytes, padded_k
+from mpsim.traces.accounting import FP16, PAIR_MAX_BITS, gemm_weight_bytes, padded_k
 
 if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params)
     from mpsim.sim.params import SimParams
@@ -72,6 +72,14 @@ def stored_bytes(w_format: str, bits: int) -> float:
     return FP16 if w_format == "fp16" else bits / 8
 
 
+def _staged_bytes(fmt: str, bits: int, block_m: int) -> float:
+    """Shared memory per weight of a pipelined GEMV trip: the stored bits, and with one row at
+    <= PAIR_MAX_BITS any-precision's pair-table words too (4 B per two weights: Triton stages the
+    gathers of a pipelined loop with cp.async like every other load)."""
+    pairs = 2.0 if fmt == "anyprec" and block_m == 1 and bits <= PAIR_MAX_BITS else 0.0
+    return stored_bytes(fmt, bits) + pairs
+
+
 def gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
               p: SimParams, resident: float) -> tuple[KernelWork, Occupancy]:
     if str(row["kernel"]).startswith("gemv"):
@@ -98,7 +106,11 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     bm, bn, bk, split = cfg["block_m"], cfg["block_n"], cfg["block_k"], cfg.get("split_k", 1)
     n_blocks = grid[0]
     kp = loop_k(k, fmt, _group(row))
-    per_split = cdiv(cdiv(kp, split), bk) * bk  # kernels/gemm_common.py::k_per_split
+    # a loop iteration of the one-row partial sums (group and any-precision GEMVs) covers T of the
+    # model's BLOCK_K trips, and a split whole runs of T tiles (kernels/launch_config.py gemv_k_unit)
+    tiles = gemv_trips("group" if fmt.endswith("-group") else fmt, bits, _group(row), bm, bk)
+    unit = bk * tiles
+    per_split = cdiv(cdiv(kp, split), unit) * unit  # kernels/gemm_common.py::k_per_split
     full = per_split // bk
     last = max(0, cdiv(kp - (split - 1) * per_split, bk))
     iters = (full,) * (split - 1) + (last,)
@@ -117,11 +129,11 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     # shared memory S trips ahead (cp.async in the sm_90a and sm_80 SASS; docs/kernels.md#pipelined-k-loops)
     looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
     unpipelined = (one_row or fmt != "fp16") and looped == 0
-    # a loop iteration of the group GEMV's partial sums covers T of the model's BLOCK_K trips
-    tiles = gemv_partial_trips(bits, _group(row) or 0, bm, bk) if fmt.endswith("-group") else 1
-    stages = looped * tiles or (1 if unpipelined else cfg["num_stages"])
+    # a pipelined one-row loop holds loop_stages - 1 iterations of T tiles in shared memory (the
+    # compiled kernels' shared memory: fp16 64 x 64, int4 256 x 32 and any-precision 3-bit 256 x 32)
+    stages = max(1, looped - 1) * tiles if looped else (1 if unpipelined else cfg["num_stages"])
     staged = not one_row or looped > 0  # the trip's tiles pass through shared memory
-    res = CtaResources(cfg["num_warps"], bn * bk * stored_bytes(fmt, bits) + bm * bk * FP16
+    res = CtaResources(cfg["num_warps"], bn * bk * _staged_bytes(fmt, bits, bm) + bm * bk * FP16
                        if staged else 0.0, 0.0, stages,
                        registers_per_thread(bn * bm, bn * bk * (2 if one_row else 1),
                                             cfg["num_warps"] * 32, r.max_regs_per_thread))

@@ -1,0 +1,156 @@
+"""Any-precision weights in Triton: bit planes -> codes -> fp16 W_hat tiles, from the LUT or the pair table.
+
+Reading at b bits touches only bit-planes 0..b-1 of the parent's (P, N, KP/32) planes. At b <= 4 the
+planes are transposed into codes word-wide (Any-Precision LLM's `dequant`, _transpose4) and the LUT
+is gathered on the transposed words' own layout (_lut_fields); wider widths assemble codes per
+weight (_wide_codes). At b <= PAIR_MAX_BITS (3) the index of each pair of weights (the bit
+interleave of their codes) is assembled word-wide and both values are read with one 32-bit load
+from the row's pair table (_anyprec_pair_tile; docs/formats.md, docs/kernels.md). The tiles hold the
+exact fp16 values of reference/anyprec.py. Used by gemm_anyprec.py and gemv_anyprec.py.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                NW: tl.constexpr):
+    """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
+    q_r = OR over planes j of ((p_j >> r) & 0x11111111) << (BITS-1-j) holds in nibble t the code of
+    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane)."""
+    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        q0 |= (p & 0x11111111) << (BITS - 1 - j)
+        q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
+        q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
+        q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _lut_fields(q, row_ptr, BITS: tl.constexpr):
+    """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
+    (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
+    are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
+    weight 4t + r)."""
+    M: tl.constexpr = (1 << BITS) - 1
+    v0 = tl.load(row_ptr + (q & M).to(tl.int32))
+    v1 = tl.load(row_ptr + ((q >> 4) & M).to(tl.int32))
+    v2 = tl.load(row_ptr + ((q >> 8) & M).to(tl.int32))
+    v3 = tl.load(row_ptr + ((q >> 12) & M).to(tl.int32))
+    v4 = tl.load(row_ptr + ((q >> 16) & M).to(tl.int32))
+    v5 = tl.load(row_ptr + ((q >> 20) & M).to(tl.int32))
+    v6 = tl.load(row_ptr + ((q >> 24) & M).to(tl.int32))
+    v7 = tl.load(row_ptr + ((q >> 28) & M).to(tl.int32))
+    return tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
+
+
+@triton.jit
+def _wide_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                NW: tl.constexpr):
+    """code_BITS of every weight of the tile as (BLOCK_N, NW * 32) int32, planes 0..BITS-1 (MSB
+    first), BITS > 4: one shift, mask and OR per weight and plane."""
+    shift = tl.arange(0, 32).to(tl.uint32)[None, None, :]
+    code = tl.zeros((BLOCK_N, NW, 32), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        plane = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        code = (code << 1) | ((plane[:, :, None] >> shift) & 1)
+    return tl.reshape(code, (BLOCK_N, NW * 32)).to(tl.int32)
+
+
+@triton.jit
+def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first.
+    BITS <= 4: the LUT gathered on the transposed words' layout (_lut_fields; rows past N read row
+    N - 1, whose outputs are never stored); wider: codes per weight, then one gather."""
+    NW: tl.constexpr = BLOCK_K // 32
+    offs_w = k0 // 32 + tl.arange(0, NW)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
+    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
+    if BITS <= 4:
+        q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
+        row_ptr = lut_ptr + (tl.minimum(offs_n, N - 1) * stride_ln)[:, None]
+        w = tl.join(tl.join(_lut_fields(q0, row_ptr, BITS), _lut_fields(q2, row_ptr, BITS)),
+                    tl.join(_lut_fields(q1, row_ptr, BITS), _lut_fields(q3, row_ptr, BITS)))
+        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
+    else:
+        code = _wide_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
+        w = tl.load(lut_ptr + offs_n[:, None] * stride_ln + code, mask=n_mask[:, None], other=0.0)
+    return w
+
+
+@triton.jit
+def _pair_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr):
+    """Plane j's bits of the weights 8t + 2s and 8t + 2s + 1, moved to bits 2m and 2m + 1 (m =
+    BITS-1-j) of every byte t: part of pair 4t + s's index, the bit interleave of its two codes."""
+    return ((p >> (2 * s)) & 0x03030303) << (2 * (BITS - 1 - j))
+
+
+@triton.jit
+def _lookup4(q, row_ptr):
+    """The pair-table words (int32) of the 4 indices in the bytes of q, as (..., 4), byte t at
+    index t: one gather load per index on q's own layout (the values, not the indices, are joined,
+    so the loads need no layout change)."""
+    w0 = tl.load(row_ptr + (q & 0xFF).to(tl.int32))
+    w1 = tl.load(row_ptr + ((q >> 8) & 0xFF).to(tl.int32))
+    w2 = tl.load(row_ptr + ((q >> 16) & 0xFF).to(tl.int32))
+    w3 = tl.load(row_ptr + (q >> 24).to(tl.int32))
+    return tl.join(tl.join(w0, w2), tl.join(w1, w3))
+
+
+@triton.jit
+def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS):
+    pair i's index code_{2i} << BITS | code_{2i+1} (bit-interleaved) is assembled word-wide (byte t
+    of the word for residue s holds the index of pair 4t + s, _pair_term), then one 32-bit load per
+    two weights of pairs[n, index] = lut[code_{2i}] | lut[code_{2i+1}] << 16 (pair_ptr: the table's
+    int32 words), split into its fp16 halves."""
+    NW: tl.constexpr = BLOCK_K // 32
+    offs_w = k0 // 32 + tl.arange(0, NW)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
+    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
+    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        q0 |= _pair_term(p, j, 0, BITS)
+        q1 |= _pair_term(p, j, 1, BITS)
+        q2 |= _pair_term(p, j, 2, BITS)
+        q3 |= _pair_term(p, j, 3, BITS)
+    # rows past N read row N - 1 (their outputs are never stored), so the loads need no mask
+    row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None]
+    # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
+    pw = tl.join(tl.join(_lookup4(q0, row_ptr), _lookup4(q2, row_ptr)),
+                 tl.join(_lookup4(q1, row_ptr), _lookup4(q3, row_ptr)))
+    pw = tl.reshape(pw, (BLOCK_N, NW, 16)).to(tl.uint32, bitcast=True)
+    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
+def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                  stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  PAIR_BITS: tl.constexpr):
+    """The W_hat tile every path multiplies: from the pair table at BITS <= PAIR_BITS, else from
+    the LUT (the same exact fp16 values either way)."""
+    if BITS <= PAIR_BITS:
+        w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                               stride_pn, BITS, BLOCK_N, BLOCK_K)
+    else:
+        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                            BITS, BLOCK_N, BLOCK_K)
+    return w
