@@ -16,22 +16,44 @@ import triton.language as tl
 
 
 @triton.jit
+def _residue_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr, PAIRS: tl.constexpr):
+    """Plane j's share of residue s: the nibble form's ((p >> s) & 0x11111111) << (BITS-1-j), or the
+    pair form's _pair_term."""
+    if PAIRS:  # noqa: SIM108 (a static branch on a constexpr)
+        out = _pair_term(p, j, s, BITS)
+    else:
+        out = ((p >> s) & 0x11111111) << (BITS - 1 - j)
+    return out
+
+
+@triton.jit
 def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                NW: tl.constexpr):
+                NW: tl.constexpr, PAIRS: tl.constexpr = False):
     """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
     q_r = OR over planes j of ((p_j >> r) & 0x11111111) << (BITS-1-j) holds in nibble t the code of
-    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane)."""
+    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane). PAIRS
+    (BITS <= PAIR_MAX_BITS): byte t of q_s holds the pair-table index of pair 4t + s instead
+    (_pair_term)."""
     q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     for j in tl.static_range(BITS):
         p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        q0 |= (p & 0x11111111) << (BITS - 1 - j)
-        q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
-        q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
-        q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
+        q0 |= _residue_term(p, j, 0, BITS, PAIRS)
+        q1 |= _residue_term(p, j, 1, BITS, PAIRS)
+        q2 |= _residue_term(p, j, 2, BITS, PAIRS)
+        q3 |= _residue_term(p, j, 3, BITS, PAIRS)
     return q0, q1, q2, q3
+
+
+@triton.jit
+def _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW: tl.constexpr):
+    """Plane 0's word pointers of the tile's rows and NW words from k0, their mask, the row mask."""
+    offs_w = k0 // 32 + tl.arange(0, NW)
+    n_mask = offs_n < N
+    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
+    return qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask, n_mask
 
 
 @triton.jit
@@ -72,10 +94,7 @@ def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, st
     BITS <= 4: the LUT gathered on the transposed words' layout (_lut_fields; rows past N read row
     N - 1, whose outputs are never stored); wider: codes per weight, then one gather."""
     NW: tl.constexpr = BLOCK_K // 32
-    offs_w = k0 // 32 + tl.arange(0, NW)
-    n_mask = offs_n < N
-    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
-    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
+    words, mask, n_mask = _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW)
     if BITS <= 4:
         q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
         row_ptr = lut_ptr + (tl.minimum(offs_n, N - 1) * stride_ln)[:, None]
@@ -116,20 +135,8 @@ def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn
     two weights of pairs[n, index] = lut[code_{2i}] | lut[code_{2i+1}] << 16 (pair_ptr: the table's
     int32 words), split into its fp16 halves."""
     NW: tl.constexpr = BLOCK_K // 32
-    offs_w = k0 // 32 + tl.arange(0, NW)
-    n_mask = offs_n < N
-    mask = n_mask[:, None] & (offs_w[None, :] < KP // 32)
-    words = qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :]
-    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
-    for j in tl.static_range(BITS):
-        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        q0 |= _pair_term(p, j, 0, BITS)
-        q1 |= _pair_term(p, j, 1, BITS)
-        q2 |= _pair_term(p, j, 2, BITS)
-        q3 |= _pair_term(p, j, 3, BITS)
+    words, mask, _ = _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW)
+    q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW, True)
     # rows past N read row N - 1 (their outputs are never stored), so the loads need no mask
     row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None]
     # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s

@@ -60,6 +60,19 @@ def load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK
 
 
 @triton.jit
+def gemv_program(K_PER_SPLIT, KP, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+    """A split-K GEMV program's (pid_n, pid_k, offs_n, offs_m, k_lo, k_hi): BLOCK_N weight rows of
+    N tile pid_n over K split pid_k's columns [k_lo, k_hi) of the padded K."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    k_lo = pid_k * K_PER_SPLIT
+    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    return pid_n, pid_k, offs_n, offs_m, k_lo, k_hi
+
+
+@triton.jit
 def gemv_acc(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """The GEMV's fp32 accumulator: one per weight lane (BLOCK_N, BLOCK_K) for one activation row,
     reduced once after the K loop (gemv_total), else the (BLOCK_N, BLOCK_M) MMA accumulator."""

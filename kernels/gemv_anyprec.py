@@ -22,6 +22,7 @@ import triton.language as tl
 from mpsim.kernels.anyprec_dequant import _anyprec_pair_tile, _anyprec_tile
 from mpsim.kernels.gemm_common import (
     gemv_acc,
+    gemv_program,
     gemv_total,
     load_x_gemv,
     loop_stages,
@@ -69,12 +70,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
     partial sums above (x_down = 2^-E, x_up = 2^E); otherwise its W tile from the pair table at
     BITS <= PAIR_BITS, else from the LUT, multiplied in fp32. LOOP_STAGES > 0 (the one-row GPU
     configs' loop_stages): the K loop's loads pipelined that deep."""
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    k_lo = pid_k * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, BLOCK_M)
     if T > 1 and BITS <= PAIR_BITS:
         acc = _pair_partial_sums(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp,

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from mpsim.kernels.gemm_common import (
     gemv_acc,
+    gemv_program,
     gemv_total,
     load_x_gemv,
     loop_stages,
@@ -97,12 +98,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     per weight; 3 and 2 bits with group_dequant._late: 4.57 -> 4.00, 4.36 -> 3.76; sm_90a would
     lose as much: 4 bits 3.75 -> 4.76). LOOP_STAGES > 0 (the one-row GPU configs' loop_stages):
     the K loop's loads pipelined that deep (gemm_common.loop_stages), the same arithmetic."""
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    k_lo = pid_k * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     if T > 1:
         acc = _partial_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qn,

@@ -18,7 +18,7 @@ import os
 import triton
 import triton.language as tl
 
-from mpsim.kernels.gemm_common import gemv_total, loop_stages, splitk_finish
+from mpsim.kernels.gemm_common import gemv_program, gemv_total, loop_stages, splitk_finish
 from mpsim.kernels.gemv_group import gemv_group_kernel, partial_exp, partial_trips
 from mpsim.kernels.group_dequant_asm import _d_asm
 from mpsim.kernels.launch_config import LaunchConfig, gemv_partial_trips
@@ -72,12 +72,7 @@ def gemv_group_asm_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr
     """gemv_group_kernel's partial-sum path (one row), with ASM dequantization; EVEN_K: K == KP
     (the launcher's `asm_args`); LOOP_STAGES as gemv_group_kernel's."""
     tl.static_assert(BLOCK_M == 1)
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    k_lo = pid_k * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     tl.static_assert(T > 1)
     acc = _partial_sums_asm(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, stride_qn,
