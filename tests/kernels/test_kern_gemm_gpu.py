@@ -34,7 +34,8 @@ pytestmark = [
 ]
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
-FORMATS = ("fp16", "int8", "int4", "int3", "int2", "ap4", "ap3", "ap2")
+# ap3s: any-precision 3 bits with LUT values near 1 (pair_exp > 0: the one-row GEMV scales x, X_SCALED)
+FORMATS = ("fp16", "int8", "int4", "int3", "int2", "ap4", "ap3", "ap2", "ap3s")
 GROUP = 128
 DEVICE = "cuda"
 
@@ -53,12 +54,13 @@ def random_weight(fmt: str, n: int, k: int, gen: torch.Generator) -> tuple[Weigh
         z = torch.randint(0, 1 << bits, (n, k // GROUP), generator=gen, device=dev).half()
         return GroupWeight(q, s, z, bits, GROUP, k), dequant_group(q, s, z, k=k, bits=bits,
                                                                   group_size=GROUP)
-    bits, parent = int(fmt[2:]), 4
+    bits, parent, scale = int(fmt[2]), 4, 1.0 if fmt.endswith("s") else 0.02
     planes = torch.randint(-(2**31), 2**31, (parent, n, k // 32), generator=gen, device=dev,
                            dtype=torch.int32)
-    luts = {b: (torch.randn(n, 1 << b, generator=gen, device=dev) * 0.02).half()
+    luts = {b: (torch.randn(n, 1 << b, generator=gen, device=dev) * scale).half()
             for b in range(2, parent + 1)}
     apw = AnyPrecWeight(planes, luts, bits, k)
+    assert apw.pair_exps is not None and (apw.pair_exps.get(3, 0) > 0) == fmt.endswith("s")
     return apw, dequant_anyprec(planes, luts[bits], k=k, bits=bits)
 
 
