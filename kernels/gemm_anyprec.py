@@ -12,8 +12,6 @@ Reference twins: reference/gemm_anyprec.py::gemm_anyprec_ref, ::gemv_anyprec_par
 
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -32,6 +30,7 @@ from mpsim.kernels.gemm_common import (
 )
 from mpsim.kernels.gemv_anyprec import gemv_anyprec_kernel
 from mpsim.kernels.launch_config import ANYPREC_PARTIAL_TRIPS, LaunchConfig, cdiv, gemv_k_unit
+from mpsim.reference.anyprec import scale_exp
 from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 MAX_PARENT_BITS = 8
@@ -130,16 +129,13 @@ def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
     return pairs
 
 
-
 def pair_exp(pairs: torch.Tensor, trips: int = ANYPREC_PARTIAL_TRIPS) -> int:
-    """E = max(0, ceil(log2(trips max |pairs|))): the one-row GEMV scales x by 2^-E so that its fp16
-    partial sums of `trips` K tiles stay finite (kernels/gemv_anyprec.py). Computed once when the
-    weight is loaded (kernels/gemm.py AnyPrecWeight.pair_exps; it syncs with the device)."""
-    top = float(pairs.abs().max()) if pairs.numel() else 0.0
-    if not top < float("inf"):
-        raise ValueError(f"pairs: expected finite fp16 values, got max |value| {top}")
-    mant, e = math.frexp(trips * top)  # trips * top = mant 2^e, 0.5 <= mant < 1
-    return max(0, e - 1 if mant == 0.5 else e)
+    """E = max(0, ceil(log2(trips max |pairs|))) (reference/anyprec.py::scale_exp): the one-row GEMV
+    scales x by 2^-E so that its fp16 partial sums of `trips` K tiles stay finite
+    (kernels/gemv_anyprec.py). Computed once when the weight is loaded (kernels/gemm.py
+    AnyPrecWeight.pair_exps; it syncs with the device)."""
+    return scale_exp(float(pairs.abs().max()) if pairs.numel() else 0.0, trips)
+
 
 def _pair_words(pairs: torch.Tensor | None) -> torch.Tensor | None:
     """The pair table as the kernels read it: int32 words (N, 4^b), pair i of row n the word [n, i]

@@ -72,7 +72,7 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
     configs' loop_stages): the K loop's loads pipelined that deep."""
     pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, BLOCK_M)
-    if T > 1 and BITS <= PAIR_BITS:
+    if T > 1:  # one row at <= PAIR_BITS (anyprec_partial_trips)
         acc = _pair_partial_sums(x_ptr, qw_ptr, pair_ptr, offs_n, k_lo, k_hi, N, K, KP, stride_qp,
                                  stride_qn, stride_pn, x_down, BITS, BLOCK_N, BLOCK_K, T,
                                  X_SCALED, LOOP_STAGES)

@@ -17,6 +17,7 @@ from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launcher
     loop_stages_of,
     loop_stages_on,
     loop_stages_or_none,
+    one_row_stages,
 )
 from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launchers' one import)
     ANYPREC_PARTIAL_TRIPS,
@@ -26,7 +27,6 @@ from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launche
     gemv_k_unit,
     gemv_partial_trips,
     gemv_trips,
-    one_row_stages,
 )
 
 GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from mpsim.traces.accounting import PAIR_MAX_BITS
+
 LOOP_STAGES_KEY = "loop_stages"
 # MPSIM_LOOP_STAGES=0 leaves the one-row K loops unpipelined (the configs carry no loop_stages, so
 # synthesis prices what runs): the GPU kit's `-plain-loop` captures, a fallback should a GPU show no gain
@@ -45,3 +47,11 @@ def loop_stages_or_none(stages: int) -> int | None:
     """A K loop's `tl.range(num_stages=...)`: None (Triton's default: only loads that feed tl.dot as
     they are are pipelined) for 0, else the stages every load of the loop is pipelined over."""
     return int(stages) if int(stages) > 0 else None
+
+
+def one_row_stages(tag: str, bits: int) -> int:
+    """loop_stages of a one-row GPU GEMV: 3, but 2 for the any-precision partial sums (<= 3 bits:
+    Triton stages every load of a pipelined trip in shared memory, the T tiles' pair-table words
+    included, 4 B per two weights: 78 KB a CTA at 256 x 32 with 2 stages, 156 KB with 3, above an
+    Ada GPU's 99 KB per block and one CTA per SM on Hopper; the SASS issues the same slots)."""
+    return 2 if tag == "anyprec" and bits <= PAIR_MAX_BITS else 3

@@ -1,5 +1,4 @@
-"""The one-row GEMVs' fp16 partial-sum runs: T K tiles per run, the columns a split must hold, the depth
-of the pipelined loop.
+"""The one-row GEMVs' fp16 partial-sum runs: T K tiles per run, the columns a split must hold.
 
 The group GEMV (kernels/gemv_group.py) and the any-precision GEMV (kernels/gemv_anyprec.py) sum T
 consecutive K tiles of one weight lane in fp16 before adding them to the lane's fp32 sum; a K split
@@ -36,14 +35,6 @@ def gemv_trips(tag: str, bits: int, group: int | None, block_m: int, block_k: in
     if tag == "anyprec":
         return anyprec_partial_trips(bits, block_m)
     return 1
-
-
-def one_row_stages(tag: str, bits: int) -> int:
-    """loop_stages of a one-row GPU GEMV: 3, but 2 for the any-precision partial sums (<= 3 bits:
-    Triton stages every load of a pipelined trip in shared memory, the T tiles' pair-table words
-    included, 4 B per two weights: 78 KB a CTA at 256 x 32 with 2 stages, 156 KB with 3, above an
-    Ada GPU's 99 KB per block and one CTA per SM on Hopper; the SASS issues the same slots)."""
-    return 2 if tag == "anyprec" and bits <= PAIR_MAX_BITS else 3
 
 
 def anyprec_partial_trips(bits: int, block_m: int) -> int:

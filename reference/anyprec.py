@@ -164,9 +164,13 @@ def pair_table(lut: np.ndarray) -> np.ndarray:
 def pair_exp(lut: np.ndarray, trips: int) -> int:
     """E = max(0, ceil(log2(trips max |lut|))), the power of two the one-row GEMV's fp16 partial sums
     of `trips` K tiles scale x down by (kernels/gemv_anyprec.py; the same values as its pair table)."""
-    top = float(np.max(np.abs(np.asarray(lut, dtype=np.float64)), initial=0.0))
+    return scale_exp(float(np.max(np.abs(np.asarray(lut, dtype=np.float64)), initial=0.0)), trips)
+
+
+def scale_exp(top: float, trips: int) -> int:
+    """max(0, ceil(log2(trips top))) for the largest |value| `top` of a table (pair_exp; the kernels'
+    gemm_anyprec.pair_exp takes `top` from the device's pair table)."""
     if not math.isfinite(top):
         raise ValueError(f"lut: expected finite fp16 values, got max |value| {top}")
     mant, e = math.frexp(trips * top)  # trips * top = mant 2^e, 0.5 <= mant < 1 (0: mant 0)
     return max(0, e - 1 if mant == 0.5 else e)
-

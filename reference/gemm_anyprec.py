@@ -160,4 +160,3 @@ def gemv_anyprec_partial_ref(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray
     out = gemv_pair_partial_f32(xp, planes, bits, pair_table(lut).astype(np.float32), lanes, trips,
                                 pair_exp(lut, trips), b32)
     return to_fp16(out)[None, :]
-

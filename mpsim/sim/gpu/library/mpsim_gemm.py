@@ -25,7 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mpsim.kernels.launch_config import GEMM_GROUP_M, LOOP_STAGES_KEY, cdiv, gemv_trips
+from mpsim.kernels.launch_config import (
+    GEMM_GROUP_M,
+    LOOP_STAGES_KEY,
+    _format_tag,
+    cdiv,
+    gemv_trips,
+)
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
@@ -108,7 +114,7 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     kp = loop_k(k, fmt, _group(row))
     # a loop iteration of the one-row partial sums (group and any-precision GEMVs) covers T of the
     # model's BLOCK_K trips, and a split whole runs of T tiles (kernels/launch_config.py gemv_k_unit)
-    tiles = gemv_trips("group" if fmt.endswith("-group") else fmt, bits, _group(row), bm, bk)
+    tiles = gemv_trips(_format_tag(fmt), bits, _group(row), bm, bk)
     unit = bk * tiles
     per_split = cdiv(cdiv(kp, split), unit) * unit  # kernels/gemm_common.py::k_per_split
     full = per_split // bk
