@@ -57,20 +57,34 @@ def _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW: tl.constexpr):
 
 
 @triton.jit
+def _or_load(q, row_int, LO: tl.constexpr, MASK: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+    """The table entry of the field (q >> LO) & MASK of a row whose address is row_int (int64): its
+    byte offset field << SCALE ORed into the address (the rows start at multiples of their size:
+    kernels/table_rows.py), one shift and one and-or (LOP3) where an add after the mask took a
+    64-bit LEA pair."""
+    if LO >= SCALE:  # noqa: SIM108 (a static branch on a constexpr)
+        off = (q >> (LO - SCALE)) & (MASK << SCALE)
+    else:
+        off = (q << (SCALE - LO)) & (MASK << SCALE)
+    return tl.load((row_int | off.to(tl.int64)).to(tl.pointer_type(DTYPE)))
+
+
+@triton.jit
 def _lut_fields(q, row_ptr, BITS: tl.constexpr):
     """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
     (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
     are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
     weight 4t + r)."""
     M: tl.constexpr = (1 << BITS) - 1
-    v0 = tl.load(row_ptr + (q & M).to(tl.int32))
-    v1 = tl.load(row_ptr + ((q >> 4) & M).to(tl.int32))
-    v2 = tl.load(row_ptr + ((q >> 8) & M).to(tl.int32))
-    v3 = tl.load(row_ptr + ((q >> 12) & M).to(tl.int32))
-    v4 = tl.load(row_ptr + ((q >> 16) & M).to(tl.int32))
-    v5 = tl.load(row_ptr + ((q >> 20) & M).to(tl.int32))
-    v6 = tl.load(row_ptr + ((q >> 24) & M).to(tl.int32))
-    v7 = tl.load(row_ptr + ((q >> 28) & M).to(tl.int32))
+    row_int = row_ptr.to(tl.int64)
+    v0 = _or_load(q, row_int, 0, M, 1, tl.float16)
+    v1 = _or_load(q, row_int, 4, M, 1, tl.float16)
+    v2 = _or_load(q, row_int, 8, M, 1, tl.float16)
+    v3 = _or_load(q, row_int, 12, M, 1, tl.float16)
+    v4 = _or_load(q, row_int, 16, M, 1, tl.float16)
+    v5 = _or_load(q, row_int, 20, M, 1, tl.float16)
+    v6 = _or_load(q, row_int, 24, M, 1, tl.float16)
+    v7 = _or_load(q, row_int, 28, M, 1, tl.float16)
     return tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
 
 
@@ -119,10 +133,11 @@ def _lookup4(q, row_ptr):
     """The pair-table words (int32) of the 4 indices in the bytes of q, as (..., 4), byte t at
     index t: one gather load per index on q's own layout (the values, not the indices, are joined,
     so the loads need no layout change)."""
-    w0 = tl.load(row_ptr + (q & 0xFF).to(tl.int32))
-    w1 = tl.load(row_ptr + ((q >> 8) & 0xFF).to(tl.int32))
-    w2 = tl.load(row_ptr + ((q >> 16) & 0xFF).to(tl.int32))
-    w3 = tl.load(row_ptr + (q >> 24).to(tl.int32))
+    row_int = row_ptr.to(tl.int64)
+    w0 = _or_load(q, row_int, 0, 0xFF, 2, tl.int32)
+    w1 = _or_load(q, row_int, 8, 0xFF, 2, tl.int32)
+    w2 = _or_load(q, row_int, 16, 0xFF, 2, tl.int32)
+    w3 = _or_load(q, row_int, 24, 0xFF, 2, tl.int32)
     return tl.join(tl.join(w0, w2), tl.join(w1, w3))
 
 

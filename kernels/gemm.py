@@ -14,10 +14,17 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from mpsim.kernels.gemm_anyprec import PAIR_MAX_BITS, gemm_anyprec, pair_exp, pair_table
+from mpsim.kernels.gemm_anyprec import (
+    LUT_OR_MAX_BITS,
+    PAIR_MAX_BITS,
+    gemm_anyprec,
+    pair_exp,
+    pair_table,
+)
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
 from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.kernels.table_rows import rows_aligned
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,9 @@ class AnyPrecWeight:
         if self.bits not in self.luts:
             raise ValueError(f"bits: expected one of the stored LUT widths {sorted(self.luts)}, "
                              f"got {self.bits!r}")
+        # the LUTs the kernels address by OR, rows at multiples of their size (kernels/table_rows.py)
+        object.__setattr__(self, "luts", {b: rows_aligned(t) if b <= LUT_OR_MAX_BITS else t
+                                          for b, t in self.luts.items()})
         if self.pairs is None:
             object.__setattr__(self, "pairs", {b: pair_table(t) for b, t in self.luts.items()
                                                if b <= PAIR_MAX_BITS})

@@ -30,10 +30,14 @@ from mpsim.kernels.gemm_common import (
 )
 from mpsim.kernels.gemv_anyprec import gemv_anyprec_kernel
 from mpsim.kernels.launch_config import ANYPREC_PARTIAL_TRIPS, LaunchConfig, cdiv, gemv_k_unit
+from mpsim.kernels.table_rows import aligned_empty, check_rows_aligned
 from mpsim.reference.anyprec import scale_exp
 from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
 
 MAX_PARENT_BITS = 8
+# widths whose LUT the kernels gather by OR-ing each code's offset into its row's address
+# (anyprec_dequant._lut_fields; wider codes add it: _wide_codes)
+LUT_OR_MAX_BITS = 4
 # the largest pair_exp: trips x 65504 (the largest fp16) <= 2^18 at ANYPREC_PARTIAL_TRIPS 4
 MAX_PAIR_EXP = (ANYPREC_PARTIAL_TRIPS * 65504 - 1).bit_length()
 # PAIR_MAX_BITS (traces/accounting.py, 3): widths whose GEMV and GEMM read the per-row pair table, as
@@ -102,7 +106,9 @@ def pair_table(lut: torch.Tensor) -> torch.Tensor:
     """The per-row pair table of an fp16 LUT (N, 2^b), b <= PAIR_MAX_BITS: fp16 (N, 4^b, 2), entry
     spread(c_even) | spread(c_odd) << 1 (the bit interleave of the two codes, spread: bit m to bit
     2m) = (lut[n, c_even], lut[n, c_odd]), one 4-byte-aligned pair the one-row GEMV loads as one
-    32-bit word. Built once when a weight is loaded (engine/kernel_weights.py), not per launch."""
+    32-bit word. Built once when a weight is loaded (engine/kernel_weights.py), not per launch;
+    each row starts at a multiple of its 4^b x 4 bytes (kernels/table_rows.py: the kernels OR a
+    word's offset into its row's address)."""
     if lut.dtype != torch.float16 or lut.dim() != 2 or lut.shape[1] & (lut.shape[1] - 1) or not (
             2 <= lut.shape[1] <= 1 << PAIR_MAX_BITS):
         raise ValueError(f"lut: expected fp16 (N, 2^bits), bits 1..{PAIR_MAX_BITS}, got "
@@ -111,7 +117,7 @@ def pair_table(lut: torch.Tensor) -> torch.Tensor:
     bits = size.bit_length() - 1
     codes = torch.arange(size, device=lut.device)
     index = (_spread(codes, bits)[:, None] | (_spread(codes, bits)[None, :] << 1)).reshape(-1)
-    pairs = torch.empty((n, size * size, 2), dtype=torch.float16, device=lut.device)
+    pairs = aligned_empty((n, size * size, 2), torch.float16, lut.device, size * size * 4)
     pairs[:, index, 0] = lut[:, :, None].expand(n, size, size).reshape(n, -1)
     pairs[:, index, 1] = lut[:, None, :].expand(n, size, size).reshape(n, -1)
     return pairs
@@ -126,6 +132,7 @@ def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
         raise ValueError(f"pairs: expected shape {(n, 1 << (2 * bits), 2)} (N x 4^bits x 2, the "
                          f"pair table of lut{bits}; widths <= {PAIR_MAX_BITS} only), "
                          f"got {tuple(pairs.shape)}")
+    check_rows_aligned("pairs", pairs)
     return pairs
 
 
@@ -160,6 +167,8 @@ def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits
     if tuple(lut.shape) != (n, 1 << bits):
         raise ValueError(f"lut: expected shape {(n, 1 << bits)} (N x 2^bits, lut{bits}), "
                          f"got {tuple(lut.shape)}")
+    if bits <= LUT_OR_MAX_BITS:
+        check_rows_aligned("lut", lut)
     return kp
 
 

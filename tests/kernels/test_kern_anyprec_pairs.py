@@ -12,6 +12,7 @@ import torch
 from mpsim.kernels.gemm import AnyPrecWeight, linear
 from mpsim.kernels.gemm_anyprec import dequant_anyprec, gemm_anyprec, pair_exp, pair_table
 from mpsim.kernels.launch_config import GEMM_GROUP_M, LaunchConfig
+from mpsim.kernels.table_rows import rows_aligned
 from mpsim.reference.anyprec import codes_to_planes, dequantize_anyprec, pair_index, quantize_anyprec
 from mpsim.reference.anyprec import pair_table as ref_pair_table
 from mpsim.reference.gemm_anyprec import gemv_anyprec_partial_ref
@@ -55,7 +56,7 @@ def test_pair_tile_equals_reference_at_every_pair_width(parent: int, n: int, k: 
     apw = quantize_anyprec(w, parent, 1)
     qweight = torch.from_numpy(apw.qweight)
     for bits in range(1, PAIR_MAX_BITS + 1):
-        lut = torch.from_numpy(apw.luts[bits])
+        lut = rows_aligned(torch.from_numpy(apw.luts[bits]))
         got = dequant_anyprec(qweight, lut, k=k, bits=bits, pairs=pair_table(lut))
         np.testing.assert_array_equal(bits_of(got), bits_of(dequantize_anyprec(apw, bits)),
                                       err_msg=f"parent {parent} read at {bits} bits")
@@ -76,7 +77,7 @@ def test_every_pair_at_every_position(bits: int) -> None:
     planes = codes_to_planes((codes << (parent - bits)) | top, parent)
     lut = (np.arange(n)[:, None] * 10 + np.arange(size)[None, :]).astype(np.float16)
     expected = np.take_along_axis(lut, codes.astype(np.intp), axis=1)
-    t = torch.from_numpy(lut)
+    t = rows_aligned(torch.from_numpy(lut))
     got = dequant_anyprec(torch.from_numpy(planes), t, k=k, bits=bits, pairs=pair_table(t))
     np.testing.assert_array_equal(got.numpy(), expected)
 
@@ -85,7 +86,7 @@ def test_one_row_gemv_needs_the_pair_table_and_matches_its_twin() -> None:
     n, k, bits = 40, 200, 3
     w = np.random.default_rng(3).standard_normal((n, k)).astype(np.float16)
     apw = quantize_anyprec(w, 4, 2)
-    qweight, lut = torch.from_numpy(apw.qweight), torch.from_numpy(apw.luts[bits])
+    qweight, lut = torch.from_numpy(apw.qweight), rows_aligned(torch.from_numpy(apw.luts[bits]))
     x = np.random.default_rng(4).standard_normal((1, k)).astype(np.float16)
     with pytest.raises(ValueError, match="pairs"):
         gemm_anyprec(torch.from_numpy(x), qweight, lut, bits=bits)
@@ -118,7 +119,7 @@ def test_every_path_reads_the_pair_table_not_the_lut(m: int, kernel: str, block_
     n, k, bits = 24, 96, 3
     w = np.random.default_rng(m).standard_normal((n, k)).astype(np.float16)
     apw = quantize_anyprec(w, 4, 2)
-    qweight, lut = torch.from_numpy(apw.qweight), torch.from_numpy(apw.luts[bits])
+    qweight, lut = torch.from_numpy(apw.qweight), rows_aligned(torch.from_numpy(apw.luts[bits]))
     x = np.random.default_rng(m + 1).standard_normal((m, k)).astype(np.float16)
     cfg = LaunchConfig("gemv_anyprec_kernel", (1, 1), block_m, 32, 32, 4, 1, 1) if kernel == "gemv" \
         else LaunchConfig("gemm_anyprec_kernel", (1,), block_m, 32, 32, 4, 1, group_m=GEMM_GROUP_M)

@@ -23,6 +23,7 @@ from mpsim.kernels.launch_config import (
     gemv_k_unit,
     gemv_trips,
 )
+from mpsim.kernels.table_rows import rows_aligned
 from mpsim.reference.anyprec import AnyPrecWeight as RefWeight
 from mpsim.reference.anyprec import codes_to_planes, dequantize_anyprec, quantize_anyprec
 from mpsim.reference.anyprec import pair_exp as ref_pair_exp
@@ -120,7 +121,7 @@ def test_pair_exp_is_the_smallest_safe_power_and_agrees_with_the_reference() -> 
 def test_one_row_needs_its_pair_exp() -> None:
     rng = np.random.default_rng(5)
     apw = quantize_anyprec(rng.standard_normal((16, 64)).astype(np.float16), 4, 2)
-    lut = torch.from_numpy(apw.luts[3])
+    lut = rows_aligned(torch.from_numpy(apw.luts[3]))
     x = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float16))
     qw = torch.from_numpy(apw.qweight)
     for bad in (None, -1, MAX_PAIR_EXP + 1, 2.0, True):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from mpsim.kernels.gemm_anyprec import dequant_anyprec
 from mpsim.kernels.gemm_group import dequant_group
+from mpsim.kernels.table_rows import rows_aligned
 from mpsim.reference.anyprec import codes_to_planes, dequantize_anyprec, quantize_anyprec
 from mpsim.reference.group_quant import GroupQuantWeight, dequantize_group, quantize_group
 from mpsim.reference.packing import pack_codes
@@ -72,7 +73,8 @@ def test_dequant_anyprec_equals_reference_at_every_width(parent: int, n: int, k:
     apw = quantize_anyprec(w, parent, 2)
     qweight = torch.from_numpy(apw.qweight)
     for bits in range(apw.seed_bits, parent + 1):
-        got = dequant_anyprec(qweight, torch.from_numpy(apw.luts[bits]), k=k, bits=bits)
+        got = dequant_anyprec(qweight, rows_aligned(torch.from_numpy(apw.luts[bits])), k=k,
+                                  bits=bits)
         np.testing.assert_array_equal(bits_of(got), bits_of(dequantize_anyprec(apw, bits)),
                                       err_msg=f"parent {parent} read at {bits} bits")
 
@@ -87,7 +89,8 @@ def test_anyprec_reads_the_top_planes_only(bits: int) -> None:
     lut = (np.arange(n)[:, None] * 100 + np.arange(1 << bits)[None, :]).astype(np.float16)
     expected = np.take_along_axis(lut, (codes >> (parent - bits)).astype(np.intp), axis=1)
     planes[bits:] = rng.integers(-(2**31), 2**31, planes[bits:].shape, dtype=np.int64)
-    got = dequant_anyprec(torch.from_numpy(planes), torch.from_numpy(lut), k=k, bits=bits)
+    got = dequant_anyprec(torch.from_numpy(planes), rows_aligned(torch.from_numpy(lut)), k=k,
+                          bits=bits)
     np.testing.assert_array_equal(got.numpy(), expected)
 
 

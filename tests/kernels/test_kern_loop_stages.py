@@ -22,6 +22,7 @@ from mpsim.kernels.launch_config import (
     gemm_candidates,
     gemm_config,
 )
+from mpsim.kernels.table_rows import rows_aligned
 from mpsim.reference.anyprec import quantize_anyprec
 from mpsim.reference.fp4_quant import quantize_fp4
 from mpsim.reference.group_quant import quantize_group
@@ -86,7 +87,7 @@ def test_anyprec_one_row_pipelined_equals_the_plain_loop(bits: int) -> None:
     rng = np.random.default_rng(10 + bits)
     n, k = 36, 256
     apw = quantize_anyprec(rng.standard_normal((n, k)).astype(np.float16), 4, 2)
-    qweight, lut = torch.from_numpy(apw.qweight), torch.from_numpy(apw.luts[bits])
+    qweight, lut = torch.from_numpy(apw.qweight), rows_aligned(torch.from_numpy(apw.luts[bits]))
     pairs = pair_table(lut) if bits == 3 else None
     x = torch.from_numpy(rng.standard_normal((1, k)).astype(np.float16))
     cfg = LaunchConfig("gemv_anyprec_kernel", (cdiv(n, 32), 2), 1, 32, 32, 4, 1, 2)

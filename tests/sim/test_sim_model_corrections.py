@@ -208,8 +208,11 @@ KNOWN_SLOWER_TUNED: dict[str, dict[tuple[int, int, int], set[tuple[str, int, int
 # heuristic tiles 4 -> 3 bits joins them (the group refactor of the fp16 partial sums left the
 # 4-bit 16-row loop 1% lighter, 6.33 -> 6.27 slots per weight, the 3-bit one unchanged), and at one
 # row 8 -> 4 bits at 4096x11008: the one-row 4-bit GEMV splits K on 128-column runs (15 splits, 240
-# programs), fewer than two waves of B200's 148 SMs.
-KNOWN_SLOWER_B200 = {("group", 8, 4), ("group", 8, 3), ("group", 8, 2), ("group", 4, 3)}
+# programs), fewer than two waves of B200's 148 SMs. Since stop 60's OR-addressed LUT rows the
+# 4-bit any-precision GEMV at 2 rows (32 x 256, 3 splits) is 0.6% faster than the 3-bit one (64 x
+# 128, 5 splits: more lock-step trips a program) at 4096 x 4096: 13.41 against 13.49 us.
+KNOWN_SLOWER_B200 = {("group", 8, 4), ("group", 8, 3), ("group", 8, 2), ("group", 4, 3),
+                     ("anyprec", 4, 3)}
 KNOWN_SLOWER_B200_ONE_ROW = {("group", 8, 4)}
 # Tuned, since a quantized W's trips are unpipelined and lock-step (the H200 capture): 16 rows at
 # 11008 x 4096 (43 x 16 programs of 256 x 32) take 22.84 us at 3 bits and 23.16 at 2, each trip's
