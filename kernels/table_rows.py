@@ -30,8 +30,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
     (a power of two), carved from a slightly larger byte buffer."""
     if align < 1 or align & (align - 1):
         raise ValueError(f"align: expected a power of two, got {align}")
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    nbytes = math.prod(shape) * itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     buf = torch.empty(nbytes + align, dtype=torch.uint8, device=device)
     start = -buf.data_ptr() % align
     return buf[start:start + nbytes].view(dtype).view(shape)

@@ -195,13 +195,12 @@ def pipe_counts(ops: list[str]) -> dict[str, int]:
     return counts
 
 
-def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
-    """Compile one case for its architecture (the case's last field, sm_90a or sm_80) and count its
-    main loop's instructions per weight by pipe."""
+def compile_case(case: tuple[Any, ...]) -> tuple[list[str], Any, str]:
+    """Compile one case for its architecture (the case's last field, sm_90a or sm_80): its main
+    loop's opcodes, its launch config and the whole SASS."""
     os.environ.pop("TRITON_INTERPRET", None)
 
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
-    from mpsim.kernels.launch_config import gemv_trips, loop_stages_of
 
     *shape, arch = case
     if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py): --fp; ("fp", name, arch)
@@ -214,8 +213,16 @@ def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
         kernel, args, cfg = launch_args(case[0].removesuffix("-asm"), *shape[1:], asm=True)
     else:
         kernel, args, cfg = launch_args(*shape)
-    compiled = compile_sm90(kernel, args, cfg, ARCH_NUMBER[arch])
-    ops = main_loop(disassemble(compiled))
+    sass = disassemble(compile_sm90(kernel, args, cfg, ARCH_NUMBER[arch]))
+    return main_loop(sass), cfg, sass
+
+
+def count_case(case: tuple[Any, ...]) -> dict[str, Any]:
+    """Compile one case (compile_case) and count its main loop's instructions per weight by pipe."""
+    from mpsim.kernels.launch_config import gemv_trips, loop_stages_of
+
+    ops, cfg, _ = compile_case(case)
+    arch = case[-1]
     counts = pipe_counts(ops)
     lanes = 32 * cfg.num_warps
     # one trip of a one-row partial-sum loop covers T K tiles (kernels/gemv_group.py, gemm_anyprec.py)

@@ -14,7 +14,6 @@ which instructions a kernel change adds or removes before recounting the table.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,13 +24,10 @@ import sass_mix  # a sibling script, found through the path above
 
 def loop_opcodes(fmt: str, bits: int, group: int | None, m: int, block_n: int, block_k: int,
                  loop: int, arch: str = "sm_90a") -> tuple[list[str], str]:
-    """The K loop's opcodes (in order) and the kernel's whole SASS, compiled as sass_mix does."""
-    os.environ.pop("TRITON_INTERPRET", None)
-    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
-
-    kernel, args, cfg = launch_args(fmt, bits, group, m, 4096, 4096, (m, block_n, block_k, 4, 3, loop))
-    sass = sass_mix.disassemble(compile_sm90(kernel, args, cfg, sass_mix.ARCH_NUMBER[arch]))
-    return sass_mix.main_loop(sass), sass
+    """The K loop's opcodes (in order) and the kernel's whole SASS: sass_mix's case at this tile."""
+    ops, _, sass = sass_mix.compile_case((fmt, bits, group, m, 4096, 4096,
+                                          (m, block_n, block_k, 4, 3, loop), arch))
+    return ops, sass
 
 
 def report(ops: list[str]) -> str:
