@@ -24,6 +24,8 @@ from mpsim.kernels.launch_config import (
     gemv_loop_stages,
     gemv_trips,
     loop_stages_of,
+    sz_words_extra,
+    sz_words_of,
 )
 from mpsim.traces.accounting import padded_k
 
@@ -33,7 +35,7 @@ ARCH = 90
 SASS_ARCHES = {"sm_90a": 90, "sm_80": 80}
 POINTERS = {"x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16", "ws_ptr": "*fp32",
             "cnt_ptr": "*i32", "w_ptr": "*fp16", "qw_ptr": "*i32", "s_ptr": "*fp16",
-            "z_ptr": "*fp16", "lut_ptr": "*fp16", "pair_ptr": "*i32",
+            "z_ptr": "*fp16", "sz_ptr": "*i32", "lut_ptr": "*fp16", "pair_ptr": "*i32",
             # scalars that are not i32: the one-row any-precision GEMV's x scale (gemv_anyprec.py)
             "x_down": "fp32", "x_up": "fp32"}
 
@@ -54,19 +56,23 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
             bk = _fit_block_k(bk, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1,
                                extra=gemv_loop_stages(cfg.block_m or 1, loop[0] if loop else stages,
-                                                      switch=False))
+                                                      switch=False)
+                               + sz_words_extra(tag, bits, group, cfg.block_m, bk))
         else:
             # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
             # any-precision tile is 64 x 64 x 64)
             bk = bk if tag in ("fp16", "anyprec") else _fit_block_k(32, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
-                               group_m=GEMM_GROUP_M)
+                               group_m=GEMM_GROUP_M,
+                               extra=sz_words_extra(tag, bits, group, bm, bk))
     gemv = cfg.kernel.startswith("gemv")
     bias = gemv and gemv_bias
     kp = padded_k(k, group)
     args: dict[str, Any] = dict(M=m, N=n, K=k, stride_xm=k, stride_om=n, HAS_BIAS=bias,
                                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                                 bias_ptr="ptr" if bias else None, x_ptr="ptr", out_ptr="ptr")
+    if sz_words_of(cfg.extra) and not asm:
+        args.update(SZ_WORDS=True, sz_ptr="ptr")
     if gemv:
         if loop_stages_of(cfg.extra):
             args.update(LOOP_STAGES=loop_stages_of(cfg.extra))

@@ -22,7 +22,7 @@ from mpsim.kernels.gemm_anyprec import (
     pair_table,
 )
 from mpsim.kernels.gemm_fp16 import gemm_fp16
-from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group
+from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group, scale_zero_words
 from mpsim.kernels.launch_config import LaunchConfig
 from mpsim.kernels.table_rows import rows_aligned
 
@@ -56,10 +56,15 @@ class GroupWeight:
     bits: int
     group_size: int
     in_features: int  # K before padding
+    # int32 (N, KP/G): scale_zero_words(scales, zeros), the words the W_hat loops read (kernels/
+    # sz_words.py): built here, once, when the weight is loaded (None)
+    sz: torch.Tensor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.bits not in GROUP_BITS:
             raise ValueError(f"bits: expected one of {GROUP_BITS}, got {self.bits!r}")
+        if self.sz is None:
+            object.__setattr__(self, "sz", scale_zero_words(self.scales, self.zeros))
 
     @property
     def w_format(self) -> str:
@@ -137,7 +142,7 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None, *,
         y = gemm_fp16(x2, weight.weight, bias, config=config)
     elif isinstance(weight, GroupWeight):
         y = gemm_group(x2, weight.qweight, weight.scales, weight.zeros, bits=weight.bits,
-                       group_size=weight.group_size, bias=bias, config=config)
+                       group_size=weight.group_size, bias=bias, config=config, sz=weight.sz)
     else:
         pairs = weight.pairs.get(weight.bits) if weight.pairs is not None else None
         e = weight.pair_exps.get(weight.bits) if weight.pair_exps is not None else None

@@ -29,6 +29,7 @@ from mpsim.kernels.launch_config import (
     gemm_config,
     loop_stages_of,
     loop_stages_or_none,
+    sz_words_of,
 )
 
 # a K loop's tl.range(num_stages=loop_stages(LOOP_STAGES)): LOOP_STAGES 0 leaves Triton's default
@@ -211,34 +212,44 @@ def launch_split_k(kernel: Any, cfg: LaunchConfig, record: dict[str, Any] | None
 def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[str, Any] | None,
                         device: torch.device, m: int, n: int, k_loop: int,
                         k_unit: Callable[[LaunchConfig], int] | None = None,
-                        gemv_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                        gemv_args: dict[str, Any] | None = None,
+                        sz_words_args: Callable[[], dict[str, Any]] | None = None,
+                        **kwargs: Any) -> None:
     """Run the path gemm_config chose: the split-K GEMV over k_loop columns (splits start on
     multiples of k_unit(cfg), BLOCK_K by default), or the tiled GEMM in the config's GROUP_M-row
     bands (check_config makes sure a tiled config has group_m). gemv_args: the GEMV's own extra
-    arguments (the tiled GEMM does not take them)."""
+    arguments (the tiled GEMM does not take them); sz_words_args: the arguments a config with
+    sz_words adds (the group kernels' scale-zero words, kernels/sz_words.py), made when it runs."""
+    words: dict[str, Any] = {}
+    if sz_words_of(cfg.extra):
+        if sz_words_args is None:
+            raise ValueError(f"config: {cfg.name()} reads scale-zero words, which this kernel has not")
+        words = dict(sz_words_args(), SZ_WORDS=True)
     if cfg.kernel == gemv.__name__:
         unit = k_unit(cfg) if k_unit else cfg.block_k or 1
         stages = loop_stages_of(cfg.extra)
         launch_split_k(gemv, cfg, record, device, m, n,
                        K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
                        SPLIT_K=cfg.split_k, **(gemv_args or {}),
-                       **({"LOOP_STAGES": stages} if stages else {}), **kwargs)
+                       **({"LOOP_STAGES": stages} if stages else {}), **words, **kwargs)
     else:
-        launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
+        launch(gemm, cfg, record, GROUP_M=cfg.group_m, **words, **kwargs)
 
 
 def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str, Any],
              device: torch.device, k_loop: int, check: Callable[[LaunchConfig], None],
              k_unit: Callable[[LaunchConfig], int] | None = None,
              variant: tuple[Any, Callable[[LaunchConfig], LaunchConfig], dict[str, Any]] | None = None,
-             gemv_args: dict[str, Any] | None = None, **args: Any) -> LaunchConfig:
+             gemv_args: dict[str, Any] | None = None,
+             sz_words_args: Callable[[], dict[str, Any]] | None = None, **args: Any) -> LaunchConfig:
     """Launch one GEMM/GEMV (as one trace row when recording) and return the config it ran:
     `config` when given, else the heuristic gemm_config, or on a GPU with autotuning on the fastest
     candidate of the device's architecture (kernels/autotune.py; its trial launches are not
     recorded). `record` holds the shape columns; `args` the kernel arguments but the block sizes.
     `variant` (kernel, rename, extra arguments): a second GEMV kernel (the group GEMV's inline-asm
     twin) run, with the extra arguments, where rename(cfg) names it (the trace row records it);
-    `gemv_args`: the plain GEMV kernel's own extra arguments."""
+    `gemv_args`: the plain GEMV kernel's own extra arguments; `sz_words_args` as
+    launch_gemv_or_gemm's."""
     m, n = record["m"], record["n"]
 
     def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> LaunchConfig:
@@ -247,8 +258,8 @@ def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str
             kernel, cfg, extra, own = variant[0], variant[1](cfg), variant[2], None
         check(cfg)
         launch_gemv_or_gemm(kernel, gemm, cfg, columns, device, m, n, k_loop, k_unit, own,
-                            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **args,
-                            **extra)
+                            sz_words_args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                            BLOCK_K=cfg.block_k, **args, **extra)
         return cfg
 
     cfg = config or choose_config(record, device, lambda c: run(c, None))

@@ -47,31 +47,32 @@ def gemm_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr,
                       stride_xm, stride_qn, stride_sn, stride_om,
                       BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr):
-    """Many rows: per output tile, dequantize each W tile to fp16 in registers, then tl.dot."""
+                      GROUP_M: tl.constexpr, sz_ptr=None, SZ_WORDS: tl.constexpr = False):
+    """Many rows: per output tile, dequantize each W tile to fp16 in registers, then tl.dot
+    (SZ_WORDS: scales and zeros read from sz_ptr's words, kernels/sz_words.py)."""
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, KP, BLOCK_K):
         w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                          BITS, GROUP, BLOCK_N, BLOCK_K, False)
+                          BITS, GROUP, BLOCK_N, BLOCK_K, False, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = tl.dot(w, tl.trans(x), acc)
     store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
 
 
 @triton.jit
-def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, out_ptr,
+def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, sz_ptr, out_ptr,
                          N, K, KP, stride_qn, stride_sn, stride_on,
                          BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr):
+                         BLOCK_K: tl.constexpr, SZ_WORDS: tl.constexpr):
     """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K)."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
     w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                      BITS, GROUP, BLOCK_N, BLOCK_K, True)
+                      BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS)
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
@@ -105,11 +106,13 @@ def _check_group_weight(qweight: torch.Tensor, scales: torch.Tensor, zeros: torc
 
 def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                *, bits: int, group_size: int, bias: torch.Tensor | None = None,
-               config: LaunchConfig | None = None) -> torch.Tensor:
+               config: LaunchConfig | None = None, sz: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ W_hat.T (+ bias): x fp16 (M, K), the docs/formats.md group weight -> fp16 (M, N).
 
     group_size is the resolved G (KP for whole-row groups). `config` overrides the choice
-    (gemm_common.run_gemm: the heuristic, or autotuning on a GPU).
+    (gemm_common.run_gemm: the heuristic, or autotuning on a GPU). `sz`: scale_zero_words(scales,
+    zeros), which a config with sz_words reads (GroupWeight builds it once, at load); made here, at
+    each launch that reads it, when not given.
     """
     dev = runtime.device()
     x = check_activations(x, dev)
@@ -146,12 +149,35 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
             return dataclasses.replace(cfg, kernel=ASM_KERNEL)
         return cfg
 
+    if sz is not None:
+        _check_sz(sz, scales.shape, dev)
+
+    def words() -> dict[str, torch.Tensor]:
+        return {"sz_ptr": sz if sz is not None else scale_zero_words(scales, zeros)}
+
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
              variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)),
              gemv_args=dict(PAIR_SWAP=pair_swap(
-                 torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None)), **args)
+                 torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None)),
+             sz_words_args=words, **args)
     return out
+
+
+def scale_zero_words(scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """int32 (N, KP/G): each group's fp16 scale bits in the low half and zero bits in the high, the
+    words a config with sz_words reads (kernels/sz_words.py; reference/group_quant.py
+    scale_zero_words is the same bits)."""
+    lo = scales.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+    hi = zeros.contiguous().view(torch.int16).to(torch.int32) << 16
+    return (hi | lo).contiguous()
+
+
+def _check_sz(sz: torch.Tensor, shape: torch.Size, device: torch.device) -> None:
+    t = check_weight("sz", sz, torch.int32, 2, device)
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"sz: expected shape {tuple(shape)} (the scales' N x KP/G), got "
+                         f"{tuple(t.shape)}")
 
 
 def _check_block_k(block_k: int | None, group_size: int) -> None:
@@ -175,12 +201,14 @@ def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tens
     grid = (cdiv(n, block_n), cdiv(k, block_k))
     dequant_group_kernel[grid](
         # pointers
-        qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, out_ptr=out,
+        qw_ptr=qweight, s_ptr=scales, z_ptr=zeros, sz_ptr=scale_zero_words(scales, zeros),
+        out_ptr=out,
         # sizes
         N=n, K=k, KP=kp,
         # strides
         stride_qn=qweight.stride(0), stride_sn=scales.stride(0), stride_on=out.stride(0),
         # constexprs
         BITS=bits, GROUP=group_size, BLOCK_N=block_n, BLOCK_K=block_k,
+        SZ_WORDS=True,  # the tile the W_hat loops read (2-byte loads: the GEMM tests' configs)
     )
     return out

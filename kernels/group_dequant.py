@@ -205,7 +205,8 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
 def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                   BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, AT_BITS: tl.constexpr, SCALED: tl.constexpr = True,
-                  E: tl.constexpr = 0, k_group=None, SWAP: tl.constexpr = False):
+                  E: tl.constexpr = 0, k_group=None, SWAP: tl.constexpr = False, sz_ptr=None,
+                  SZ_WORDS: tl.constexpr = False):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group;
     unscaled (SCALED False): (q - z) 2^-E, exact (the one-row GEMV's partial sums, gemv_group.py).
 
@@ -222,11 +223,12 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     each masked load zeroed its registers first (CS2R/IMAD.MOV in the loop); one row, 256 x 32,
     issue slots per weight sm_90a 3.75 / 3.58 / 3.39 -> 3.64 / 3.50 / 3.33, sm_80 4.15 / 4.00 /
     3.76 -> 4.00 / 3.84 / 3.66 at 4 / 3 / 2 bits. SWAP: the columns of each pair in the other
-    order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late).
+    order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late). SZ_WORDS: s and z read from
+    sz_ptr, one 32-bit word per row and group (_group_sz; kernels/sz_words.py).
     """
     if AT_BITS and BITS <= 3:
         w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                        BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group, SWAP)
+                        BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group, SWAP, sz_ptr, SZ_WORDS)
     else:
         qh, first_col = _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N,
                                      BLOCK_K, E, SWAP, k_group is None)
@@ -234,13 +236,13 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
             offs_g = k_group // GROUP + tl.arange(0, 1)
         else:
             offs_g = first_col // GROUP
-        mask = (offs_n[:, None] < N) & (offs_g[None, :] < KP // GROUP)
-        sz = offs_n[:, None] * stride_sn + offs_g[None, :]
-        z = ((tl.load(z_ptr + sz, mask=mask, other=0.0) + 1024.0) * (1.0 / (1 << E)))[:, :, None]
-        if SCALED:  # noqa: SIM108 (a static branch on a constexpr)
-            w = (qh - z) * tl.load(s_ptr + sz, mask=mask, other=0.0)[:, :, None]
-        else:
-            w = qh - z
+        if SCALED:
+            s, z = _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn,
+                             SZ_WORDS)
+            w = (qh - ((z + 1024.0) * (1.0 / (1 << E)))[:, :, None]) * s[:, :, None]
+        else:  # the one-row partial sums: z alone
+            z = _group_z(z_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn)
+            w = qh - ((z + 1024.0) * (1.0 / (1 << E)))[:, :, None]
     return tl.reshape(w, (BLOCK_N, BLOCK_K))
 
 
@@ -248,7 +250,7 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
 def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                 BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, SCALED: tl.constexpr, E: tl.constexpr, k_group=None,
-                SWAP: tl.constexpr = False):
+                SWAP: tl.constexpr = False, sz_ptr=None, SZ_WORDS: tl.constexpr = False):
     """_group_w_tile at 2 and 3 bits, pairs taken at their own bits (_dequant2/3): (BN, NC, 32)."""
     NC: tl.constexpr = BLOCK_K // 32
     offs_c = k0 // 32 + tl.arange(0, NC)
@@ -261,13 +263,12 @@ def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
         offs_g = k0 // GROUP + tl.arange(0, 1)
     else:
         offs_g = offs_c * 32 // GROUP
-    gmask = n_mask[:, None] & (offs_g[None, :] < KP // GROUP)
-    sz = offs_n[:, None] * stride_sn + offs_g[None, :]
-    if SCALED:  # noqa: SIM108 (a static branch on a constexpr)
-        s = tl.load(s_ptr + sz, mask=gmask, other=0.0)
-    else:  # a splat of ones: the multiplies by it fold away
-        s = tl.full(sz.shape, 1.0, tl.float16)
-    zc = tl.load(z_ptr + sz, mask=gmask, other=0.0) + 1024.0  # c0 of _at
+    if SCALED:
+        s, z = _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn, SZ_WORDS)
+    else:  # a splat of ones, the multiplies by it folded away (the one-row partial sums)
+        z = _group_z(z_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn)
+        s = tl.full(z.shape, 1.0, tl.float16)
+    zc = z + 1024.0  # c0 of _at
     MASKED: tl.constexpr = k_group is None
     if not MASKED:  # a run of the partial sums: rows clamped, words unmasked (_group_w_tile)
         base = qw_ptr + tl.minimum(offs_n, N - 1)[:, None] * stride_qn + BITS * offs_c[None, :]
@@ -278,3 +279,29 @@ def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     else:
         w = _dequant3(w0, w1, _chunk_word(base, 2, mask, MASKED), zc * (1.0 / (1 << E)), s, E, SWAP)
     return w
+
+
+@triton.jit
+def _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, NG, stride_sn, WORDS: tl.constexpr):
+    """(s, z) of rows offs_n at groups offs_g, each (BLOCK_N, len(offs_g)) fp16, 0 outside N x NG.
+    WORDS: both from one 32-bit word per row and group at sz_ptr (s the low half, z the high:
+    kernels/sz_words.py), a 4-byte load that Triton's pipeliner stages with cp.async, its halves
+    the register's two fp16 lanes; else two 2-byte loads, which stay register loads consumed in
+    their own K trip (docs/kernels.md#staged-scales)."""
+    mask = (offs_n[:, None] < N) & (offs_g[None, :] < NG)
+    offs = offs_n[:, None] * stride_sn + offs_g[None, :]
+    if WORDS:
+        sz = tl.load(sz_ptr + offs, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        s = sz.to(tl.uint16).to(tl.float16, bitcast=True)
+        z = (sz >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    else:
+        s = tl.load(s_ptr + offs, mask=mask, other=0.0)
+        z = tl.load(z_ptr + offs, mask=mask, other=0.0)
+    return s, z
+
+
+@triton.jit
+def _group_z(z_ptr, offs_n, offs_g, N, NG, stride_sn):
+    """z alone (the one-row partial sums, unscaled), 2-byte loads, 0 outside N x NG."""
+    mask = (offs_n[:, None] < N) & (offs_g[None, :] < NG)
+    return tl.load(z_ptr + offs_n[:, None] * stride_sn + offs_g[None, :], mask=mask, other=0.0)

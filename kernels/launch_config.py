@@ -28,6 +28,12 @@ from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launche
     gemv_partial_trips,
     gemv_trips,
 )
+from mpsim.kernels.sz_words import (  # noqa: F401 (re-exported: the launchers' one import)
+    SZ_WORDS_KEY,
+    reads_sz_words,
+    sz_words_extra,
+    sz_words_of,
+)
 
 GPU_SMS = 132            # H100/H200 SXM (docs/sources.md#h100-sxm5-80gb); shape-only: synth == capture
 
@@ -112,7 +118,7 @@ def gemm_config(m: int, n: int, k: int, w_format: str, w_bits: int, group_size: 
         raise ValueError(f"gemm_config: m, n, k must be positive, got m={m}, n={n}, k={k}")
     if m <= GEMV_MAX_ROWS:
         return _gemv_config(m, n, k, tag, w_bits, group_size, on_gpu)
-    return _gemm_tile_config(m, n, k, tag, group_size, on_gpu)
+    return _gemm_tile_config(m, n, k, tag, w_bits, group_size, on_gpu)
 
 
 def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int | None,
@@ -134,7 +140,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
             block_k = 32  # the GPU's fp16 partial sums (gemv_group.py, gemm_anyprec.py)
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
-                            block_k, 4, 1, split_k)
+                            block_k, 4, 1, split_k,
+                            extra=sz_words_extra(tag, w_bits, group_size, block_m, block_k))
     block_n, block_k = gemv_tile(tag, w_bits, block_m)
     block_k = _fit_block_k(block_k, tag, group_size)
     n_blocks = cdiv(n, block_n)
@@ -144,7 +151,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
     tiles = cdiv(k, gemv_k_unit(tag, w_bits, group_size, block_m, block_k))
     split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
-                        4, 3, split_k, extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits)))
+                        4, 3, split_k, extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))
+                        + sz_words_extra(tag, w_bits, group_size, block_m, block_k))
 
 
 # GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop costs the fewest
@@ -173,7 +181,7 @@ def gemv_tile(tag: str, w_bits: int, block_m: int) -> tuple[int, int]:
     return table.get((tag, w_bits), table.get(tag, GEMV_TILE_DEFAULT))
 
 
-def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
+def _gemm_tile_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int | None,
                       on_gpu: bool) -> LaunchConfig:
     """Output tiles over the whole K: 128 x 128 (8 warps) when that still gives one tile per SM,
     else 64 x 64 (4 warps). K tiles of 64 for fp16, 32 for quantized weights (the dequantized tile
@@ -185,7 +193,8 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
         bm, bn = 64, 128
         bk = _fit_block_k(128, tag, group_size)
         return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1,
-                            group_m=GEMM_GROUP_M)
+                            group_m=GEMM_GROUP_M,
+                            extra=sz_words_extra(tag, w_bits, group_size, bm, bk))
     big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
     bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
     bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
@@ -197,7 +206,8 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, group_size: int | None,
         warps, bk = 4, 32 if big else 64
     stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
-                        stages, group_m=GEMM_GROUP_M)
+                        stages, group_m=GEMM_GROUP_M,
+                        extra=sz_words_extra(tag, w_bits, group_size, bm, bk))
 
 
 def _fit_block_k(block_k: int, tag: str, group_size: int | None) -> int:
@@ -363,12 +373,14 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
                     continue
                 out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
                                         4, 3, split,
-                                        extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))))
+                                        extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))
+                                        + sz_words_extra(tag, w_bits, group_size, block_m, bk)))
     if m > GEMV_MAX_ROWS:
         for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
             bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)
             out.append(LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk,
-                                    warps, stages, group_m=GEMM_GROUP_M))
+                                    warps, stages, group_m=GEMM_GROUP_M,
+                                    extra=sz_words_extra(tag, w_bits, group_size, bm, bk)))
     seen: set[tuple[object, ...]] = set()
     unique = []
     for c in out:

@@ -144,3 +144,12 @@ def dequantize_group(gw: GroupQuantWeight) -> np.ndarray:
     """The fp16 (N, K) weight a group-quantized weight stands for (padding dropped)."""
     codes = unpack_codes(gw.qweight, gw.bits, gw.k)
     return dequantize_codes(codes, gw.scales, gw.zeros, gw.group_size)
+
+
+def scale_zero_words(scales: np.ndarray, zeros: np.ndarray) -> np.ndarray:
+    """uint32 (N, KP/G): each group's fp16 scale bits in the low 16 bits and its zero's in the high
+    (TurboMind keeps its scales and zeros interleaved so): the words the group kernels' W_hat loops
+    read, one 4-byte load a row and group (kernels/sz_words.py, docs/formats.md)."""
+    s = np.ascontiguousarray(scales, dtype=np.float16).view(np.uint16).astype(np.uint32)
+    z = np.ascontiguousarray(zeros, dtype=np.float16).view(np.uint16).astype(np.uint32)
+    return (z << np.uint32(16)) | s

@@ -3,6 +3,7 @@
 #
 #   scripts/gpu-check.sh [--out DIR] [--wheels DIR] [--layers N] [--hw NAME] [--tar FILE] [--dry-run]
 #                        [--policies P1,P2,...] [--batches B1,B2,...] [--tuned P1,P2,...] [--plain-loop P1,...]
+#                        [--two-byte-scales P1,...]
 #                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
 #                        [--steps tests,kernels,attention,captures,gemlite,probes]
@@ -19,7 +20,9 @@
 #      the asm GEMV at M = 1, 4, 16 on Llama-7B (vicuna-7b), Llama-3-8B and MobileLLaMA-1.4B shapes,
 #      achieved GB/s and the ratio to fp16, each one-row config also with its K loop unpipelined
 #      (impl triton-plain-loop: what the pipelined loop buys, docs/kernels.md#pipelined-k-loops;
-#      `python -m mpsim.analysis.validation.loop_stages OUT/bench_kernels.csv` sets it beside the model);
+#      `python -m mpsim.analysis.validation.loop_stages OUT/bench_kernels.csv` sets it beside the model;
+#      each group config that reads scale-zero words also with its 2-byte scale and zero loads, impl
+#      triton-2byte-scales: what the staged scales buy, docs/kernels.md#staged-scales);
 #      attention.py);
 #   4. captures vicuna-7b shapes with random weights: prompt 512, 128 new tokens, batch 1 and 16,
 #      policies fp16, w4, ap4-4@64-3, w4+kv8. --layers N (default 4) keeps N of the 32 layers:
@@ -29,7 +32,9 @@
 #      policies (default w4) again with GPU-side autotuning on (kernels/autotune.py: every candidate
 #      config of each GEMM shape compiled and timed once; the rows record the configs it chose),
 #      then the --plain-loop policies (default fp16, w4) at batch 1 with MPSIM_LOOP_STAGES=0 (the
-#      one-row GEMVs' K loop unpipelined: the pipelined loop's gain over whole decode steps);
+#      one-row GEMVs' K loop unpipelined: the pipelined loop's gain over whole decode steps), then the
+#      --two-byte-scales policies (default w4) at every batch above 1 with MPSIM_SZ_WORDS=0 (the group
+#      W_hat loops' 2-byte scale and zero loads: the staged scales' gain over whole steps);
 #   5. runs `mpsim validate` on every capture against --hw (default h200-sxm);
 #   6. times GemLite 0.4.1's kernels (SGLang's torchao W4A16 path) at llama-3-8b's decode shapes
 #      beside mpsim's gemlite room (analysis/bench/gemlite_gpu.py), when the carried wheels hold
@@ -52,6 +57,8 @@
 # --tuned the autotuned captures ('' for none); --plain-loop the policies captured again at batch 1
 # (when --batches has 1) with MPSIM_LOOP_STAGES=0, the one-row GEMVs' K loop unpipelined as the
 # 2026-12-04 captures ran it (default fp16,w4; '' for none: docs/kernels.md#pipelined-k-loops);
+# --two-byte-scales the policies captured again at every batch above 1 with MPSIM_SZ_WORDS=0
+# (default w4; '' for none: docs/kernels.md#staged-scales);
 # --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
@@ -64,7 +71,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4 PLAIN="fp16 w4"
+DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4 PLAIN="fp16 w4" LOADS2=w4
 GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite probes"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -78,6 +85,7 @@ while [ $# -gt 0 ]; do
         --batches) BATCHES=${2//,/ }; shift ;;
         --tuned) TUNED=${2//,/ }; shift ;;
         --plain-loop) PLAIN=${2//,/ }; shift ;;
+        --two-byte-scales) LOADS2=${2//,/ }; shift ;;
         --gen-len) GEN=$2; shift ;;
         --gpu-tests) TESTS=${2//,/ }; shift ;;
         --bench-models) BENCH_MODELS=${2//,/ }; shift ;;
@@ -85,7 +93,7 @@ while [ $# -gt 0 ]; do
         --deadline) DEADLINE=$2; shift ;;
         --max-step) MAX_STEP=$2; shift ;;
         --steps) STEPS=${2//,/ }; shift ;;
-        -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,70p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -215,13 +223,13 @@ wants kernels && step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernel
     --out "$OUT/bench_kernels.csv"
 wants attention && step "attention benchmark" "$PY" -P -m mpsim.analysis.bench.attention "${BENCH[@]}" \
     --out "$OUT/bench_attention.csv"
-capture_grid() {  # AUTOTUNE SUFFIX LOOP_STAGES BATCHES POLICY...
-    local tune=$1 suffix=$2 loop=$3 batches=$4 batch policy name
-    shift 4
+capture_grid() {  # AUTOTUNE SUFFIX LOOP_STAGES SZ_WORDS BATCHES POLICY...
+    local tune=$1 suffix=$2 loop=$3 words=$4 batches=$5 batch policy name
+    shift 5
     for batch in $batches; do
         for policy in "$@"; do
             name="vicuna-7b-$(echo "$policy" | sed 's/@/at/g; s/+/_/g')-b$batch$suffix"
-            step "capture $name" env MPSIM_AUTOTUNE="$tune" MPSIM_LOOP_STAGES="$loop" "$PY" -P -m mpsim.cli capture --model "$CONFIG" \
+            step "capture $name" env MPSIM_AUTOTUNE="$tune" MPSIM_LOOP_STAGES="$loop" MPSIM_SZ_WORDS="$words" "$PY" -P -m mpsim.cli capture --model "$CONFIG" \
                 --dummy --policy "$policy" --prompt-len "$PROMPT" --gen-len "$GEN" --batch "$batch" \
                 --out "$OUT/captures/$name.parquet"
             [ -f "$OUT/captures/$name.parquet" ] && step "validate $name" "$PY" -P -m mpsim.cli validate \
@@ -232,11 +240,15 @@ capture_grid() {  # AUTOTUNE SUFFIX LOOP_STAGES BATCHES POLICY...
 }
 if wants captures; then
     # shellcheck disable=SC2086  # word lists on purpose
-    capture_grid 0 "" 1 "$BATCHES" $POLICIES
+    capture_grid 0 "" 1 1 "$BATCHES" $POLICIES
     # shellcheck disable=SC2086
-    [ -n "$TUNED" ] && capture_grid 1 "-tuned" 1 "$BATCHES" $TUNED
+    [ -n "$TUNED" ] && capture_grid 1 "-tuned" 1 1 "$BATCHES" $TUNED
     # shellcheck disable=SC2086  # the one-row loop unpipelined, beside the pipelined batch-1 captures
-    [ -n "$PLAIN" ] && [[ " $BATCHES " == *" 1 "* ]] && capture_grid 0 "-plain-loop" 0 1 $PLAIN
+    [ -n "$PLAIN" ] && [[ " $BATCHES " == *" 1 "* ]] && capture_grid 0 "-plain-loop" 0 1 1 $PLAIN
+    # the group W_hat loops on 2-byte scale and zero loads, beside the batch > 1 captures
+    MANY=$(for b in $BATCHES; do [ "$b" -gt 1 ] && echo "$b"; done | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    [ -n "$LOADS2" ] && [ -n "${MANY// /}" ] && capture_grid 0 "-2byte-scales" 1 0 "$MANY" $LOADS2
 fi
 GEMLITE_ARGS=(--hw "$HW" --out "$OUT/bench_gemlite.csv")
 [ "$DRY" = 1 ] && GEMLITE_ARGS+=(--dry-run)

@@ -5,7 +5,9 @@ For every projection (qkv, o, gate, up, gate_up, down, lm_head) and M in {1, 4, 
 of each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 from a parent of 4),
 on a GPU also the inline-asm one-row group GEMV (impl "triton-asm", kernels/gemv_group_asm.py, where
 the launcher's config takes it), of each one-row config with the K loop unpipelined (impl
-"triton-plain-loop": the same config without `loop_stages`, docs/kernels.md#pipelined-k-loops),
+"triton-plain-loop": the same config without `loop_stages`, docs/kernels.md#pipelined-k-loops), of
+each group config that reads its scales and zeros as pairs with the 2-byte loads instead (impl
+"triton-2byte-scales": the same config without `sz_words`, docs/kernels.md#staged-scales),
 of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
 the bytes the format reads (the bandwidth ceiling); achieved GB/s and the ratio to fp16 (mpsim's
 Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16).
@@ -141,7 +143,7 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
     from mpsim.kernels.gemm import linear
     from mpsim.kernels.gemm_group import gemm_group
     from mpsim.kernels.gemv_group_asm import asm_config, takes_asm
-    from mpsim.kernels.launch_config import LOOP_STAGES_KEY, gemm_config
+    from mpsim.kernels.launch_config import LOOP_STAGES_KEY, SZ_WORDS_KEY, gemm_config
 
     m, n, k = shape["m"], shape["n"], shape["k"]
     x = torch.randn(m, k, device=device).half()
@@ -173,6 +175,13 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
                 (key, v) for key, v in cfg.extra if key != LOOP_STAGES_KEY))
             runs.append(("triton-plain-loop", plain, timer.time(
                 lambda w=weight, c=plain: linear(x, w, config=c))))
+        if any(key == SZ_WORDS_KEY for key, _ in cfg.extra):
+            # the scales and zeros read with 2-byte loads, one round trip a K trip (what the
+            # 2026-12-04 captures ran), beside the staged pairs: docs/kernels.md#staged-scales
+            loads2 = dataclasses.replace(cfg, extra=tuple(
+                (key, v) for key, v in cfg.extra if key != SZ_WORDS_KEY))
+            runs.append(("triton-2byte-scales", loads2, timer.time(
+                lambda w=weight, c=loads2: linear(x, w, config=c))))
         if runtime.on_gpu() and fmt.group_size and takes_asm(cfg, fmt.bits, fmt.group_size):
             fast = asm_config(cfg, fmt.bits, fmt.group_size)
             runs.append(("triton-asm", fast, timer.time(lambda w=weight, c=fast: gemm_group(

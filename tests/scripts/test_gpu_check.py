@@ -26,7 +26,10 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
         "dependencies", "hardware probes", "pytest -m gpu", "kernel benchmark", "attention benchmark",
         "capture vicuna-7b-fp16-b2", "validate vicuna-7b-fp16-b2",
         "capture vicuna-7b-w4_kv8-b2", "validate vicuna-7b-w4_kv8-b2",
-        "capture vicuna-7b-w4-b2-tuned", "validate vicuna-7b-w4-b2-tuned", "gemlite benchmark"]
+        "capture vicuna-7b-w4-b2-tuned", "validate vicuna-7b-w4-b2-tuned",
+        # batch 2 again with the group loops' 2-byte scale and zero loads (--two-byte-scales: w4)
+        "capture vicuna-7b-w4-b2-2byte-scales", "validate vicuna-7b-w4-b2-2byte-scales",
+        "gemlite benchmark"]
     assert all(s.split("|")[2].strip() == "0" for s in steps) and "DRY RUN" in summary
     assert len(pd.read_csv(out / "bench_kernels.csv")) and len(pd.read_csv(out / "bench_attention.csv"))
     gemlite = pd.read_csv(out / "bench_gemlite.csv")  # the rooms' prices; no GPU, so no times
@@ -38,6 +41,10 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
     assert list(rows.columns[-5:]) == ["predicted_us", "roofline_us", "error", "config", "status"]
     assert (rows["status"] == "ok").all()
     assert (out / "validate" / "vicuna-7b-w4_kv8-b2-summary.csv").is_file()
+    configs = {name: pd.read_parquet(out / "captures" / f"vicuna-7b-w4-b2{name}.parquet")["config"]
+               for name in ("-tuned", "-2byte-scales")}
+    assert configs["-tuned"].str.contains('"sz_words"').any()
+    assert not configs["-2byte-scales"].str.contains('"sz_words"').any()
     assert (out / "log.txt").is_file() and (tmp_path / "kit.tgz").stat().st_size > 1000
     assert not (out / ".site").exists()  # the scratch install is removed
 

@@ -8,7 +8,9 @@ W tile then MMA (the asynchronous MMA of one tile overlaps the next tile's dequa
 Pipelining: Triton software-pipelines only loads that feed tl.dot as they are, so fp16 loops keep
 num_stages trips in flight, while the one-row GEMV and every quantized W run unpipelined, lock-step
 trips (`lockstep_trip_ns`; measured so on an H200: docs/validation.md#mpsims-own-kernels-on-an-h200),
-unless the loop asks for stages: a one-row GEMV config with `loop_stages` (its K loop written
+unless every load of the trip is staged (a group config with `sz_words`: its scales and zeros read
+as 4-byte words cp.async can copy, kernels/sz_words.py; then num_stages trips in flight) or the
+loop asks for stages: a one-row GEMV config with `loop_stages` (its K loop written
 tl.range(num_stages=loop_stages): every load of a trip copied asynchronously into shared memory
 that many trips ahead, kernels/loop_stages.py LOOP_STAGES_KEY) is priced as a pipeline of that
 depth, its instruction mix counted from the pipelined loop's SASS (docs/kernels.md#pipelined-k-loops;
@@ -31,6 +33,7 @@ from mpsim.kernels.launch_config import (
     _format_tag,
     cdiv,
     gemv_trips,
+    sz_words_of,
 )
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
@@ -81,9 +84,24 @@ def stored_bytes(w_format: str, bits: int) -> float:
 def _staged_bytes(fmt: str, bits: int, block_m: int) -> float:
     """Shared memory per weight of a pipelined GEMV trip: the stored bits, and with one row at
     <= PAIR_MAX_BITS any-precision's pair-table words too (4 B per two weights: Triton stages the
-    gathers of a pipelined loop with cp.async like every other load)."""
+    gathers of a pipelined loop with cp.async like every other load). At 2..16 rows it stages them
+    one trip deep, not num_stages (sm_90a, Triton 3.9, 3 bits, 16 rows, 64 x 128, 3 stages: 31 744 B
+    compiled, about the codes' and x's three stages and one of the gathers); not counted there."""
     pairs = 2.0 if fmt == "anyprec" and block_m == 1 and bits <= PAIR_MAX_BITS else 0.0
     return stored_bytes(fmt, bits) + pairs
+
+
+def trip_staged(fmt: str, bits: int, cfg: Mapping[str, int]) -> bool:
+    """Whether every load of a quantized W's tl.dot trip (2..16 rows, tiled) is staged by cp.async,
+    so the loop runs num_stages trips in flight: a group weight read as scale-zero words (the
+    config's sz_words, kernels/sz_words.py), and any-precision at <= PAIR_MAX_BITS (its plane words
+    and its 4-byte pair-table gathers go through LDGSTS: sm_90a and sm_80 SASS of the 16-row GEMV and
+    the tiled GEMM, Triton 3.9). Not any-precision above that width (its 2-byte LUT gathers, and the
+    plane words they address, stay register loads: LDG in the same SASS), nor a group config
+    without sz_words (2-byte scale and zero loads, one round trip a trip)."""
+    if fmt.endswith("-group"):
+        return sz_words_of(cfg)
+    return fmt == "anyprec" and bits <= PAIR_MAX_BITS
 
 
 def gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
@@ -133,8 +151,10 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     # unless the loop asks: a one-row config with `loop_stages` S (kernels/loop_stages.py
     # LOOP_STAGES_KEY) runs tl.range(num_stages=S), every load of a trip copied asynchronously into
     # shared memory S trips ahead (cp.async in the sm_90a and sm_80 SASS; docs/kernels.md#pipelined-k-loops)
+    # 2..16 rows of a quantized W whose trip has every load staged (trip_staged) run num_stages
+    # trips in flight, as fp16's tl.dot loops do
     looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
-    unpipelined = (one_row or fmt != "fp16") and looped == 0
+    unpipelined = looped == 0 and (one_row or (fmt != "fp16" and not trip_staged(fmt, bits, cfg)))
     # a pipelined one-row loop holds loop_stages - 1 iterations of T tiles in shared memory (the
     # compiled kernels' shared memory: fp16 64 x 64, int4 256 x 32 and any-precision 3-bit 256 x 32)
     stages = max(1, looped - 1) * tiles if looped else (1 if unpipelined else cfg["num_stages"])
@@ -167,8 +187,10 @@ def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: G
     epi = Epilogue(float(row["bytes_written"]) / total)
     dequant_tile = bn * bk if fmt != "fp16" else 0
     # a quantized W reaches tl.dot through its dequantization: unpipelined, lock-step trips (the H200
-    # capture's int4 tiled GEMMs at M = 512 took 1.4-2.1 us a trip and wave)
-    unpipelined = fmt != "fp16"
+    # capture's int4 tiled GEMMs at M = 512 took 1.4-2.1 us a trip and wave: their scales and zeros
+    # 2-byte register loads, one round trip a trip), unless every load of its trip is staged
+    # (trip_staged: num_stages trips in flight)
+    unpipelined = fmt != "fp16" and not trip_staged(fmt, bits, cfg)
     res = CtaResources(cfg["num_warps"], bm * bk * FP16 + bn * bk * stored_bytes(fmt, bits), 0.0,
                        1 if unpipelined else cfg["num_stages"], registers_per_thread(
                            bm * bn, dequant_tile, cfg["num_warps"] * 32, r.max_regs_per_thread))
