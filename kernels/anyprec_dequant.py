@@ -70,21 +70,32 @@ def _or_load(q, row_int, LO: tl.constexpr, MASK: tl.constexpr, SCALE: tl.constex
 
 
 @triton.jit
-def _lut_fields(q, row_ptr, BITS: tl.constexpr):
+def _lut_value(q, row_int, LO: tl.constexpr, M: tl.constexpr, WORDS: tl.constexpr):
+    """One field's LUT value (fp16): from the fp16 LUT, or the low half of its 32-bit word."""
+    if WORDS:
+        v = _or_load(q, row_int, LO, M, 2, tl.int32).to(tl.uint16).to(tl.float16, bitcast=True)
+    else:
+        v = _or_load(q, row_int, LO, M, 1, tl.float16)
+    return v
+
+
+@triton.jit
+def _lut_fields(q, row_ptr, BITS: tl.constexpr, WORDS: tl.constexpr = False):
     """The LUT values of the 8 nibble fields of q (field t: bits 4t..4t+3, masked to BITS bits) as
     (..., 8) in t order, one gather load per field on q's own layout (the values, not the codes,
     are joined, so the loads need no layout change; (t, r) of the caller's join flattens to
-    weight 4t + r)."""
+    weight 4t + r). WORDS: row_ptr addresses the LUT's 32-bit words (kernels/lut_words.py), each
+    value the low half of its word: 4-byte gathers, which Triton's pipeliner can stage."""
     M: tl.constexpr = (1 << BITS) - 1
     row_int = row_ptr.to(tl.int64)
-    v0 = _or_load(q, row_int, 0, M, 1, tl.float16)
-    v1 = _or_load(q, row_int, 4, M, 1, tl.float16)
-    v2 = _or_load(q, row_int, 8, M, 1, tl.float16)
-    v3 = _or_load(q, row_int, 12, M, 1, tl.float16)
-    v4 = _or_load(q, row_int, 16, M, 1, tl.float16)
-    v5 = _or_load(q, row_int, 20, M, 1, tl.float16)
-    v6 = _or_load(q, row_int, 24, M, 1, tl.float16)
-    v7 = _or_load(q, row_int, 28, M, 1, tl.float16)
+    v0 = _lut_value(q, row_int, 0, M, WORDS)
+    v1 = _lut_value(q, row_int, 4, M, WORDS)
+    v2 = _lut_value(q, row_int, 8, M, WORDS)
+    v3 = _lut_value(q, row_int, 12, M, WORDS)
+    v4 = _lut_value(q, row_int, 16, M, WORDS)
+    v5 = _lut_value(q, row_int, 20, M, WORDS)
+    v6 = _lut_value(q, row_int, 24, M, WORDS)
+    v7 = _lut_value(q, row_int, 28, M, WORDS)
     return tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
 
 
@@ -103,17 +114,21 @@ def _wide_codes(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexp
 
 @triton.jit
 def _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    LUT_WORDS: tl.constexpr = False):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = lut{BITS}[n, code]: planes 0..BITS-1 read, MSB first.
     BITS <= 4: the LUT gathered on the transposed words' layout (_lut_fields; rows past N read row
-    N - 1, whose outputs are never stored); wider: codes per weight, then one gather."""
+    N - 1, whose outputs are never stored; LUT_WORDS: lut_ptr holds its 32-bit words, _lut_fields);
+    wider: codes per weight, then one gather."""
     NW: tl.constexpr = BLOCK_K // 32
     words, mask, n_mask = _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW)
     if BITS <= 4:
         q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW)
         row_ptr = lut_ptr + (tl.minimum(offs_n, N - 1) * stride_ln)[:, None]
-        w = tl.join(tl.join(_lut_fields(q0, row_ptr, BITS), _lut_fields(q2, row_ptr, BITS)),
-                    tl.join(_lut_fields(q1, row_ptr, BITS), _lut_fields(q3, row_ptr, BITS)))
+        w = tl.join(tl.join(_lut_fields(q0, row_ptr, BITS, LUT_WORDS),
+                            _lut_fields(q2, row_ptr, BITS, LUT_WORDS)),
+                    tl.join(_lut_fields(q1, row_ptr, BITS, LUT_WORDS),
+                            _lut_fields(q3, row_ptr, BITS, LUT_WORDS)))
         w = tl.reshape(w, (BLOCK_N, BLOCK_K))
     else:
         code = _wide_codes(words, mask, stride_qp, BITS, BLOCK_N, NW)
@@ -166,7 +181,7 @@ def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn
 @triton.jit
 def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
                   stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PAIR_BITS: tl.constexpr):
+                  PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False):
     """The W_hat tile every path multiplies: from the pair table at BITS <= PAIR_BITS, else from
     the LUT (the same exact fp16 values either way)."""
     if BITS <= PAIR_BITS:
@@ -174,5 +189,5 @@ def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, strid
                                stride_pn, BITS, BLOCK_N, BLOCK_K)
     else:
         w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                            BITS, BLOCK_N, BLOCK_K)
+                            BITS, BLOCK_N, BLOCK_K, LUT_WORDS)
     return w

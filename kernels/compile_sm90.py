@@ -24,7 +24,8 @@ from mpsim.kernels.launch_config import (
     gemv_loop_stages,
     gemv_trips,
     loop_stages_of,
-    sz_words_extra,
+    lut_words_of,
+    staged_extra,
     sz_words_of,
 )
 from mpsim.traces.accounting import padded_k
@@ -57,22 +58,21 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
             cfg = LaunchConfig(cfg.kernel, (cdiv(n, bn), 1), cfg.block_m, bn, bk, warps, stages, 1,
                                extra=gemv_loop_stages(cfg.block_m or 1, loop[0] if loop else stages,
                                                       switch=False)
-                               + sz_words_extra(tag, bits, group, cfg.block_m, bk))
+                               + staged_extra(tag, bits, group, cfg.block_m, bk))
         else:
             # quantized tiles take K tiles of 32, any-precision's its own (launch_config's small
             # any-precision tile is 64 x 64 x 64)
             bk = bk if tag in ("fp16", "anyprec") else _fit_block_k(32, tag, group)
             cfg = LaunchConfig(cfg.kernel, (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps, stages,
                                group_m=GEMM_GROUP_M,
-                               extra=sz_words_extra(tag, bits, group, bm, bk))
+                               extra=staged_extra(tag, bits, group, bm, bk))
     gemv = cfg.kernel.startswith("gemv")
     bias = gemv and gemv_bias
     kp = padded_k(k, group)
     args: dict[str, Any] = dict(M=m, N=n, K=k, stride_xm=k, stride_om=n, HAS_BIAS=bias,
                                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                                 bias_ptr="ptr" if bias else None, x_ptr="ptr", out_ptr="ptr")
-    if sz_words_of(cfg.extra) and not asm:
-        args.update(SZ_WORDS=True, sz_ptr="ptr")
+    args.update(_word_args(cfg, asm))
     if gemv:
         if loop_stages_of(cfg.extra):
             args.update(LOOP_STAGES=loop_stages_of(cfg.extra))
@@ -100,6 +100,17 @@ def launch_args(w_format: str, bits: int, group: int | None, m: int, n: int, k: 
         from mpsim.kernels.gemv_group_asm import asm_args, asm_config, gemv_group_asm_kernel
         return gemv_group_asm_kernel, {**args, **asm_args(k, kp)}, asm_config(cfg, bits, group)
     return getattr(module, f"{'gemv' if gemv else 'gemm'}_{fmt}_kernel"), args, cfg
+
+
+def _word_args(cfg: LaunchConfig, asm: bool) -> dict[str, Any]:
+    """The arguments a config's word keys add: the group kernels' scale-zero words (sz_words,
+    kernels/sz_words.py), any-precision's LUT words at lut_ptr (lut_words, kernels/lut_words.py)."""
+    out: dict[str, Any] = {}
+    if sz_words_of(cfg.extra) and not asm:
+        out.update(SZ_WORDS=True, sz_ptr="ptr")
+    if lut_words_of(cfg.extra):
+        out.update(LUT_WORDS=True, __types__=dict(POINTERS, lut_ptr="*i32"))
+    return out
 
 
 def _anyprec_args(bits: int, n: int, kp: int, gemv: bool, cfg: LaunchConfig) -> dict[str, Any]:

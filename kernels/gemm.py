@@ -18,12 +18,14 @@ from mpsim.kernels.gemm_anyprec import (
     LUT_OR_MAX_BITS,
     PAIR_MAX_BITS,
     gemm_anyprec,
+    lut_word_table,
     pair_exp,
     pair_table,
 )
 from mpsim.kernels.gemm_fp16 import gemm_fp16
 from mpsim.kernels.gemm_group import GROUP_BITS, gemm_group, scale_zero_words
 from mpsim.kernels.launch_config import LaunchConfig
+from mpsim.kernels.lut_words import LUT_WORDS_BITS
 from mpsim.kernels.table_rows import rows_aligned
 
 
@@ -88,6 +90,9 @@ class AnyPrecWeight:
     pairs: Mapping[int, torch.Tensor] | None = field(default=None, repr=False)
     # b -> pair_exp(pairs[b]) (the one-row GEMV's x scale 2^-E, gemm_anyprec.pair_exp): with pairs
     pair_exps: Mapping[int, int] | None = field(default=None, repr=False)
+    # b -> the LUT's 32-bit words (gemm_anyprec.lut_word_table), b in LUT_WORDS_BITS: the 2..16-row
+    # and tiled paths read them (kernels/lut_words.py); built here, once, like pairs
+    lut_words: Mapping[int, torch.Tensor] | None = field(default=None, repr=False)
 
     w_format = "anyprec"
     group_size = None
@@ -105,6 +110,9 @@ class AnyPrecWeight:
         if self.pair_exps is None:
             assert self.pairs is not None
             object.__setattr__(self, "pair_exps", {b: pair_exp(t) for b, t in self.pairs.items()})
+        if self.lut_words is None:
+            object.__setattr__(self, "lut_words", {b: lut_word_table(t) for b, t in self.luts.items()
+                                                   if b in LUT_WORDS_BITS})
 
     @property
     def parent_bits(self) -> int:
@@ -146,6 +154,7 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None = None, *,
     else:
         pairs = weight.pairs.get(weight.bits) if weight.pairs is not None else None
         e = weight.pair_exps.get(weight.bits) if weight.pair_exps is not None else None
+        words = weight.lut_words.get(weight.bits) if weight.lut_words is not None else None
         y = gemm_anyprec(x2, weight.qweight, weight.luts[weight.bits], bits=weight.bits,
-                         pairs=pairs, pair_exp=e, bias=bias, config=config)
+                         pairs=pairs, pair_exp=e, bias=bias, config=config, lut_words=words)
     return y.reshape(*x.shape[:-1], n)

@@ -29,7 +29,13 @@ from mpsim.kernels.gemm_common import (
     store_output,
 )
 from mpsim.kernels.gemv_anyprec import gemv_anyprec_kernel
-from mpsim.kernels.launch_config import ANYPREC_PARTIAL_TRIPS, LaunchConfig, cdiv, gemv_k_unit
+from mpsim.kernels.launch_config import (
+    ANYPREC_PARTIAL_TRIPS,
+    LUT_WORDS_KEY,
+    LaunchConfig,
+    cdiv,
+    gemv_k_unit,
+)
 from mpsim.kernels.table_rows import aligned_empty, check_rows_aligned
 from mpsim.reference.anyprec import scale_exp
 from mpsim.traces.accounting import PAIR_MAX_BITS, padded_k
@@ -58,16 +64,17 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
                         stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                        PAIR_BITS: tl.constexpr):
+                        PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False):
     """Many rows: per output tile, look each W tile up to fp16 in registers (_anyprec_tile: the
-    pair table at BITS <= PAIR_BITS, else the LUT), then tl.dot."""
+    pair table at BITS <= PAIR_BITS, else the LUT, or its 32-bit words with LUT_WORDS), then
+    tl.dot."""
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, KP, BLOCK_K):
         w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS)
+                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = tl.dot(w, tl.trans(x), acc)
     store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
@@ -121,6 +128,24 @@ def pair_table(lut: torch.Tensor) -> torch.Tensor:
     pairs[:, index, 0] = lut[:, :, None].expand(n, size, size).reshape(n, -1)
     pairs[:, index, 1] = lut[:, None, :].expand(n, size, size).reshape(n, -1)
     return pairs
+
+
+def lut_word_table(lut: torch.Tensor) -> torch.Tensor:
+    """The LUT's 32-bit words (kernels/lut_words.py): int32 (N, 2^b), each entry's fp16 bits in the
+    low half (the high half 0), rows at multiples of their 2^b x 4 bytes (kernels/table_rows.py).
+    Built once when a weight is loaded; the 2..16-row and tiled paths at 4 bits read it."""
+    words = aligned_empty(tuple(lut.shape), torch.int32, lut.device, lut.shape[1] * 4)
+    words.copy_(lut.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF)
+    return words
+
+
+def _check_lut_words(words: torch.Tensor, lut: torch.Tensor, device: torch.device) -> torch.Tensor:
+    words = check_weight("lut_words", words, torch.int32, 2, device)
+    if tuple(words.shape) != tuple(lut.shape):
+        raise ValueError(f"lut_words: expected shape {tuple(lut.shape)} (lut_word_table(lut)), got "
+                         f"{tuple(words.shape)}")
+    check_rows_aligned("lut_words", words)
+    return words
 
 
 def _check_pairs(pairs: torch.Tensor | None, n: int, bits: int,
@@ -190,14 +215,16 @@ def _check_block_k(block_k: int | None) -> None:
 
 def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, bits: int,
                  pairs: torch.Tensor | None = None, pair_exp: int | None = None,
-                 bias: torch.Tensor | None = None,
-                 config: LaunchConfig | None = None) -> torch.Tensor:
+                 bias: torch.Tensor | None = None, config: LaunchConfig | None = None,
+                 lut_words: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ W_hat.T (+ bias) at `bits`: x fp16 (M, K), parent planes (P, N, KP/32), lut{bits},
     and at bits <= PAIR_MAX_BITS its pair table (pair_table(lut)), which every path reads, and with
     one activation row the table's pair_exp(pairs) (the one-row GEMV's x scale 2^-E).
 
     `config` overrides the choice (gemm_common.run_gemm: the heuristic, or autotuning on a GPU);
-    tests use it to force split-K widths.
+    tests use it to force split-K widths. `lut_words`: lut_word_table(lut), which a config with
+    lut_words reads (AnyPrecWeight builds it once, at load); made here, at each launch that reads
+    it, when not given.
     """
     dev = runtime.device()
     x = check_activations(x, dev)
@@ -231,9 +258,16 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
         check_config(cfg, _KERNELS, m, n)
         _check_block_k(cfg.block_k)
 
+    if lut_words is not None:
+        lut_words = _check_lut_words(lut_words, lut, dev)
+
+    def words() -> dict[str, object]:
+        table = lut_words if lut_words is not None else lut_word_table(lut)
+        return {"lut_ptr": table, "stride_ln": table.stride(0), "LUT_WORDS": True}
+
     run_gemm(gemv_anyprec_kernel, gemm_anyprec_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("anyprec", bits, None, c.block_m or 1, c.block_k or 1),
-             gemv_args=gemv_args, **args)
+             gemv_args=gemv_args, keyed_args={LUT_WORDS_KEY: words}, **args)
     return out
 
 

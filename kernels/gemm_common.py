@@ -14,7 +14,7 @@ to 0, so the cached workspace is reused without a memset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -29,8 +29,9 @@ from mpsim.kernels.launch_config import (
     gemm_config,
     loop_stages_of,
     loop_stages_or_none,
-    sz_words_of,
 )
+from mpsim.kernels.lut_words import LUT_WORDS_KEY
+from mpsim.kernels.sz_words import SZ_WORDS_KEY
 
 # a K loop's tl.range(num_stages=loop_stages(LOOP_STAGES)): LOOP_STAGES 0 leaves Triton's default
 # (only loads that feed tl.dot as they are are pipelined), S > 0 pipelines every load of the loop
@@ -213,27 +214,39 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
                         device: torch.device, m: int, n: int, k_loop: int,
                         k_unit: Callable[[LaunchConfig], int] | None = None,
                         gemv_args: dict[str, Any] | None = None,
-                        sz_words_args: Callable[[], dict[str, Any]] | None = None,
+                        keyed_args: Mapping[str, Callable[[], dict[str, Any]]] | None = None,
                         **kwargs: Any) -> None:
     """Run the path gemm_config chose: the split-K GEMV over k_loop columns (splits start on
     multiples of k_unit(cfg), BLOCK_K by default), or the tiled GEMM in the config's GROUP_M-row
     bands (check_config makes sure a tiled config has group_m). gemv_args: the GEMV's own extra
-    arguments (the tiled GEMM does not take them); sz_words_args: the arguments a config with
-    sz_words adds (the group kernels' scale-zero words, kernels/sz_words.py), made when it runs."""
-    words: dict[str, Any] = {}
-    if sz_words_of(cfg.extra):
-        if sz_words_args is None:
-            raise ValueError(f"config: {cfg.name()} reads scale-zero words, which this kernel has not")
-        words = dict(sz_words_args(), SZ_WORDS=True)
+    arguments (the tiled GEMM does not take them); keyed_args: config_args'."""
+    kwargs = {**kwargs, **config_args(cfg, keyed_args)}
     if cfg.kernel == gemv.__name__:
         unit = k_unit(cfg) if k_unit else cfg.block_k or 1
         stages = loop_stages_of(cfg.extra)
         launch_split_k(gemv, cfg, record, device, m, n,
                        K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
                        SPLIT_K=cfg.split_k, **(gemv_args or {}),
-                       **({"LOOP_STAGES": stages} if stages else {}), **words, **kwargs)
+                       **({"LOOP_STAGES": stages} if stages else {}), **kwargs)
     else:
-        launch(gemm, cfg, record, GROUP_M=cfg.group_m, **words, **kwargs)
+        launch(gemm, cfg, record, GROUP_M=cfg.group_m, **kwargs)
+
+
+KEYED = (SZ_WORDS_KEY, LUT_WORDS_KEY)  # config keys that change a kernel's arguments
+
+
+def config_args(cfg: LaunchConfig,
+                keyed_args: Mapping[str, Callable[[], dict[str, Any]]] | None) -> dict[str, Any]:
+    """The arguments a config's keys set to 1 add or replace (sz_words: the group kernels' scale-zero
+    words, kernels/sz_words.py; lut_words: any-precision's LUT words, kernels/lut_words.py), each
+    made by keyed_args[key] when the launch runs; a key the launcher has no maker for is an error."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.extra:
+        if key in KEYED and value:
+            if keyed_args is None or key not in keyed_args:
+                raise ValueError(f"config: {cfg.name()} asks for {key}, which this kernel does not read")
+            out.update(keyed_args[key]())
+    return out
 
 
 def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str, Any],
@@ -241,15 +254,15 @@ def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str
              k_unit: Callable[[LaunchConfig], int] | None = None,
              variant: tuple[Any, Callable[[LaunchConfig], LaunchConfig], dict[str, Any]] | None = None,
              gemv_args: dict[str, Any] | None = None,
-             sz_words_args: Callable[[], dict[str, Any]] | None = None, **args: Any) -> LaunchConfig:
+             keyed_args: Mapping[str, Callable[[], dict[str, Any]]] | None = None,
+             **args: Any) -> LaunchConfig:
     """Launch one GEMM/GEMV (as one trace row when recording) and return the config it ran:
     `config` when given, else the heuristic gemm_config, or on a GPU with autotuning on the fastest
     candidate of the device's architecture (kernels/autotune.py; its trial launches are not
     recorded). `record` holds the shape columns; `args` the kernel arguments but the block sizes.
     `variant` (kernel, rename, extra arguments): a second GEMV kernel (the group GEMV's inline-asm
     twin) run, with the extra arguments, where rename(cfg) names it (the trace row records it);
-    `gemv_args`: the plain GEMV kernel's own extra arguments; `sz_words_args` as
-    launch_gemv_or_gemm's."""
+    `gemv_args`: the plain GEMV kernel's own extra arguments; `keyed_args` as config_args'."""
     m, n = record["m"], record["n"]
 
     def run(cfg: LaunchConfig, columns: dict[str, Any] | None) -> LaunchConfig:
@@ -258,7 +271,7 @@ def run_gemm(gemv: Any, gemm: Any, config: LaunchConfig | None, record: dict[str
             kernel, cfg, extra, own = variant[0], variant[1](cfg), variant[2], None
         check(cfg)
         launch_gemv_or_gemm(kernel, gemm, cfg, columns, device, m, n, k_loop, k_unit, own,
-                            sz_words_args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                            keyed_args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                             BLOCK_K=cfg.block_k, **args, **extra)
         return cfg
 

@@ -10,6 +10,7 @@ reference/gemm_group.py (and reference/gemv_group.py for the one-row GEMV's part
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 import triton
@@ -35,7 +36,7 @@ from mpsim.kernels.gemv_group_asm import (
     takes_asm,
 )
 from mpsim.kernels.group_dequant import _group_w_tile
-from mpsim.kernels.launch_config import LaunchConfig, cdiv, gemv_k_unit
+from mpsim.kernels.launch_config import SZ_WORDS_KEY, LaunchConfig, cdiv, gemv_k_unit
 from mpsim.traces.accounting import padded_k
 
 GROUP_BITS = (2, 3, 4, 8)
@@ -152,15 +153,15 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
     if sz is not None:
         _check_sz(sz, scales.shape, dev)
 
-    def words() -> dict[str, torch.Tensor]:
-        return {"sz_ptr": sz if sz is not None else scale_zero_words(scales, zeros)}
+    def words() -> dict[str, Any]:
+        return {"sz_ptr": sz if sz is not None else scale_zero_words(scales, zeros), "SZ_WORDS": True}
 
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
              variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)),
              gemv_args=dict(PAIR_SWAP=pair_swap(
                  torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None)),
-             sz_words_args=words, **args)
+             keyed_args={SZ_WORDS_KEY: words}, **args)
     return out
 
 

@@ -19,6 +19,11 @@ from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launcher
     loop_stages_or_none,
     one_row_stages,
 )
+from mpsim.kernels.lut_words import (  # noqa: F401 (re-exported: the launchers' one import)
+    LUT_WORDS_KEY,
+    lut_words_of,
+    staged_extra,
+)
 from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launchers' one import)
     ANYPREC_PARTIAL_TRIPS,
     PARTIAL_MAX_BITS,
@@ -30,8 +35,6 @@ from mpsim.kernels.partial_runs import (  # noqa: F401 (re-exported: the launche
 )
 from mpsim.kernels.sz_words import (  # noqa: F401 (re-exported: the launchers' one import)
     SZ_WORDS_KEY,
-    reads_sz_words,
-    sz_words_extra,
     sz_words_of,
 )
 
@@ -141,7 +144,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
         split_k = 2 if k >= 1024 else 1
         return LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, block_n), split_k), block_m, block_n,
                             block_k, 4, 1, split_k,
-                            extra=sz_words_extra(tag, w_bits, group_size, block_m, block_k))
+                            extra=staged_extra(tag, w_bits, group_size, block_m, block_k))
     block_n, block_k = gemv_tile(tag, w_bits, block_m)
     block_k = _fit_block_k(block_k, tag, group_size)
     n_blocks = cdiv(n, block_n)
@@ -152,7 +155,7 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
     split_k = cdiv(tiles, cdiv(tiles, split_k))
     return LaunchConfig(f"gemv_{tag}_kernel", (n_blocks, split_k), block_m, block_n, block_k,
                         4, 3, split_k, extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))
-                        + sz_words_extra(tag, w_bits, group_size, block_m, block_k))
+                        + staged_extra(tag, w_bits, group_size, block_m, block_k))
 
 
 # GEMV tiles (BLOCK_N, BLOCK_K): the candidate (GEMV_TILES) whose compiled K loop costs the fewest
@@ -194,7 +197,7 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size:
         bk = _fit_block_k(128, tag, group_size)
         return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, 4, 1,
                             group_m=GEMM_GROUP_M,
-                            extra=sz_words_extra(tag, w_bits, group_size, bm, bk))
+                            extra=staged_extra(tag, w_bits, group_size, bm, bk))
     big = cdiv(m, 128) * cdiv(n, 128) >= GPU_SMS
     bm, bn, warps = (128, 128, 8) if big else (64, 64, 4)
     bk = 64 if tag == "fp16" else _fit_block_k(32, tag, group_size)
@@ -207,7 +210,7 @@ def _gemm_tile_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size:
     stages = 3  # fp16 128x128x64: 96 KiB of shared memory, within every listed GPU's limit
     return LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk, warps,
                         stages, group_m=GEMM_GROUP_M,
-                        extra=sz_words_extra(tag, w_bits, group_size, bm, bk))
+                        extra=staged_extra(tag, w_bits, group_size, bm, bk))
 
 
 def _fit_block_k(block_k: int, tag: str, group_size: int | None) -> int:
@@ -374,13 +377,13 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
                 out.append(LaunchConfig(f"gemv_{tag}_kernel", (cdiv(n, bn), split), block_m, bn, bk,
                                         4, 3, split,
                                         extra=gemv_loop_stages(block_m, one_row_stages(tag, w_bits))
-                                        + sz_words_extra(tag, w_bits, group_size, block_m, bk)))
+                                        + staged_extra(tag, w_bits, group_size, block_m, bk)))
     if m > GEMV_MAX_ROWS:
         for bm, bn, bk, warps, stages in (HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES):
             bk = bk if tag == "fp16" else _fit_block_k(32, tag, group_size)
             out.append(LaunchConfig(f"gemm_{tag}_kernel", (cdiv(m, bm) * cdiv(n, bn),), bm, bn, bk,
                                     warps, stages, group_m=GEMM_GROUP_M,
-                                    extra=sz_words_extra(tag, w_bits, group_size, bm, bk)))
+                                    extra=staged_extra(tag, w_bits, group_size, bm, bk)))
     seen: set[tuple[object, ...]] = set()
     unique = []
     for c in out:

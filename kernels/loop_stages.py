@@ -21,12 +21,17 @@ LOOP_STAGES_KEY = "loop_stages"
 LOOP_STAGES_SWITCH = "MPSIM_LOOP_STAGES"
 
 
+def env_switch(name: str) -> bool:
+    """An on/off environment switch: '1' or unset is on, '0' off, anything else one error naming it."""
+    value = os.environ.get(name, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{name}={value!r}: expected '0' or '1'")
+    return value == "1"
+
+
 def loop_stages_on() -> bool:
     """MPSIM_LOOP_STAGES: '1' or unset pipelines the one-row GEMVs' K loop, '0' does not."""
-    value = os.environ.get(LOOP_STAGES_SWITCH, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{LOOP_STAGES_SWITCH}={value!r}: expected '0' or '1'")
-    return value == "1"
+    return env_switch(LOOP_STAGES_SWITCH)
 
 
 def gemv_loop_stages(block_m: int, stages: int, *,

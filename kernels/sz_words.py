@@ -19,9 +19,9 @@ iteration). docs/kernels.md#staged-scales. No triton import.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 
+from mpsim.kernels.loop_stages import env_switch
 from mpsim.kernels.partial_runs import gemv_partial_trips
 
 SZ_WORDS_KEY = "sz_words"
@@ -32,10 +32,7 @@ SZ_WORDS_SWITCH = "MPSIM_SZ_WORDS"
 
 def sz_words_on() -> bool:
     """MPSIM_SZ_WORDS: '1' or unset reads scales and zeros as words, '0' as 2-byte loads."""
-    value = os.environ.get(SZ_WORDS_SWITCH, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{SZ_WORDS_SWITCH}={value!r}: expected '0' or '1'")
-    return value == "1"
+    return env_switch(SZ_WORDS_SWITCH)
 
 
 def reads_sz_words(tag: str, bits: int, group: int | None, block_m: int | None,

@@ -40,6 +40,9 @@ class Cost:
 # the 2^b LUT (kernels/gemm_anyprec.py, docs/formats.md): (2^b)^2 fp16 pairs a row, 256 B at 3 bits;
 # 4 bits would take 1 KiB a row (docs/kernels.md, "ap4's pair table": not taken)
 PAIR_MAX_BITS = 3
+# Any-precision widths whose 2..16-row GEMV and tiled GEMM read the LUT as 32-bit words, 4 bytes an
+# entry (kernels/lut_words.py, which names its widths from this)
+LUT_WORDS_BITS = (4,)
 
 
 def anyprec_pair_bytes(n: int, w_bits: int) -> int:
@@ -51,11 +54,14 @@ def gemm_weight_bytes(m: int, n: int, k: int, w_format: str, w_bits: int,
                       group_size: int | None) -> int:
     """Weight bytes a GEMM/GEMV launch with m activation rows reads: weight_bytes, except that
     any-precision launches at <= PAIR_MAX_BITS read the pair table instead of the LUT (at every m:
-    the one-row GEMV, the few-row GEMV and the tiled GEMM all look their weights up in it)."""
-    del m  # the same bytes at every row count (kept: the accountant's signature for every format)
+    the one-row GEMV, the few-row GEMV and the tiled GEMM all look their weights up in it), and at
+    LUT_WORDS_BITS with two or more rows the LUT's 32-bit words (4 bytes an entry: kernels/
+    lut_words.py)."""
     read = weight_bytes(n, k, w_format, w_bits, group_size)
     if w_format == "anyprec" and w_bits <= PAIR_MAX_BITS:
         read += anyprec_pair_bytes(n, w_bits) - n * (2**w_bits) * FP16
+    elif w_format == "anyprec" and w_bits in LUT_WORDS_BITS and m > 1:
+        read += n * (2**w_bits) * FP16
     return read
 
 

@@ -6,8 +6,10 @@ of each weight format (fp16 Triton, int8/4/3/2 group 128, any-precision 4/3/2 fr
 on a GPU also the inline-asm one-row group GEMV (impl "triton-asm", kernels/gemv_group_asm.py, where
 the launcher's config takes it), of each one-row config with the K loop unpipelined (impl
 "triton-plain-loop": the same config without `loop_stages`, docs/kernels.md#pipelined-k-loops), of
-each group config that reads its scales and zeros as pairs with the 2-byte loads instead (impl
-"triton-2byte-scales": the same config without `sz_words`, docs/kernels.md#staged-scales),
+each group config that reads scale-zero words with the 2-byte loads instead (impl
+"triton-2byte-scales": the same config without `sz_words`) and of each any-precision config that
+reads LUT words with the fp16 LUT (impl "triton-fp16-lut": without `lut_words`;
+docs/kernels.md#staged-scales),
 of torch's fp16 linear (cuBLAS), and of a device-to-device copy of
 the bytes the format reads (the bandwidth ceiling); achieved GB/s and the ratio to fp16 (mpsim's
 Triton fp16 kernel: speedup_vs_triton_fp16; cuBLAS: speedup_vs_torch_fp16).
@@ -136,6 +138,27 @@ def table_row(shape: dict[str, Any], fmt: Format, impl: str, kernel: str, config
                 else triton_fp16.median_us / t.median_us)
 
 
+def twin_configs(cfg: Any) -> list[tuple[str, Any]]:
+    """The launcher's config less each key that changes how its K loop loads, each timed beside it
+    (the gain measured, not assumed; each twin is the loop the 2026-12-04 H200 captures ran):
+    a one-row GEMV without loop_stages (impl triton-plain-loop, docs/kernels.md#pipelined-k-loops;
+    the interpreter's configs run the plain loop already: there the row is a smoke test), a group
+    config without sz_words (triton-2byte-scales) and an any-precision one without lut_words
+    (triton-fp16-lut: docs/kernels.md#staged-scales)."""
+    from mpsim.kernels.launch_config import LOOP_STAGES_KEY, LUT_WORDS_KEY, SZ_WORDS_KEY
+
+    def without(drop: str) -> Any:
+        return dataclasses.replace(cfg, extra=tuple((k, v) for k, v in cfg.extra if k != drop))
+
+    out = []
+    if cfg.block_m == 1 and cfg.kernel.startswith("gemv"):
+        out.append(("triton-plain-loop", without(LOOP_STAGES_KEY)))
+    keys = {k for k, _ in cfg.extra}
+    out += [(impl, without(key)) for key, impl in ((SZ_WORDS_KEY, "triton-2byte-scales"),
+                                                    (LUT_WORDS_KEY, "triton-fp16-lut")) if key in keys]
+    return out
+
+
 def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
                      device: torch.device) -> None:
     """torch fp16 first (the baseline of every row), then each format with its copy ceiling."""
@@ -143,7 +166,7 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
     from mpsim.kernels.gemm import linear
     from mpsim.kernels.gemm_group import gemm_group
     from mpsim.kernels.gemv_group_asm import asm_config, takes_asm
-    from mpsim.kernels.launch_config import LOOP_STAGES_KEY, SZ_WORDS_KEY, gemm_config
+    from mpsim.kernels.launch_config import gemm_config
 
     m, n, k = shape["m"], shape["n"], shape["k"]
     x = torch.randn(m, k, device=device).half()
@@ -167,21 +190,8 @@ def bench_projection(timer: Timer, table: CsvTable, shape: dict[str, Any],
         t = timer.time(lambda w=weight: linear(x, w))
         t_fp16 = t_fp16 or t  # FORMATS[0] is fp16
         runs = [("triton", cfg, t)]
-        if cfg.block_m == 1 and cfg.kernel.startswith("gemv"):
-            # the same config with the K loop Triton leaves unpipelined (what the 2026-12-04 H200
-            # captures ran), side by side: the pipelined loop's gain measured, not assumed (the
-            # interpreter's configs run the plain loop already: there the row is a smoke test)
-            plain = dataclasses.replace(cfg, extra=tuple(
-                (key, v) for key, v in cfg.extra if key != LOOP_STAGES_KEY))
-            runs.append(("triton-plain-loop", plain, timer.time(
-                lambda w=weight, c=plain: linear(x, w, config=c))))
-        if any(key == SZ_WORDS_KEY for key, _ in cfg.extra):
-            # the scales and zeros read with 2-byte loads, one round trip a K trip (what the
-            # 2026-12-04 captures ran), beside the staged pairs: docs/kernels.md#staged-scales
-            loads2 = dataclasses.replace(cfg, extra=tuple(
-                (key, v) for key, v in cfg.extra if key != SZ_WORDS_KEY))
-            runs.append(("triton-2byte-scales", loads2, timer.time(
-                lambda w=weight, c=loads2: linear(x, w, config=c))))
+        for impl, twin in twin_configs(cfg):
+            runs.append((impl, twin, timer.time(lambda w=weight, c=twin: linear(x, w, config=c))))
         if runtime.on_gpu() and fmt.group_size and takes_asm(cfg, fmt.bits, fmt.group_size):
             fast = asm_config(cfg, fmt.bits, fmt.group_size)
             runs.append(("triton-asm", fast, timer.time(lambda w=weight, c=fast: gemm_group(

@@ -23,14 +23,16 @@ def test_fp16_weights_are_two_bytes_per_parameter() -> None:
 
 
 def test_uniform_weights_carry_a_scale_and_zero_per_group() -> None:
-    per_layer = sum(n * k // 2 + n * (k // 128) * 2 * 2 for n, k in VICUNA_LINEARS)  # 4-bit codes + fp16 s, z
+    # 4-bit codes + fp16 s, z + the scale-zero words the W_hat loops read (kernels/sz_words.py)
+    per_layer = sum(n * k // 2 + n * (k // 128) * 2 * 2 + n * (k // 128) * 4 for n, k in VICUNA_LINEARS)
     assert weights_bytes(get_model("vicuna-7b"), parse_policy("w4")) == 32 * per_layer + 2 * VICUNA_EMBED
 
 
 def test_progressive_anyprec_stores_the_parent_and_every_lut_it_reads() -> None:
-    # ap4-4@10-3: parent 4 bit-planes, LUTs of 4 and 3 bits per output row, and the 3-bit pair
-    # table (8 x 8 fp16 pairs a row: 256 B); kv8 changes no weight
-    per_layer = sum(n * k * 4 // 8 + n * (16 + 8) * 2 + n * 256 for n, k in VICUNA_LINEARS)
+    # ap4-4@10-3: parent 4 bit-planes, LUTs of 4 and 3 bits per output row, the 3-bit pair table
+    # (8 x 8 fp16 pairs a row: 256 B) and the 4-bit LUT's words (16 x 4 B a row, kernels/
+    # lut_words.py); kv8 changes no weight
+    per_layer = sum(n * k * 4 // 8 + n * (16 + 8) * 2 + n * 256 + n * 64 for n, k in VICUNA_LINEARS)
     spec = get_model("vicuna-7b")
     assert weights_bytes(spec, parse_policy("ap4-4@10-3+kv8")) == 32 * per_layer + 2 * VICUNA_EMBED
     single = sum(n * k * 3 // 8 + n * 8 * 2 + n * 256 for n, k in VICUNA_LINEARS)
@@ -72,4 +74,5 @@ def test_point_memory_adds_up() -> None:
     mem = point_memory(spec, policy, wl)
     assert mem.total_bytes == (weights_bytes(spec, policy) + kv_cache_bytes(spec, policy, wl)
                                + peak_activation_bytes(spec, wl))
-    assert mem.weight_bits_per_param == 8 + 2 * 16 / 128  # codes + fp16 scale and zero per 128
+    # codes + fp16 scale and zero per 128 + their 32-bit scale-zero word (kernels/sz_words.py)
+    assert mem.weight_bits_per_param == 8 + 2 * 16 / 128 + 32 / 128

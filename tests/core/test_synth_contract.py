@@ -8,8 +8,9 @@ of the interpreter cases whose one-row group GEMV runs issue 22's fp16 partial s
 `bytes_read` when stop 31 retiled those kernels and charged the pair table on every path
 (`regrid_issue22_anyprec`), and the `config` of the GPU case with one-row GEMVs when stop 58
 pipelined their K loop (`regrid_loop_stages`), and the `config` of the cases with group W_hat loops
-when stop 61 gave them scale-zero words (`regrid_sz_words`); every other column's digest is still the
-old code's."""
+when stop 61 gave them scale-zero words (`regrid_sz_words`), and the `config` and `bytes_read` of
+the any-precision cases whose 4-bit launches of 2+ rows read the LUT's words (`regrid_lut_words`);
+every other column's digest is still the old code's."""
 
 from __future__ import annotations
 

@@ -21,12 +21,15 @@ def test_dry_run_writes_one_row_per_format_and_baseline(tmp_path: Path) -> None:
     rows = list(csv.DictReader(out.open()))
     # per module and M: torch, every format, at M = 1 every format's plain-loop twin, and a
     # 2-byte-scales twin of every config that reads scale-zero words (docs/kernels.md#staged-scales)
-    words = [r for r in rows if r["impl"] == "triton" and '"sz_words"' in r["config"]]
-    loads2 = [r for r in rows if r["impl"] == "triton-2byte-scales"]
-    assert {(r["module"], r["m"], r["format"]) for r in loads2} == {
-        (r["module"], r["m"], r["format"]) for r in words}
-    assert any(r["m"] == "16" for r in loads2) and '"sz_words"' not in "".join(r["config"] for r in loads2)
-    assert len(rows) == 2 * (2 * (1 + len(bench_kernels.FORMATS)) + len(bench_kernels.FORMATS)) + len(words)
+    twins = 0
+    for key, impl in (("sz_words", "triton-2byte-scales"), ("lut_words", "triton-fp16-lut")):
+        words = [r for r in rows if r["impl"] == "triton" and f'"{key}"' in r["config"]]
+        loads2 = [r for r in rows if r["impl"] == impl]
+        assert {(r["module"], r["m"], r["format"]) for r in loads2} == {
+            (r["module"], r["m"], r["format"]) for r in words}
+        assert any(r["m"] == "16" for r in loads2) and f'"{key}"' not in "".join(r["config"] for r in loads2)
+        twins += len(words)
+    assert len(rows) == 2 * (2 * (1 + len(bench_kernels.FORMATS)) + len(bench_kernels.FORMATS)) + twins
     assert {r["module"] for r in rows} == {"o", "down"}
     plain = [r for r in rows if r["impl"] == "triton-plain-loop"]
     assert {r["m"] for r in plain} == {"1"} and '"loop_stages"' not in "".join(r["config"] for r in plain)

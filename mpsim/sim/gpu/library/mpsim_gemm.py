@@ -33,6 +33,7 @@ from mpsim.kernels.launch_config import (
     _format_tag,
     cdiv,
     gemv_trips,
+    lut_words_of,
     sz_words_of,
 )
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
@@ -94,14 +95,15 @@ def _staged_bytes(fmt: str, bits: int, block_m: int) -> float:
 def trip_staged(fmt: str, bits: int, cfg: Mapping[str, int]) -> bool:
     """Whether every load of a quantized W's tl.dot trip (2..16 rows, tiled) is staged by cp.async,
     so the loop runs num_stages trips in flight: a group weight read as scale-zero words (the
-    config's sz_words, kernels/sz_words.py), and any-precision at <= PAIR_MAX_BITS (its plane words
-    and its 4-byte pair-table gathers go through LDGSTS: sm_90a and sm_80 SASS of the 16-row GEMV and
-    the tiled GEMM, Triton 3.9). Not any-precision above that width (its 2-byte LUT gathers, and the
-    plane words they address, stay register loads: LDG in the same SASS), nor a group config
-    without sz_words (2-byte scale and zero loads, one round trip a trip)."""
+    config's sz_words, kernels/sz_words.py), any-precision at <= PAIR_MAX_BITS (its plane words and
+    its 4-byte pair-table gathers go through LDGSTS: sm_90a SASS of the 16-row GEMV and the tiled
+    GEMM, Triton 3.9) and at 4 bits with the config's lut_words (4-byte LUT words, the same;
+    kernels/lut_words.py). Not any-precision's 2-byte LUT gathers (a config without lut_words, or
+    wider than 4 bits: they, and the plane words they address, stay register loads, LDG in the same
+    SASS), nor a group config without sz_words (2-byte scale and zero loads, a round trip a trip)."""
     if fmt.endswith("-group"):
         return sz_words_of(cfg)
-    return fmt == "anyprec" and bits <= PAIR_MAX_BITS
+    return fmt == "anyprec" and (bits <= PAIR_MAX_BITS or lut_words_of(cfg))
 
 
 def gemm_work(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
