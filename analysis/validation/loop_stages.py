@@ -25,7 +25,7 @@ import pandas as pd
 from mpsim.analysis.validation.report_md import emit
 from mpsim.errors import MpsimInputError
 from mpsim.hw_models.loader import load_hardware
-from mpsim.kernels.launch_config import LOOP_STAGES_KEY, LaunchConfig, cdiv
+from mpsim.kernels.launch_config import LOOP_STAGES_KEY, LUT_WORDS_KEY, SZ_WORDS_KEY, LaunchConfig, cdiv
 from mpsim.launch_plan import gemm_row
 from mpsim.sim.launch import price_launch
 from mpsim.traces.atomic import write_csv_atomic
@@ -75,7 +75,8 @@ def _group(value: object) -> int | None:
 def launch_config(kernel: str, n: int, config: str) -> LaunchConfig:
     """The bench row's GEMV config as a LaunchConfig (grid: BLOCK_N tiles x splits)."""
     c = json.loads(config)
-    extra = ((LOOP_STAGES_KEY, int(c[LOOP_STAGES_KEY])),) if LOOP_STAGES_KEY in c else ()
+    extra = tuple((key, int(c[key])) for key in (LOOP_STAGES_KEY, SZ_WORDS_KEY, LUT_WORDS_KEY)
+                  if key in c)
     return LaunchConfig(kernel, (cdiv(n, c["block_n"]), c["split_k"]), c["block_m"], c["block_n"],
                         c["block_k"], c["num_warps"], c["num_stages"], c["split_k"], extra=extra)
 
