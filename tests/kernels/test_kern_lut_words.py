@@ -13,13 +13,15 @@ import torch
 from mpsim.kernels.gemm import AnyPrecWeight
 from mpsim.kernels.gemm_anyprec import gemm_anyprec, lut_word_table
 from mpsim.kernels.launch_config import LUT_WORDS_KEY, gemm_candidates, gemm_config, lut_words_of
+from mpsim.kernels.table_rows import rows_aligned
 from mpsim.reference.anyprec import quantize_anyprec
 from mpsim.traces.accounting import gemm_weight_bytes
 
 
 def _weight(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     apw = quantize_anyprec(np.random.default_rng(n + k).standard_normal((n, k)).astype(np.float16), 4, 2)
-    return torch.from_numpy(apw.qweight), torch.from_numpy(apw.luts[4])
+    # numpy's buffers are 16-byte aligned: the kernels OR into 32-byte LUT rows (kernels/table_rows.py)
+    return torch.from_numpy(apw.qweight), rows_aligned(torch.from_numpy(apw.luts[4]))
 
 
 def test_words_hold_the_lut_bits_in_rows_of_64_bytes() -> None:
