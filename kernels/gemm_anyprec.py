@@ -23,6 +23,7 @@ from mpsim.kernels.gemm_common import (
     check_bias,
     check_config,
     check_weight,
+    fp16_bits,
     grouped_tile,
     load_x_tile,
     run_gemm,
@@ -135,7 +136,7 @@ def lut_word_table(lut: torch.Tensor) -> torch.Tensor:
     low half (the high half 0), rows at multiples of their 2^b x 4 bytes (kernels/table_rows.py).
     Built once when a weight is loaded; the 2..16-row and tiled paths at 4 bits read it."""
     words = aligned_empty(tuple(lut.shape), torch.int32, lut.device, lut.shape[1] * 4)
-    words.copy_(lut.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF)
+    words.copy_(fp16_bits(lut))
     return words
 
 

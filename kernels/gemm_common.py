@@ -299,6 +299,12 @@ def k_per_split(k_loop: int, split_k: int, unit: int) -> int:
     return -(-per // unit) * unit
 
 
+def fp16_bits(t: torch.Tensor) -> torch.Tensor:
+    """An fp16 tensor's bit patterns as int32, 0..65535: the halves of the 32-bit table words the
+    kernels read (the group weights' scale-zero words, any-precision's LUT words)."""
+    return t.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+
+
 # ---- argument checks: every error names the argument and what was expected ----------------------
 
 def check_weight(name: str, t: object, dtype: torch.dtype, ndim: int,

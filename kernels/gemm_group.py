@@ -22,6 +22,7 @@ from mpsim.kernels.gemm_common import (
     check_bias,
     check_config,
     check_weight,
+    fp16_bits,
     grouped_tile,
     load_x_tile,
     run_gemm,
@@ -169,9 +170,7 @@ def scale_zero_words(scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
     """int32 (N, KP/G): each group's fp16 scale bits in the low half and zero bits in the high, the
     words a config with sz_words reads (kernels/sz_words.py; reference/group_quant.py
     scale_zero_words is the same bits)."""
-    lo = scales.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
-    hi = zeros.contiguous().view(torch.int16).to(torch.int32) << 16
-    return (hi | lo).contiguous()
+    return fp16_bits(scales) | (fp16_bits(zeros) << 16)
 
 
 def _check_sz(sz: torch.Tensor, shape: torch.Size, device: torch.device) -> None:

@@ -10,23 +10,15 @@ No triton import (kernels/launch_config.py re-exports these for the synthesizer 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
+from mpsim.kernels.config_keys import env_switch, key_of
 from mpsim.traces.accounting import PAIR_MAX_BITS
 
 LOOP_STAGES_KEY = "loop_stages"
 # MPSIM_LOOP_STAGES=0 leaves the one-row K loops unpipelined (the configs carry no loop_stages, so
 # synthesis prices what runs): the GPU kit's `-plain-loop` captures, a fallback should a GPU show no gain
 LOOP_STAGES_SWITCH = "MPSIM_LOOP_STAGES"
-
-
-def env_switch(name: str) -> bool:
-    """An on/off environment switch: '1' or unset is on, '0' off, anything else one error naming it."""
-    value = os.environ.get(name, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{name}={value!r}: expected '0' or '1'")
-    return value == "1"
 
 
 def loop_stages_on() -> bool:
@@ -45,7 +37,7 @@ def gemv_loop_stages(block_m: int, stages: int, *,
 
 def loop_stages_of(extra: Iterable[tuple[str, int]]) -> int:
     """A launch config's loop_stages (from its `extra`; 0 without the key)."""
-    return int(dict(extra).get(LOOP_STAGES_KEY, 0))
+    return key_of(extra, LOOP_STAGES_KEY)
 
 
 def loop_stages_or_none(stages: int) -> int | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mpsim.kernels.config_keys import key_of
 from mpsim.kernels.sz_words import sz_words_extra
 
 # the widths: above the pair table's, within the OR-addressed nibble fields (kernels/gemm_anyprec.py)
@@ -38,8 +39,7 @@ def lut_words_extra(tag: str, bits: int, block_m: int | None) -> tuple[tuple[str
 
 def lut_words_of(extra: Iterable[tuple[str, int]] | Mapping[str, int]) -> bool:
     """A config's lut_words (its `extra`, or its config dict; False without the key)."""
-    items = dict(extra.items() if isinstance(extra, Mapping) else extra)
-    return bool(int(items.get(LUT_WORDS_KEY, 0)))
+    return bool(key_of(extra, LUT_WORDS_KEY))
 
 
 def staged_extra(tag: str, bits: int, group: int | None, block_m: int | None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from mpsim.kernels.loop_stages import env_switch
+from mpsim.kernels.config_keys import env_switch, key_of
 from mpsim.kernels.partial_runs import gemv_partial_trips
 
 SZ_WORDS_KEY = "sz_words"
@@ -54,5 +54,4 @@ def sz_words_extra(tag: str, bits: int, group: int | None, block_m: int | None,
 
 def sz_words_of(extra: Iterable[tuple[str, int]] | Mapping[str, int]) -> bool:
     """A config's sz_words (its `extra`, or its config dict; False without the key)."""
-    items = dict(extra.items() if isinstance(extra, Mapping) else extra)
-    return bool(int(items.get(SZ_WORDS_KEY, 0)))
+    return bool(key_of(extra, SZ_WORDS_KEY))

@@ -28,8 +28,8 @@ from mpsim.traces.accounting import (
     FP16,
     LUT_WORDS_BITS,
     anyprec_pair_bytes,
+    group_param_bytes,
     kv_bytes_per_token_head,
-    padded_k,
     weight_bytes,
 )
 from mpsim.workload import Workload
@@ -70,7 +70,7 @@ def linear_bytes(n: int, k: int, policy: Policy) -> int:
         return weight_bytes(n, k, "fp16", 16, None)
     if policy.family == "uniform":  # + the scale-zero words the W_hat loops read (kernels/sz_words.py)
         stored = weight_bytes(n, k, f"int{parent}-group", parent, policy.group_size)
-        return stored + scale_zero_word_bytes(n, k, policy.group_size)
+        return stored + group_param_bytes(n, k, policy.group_size)
     if policy.family == "float":
         w = policy.weights_at("prefill", 0)  # one stored format: every pass reads it
         return weight_bytes(n, k, w.w_format, w.bits, w.group_size)
@@ -81,12 +81,6 @@ def linear_bytes(n: int, k: int, policy: Policy) -> int:
     pairs = sum(anyprec_pair_bytes(n, b) for b in widths_read(policy))
     words = sum(n * (2**b) * 4 for b in widths_read(policy) if b in LUT_WORDS_BITS)
     return weight_bytes(n, k, "anyprec", parent, None) + extra_luts + pairs + words
-
-
-def scale_zero_word_bytes(n: int, k: int, group_size: int | None) -> int:
-    """A group weight's scale-zero words, one 32-bit word a row and group (GroupWeight.sz)."""
-    kp = padded_k(k, group_size)
-    return n * (kp // min(group_size, kp) if group_size and group_size > 0 else 1) * 4
 
 
 def weights_bytes(spec: ModelSpec, policy: Policy) -> int:

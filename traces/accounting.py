@@ -72,9 +72,7 @@ def weight_bytes(n: int, k: int, w_format: str, w_bits: int, group_size: int | N
     if w_format == "anyprec":
         return math.ceil(n * k * w_bits / 8) + n * (2**w_bits) * FP16
     if w_format.endswith("-group"):
-        k_padded = padded_k(k, group_size)
-        groups = 1 if group_size is None or _whole_row(k, group_size) else k_padded // group_size
-        return k_padded * n * w_bits // 8 + n * groups * 2 * FP16
+        return padded_k(k, group_size) * n * w_bits // 8 + group_param_bytes(n, k, group_size)
     if w_format in LOW_FLOAT_FORMATS:
         return math.ceil(n * k * w_bits / 8) + weight_scale_bytes(n, k, w_format, group_size)
     raise TraceError(f"unknown w_format {w_format!r}")
@@ -124,6 +122,13 @@ def activation_bytes(m: int, k: int, a_dtype: str, w_format: str) -> int:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def group_param_bytes(n: int, k: int, group_size: int | None) -> int:
+    """A group weight's fp16 scale and zero bytes, N x (KP / G) x 2 x 2 (one group a row when whole-row):
+    the bytes its scale-zero words take too (kernels/sz_words.py)."""
+    groups = 1 if group_size is None or _whole_row(k, group_size) else padded_k(k, group_size) // group_size
+    return n * groups * 2 * FP16
 
 
 def padded_k(k: int, group_size: int | None) -> int:
