@@ -58,7 +58,8 @@ def gemm_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr,
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, KP, BLOCK_K):
         w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                          BITS, GROUP, BLOCK_N, BLOCK_K, False, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS)
+                          BITS, GROUP, BLOCK_N, BLOCK_K, False, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS,
+                          DOT=True)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = tl.dot(w, tl.trans(x), acc)
     store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
@@ -68,13 +69,15 @@ def gemm_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr,
 def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, sz_ptr, out_ptr,
                          N, K, KP, stride_qn, stride_sn, stride_on,
                          BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, SZ_WORDS: tl.constexpr):
-    """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K)."""
+                         BLOCK_K: tl.constexpr, SZ_WORDS: tl.constexpr, DOT: tl.constexpr):
+    """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K); DOT:
+    the tile the tl.dot loops build (group_dequant._dot_w), else the one-row GEMV's."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
     w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
-                      BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS)
+                      BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS,
+                      DOT=DOT)
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
@@ -190,8 +193,9 @@ def _check_block_k(block_k: int | None, group_size: int) -> None:
 
 
 def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, *, k: int,
-                  bits: int, group_size: int) -> torch.Tensor:
-    """W_hat fp16 (N, k), dequantized by the GEMM's own tile code (for bit-exact tests)."""
+                  bits: int, group_size: int, dot: bool = False) -> torch.Tensor:
+    """W_hat fp16 (N, k), dequantized by the kernels' own tile code (for bit-exact tests): the
+    tl.dot loops' tile (2..16 rows, tiled GEMM) with `dot`, else the one-row W_hat loop's."""
     dev = runtime.device()
     kp = _check_group_weight(qweight, scales, zeros, k, bits, group_size, dev)
     n = qweight.shape[0]
@@ -210,5 +214,6 @@ def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tens
         # constexprs
         BITS=bits, GROUP=group_size, BLOCK_N=block_n, BLOCK_K=block_k,
         SZ_WORDS=True,  # the tile the W_hat loops read (2-byte loads: the GEMM tests' configs)
+        DOT=dot,
     )
     return out

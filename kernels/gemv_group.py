@@ -111,7 +111,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
         for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
             w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                               BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr,
-                              SZ_WORDS=SZ_WORDS)
+                              SZ_WORDS=SZ_WORDS, DOT=BLOCK_M > 1)
             x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
             acc = mma_rows(w, x, acc, BLOCK_M)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,

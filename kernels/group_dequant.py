@@ -160,11 +160,11 @@ def _chunk_word(base, i: tl.constexpr, mask, MASKED: tl.constexpr = True):
 
 
 @triton.jit
-def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, E: tl.constexpr,
-                 SWAP: tl.constexpr = False, MASKED: tl.constexpr = True):
-    """(1024 + code) 2^-E (fp16) of columns k0.. (k0 a multiple of 32), 1024 outside N x KP, as (BLOCK_N,
-    chunks, 32), with each chunk's first column (a chunk never straddles a group: 32 divides G).
+def _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, MASKED: tl.constexpr = True):
+    """The units of columns k0.. (k0 a multiple of 32; 0 outside N x KP) as (BLOCK_N, chunks, U)
+    uint32 (docs/formats.md: U = b words at b in {2, 4, 8}, 4 at 3 bits), with each chunk's first
+    column (a chunk never straddles a group: 32 divides G).
 
     Every width loads the BITS words of a chunk as BITS tiles (word i of every chunk) and joins them
     into the chunk's units (the words; at 3 bits unit 3 is gathered from the top nibbles of the
@@ -197,8 +197,67 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
         else:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
             units = tl.join(tl.join(w0, w2), tl.join(w1, w3))
     U: tl.constexpr = 4 if BITS == 3 else BITS
-    qh = tl.reshape(_pairs_fp16(tl.reshape(units, (BLOCK_N, NC, U)), BITS, E, SWAP), (BLOCK_N, NC, 32))
-    return qh, offs_c * 32
+    return tl.reshape(units, (BLOCK_N, NC, U)), offs_c * 32
+
+
+@triton.jit
+def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, E: tl.constexpr,
+                 SWAP: tl.constexpr = False, MASKED: tl.constexpr = True):
+    """(1024 + code) 2^-E (fp16) of columns k0.. (_group_units), 1024 outside N x KP, as
+    (BLOCK_N, chunks, 32), with each chunk's first column."""
+    units, first_col = _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K,
+                                    MASKED)
+    qh = tl.reshape(_pairs_fp16(units, BITS, E, SWAP), (BLOCK_N, BLOCK_K // 32, 32))
+    return qh, first_col
+
+
+@triton.jit
+def _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """_group_units for _dot_w: at 2, 4 and 8 bits the units are the words, loaded as one
+    (BLOCK_N, chunks x b) tile (each thread then reads its words from shared memory in 16-byte
+    LDS.128, where b word tiles took one 4-byte LDS a word); at 3 bits _group_units' gather (one
+    tile of 4-word windows 3c..3c+2 read with LDS.128 cost as much: sm_90a, 16 rows, 64 x 128,
+    378 against 379 instructions a trip, the window masks' SEL and ISETP taking what LDS saved)."""
+    if BITS == 3:
+        units, _ = _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+    else:
+        NW: tl.constexpr = BLOCK_K // 32 * BITS
+        offs_w = k0 // 32 * BITS + tl.arange(0, NW)
+        mask = (offs_n[:, None] < N) & (offs_w[None, :] < KP // 32 * BITS)
+        w = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask, other=0)
+        units = tl.reshape(w.to(tl.uint32, bitcast=True), (BLOCK_N, BLOCK_K // 32, BITS))
+    return units
+
+
+@triton.jit
+def _dot_w(units, zc, s, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat (BLOCK_N, BLOCK_K) fp16 = (1024 + q - zc) s from units (BLOCK_N, NC, U) (_group_units),
+    built for a tl.dot operand: every pair j of a unit is taken with a shift by a broadcast vector
+    b j, in column order, so that Triton's layout pass carries the dot operand's layout back to the
+    loaded words (each thread shifts out the pairs it holds in the MMA fragment: thread t of a quad
+    holds columns 2t, 2t+1 of every 8) and no shared-memory round trip converts the tile (the tile
+    of _pairs_fp16's immediate shifts was stored to and reloaded from shared memory: STS + LDSM +
+    barriers every K tile). The subtract and the multiply are written on (high, low) and the halves
+    swapped back after, free in registers: ptxas, given those fp16 halves as scalars, pairs them
+    into HADD2/HMUL2 in the other order, so written (low, high) each pair was swapped twice (two
+    PRMTs). zc = 1024 + z and s: (BLOCK_N, NC) fp16. The same bits as _pairs_fp16's tile."""
+    P: tl.constexpr = 8 if BITS == 3 else 32 // BITS
+    j = tl.arange(0, P // 2)
+    pre = 8 * (BITS * j // 8)  # pair j at bits k = b j - pre of unit >> pre, k + b <= 10
+    k = BITS * j - pre
+    mask = ((((1 << BITS) - 1) << k) * 0x10001).to(tl.uint32)
+    magic = (((25 - k) << 10) * 0x10001).to(tl.uint32)
+    p = ((units[:, :, :, None] >> pre[None, None, None, :]) & mask[None, None, None, :]) \
+        | magic[None, None, None, :]
+    lo = p.to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (p >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    # c = 2^(10-k) + z: (1024 + z) + (2^(10-k) - 1024), exact (integers below 2048)
+    c = zc[:, :, None] + ((1 << (10 - k)) - 1024).to(tl.float16)[None, None, :]
+    w = (tl.join(hi, lo) - c[:, :, None, :, None]) * s[:, :, None, None, None]
+    hi, lo = tl.split(w)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
 
 
 @triton.jit
@@ -206,7 +265,7 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                   BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, AT_BITS: tl.constexpr, SCALED: tl.constexpr = True,
                   E: tl.constexpr = 0, k_group=None, SWAP: tl.constexpr = False, sz_ptr=None,
-                  SZ_WORDS: tl.constexpr = False):
+                  SZ_WORDS: tl.constexpr = False, DOT: tl.constexpr = False):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group;
     unscaled (SCALED False): (q - z) 2^-E, exact (the one-row GEMV's partial sums, gemv_group.py).
 
@@ -224,9 +283,21 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     issue slots per weight sm_90a 3.75 / 3.58 / 3.39 -> 3.64 / 3.50 / 3.33, sm_80 4.15 / 4.00 /
     3.76 -> 4.00 / 3.84 / 3.66 at 4 / 3 / 2 bits. SWAP: the columns of each pair in the other
     order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late). SZ_WORDS: s and z read from
-    sz_ptr, one 32-bit word per row and group (_group_sz; kernels/sz_words.py).
+    sz_ptr, one 32-bit word per row and group (_group_sz; kernels/sz_words.py). DOT (scaled, E = 0:
+    the tile of a tl.dot, 2..16 rows and the tiled GEMM): every width's pairs in the dot operand's
+    layout (_dot_w), AT_BITS and SWAP not taken.
     """
-    if AT_BITS and BITS <= 3:
+    if DOT:
+        tl.static_assert(SCALED and E == 0 and k_group is None, "DOT: the scaled W_hat tile")
+        units = _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+        if BLOCK_K <= GROUP:  # one (s, z) per row
+            offs_g = k0 // GROUP + tl.arange(0, 1)
+        else:
+            offs_g = (k0 + 32 * tl.arange(0, BLOCK_K // 32)) // GROUP
+        s, z = _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn,
+                         SZ_WORDS)
+        w = _dot_w(units, z + 1024.0, s, BITS, BLOCK_N, BLOCK_K)
+    elif AT_BITS and BITS <= 3:
         w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                         BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group, SWAP, sz_ptr, SZ_WORDS)
     else:

@@ -27,43 +27,52 @@ def bits_of(a: np.ndarray | torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float16).view(np.uint16)
 
 
-def kernel_dequant_group(gw: GroupQuantWeight) -> torch.Tensor:
+def kernel_dequant_group(gw: GroupQuantWeight, dot: bool = False) -> torch.Tensor:
     t = [torch.from_numpy(a) for a in (gw.qweight, gw.scales, gw.zeros)]
-    return dequant_group(*t, k=gw.k, bits=gw.bits, group_size=gw.group_size)
+    return dequant_group(*t, k=gw.k, bits=gw.bits, group_size=gw.group_size, dot=dot)
 
 
+# dot: the tile the tl.dot loops build (group_dequant._dot_w: pairs by a broadcast shift vector, each
+# taken at its own bits of unit >> 8 j // ..., the subtract and multiply written on (high, low))
+DOT = pytest.mark.parametrize("dot", (False, True), ids=("gemv-tile", "dot-tile"))
+
+
+@DOT
 @pytest.mark.parametrize("bits", (8, 4, 3, 2))
 @pytest.mark.parametrize(("n", "k", "group"), [
     (129, 160, 32), (7, 96, 64), (33, 250, 128), (20, 70, -1), (1, 33, 32),
 ])
 @pytest.mark.parametrize("symmetric", (False, True))
 def test_dequant_group_equals_reference(bits: int, n: int, k: int, group: int,
-                                        symmetric: bool) -> None:
+                                        symmetric: bool, dot: bool) -> None:
     w = np.random.default_rng(n * k + bits).standard_normal((n, k)).astype(np.float16)
     gw = quantize_group(w, bits, group, symmetric=symmetric)
-    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw)), bits_of(dequantize_group(gw)))
+    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, dot)),
+                                  bits_of(dequantize_group(gw)))
 
 
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 40), k=st.integers(1, 200), bits=st.sampled_from((2, 3, 4, 8)),
        group=st.sampled_from((32, 64, 128, -1)), scale=st.floats(1e-3, 1e3),
-       seed=st.integers(0, 2**31))
+       seed=st.integers(0, 2**31), dot=st.booleans())
 def test_dequant_group_equals_reference_property(n: int, k: int, bits: int, group: int,
-                                                 scale: float, seed: int) -> None:
+                                                 scale: float, seed: int, dot: bool) -> None:
     w = (np.random.default_rng(seed).standard_normal((n, k)) * scale).astype(np.float16)
     gw = quantize_group(w, bits, group)
-    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw)), bits_of(dequantize_group(gw)))
+    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, dot)),
+                                  bits_of(dequantize_group(gw)))
 
 
+@DOT
 @pytest.mark.parametrize("bits", (8, 4, 3, 2))
-def test_group_unpacking_recovers_every_code_position(bits: int) -> None:
+def test_group_unpacking_recovers_every_code_position(bits: int, dot: bool) -> None:
     """Scale 1 and zero 0 make W_hat the codes themselves: every slot of every word and 3-bit unit."""
     n, kp = 9, 96
     codes = np.random.default_rng(bits).integers(0, 1 << bits, (n, kp), dtype=np.uint8)
     codes[0] = (1 << bits) - 1  # all ones: a wrong mask or shift shows in every slot
     ones = torch.ones((n, 3), dtype=torch.float16)
     got = dequant_group(torch.from_numpy(pack_codes(codes, bits)), ones, torch.zeros_like(ones),
-                        k=kp, bits=bits, group_size=32)
+                        k=kp, bits=bits, group_size=32, dot=dot)
     np.testing.assert_array_equal(got.numpy(), codes.astype(np.float16))
 
 
@@ -94,11 +103,13 @@ def test_anyprec_reads_the_top_planes_only(bits: int) -> None:
     np.testing.assert_array_equal(got.numpy(), expected)
 
 
+@DOT
 @pytest.mark.parametrize("bits", (4, 3, 2))
-def test_every_code_at_every_position_against_every_zero(bits: int) -> None:
-    """At 3 and 2 bits most pairs are taken at their own bits with a per-bit magic constant and
-    offset (group_dequant._at): every code value at every slot of a chunk, against every zero value
-    and scales down to the subnormal outputs, equals fp16(float32(q - z) * float32(s))."""
+def test_every_code_at_every_position_against_every_zero(bits: int, dot: bool) -> None:
+    """At 3 and 2 bits (and at 4 in the dot tile) most pairs are taken at their own bits with a
+    per-bit magic constant and offset (group_dequant._at, _dot_w): every code value at every slot
+    of a chunk, against every zero value and scales down to the subnormal outputs, equals
+    fp16(float32(q - z) * float32(s))."""
     levels = 1 << bits
     n, kp = levels * levels, 64
     rows = np.arange(n)
@@ -107,7 +118,7 @@ def test_every_code_at_every_position_against_every_zero(bits: int) -> None:
     rng = np.random.default_rng(bits)
     scales = rng.choice(np.array([2.0**-24, 3.0 * 2**-20, 1e-3, 0.37, 5.5], np.float16), (n, 2))
     got = dequant_group(torch.from_numpy(pack_codes(codes, bits)), torch.from_numpy(scales),
-                        torch.from_numpy(zeros), k=kp, bits=bits, group_size=32)
+                        torch.from_numpy(zeros), k=kp, bits=bits, group_size=32, dot=dot)
     q_minus_z = codes.astype(np.float32) - np.repeat(zeros, 32, axis=1).astype(np.float32)
     want = (q_minus_z * np.repeat(scales, 32, axis=1).astype(np.float32)).astype(np.float16)
     np.testing.assert_array_equal(bits_of(got), bits_of(want))

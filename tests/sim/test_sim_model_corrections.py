@@ -8,6 +8,7 @@ slower where memory bound; memo namespaces and sweep keys that follow the code.)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,9 @@ def test_dequantization_costs_the_shipped_kernels_sass_mix() -> None:
     assert part.work.trip.pipes["alu"] == pytest.approx(mix["alu"] * weights)
 
 
+FILL = 0.005  # the pipeline-fill advantage a compute-bound quantized GEMM may show (below)
+
+
 @pytest.mark.parametrize("hw", [H200, H100], ids=["h200", "h100"])
 @pytest.mark.parametrize(("family", "bits"), [("group", 8), ("group", 4), ("group", 3), ("group", 2),
                                               ("anyprec", 4), ("anyprec", 3)])
@@ -140,7 +144,16 @@ def test_a_weight_only_gemm_is_never_faster_than_fp16_where_compute_bound(
     bestq = best_gemm_row(m, n, k, family, bits, hw=hw)
     b16 = simulate_gpu_launch(best16.row, hw, DEFAULT_PARAMS, clock_hz=at).time_s
     bq = simulate_gpu_launch(bestq.row, hw, DEFAULT_PARAMS, clock_hz=at).time_s
-    assert bq >= b16 * (1 - REL)
+    # and fp16 at the quantized winner's own tile: the candidate sets differ (a quantized K tile is
+    # fitted to the group, 32), and a tile fp16 runs too is no advantage of the format. Since the
+    # dot-operand tiles (group_dequant._dot_w) the group GEMMs' best tiles are tensor-bound like
+    # fp16's, and at one tile the quantized one comes out 0.1-0.3% faster (h200, 4-bit, 128 x 256 x
+    # 32: 202.29 against 202.82 us): its pipeline fills a W tile of a quarter of fp16's bytes, so
+    # the first trips of each wave wait less. FILL bounds that (the old bug was 1-6%).
+    same = dataclasses.replace(bestq.config, kernel="gemm_fp16_kernel", extra=())
+    b16 = min(b16, simulate_gpu_launch(gemm_row(m, n, k, config=same, sms=hw.compute_units), hw,
+                                       DEFAULT_PARAMS, clock_hz=at).time_s)
+    assert bq >= b16 * (1 - FILL)
 
 
 GROUP_WIDTHS = (8, 4, 3, 2)
@@ -186,8 +199,11 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
     3-bit loop's fp16 offsets) until the one-row GEMV's fp16 partial sums took the scale and zero
     out of the per-weight loop (kernels/gemv_group.py: fp32 pipe 1.5-1.7 lanes per weight at 4, 3
     and 2 bits, against 3.1-3.3). a100-sxm-80gb, priced from sm_80 code, had one pair out of order
-    until the sm_80 pair order (KNOWN_SLOWER_TUNED, now empty)."""
-    assert _tuned_violations(hw_name) == KNOWN_SLOWER_TUNED.get(hw_name, {})
+    until the sm_80 pair order (KNOWN_SLOWER_TUNED, now empty). Since the dot-operand tiles of the
+    2..16-row GEMVs 4 -> 3 bits is out of order at 2 and 16 rows (KNOWN_SLOWER_MULTI_ROW)."""
+    bad = _tuned_violations(hw_name)
+    assert all(m > 1 and v <= KNOWN_SLOWER_MULTI_ROW for (m, _, _), v in bad.items()), bad
+    assert not KNOWN_SLOWER_TUNED.get(hw_name)
 
 
 # a100-sxm-80gb (and the Ada GPUs) are priced from their own sm_80 SASS since the SASS table was
@@ -198,26 +214,33 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
 # _group_w_tile with k_group): both widths tune to the 64 x 64 partial sums (T = 2, 4 splits),
 # 19.17 against 18.54 us (ALU 2.77 against 2.67 lanes per weight; docs/kernels.md). No pin is left.
 KNOWN_SLOWER_TUNED: dict[str, dict[tuple[int, int, int], set[tuple[str, int, int]]]] = {}
+# With 2..16 rows the group GEMVs build W_hat in the tensor-core dot operand's layout
+# (group_dequant._dot_w: no shared-memory round trip), and the 3-bit loop then issues more than the
+# 4-bit one: sm_90a, 16 rows, 64 x 128, 5.92 against 4.64 slots per weight (sm_80 4.91 against
+# 3.91). A 3-bit pair costs 3.5 integer ops to 4-bit's 2 (its fourth unit is gathered from the
+# three words' top nibbles, and the pair at bits 9..11 needs a shift), and both loops are
+# issue-bound at 16 rows, so the 3-bit GEMV is 4-19% slower than the 4-bit one on h200-sxm,
+# h100-sxm, a100-sxm-80gb and b200-sxm (h200-sxm, 11008 x 4096, 16 rows: 12.49 against 10.52 us,
+# tuned and heuristic alike); l40s and rtx-4090 (less bandwidth per issue slot) keep the order.
+# Before, the 4-bit tile went through shared memory too (6.42 slots) and the two tied.
+KNOWN_SLOWER_MULTI_ROW = {("group", 4, 3)}
 
 
 # b200-sxm is priced with Hopper's sm_90a instruction mix (an assumption until its own kernels are
 # counted: mpsim/sim/gpu/arch.py). With 2-16 activation rows the 4-bit group GEMV (and at the
-# heuristic tiles the 3- and 2-bit ones) is integer-pipe bound, and on B200's clocks and bandwidth
-# it comes out 1-2% slower than the 8-bit one (tuned, 4096x4096: 2 rows 6.31 vs 6.19 us, 16 rows
-# 6.40 vs 6.28 us); issue 22's tensor-core path for 2..64 rows is the step that removes it. At the
-# heuristic tiles 4 -> 3 bits joins them (the group refactor of the fp16 partial sums left the
-# 4-bit 16-row loop 1% lighter, 6.33 -> 6.27 slots per weight, the 3-bit one unchanged), and at one
-# row 8 -> 4 bits at 4096x11008: the one-row 4-bit GEMV splits K on 128-column runs (15 splits, 240
-# programs), fewer than two waves of B200's 148 SMs. Since stop 60's OR-addressed LUT rows the
-# 4-bit any-precision GEMV at 2 rows (32 x 256, 3 splits) is 0.6% faster than the 3-bit one (64 x
-# 128, 5 splits: more lock-step trips a program) at 4096 x 4096: 13.41 against 13.49 us.
-KNOWN_SLOWER_B200 = {("group", 8, 4), ("group", 8, 3), ("group", 8, 2), ("group", 4, 3),
-                     ("anyprec", 4, 3)}
-KNOWN_SLOWER_B200_ONE_ROW = {("group", 8, 4)}
+# heuristic tiles the 3- and 2-bit ones) was integer-pipe bound, and on B200's clocks and bandwidth
+# came out 1-2% slower than the 8-bit one, 8 -> 2 and any-precision's 4 -> 3 too at the heuristic
+# tiles, and 8 -> 4 at one row (4096 x 11008, 15 K splits). Since the dot-operand tiles of the
+# 2..16-row GEMVs (issue 22's tensor-core path) only 4 -> 3 (KNOWN_SLOWER_MULTI_ROW) and, at 2 and
+# 16 rows, 8 -> 3 by 0.5-1.5% (4096 x 11008, 16 rows: 12.52 against 12.42 us at the heuristic tiles).
+KNOWN_SLOWER_B200 = {("group", 8, 3), ("group", 4, 3)}
+KNOWN_SLOWER_B200_ONE_ROW: set[tuple[str, int, int]] = set()
 # Tuned, since a quantized W's trips are unpipelined and lock-step (the H200 capture): 16 rows at
 # 11008 x 4096 (43 x 16 programs of 256 x 32) take 22.84 us at 3 bits and 23.16 at 2, each trip's
 # round trip the same and the 2-bit loop's instructions a little more per trip.
-KNOWN_SLOWER_B200_TUNED = {("group", 8, 4), ("group", 3, 2)}
+# Since the dot-operand tiles: 8 -> 4 and 3 -> 2 are in order, 4 -> 3 is not (KNOWN_SLOWER_MULTI_ROW)
+# and, at 2 and 16 rows, neither is 8 -> 3 (4096 x 11008, 16 rows: 11.10 against 10.94 us tuned).
+KNOWN_SLOWER_B200_TUNED = {("group", 4, 3), ("group", 8, 3)}
 
 
 def test_fewer_bits_on_b200_only_the_known_pairs() -> None:
@@ -231,8 +254,8 @@ def test_fewer_bits_on_b200_only_the_known_pairs() -> None:
                for (m, _, _), v in heuristic.items()), heuristic
 
 
-@pytest.mark.xfail(strict=True, reason="b200-sxm, 2-16 rows: the 4-bit GEMV is integer-pipe bound "
-                   "(KNOWN_SLOWER_B200)")
+@pytest.mark.xfail(strict=True, reason="b200-sxm, 2-16 rows: the 3-bit GEMV issues more than the 4- "
+                   "and 8-bit ones (KNOWN_SLOWER_B200_TUNED)")
 def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned_on_b200() -> None:
     assert not _tuned_violations("b200-sxm")
 
@@ -258,17 +281,19 @@ KNOWN_SLOWER_ONE_ROW = {"h200-sxm": {("group", 4, 3)}, "b200-sxm": {("group", 4,
 @pytest.mark.parametrize(("n", "k"), SHAPES)
 def test_fewer_bits_at_the_heuristic_configs_only_the_known_pairs(
         hw_name: str, m: int, n: int, k: int) -> None:
-    known = KNOWN_SLOWER | (KNOWN_SLOWER_ONE_ROW.get(hw_name, set()) if m == 1 else set())
+    known = KNOWN_SLOWER | (KNOWN_SLOWER_ONE_ROW.get(hw_name, set()) if m == 1
+                            else KNOWN_SLOWER_MULTI_ROW)
     assert _violations(hw_name, m, n, k, tuned=False) <= known
 
 
 def test_fewer_bits_are_never_slower_at_the_heuristic_configs() -> None:
     """h200-sxm and a100-sxm-80gb at 1 and 16 rows (a strict xfail until the one-row fp16 partial
     sums put a100's 4 -> 3 bits in order), but for h200's pipelined one-row 4 -> 3 bits
-    (KNOWN_SLOWER_ONE_ROW)."""
+    (KNOWN_SLOWER_ONE_ROW) and 4 -> 3 bits at 16 rows (KNOWN_SLOWER_MULTI_ROW)."""
     bad = {(h, m, n, k): v for h in ("h200-sxm", "a100-sxm-80gb") for m in (1, 16)
            for n, k in SHAPES[:2] if (v := _violations(h, m, n, k, tuned=False))}
-    assert all(m == 1 and v <= KNOWN_SLOWER_ONE_ROW.get(h, set()) for (h, m, _, _), v in bad.items()), bad
+    assert all(v <= (KNOWN_SLOWER_ONE_ROW.get(h, set()) if m == 1 else KNOWN_SLOWER_MULTI_ROW)
+               for (h, m, _, _), v in bad.items()), bad
 
 
 @pytest.mark.parametrize("hw_name", ["h200-sxm", "a100-sxm-80gb", "rtx-4090"])
