@@ -15,6 +15,17 @@ import triton
 import triton.language as tl
 
 
+def dot_pairs(capability: tuple[int, int] | None) -> bool:
+    """DOT_PAIRS for a device of this compute capability (None: the interpreter): the tl.dot loops
+    at <= 3 bits build their pair tile in the MMA operand's layout (_anyprec_pair_dot) on Hopper
+    and later, where wgmma reads it from registers (sm_90a, 16 rows 64 x 128: 3 bits 6.14 -> 5.92,
+    2 bits 5.78 -> 5.31 issue slots per weight; tiled 128 x 256 x 64 6.55 -> 5.97), and keep the
+    joined-residue tile on Ampere and Ada, whose mma.sync loops it made heavier (sm_80, 16 rows:
+    5.78 -> 7.20 and 5.66 -> 6.52: the per-lane residue shifts and the gathers' addresses). The
+    interpreter takes it (its exactness is tested there; the other tile's by dequant_anyprec)."""
+    return capability is None or capability[0] >= 9
+
+
 @triton.jit
 def _residue_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr, PAIRS: tl.constexpr):
     """Plane j's share of residue s: the nibble form's ((p >> s) & 0x11111111) << (BITS-1-j), or the
@@ -179,12 +190,43 @@ def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn
 
 
 @triton.jit
+def _anyprec_pair_dot(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                      BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """_anyprec_pair_tile built for a tl.dot operand: the residue s of _pair_term is a broadcast
+    vector (BLOCK_N, words, 4) instead of four joined words, so Triton's layout pass carries the
+    MMA fragment's layout back to the planes: pair 4t + s of a word is columns 8t + 2s, 8t + 2s + 1,
+    which thread s of a quad holds in register t, so each thread assembles the one residue word
+    whose bytes index its four pairs of the word (the same 3 ops per plane and residue as the
+    joined form, none repeated) and its four 32-bit pair-table loads land as the fragment's fp16
+    pairs: no shared-memory round trip before the dot. The same values as _anyprec_pair_tile."""
+    NW: tl.constexpr = BLOCK_K // 32
+    words, mask, _ = _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW)
+    s2 = 2 * tl.arange(0, 4).to(tl.uint32)
+    q = tl.zeros((BLOCK_N, NW, 4), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+        q |= ((p[:, :, None] >> s2[None, None, :]) & 0x03030303) << (2 * (BITS - 1 - j))
+    row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None, None]
+    # (BLOCK_N, NW, s, t) -> (BLOCK_N, NW, t, s): pair 4t + s of the word in column order
+    pw = tl.permute(tl.reshape(_lookup4(q, row_ptr), (BLOCK_N, NW, 4, 4)), (0, 1, 3, 2))
+    pw = pw.to(tl.uint32, bitcast=True)
+    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
 def _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
                   stride_pn, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False):
+                  PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False,
+                  DOT: tl.constexpr = False):
     """The W_hat tile every path multiplies: from the pair table at BITS <= PAIR_BITS, else from
-    the LUT (the same exact fp16 values either way)."""
-    if BITS <= PAIR_BITS:
+    the LUT (the same exact fp16 values either way). DOT (the tile of a tl.dot): the pair table's
+    tile in the dot operand's layout (_anyprec_pair_dot)."""
+    if DOT and BITS <= PAIR_BITS:
+        w = _anyprec_pair_dot(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                              stride_pn, BITS, BLOCK_N, BLOCK_K)
+    elif BITS <= PAIR_BITS:
         w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
                                stride_pn, BITS, BLOCK_N, BLOCK_K)
     else:

@@ -17,7 +17,13 @@ import triton
 import triton.language as tl
 
 from mpsim.kernels import runtime
-from mpsim.kernels.anyprec_dequant import _anyprec_pair_tile, _anyprec_tile, _anyprec_w_tile
+from mpsim.kernels.anyprec_dequant import (
+    _anyprec_pair_dot,
+    _anyprec_pair_tile,
+    _anyprec_tile,
+    _anyprec_w_tile,
+    dot_pairs,
+)
 from mpsim.kernels.gemm_common import (
     check_activations,
     check_bias,
@@ -65,17 +71,19 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
                         stride_xm, stride_qp, stride_qn, stride_ln, stride_pn, stride_om,
                         BITS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                        PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False):
+                        PAIR_BITS: tl.constexpr, LUT_WORDS: tl.constexpr = False,
+                        DOT_PAIRS: tl.constexpr = True):
     """Many rows: per output tile, look each W tile up to fp16 in registers (_anyprec_tile: the
-    pair table at BITS <= PAIR_BITS, else the LUT, or its 32-bit words with LUT_WORDS), then
-    tl.dot."""
+    pair table at BITS <= PAIR_BITS, in the MMA operand's layout with DOT_PAIRS, else the LUT, or
+    its 32-bit words with LUT_WORDS), then tl.dot."""
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, KP, BLOCK_K):
         w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS)
+                          stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS,
+                          DOT_PAIRS)
         x = load_x_tile(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_K)
         acc = tl.dot(w, tl.trans(x), acc)
     store_output(acc, out_ptr, bias_ptr, offs_m, offs_n, M, N, stride_om, HAS_BIAS)
@@ -85,13 +93,16 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
 def dequant_anyprec_kernel(qw_ptr, lut_ptr, pair_ptr, out_ptr,
                            N, K, KP, stride_qp, stride_qn, stride_ln, stride_pn, stride_on,
                            BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           PAIRS: tl.constexpr):
+                           PAIRS: tl.constexpr, DOT: tl.constexpr = False):
     """The exact parts alone: W_hat tile (the kernels' LUT tile helper, or with PAIRS their
-    pair-table tile helper) stored as fp16 (N, K)."""
+    pair-table tile helper; with DOT too, the tl.dot loops' pair tile) stored as fp16 (N, K)."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
-    if PAIRS:
+    if PAIRS and DOT:
+        w = _anyprec_pair_dot(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
+                              stride_pn, BITS, BLOCK_N, BLOCK_K)
+    elif PAIRS:
         w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
                                stride_pn, BITS, BLOCK_N, BLOCK_K)
     else:
@@ -253,6 +264,7 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
         stride_om=out.stride(0),
         # constexprs
         BITS=bits, HAS_BIAS=bias is not None, PAIR_BITS=PAIR_MAX_BITS,
+        DOT_PAIRS=dot_pairs(torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None),
     )
 
     def check(cfg: LaunchConfig) -> None:
@@ -273,9 +285,9 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
 
 
 def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int, bits: int,
-                    pairs: torch.Tensor | None = None) -> torch.Tensor:
+                    pairs: torch.Tensor | None = None, dot: bool = False) -> torch.Tensor:
     """W_hat fp16 (N, k) at `bits`, looked up by the GEMM's own tile code, or given `pairs` by the
-    one-row GEMV's pair-table code (for bit-exact tests)."""
+    pair-table code: the one-row GEMV's, or with `dot` the tl.dot loops' (for bit-exact tests)."""
     dev = runtime.device()
     kp = _check_anyprec_weight(qweight, lut, k, bits, dev)
     n = qweight.shape[1]
@@ -292,7 +304,7 @@ def dequant_anyprec(qweight: torch.Tensor, lut: torch.Tensor, *, k: int, bits: i
         stride_qp=qweight.stride(0), stride_qn=qweight.stride(1), stride_ln=lut.stride(0),
         stride_pn=0 if pairs is None else pairs.shape[1], stride_on=out.stride(0),
         # constexprs
-        BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k, PAIRS=pairs is not None,
+        BITS=bits, BLOCK_N=block_n, BLOCK_K=block_k, PAIRS=pairs is not None, DOT=dot,
     )
     return out
 

@@ -65,13 +65,15 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                         PAIR_BITS: tl.constexpr, LOOP_STAGES: tl.constexpr = 0,
                         x_down=1.0, x_up=1.0, X_SCALED: tl.constexpr = False,
-                        LUT_WORDS: tl.constexpr = False):
+                        LUT_WORDS: tl.constexpr = False, DOT_PAIRS: tl.constexpr = True):
     """Few rows: program (n tile, K split) streams BITS planes of its rows over its share of KP
     (K_PER_SPLIT a multiple of T K tiles: gemv_k_unit). One row at BITS <= PAIR_BITS: the fp16
     partial sums above (x_down = 2^-E, x_up = 2^E); otherwise its W tile from the pair table at
     BITS <= PAIR_BITS, else from the LUT, multiplied in fp32. LOOP_STAGES > 0 (the one-row GPU
     configs' loop_stages): the K loop's loads pipelined that deep. LUT_WORDS (the config's
-    lut_words, 2..16 rows at 4 bits: kernels/lut_words.py): lut_ptr holds the LUT's 32-bit words."""
+    lut_words, 2..16 rows at 4 bits: kernels/lut_words.py): lut_ptr holds the LUT's 32-bit words.
+    DOT_PAIRS (anyprec_dequant.dot_pairs: Hopper and later): 2..16 rows at <= PAIR_BITS build the
+    pair tile in the MMA operand's layout."""
     pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, BLOCK_M)
     if T > 1:  # one row at <= PAIR_BITS (anyprec_partial_trips)
@@ -83,7 +85,8 @@ def gemv_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr, ws_
         acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
         for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
             w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                              stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS)
+                              stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS,
+                              DOT_PAIRS and BLOCK_M > 1)
             x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
             acc = mma_rows(w, x, acc, BLOCK_M)
         total = gemv_total(acc, BLOCK_M)

@@ -162,7 +162,8 @@ def _gemv_config(m: int, n: int, k: int, tag: str, w_bits: int, group_size: int 
 # cycles per weight for this format and row count: the most loaded pipe's lanes per weight over its
 # issue rate (mpsim/sim/gpu/sass_table.py, counted by scripts/sass_mix.py from the sm_90a SASS; ties
 # to the smaller tile). One activation row multiplies on CUDA cores into per-lane partial sums, more
-# rows on the tensor cores through a shared-memory layout change: different code, different tiles.
+# rows on the tensor cores (group and Hopper's <= 3-bit any-precision tiles in the operand's layout,
+# docs/kernels.md#dot-operand-tiles): different code, different tiles.
 # Exception: fp16 with one row stays 64 x 64. Its 32 x 256 loop issues fewer slots per weight (2.89
 # against 3.19 since issue 22's vector activation load), but fp16 streams at the DRAM bound, where
 # 64 x 64's grid splits K better (mpsim simulate, vicuna-7b decode on h200-sxm: 4.493 against 4.520

@@ -50,20 +50,28 @@ def test_pair_table_rejects_wide_luts() -> None:
         ref_pair_table(np.zeros((3, 16), dtype=np.float16))
 
 
+# dot: the tile the tl.dot loops build (anyprec_dequant._anyprec_pair_dot: the residue a broadcast
+# vector, the lookups in the MMA fragment's order)
+DOT = pytest.mark.parametrize("dot", (False, True), ids=("gemv-tile", "dot-tile"))
+
+
+@DOT
 @pytest.mark.parametrize(("parent", "n", "k"), [(4, 129, 160), (4, 7, 70), (8, 33, 96)])
-def test_pair_tile_equals_reference_at_every_pair_width(parent: int, n: int, k: int) -> None:
+def test_pair_tile_equals_reference_at_every_pair_width(parent: int, n: int, k: int,
+                                                        dot: bool) -> None:
     w = np.random.default_rng(parent * n + k).standard_normal((n, k)).astype(np.float16)
     apw = quantize_anyprec(w, parent, 1)
     qweight = torch.from_numpy(apw.qweight)
     for bits in range(1, PAIR_MAX_BITS + 1):
         lut = rows_aligned(torch.from_numpy(apw.luts[bits]))
-        got = dequant_anyprec(qweight, lut, k=k, bits=bits, pairs=pair_table(lut))
+        got = dequant_anyprec(qweight, lut, k=k, bits=bits, pairs=pair_table(lut), dot=dot)
         np.testing.assert_array_equal(bits_of(got), bits_of(dequantize_anyprec(apw, bits)),
                                       err_msg=f"parent {parent} read at {bits} bits")
 
 
+@DOT
 @pytest.mark.parametrize("bits", (2, 3))
-def test_every_pair_at_every_position(bits: int) -> None:
+def test_every_pair_at_every_position(bits: int, dot: bool) -> None:
     """All (2^b)^2 code pairs at every even position of a word; planes past b hold garbage."""
     parent, k = 5, 64
     size = 1 << bits
@@ -78,7 +86,8 @@ def test_every_pair_at_every_position(bits: int) -> None:
     lut = (np.arange(n)[:, None] * 10 + np.arange(size)[None, :]).astype(np.float16)
     expected = np.take_along_axis(lut, codes.astype(np.intp), axis=1)
     t = rows_aligned(torch.from_numpy(lut))
-    got = dequant_anyprec(torch.from_numpy(planes), t, k=k, bits=bits, pairs=pair_table(t))
+    got = dequant_anyprec(torch.from_numpy(planes), t, k=k, bits=bits, pairs=pair_table(t),
+                          dot=dot)
     np.testing.assert_array_equal(got.numpy(), expected)
 
 
