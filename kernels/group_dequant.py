@@ -233,16 +233,19 @@ def _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N
 
 @triton.jit
 def _dot_w(units, zc, s, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat (BLOCK_N, BLOCK_K) fp16 = (1024 + q - zc) s from units (BLOCK_N, NC, U) (_group_units),
-    built for a tl.dot operand: every pair j of a unit is taken with a shift by a broadcast vector
-    b j, in column order, so that Triton's layout pass carries the dot operand's layout back to the
-    loaded words (each thread shifts out the pairs it holds in the MMA fragment: thread t of a quad
-    holds columns 2t, 2t+1 of every 8) and no shared-memory round trip converts the tile (the tile
-    of _pairs_fp16's immediate shifts was stored to and reloaded from shared memory: STS + LDSM +
-    barriers every K tile). The subtract and the multiply are written on (high, low) and the halves
-    swapped back after, free in registers: ptxas, given those fp16 halves as scalars, pairs them
-    into HADD2/HMUL2 in the other order, so written (low, high) each pair was swapped twice (two
-    PRMTs). zc = 1024 + z and s: (BLOCK_N, NC) fp16. The same bits as _pairs_fp16's tile."""
+    """W_hat (BLOCK_N, BLOCK_K) fp16 = fp16((q - z) s) from units (BLOCK_N, NC, U) (_group_units),
+    built for a tl.dot operand. Pair j of a unit (codes 2j, 2j+1) is taken at its own bits k = b j
+    - pre of unit >> pre (pre = 8 (b j // 8), so k + b <= 10), with per-pair vectors for the shift,
+    the mask and the fp16 exponent of 2^(10-k) (each half then exactly 2^(10-k) + code), all
+    broadcast over j and written in column order: Triton's layout pass then carries the MMA
+    fragment's layout back to the loaded words, each thread (thread t of a quad holds columns 2t,
+    2t+1 of every 8) taking exactly its pairs, and no shared-memory round trip converts the tile
+    (the joined tile of _pairs_fp16 was stored to and reloaded from shared memory: STS + LDSM +
+    barriers every K tile). Minus c = 2^(10-k) + z (exact) that is q - z; times s rounded once, as
+    the reference. The subtract and the multiply are written on (high, low) and the halves swapped
+    back after, free in registers: ptxas, given those fp16 halves as scalars, pairs them into
+    HADD2/HMUL2 in the other order, so written (low, high) each pair was swapped twice (two PRMTs).
+    zc = 1024 + z and s: (BLOCK_N, NC or 1) fp16. The same bits as _pairs_fp16's tile."""
     P: tl.constexpr = 8 if BITS == 3 else 32 // BITS
     j = tl.arange(0, P // 2)
     pre = 8 * (BITS * j // 8)  # pair j at bits k = b j - pre of unit >> pre, k + b <= 10

@@ -352,6 +352,7 @@ AMPERE_GEMM_TILES = ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4
 # registers; at 8192 only the any-precision kernels spill, one local load or store per trip, which
 # the instruction table counts) and split-K widths; every split keeps >= 2 K trips.
 GEMV_TILES = ((16, 256), (32, 128), (64, 64), (32, 256), (64, 128), (256, 32))
+GEMV_ROW_TILES = (*GEMV_TILES, (128, 128))  # 2..64 rows also 16384 weights (candidate only)
 GEMV_SPLITS = (1, 2, 4, 8, 16)
 GEMV_CANDIDATE_MAX_ROWS = 64
 ARCHITECTURES = ("hopper", "ampere")
@@ -369,7 +370,7 @@ def gemm_candidates(m: int, n: int, k: int, w_format: str, w_bits: int, group_si
     kp = k
     if m <= GEMV_CANDIDATE_MAX_ROWS:
         block_m = next_pow2(m)
-        for bn, bk0 in GEMV_TILES:
+        for bn, bk0 in GEMV_TILES if block_m == 1 else GEMV_ROW_TILES:
             bk = _fit_block_k(bk0, tag, group_size)
             tiles = cdiv(kp, gemv_k_unit(tag, w_bits, group_size, block_m, bk))
             for split in GEMV_SPLITS:

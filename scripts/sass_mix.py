@@ -133,9 +133,10 @@ def main_loop(sass: str) -> list[str]:
 def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
     """(w_format, bits, group_size, M, N, K, tile, arch) per table row: the GEMV at 1 and 16 rows and
     the tiled GEMM, each at the launchers' heuristic tile (tile None) and the candidate tiles of
-    kernels/launch_config.py (GEMV: GEMV_TILES; GEMM: three of the architecture's tiles), the
-    inline-asm one-row group GEMV ("intB-group-asm"), for each architecture."""
-    from mpsim.kernels.launch_config import GEMV_TILES
+    kernels/launch_config.py (GEMV: GEMV_TILES, at 16 rows GEMV_ROW_TILES; GEMM: three of the
+    architecture's tiles), the inline-asm one-row group GEMV ("intB-group-asm"), for each
+    architecture."""
+    from mpsim.kernels.launch_config import GEMV_ROW_TILES, GEMV_TILES
 
     formats: list[tuple[str, int, int | None]] = [("fp16", 16, None)]
     formats += [(f"int{b}-group", b, 128) for b in (8, 4, 3, 2)]
@@ -144,7 +145,7 @@ def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
     for arch in arches:
         for fmt, bits, group in formats:
             for m in (1, 16):
-                for bn, bk in GEMV_TILES:
+                for bn, bk in GEMV_TILES if m == 1 else GEMV_ROW_TILES:
                     for loop in (one_row_loops(fmt, bits) if m == 1 else (0,)):
                         out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3, loop), arch))
             out.append((fmt, bits, group, 2048, 4096, 4096, None, arch))

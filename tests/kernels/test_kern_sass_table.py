@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mpsim.kernels.launch_config import GEMV_TILES
+from mpsim.kernels.launch_config import GEMV_ROW_TILES, GEMV_TILES
 from mpsim.sim.gpu.sass_table import COLUMNS, ROWS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_mix.py"
@@ -28,8 +28,11 @@ def test_the_table_covers_every_kernel_and_width(arch: str) -> None:
         assert (f"{path}_fp16_kernel", 16) in kinds
         assert all((f"{path}_group_kernel", b) in kinds for b in (8, 4, 3, 2))
         assert all((f"{path}_anyprec_kernel", b) in kinds for b in range(2, 9))
-    gemv_tiles = {(r["block_n"], r["block_k"]) for r in rows if r["kernel"] == "gemv_fp16_kernel"}
-    assert set(GEMV_TILES) <= gemv_tiles
+    for m, tiles in ((1, GEMV_TILES), (16, GEMV_ROW_TILES)):
+        for kernel in ("gemv_fp16_kernel", "gemv_group_kernel", "gemv_anyprec_kernel"):
+            have = {(r["block_n"], r["block_k"]) for r in rows
+                    if r["kernel"] == kernel and r["block_m"] == m}
+            assert set(tiles) <= have, (kernel, m)
     assert all(r["issue"] > 0 for r in rows)
     # decode attention over fp16/int8/int4 KV, one query head and a GQA group of 16 rows
     kv = {(r["bits"], r["block_m"], r["block_k"]) for r in rows
