@@ -193,3 +193,34 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     return triton.compile(ASTSource(kernel, signature, constexprs, attrs),
                           target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+
+
+def ptxas_report(compiled: Any, arch: int = ARCH) -> str:
+    """ptxas -v's report (registers, spills, notes) on a compile_sm90 result's PTX, from the newer of
+    the two ptxas Triton bundles (`ptxas-blackwell`: it reads the PTX version Triton writes, for
+    every architecture listed here)."""
+    import os
+    import subprocess
+    import tempfile
+
+    import triton
+
+    tool = triton.knobs.nvidia.ptxas_blackwell
+    gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(compiled.asm["ptx"])
+    try:
+        return subprocess.run([tool.path, "-v", f"--gpu-name={gpu}", f.name, "-o", os.devnull],
+                              capture_output=True, text=True, check=True).stderr
+    finally:
+        os.unlink(f.name)
+
+
+def serialized_wgmma(report: str) -> str | None:
+    """ptxas's note that it serialized a kernel's wgmma instructions (C7515 and its kind: every
+    wgmma then waits for the one before it, so the warpgroup's other work stops overlapping the
+    tensor cores), or None. mpsim's kernels must not draw it: the simulator overlaps a loop's
+    dequantization with its MMAs (kernels/gemm_common.py gemv_program's tl.assume)."""
+    notes = [line.split(":", 1)[-1].strip() for line in report.splitlines()
+             if "wgmma" in line and "serialized" in line]
+    return notes[0] if notes else None

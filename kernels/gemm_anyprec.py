@@ -80,6 +80,7 @@ def gemm_anyprec_kernel(x_ptr, qw_ptr, lut_ptr, pair_ptr, bias_ptr, out_ptr,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    tl.assume(KP > 0)  # at least one K tile: no zero-trip path (gemm_common.gemv_program)
     for k0 in range(0, KP, BLOCK_K):
         w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
                           stride_ln, stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, LUT_WORDS,

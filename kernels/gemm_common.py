@@ -71,6 +71,12 @@ def gemv_program(K_PER_SPLIT, KP, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
     offs_m = tl.arange(0, BLOCK_M)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    if BLOCK_M > 1:
+        # No split is empty (split_columns checks it). Told so, the compiler drops the tensor-core K
+        # loop's zero-trip path, whose zeroed accumulator made ptxas serialize the loop's wgmmas
+        # (its C7515 note: each waited for before the next; docs/kernels.md#unserialized-wgmma).
+        # The one-row loops (no MMA) are left as they were: there it only moved a few instructions.
+        tl.assume(k_hi > k_lo)
     return pid_n, pid_k, offs_n, offs_m, k_lo, k_hi
 
 
@@ -225,7 +231,7 @@ def launch_gemv_or_gemm(gemv: Any, gemm: Any, cfg: LaunchConfig, record: dict[st
         unit = k_unit(cfg) if k_unit else cfg.block_k or 1
         stages = loop_stages_of(cfg.extra)
         launch_split_k(gemv, cfg, record, device, m, n,
-                       K_PER_SPLIT=k_per_split(k_loop, cfg.split_k, unit),
+                       K_PER_SPLIT=split_columns(cfg, k_loop, unit),
                        SPLIT_K=cfg.split_k, **(gemv_args or {}),
                        **({"LOOP_STAGES": stages} if stages else {}), **kwargs)
     else:
@@ -297,6 +303,17 @@ def k_per_split(k_loop: int, split_k: int, unit: int) -> int:
     so splits start on tile and group edges."""
     per = -(-k_loop // split_k)
     return -(-per // unit) * unit
+
+
+def split_columns(cfg: LaunchConfig, k_loop: int, unit: int) -> int:
+    """A split-K GEMV launch's K_PER_SPLIT (k_per_split), checked to leave no split empty: the
+    kernels tell the compiler every split has a K tile (gemv_program's tl.assume)."""
+    per = k_per_split(k_loop, cfg.split_k, unit)
+    if (cfg.split_k - 1) * per >= k_loop:
+        raise ValueError(f"config {cfg.name()}: {cfg.split_k} K splits of {per} columns leave the "
+                         f"last of {k_loop} columns' splits empty; expected at most "
+                         f"{-(-k_loop // per)} splits")
+    return per
 
 
 def fp16_bits(t: torch.Tensor) -> torch.Tensor:

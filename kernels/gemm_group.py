@@ -56,6 +56,7 @@ def gemm_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    tl.assume(KP > 0)  # at least one K tile: no zero-trip path (gemm_common.gemv_program)
     for k0 in range(0, KP, BLOCK_K):
         w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                           BITS, GROUP, BLOCK_N, BLOCK_K, False, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS,

@@ -39,6 +39,7 @@ from mpsim.kernels.gemm_common import (
     load_x_gemv,
     loop_stages,
     mma_rows,
+    split_columns,
     splitk_finish,
 )
 from mpsim.kernels.launch_checks import check_tensor
@@ -124,6 +125,8 @@ def gemv_fp4_kernel(x_ptr, qw_ptr, s_ptr, bias_ptr, out_ptr, ws_ptr, cnt_ptr,
     acc = gemv_acc(BLOCK_M, BLOCK_N, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, KP)
+    if BLOCK_M > 1:  # no empty split (split_columns): no zero-trip path (gemm_common.gemv_program)
+        tl.assume(k_hi > k_lo)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
         x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
         if MX and BLOCK_M > 1:  # one block per K step (BLOCK_K == B): dot, then the power of two
@@ -201,7 +204,7 @@ def gemv_fp4(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, globa
                   out_dtype="fp16", bias=bias is not None)
     launch_split_k(gemv_fp4_kernel, cfg, record, x.device, m, n,
                    x_ptr=x, qw_ptr=qweight, s_ptr=scales, bias_ptr=bias, out_ptr=out,
-                   M=m, N=n, K=k, KP=kp, K_PER_SPLIT=cdiv(cdiv(kp, cfg.split_k), bk) * bk, g_scale=g,
+                   M=m, N=n, K=k, KP=kp, K_PER_SPLIT=split_columns(cfg, kp, bk), g_scale=g,
                    stride_xm=x.stride(0), stride_qn=qweight.stride(0), stride_sn=scales.stride(0),
                    stride_om=out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m,
                    BLOCK_N=cfg.block_n, BLOCK_K=bk, B=b, MX=mx, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k,

@@ -63,9 +63,10 @@ def gemm_fp8b_config(m: int, n: int, k: int, *, on_gpu: bool = True) -> LaunchCo
 def gemv_fp4_config(m: int, n: int, kp: int, kind: str, *, on_gpu: bool = True) -> LaunchConfig:
     """GPU: BLOCK_N 64, BLOCK_K 128 (MXFP4 with more than one row: 32, one block a step), 16 rows a
     tile up to M = 16, else 64; 4 warps, 3 stages; K split to about SPLIT_TARGET programs keeping >= 2
-    K steps a split; one row: the K loop pipelined num_stages deep (loop_stages, docs/kernels.md
-    #pipelined-k-loops). Compiled for sm_90a without spills (tests/kernels/test_kern_fp8_compile.py),
-    untimed. Interpreter: 32 x 32 tiles (BLOCK_M 1 for one row, else 16), split 2 when KP >= 128."""
+    K steps a split and no split empty; one row: the K loop pipelined num_stages deep (loop_stages,
+    docs/kernels.md#pipelined-k-loops). Compiled for sm_90a without spills
+    (tests/kernels/test_kern_fp8_compile.py), untimed. Interpreter: 32 x 32 tiles (BLOCK_M 1 for one
+    row, else 16), split 2 when KP >= 128."""
     mx = kind == "mxfp4"
     bm = 1 if m == 1 else (16 if m <= 16 else 64)
     if on_gpu:
@@ -75,6 +76,8 @@ def gemv_fp4_config(m: int, n: int, kp: int, kind: str, *, on_gpu: bool = True) 
         bn, bk, warps, stages = 32, 32, 4, 1
     tiles = cdiv(m, bm) * cdiv(n, bn)
     split = max(1, min(cdiv(SPLIT_TARGET, tiles), kp // (2 * bk), 16)) if on_gpu else 1 + (kp >= 128)
+    # whole K tiles a split and none empty (the kernel assumes every split has one: split_columns)
+    split = cdiv(cdiv(kp, bk), cdiv(cdiv(kp, bk), split))
     return LaunchConfig("gemv_fp4_kernel", (tiles, split), bm, bn, bk, warps, stages, split,
                         group_m=GEMM_GROUP_M, extra=gemv_loop_stages(bm, stages) if on_gpu else ())
 

@@ -62,6 +62,10 @@ PIPES = ("fp32", "alu", "cvt", "sfu", "lsu", "tensor", "other")
 # kernels/launch_config.py (HOPPER_GEMM_TILES / AMPERE_GEMM_TILES)
 GEMM_TILES = {"sm_90a": ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 3)),
               "sm_80": ((128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4))}
+# and any-precision's: the autotuner's candidates take K tiles of 32 (launch_config.gemm_candidates),
+# which these neighbours of the heuristic's tile keep counted
+ANYPREC_K32_TILES = {"sm_90a": ((128, 256, 32, 8, 3), (128, 128, 32, 8, 3), (64, 64, 32, 4, 3)),
+                     "sm_80": ((128, 128, 32, 8, 3),)}
 # the inline-asm one-row group GEMV (kernels/gemv_group_asm.py): the widths and GEMV tiles that take
 # the fp16 partial sums (256 x 32: T = 4 K tiles per run; 64 x 64: T = 2)
 ASM_BITS = (4, 3, 2)
@@ -149,7 +153,7 @@ def cases(arches: tuple[str, ...] = ARCHES) -> list[tuple[Any, ...]]:
                     for loop in (one_row_loops(fmt, bits) if m == 1 else (0,)):
                         out.append((fmt, bits, group, m, 4096, 4096, (m, bn, bk, 4, 3, loop), arch))
             out.append((fmt, bits, group, 2048, 4096, 4096, None, arch))
-            for tile in GEMM_TILES[arch]:
+            for tile in GEMM_TILES[arch] + (ANYPREC_K32_TILES[arch] if fmt == "anyprec" else ()):
                 out.append((fmt, bits, group, 2048, 4096, 4096, tile, arch))
         for bits in ASM_BITS:
             for bn, bk in ASM_TILES:
@@ -201,7 +205,7 @@ def compile_case(case: tuple[Any, ...]) -> tuple[list[str], Any, str]:
     loop's opcodes, its launch config and the whole SASS."""
     os.environ.pop("TRITON_INTERPRET", None)
 
-    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args
+    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args, ptxas_report, serialized_wgmma
 
     *shape, arch = case
     if case[0] == "fp":  # the fp8 / fp4 kernels (kernels/compile_fp.py): --fp; ("fp", name, arch)
@@ -214,7 +218,12 @@ def compile_case(case: tuple[Any, ...]) -> tuple[list[str], Any, str]:
         kernel, args, cfg = launch_args(case[0].removesuffix("-asm"), *shape[1:], asm=True)
     else:
         kernel, args, cfg = launch_args(*shape)
-    sass = disassemble(compile_sm90(kernel, args, cfg, ARCH_NUMBER[arch]))
+    compiled = compile_sm90(kernel, args, cfg, ARCH_NUMBER[arch])
+    if ARCH_NUMBER[arch] >= 90:  # a loop whose wgmmas ptxas serialized is not what the model prices
+        note = serialized_wgmma(ptxas_report(compiled, ARCH_NUMBER[arch]))
+        if note:
+            raise RuntimeError(f"case {case}: {note}")
+    sass = disassemble(compiled)
     return main_loop(sass), cfg, sass
 
 

@@ -164,6 +164,15 @@ def test_split_k_widths_agree_with_bound_and_are_deterministic(weights: dict,
     assert_close_bound(first.numpy(), gemm_float64(x, w_hat), gemm_bound(x, w_hat), "split")
 
 
+def test_a_config_with_an_empty_split_is_refused(weights: dict) -> None:
+    """Six splits of K = 5 tiles leave one without a tile: the kernels tell the compiler every split
+    has one (gemm_common.gemv_program's tl.assume), so the launcher refuses it before launching."""
+    gw, _ = weights["int4"]
+    args = (torch.from_numpy(activations(7, K, seed=3)), gw.qweight, gw.scales, gw.zeros)
+    with pytest.raises(ValueError, match=r"6 K splits of 32 columns leave .* expected at most 5"):
+        gemm_group(*args, bits=4, group_size=GROUP, config=gemv_config(N, 6, 8))
+
+
 def test_gemv_and_gemm_paths_agree_within_bounds() -> None:
     """The 16-row GEMV (split-K) and a forced tiled GEMM config compute the same product."""
     w = np.random.default_rng(5).standard_normal((N, K)).astype(np.float16)
