@@ -168,6 +168,16 @@ def _lookup4(q, row_ptr):
 
 
 @triton.jit
+def _pair_halves(pw, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Pair-table words (int32, pairs in column order) -> W_hat (BLOCK_N, BLOCK_K) fp16: each word's
+    low half is the even weight's value, its high half the odd weight's."""
+    pw = pw.to(tl.uint32, bitcast=True)
+    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
+    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+
+
+@triton.jit
 def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
                        BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS):
@@ -183,10 +193,7 @@ def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn
     # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
     pw = tl.join(tl.join(_lookup4(q0, row_ptr), _lookup4(q2, row_ptr)),
                  tl.join(_lookup4(q1, row_ptr), _lookup4(q3, row_ptr)))
-    pw = tl.reshape(pw, (BLOCK_N, NW, 16)).to(tl.uint32, bitcast=True)
-    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
-    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
-    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+    return _pair_halves(tl.reshape(pw, (BLOCK_N, NW, 16)), BLOCK_N, BLOCK_K)
 
 
 @triton.jit
@@ -209,10 +216,7 @@ def _anyprec_pair_dot(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
     row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None, None]
     # (BLOCK_N, NW, s, t) -> (BLOCK_N, NW, t, s): pair 4t + s of the word in column order
     pw = tl.permute(tl.reshape(_lookup4(q, row_ptr), (BLOCK_N, NW, 4, 4)), (0, 1, 3, 2))
-    pw = pw.to(tl.uint32, bitcast=True)
-    lo = (pw & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True)
-    hi = (pw >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
-    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+    return _pair_halves(pw, BLOCK_N, BLOCK_K)
 
 
 @triton.jit

@@ -18,10 +18,7 @@ import triton.language as tl
 
 from mpsim.kernels import runtime
 from mpsim.kernels.anyprec_dequant import (
-    _anyprec_pair_dot,
-    _anyprec_pair_tile,
     _anyprec_tile,
-    _anyprec_w_tile,
     dot_pairs,
 )
 from mpsim.kernels.gemm_common import (
@@ -100,15 +97,9 @@ def dequant_anyprec_kernel(qw_ptr, lut_ptr, pair_ptr, out_ptr,
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
-    if PAIRS and DOT:
-        w = _anyprec_pair_dot(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                              stride_pn, BITS, BLOCK_N, BLOCK_K)
-    elif PAIRS:
-        w = _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn,
-                               stride_pn, BITS, BLOCK_N, BLOCK_K)
-    else:
-        w = _anyprec_w_tile(qw_ptr, lut_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
-                            BITS, BLOCK_N, BLOCK_K)
+    PAIR_BITS: tl.constexpr = BITS * PAIRS  # the pair tile at every width asked, else the LUT's
+    w = _anyprec_tile(qw_ptr, lut_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_ln,
+                      stride_pn, BITS, BLOCK_N, BLOCK_K, PAIR_BITS, False, DOT)
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
