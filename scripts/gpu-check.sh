@@ -6,7 +6,7 @@
 #                        [--two-byte-scales P1,...]
 #                        [--gen-len N] [--gpu-tests "PATH1 PATH2 ..." (or PATH1,PATH2)] [--bench-models M1,M2,...]
 #                        [--bench-modules qkv,o,...] [--deadline SECONDS] [--max-step SECONDS]
-#                        [--steps tests,kernels,attention,captures,gemlite,probes]
+#                        [--steps tests,kernels,attention,captures,gemlite,probes,compile]
 #
 # On an H200 with no network (the device's python3 already has torch, triton, numpy, pandas, ...):
 #   1. installs what the machine lacks from wheels carried with the checkout (simpy, from --wheels,
@@ -42,10 +42,15 @@
 #   7. (run right after 1) probes the two mechanisms behind the largest open fp8 errors
 #      (analysis/bench/hw_probes.py): cuBLASLt's fp8 GEMM on each collector's operand values (does
 #      the power-limited clock depend on them?) and a Triton GEMM through TMA descriptors vs
-#      pointer loads one row past a tile (do the box rows past M cost time?), ~1 minute.
+#      pointer loads one row past a tile (do the box rows past M cost time?), ~1 minute;
+#   8. (run right after 7) compiles every tensor-core K loop at the launchers' configs with the
+#      machine's own Triton and ptxas for its GPU and records ptxas's report: registers, spills and
+#      whether it serialized the loop's wgmmas, which the simulator assumes it does not
+#      (analysis/bench/wgmma_check.py, docs/kernels.md#unserialized-wgmma; no GPU time, ~30 s).
 # Everything goes under --out (default out/gpu-check-<UTC time>): SUMMARY.md (steps, exit codes,
 # times, environment), log.txt, pytest-gpu.txt, bench_kernels.csv, bench_attention.csv,
-# captures/*.parquet, validate/*-{rows,summary}.csv, bench_gemlite.csv, hw_probes.csv. --tar FILE
+# captures/*.parquet, validate/*-{rows,summary}.csv, bench_gemlite.csv, hw_probes.csv,
+# wgmma_check.csv. --tar FILE
 # also packs the folder.
 # A failing step is recorded and the next one still runs; the exit code is 1 if any step failed.
 #
@@ -62,7 +67,7 @@
 # --gen-len the new tokens per capture (default 128);
 # --gpu-tests the test files `pytest -m gpu` runs (default: all of tests/); --bench-models and
 # --bench-modules narrow the kernel benchmark (analysis/bench/kernels.py --models / --modules).
-# --steps: which of the six measuring steps run (default all; dependencies always run).
+# --steps: which of the seven measuring steps run (default all; dependencies always run).
 # --deadline SECONDS: a time box for the whole kit (a lent GPU's minutes are few). Each step runs
 # under `timeout` for what is left of it (and at most --max-step seconds); a step killed so is
 # recorded with exit 124 and what it wrote stays (the benchmark CSVs are flushed row by row); a step
@@ -72,7 +77,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DRY=0 OUT="" WHEELS="$ROOT/.whl" LAYERS=4 HW=h200-sxm TAR="" POLICIES="" BATCHES="" TUNED=w4 PLAIN="fp16 w4" LOADS2=w4
-GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite probes"
+GEN="" TESTS="" BENCH_MODELS="" BENCH_MODULES="" DEADLINE=0 MAX_STEP=0 STEPS="tests kernels attention captures gemlite probes compile"
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -110,8 +115,8 @@ if [ "$DRY" = 1 ]; then export TRITON_INTERPRET=1; fi
 export PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 MPSIM_CACHE_DIR="$OUT/.sim-cache"
 FAILED=0 START=$(date +%s) TIMED_OUT=""
 for n in $STEPS; do
-    case "$n" in tests|kernels|attention|captures|gemlite|probes) ;;
-        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures, gemlite, probes)" >&2; exit 2 ;;
+    case "$n" in tests|kernels|attention|captures|gemlite|probes|compile) ;;
+        *) echo "gpu-check: --steps: unknown step '$n' (expected tests, kernels, attention, captures, gemlite, probes, compile)" >&2; exit 2 ;;
     esac
 done
 wants() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -218,6 +223,9 @@ fi
 PROBE_ARGS=(--out "$OUT/hw_probes.csv")
 [ "$DRY" = 1 ] && PROBE_ARGS+=(--dry-run --warm-s 0 --repeats 1 --calls 1)
 wants probes && step "hardware probes" "$PY" -P -m mpsim.analysis.bench.hw_probes "${PROBE_ARGS[@]}"
+COMPILE_ARGS=(--out "$OUT/wgmma_check.csv")
+[ "$DRY" = 1 ] && COMPILE_ARGS+=(--dry-run)
+wants compile && step "compile check" "$PY" -P -m mpsim.analysis.bench.wgmma_check "${COMPILE_ARGS[@]}"
 wants tests && step "pytest -m gpu" "$PY" -P -m pytest -q -m gpu -p no:cacheprovider "${GPU_TESTS[@]}"
 wants kernels && step "kernel benchmark" "$PY" -P -m mpsim.analysis.bench.kernels "${BENCH[@]}" "${GEMM_BENCH[@]}" --no-attention \
     --out "$OUT/bench_kernels.csv"

@@ -61,6 +61,19 @@ def test_gpu_configs_compile_for_sm90_and_sm80_without_spills() -> None:
         assert r["serialized"] is None, r
 
 
+def test_the_serialization_note_is_read_from_ptxas_report() -> None:
+    """serialized_wgmma finds ptxas's C7515 note (as ptxas 13.4 printed it for the 16-row int4 GEMV
+    before the loops' tl.assume) and nothing in a report without it."""
+    from mpsim.kernels.compile_sm90 import serialized_wgmma
+
+    note = ("(C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+            "non wgmma instructions defining accumulator registers of a wgmma between start and end "
+            "of the pipeline stage in the function 'gemv_group_kernel' in line 1140")
+    used = "ptxas-blackwell info    : Used 82 registers, used 1 barriers"
+    assert serialized_wgmma(f"ptxas-blackwell info    : {note}\n{used}") == note
+    assert serialized_wgmma(used) is None
+
+
 def _compile_case(case: tuple[Any, ...], arch: int, asm: bool) -> dict[str, Any]:
     from mpsim.kernels.compile_sm90 import compile_sm90, launch_args, ptxas_report, serialized_wgmma
 

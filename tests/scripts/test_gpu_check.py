@@ -23,7 +23,8 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
     assert run.returncode == 0, summary + run.stdout[-3000:]
     steps = [line for line in summary.splitlines() if line.startswith("| ") and "| step |" not in line]
     assert [s.split("|")[1].strip() for s in steps] == [
-        "dependencies", "hardware probes", "pytest -m gpu", "kernel benchmark", "attention benchmark",
+        "dependencies", "hardware probes", "compile check", "pytest -m gpu", "kernel benchmark",
+        "attention benchmark",
         "capture vicuna-7b-fp16-b2", "validate vicuna-7b-fp16-b2",
         "capture vicuna-7b-w4_kv8-b2", "validate vicuna-7b-w4_kv8-b2",
         "capture vicuna-7b-w4-b2-tuned", "validate vicuna-7b-w4-b2-tuned",
@@ -35,6 +36,8 @@ def test_dry_run_writes_every_output_and_passes(tmp_path: Path) -> None:
     gemlite = pd.read_csv(out / "bench_gemlite.csv")  # the rooms' prices; no GPU, so no times
     assert len(gemlite) == 8 and (gemlite["status"] == "dry run: no GPU").all()
     assert (gemlite["model_us"] <= gemlite["predicted_us"] * (1 + 1e-9)).all()
+    compiled = pd.read_csv(out / "wgmma_check.csv", keep_default_na=False)  # this Triton, no GPU
+    assert len(compiled) == 2 and (compiled["status"] == "ok").all() and (compiled["serialized"] == "").all()
     probes = pd.read_csv(out / "hw_probes.csv")  # fp8 needs a GPU: its rows say so; the rest ran
     assert set(probes.probe) == {"operands", "edge"} and (probes[probes.dtype != "fp8"].status == "ok").all()
     rows = pd.read_csv(out / "validate" / "vicuna-7b-w4_kv8-b2-rows.csv")
