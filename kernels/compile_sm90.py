@@ -198,14 +198,15 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
 def ptxas_report(compiled: Any, arch: int = ARCH) -> str:
     """ptxas -v's report (registers, spills, notes) on a compile_sm90 result's PTX, from the newer of
     the two ptxas Triton bundles (`ptxas-blackwell`: it reads the PTX version Triton writes, for
-    every architecture listed here)."""
+    every architecture listed here), or its only one where a Triton ships one (the GPU kit may run
+    an older Triton than this build machine's)."""
     import os
     import subprocess
     import tempfile
 
     import triton
 
-    tool = triton.knobs.nvidia.ptxas_blackwell
+    tool = getattr(triton.knobs.nvidia, "ptxas_blackwell", None) or triton.knobs.nvidia.ptxas
     gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(compiled.asm["ptx"])
