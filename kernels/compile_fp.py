@@ -64,28 +64,12 @@ def act_quant_args(m: int, k: int, hw_cvt: bool = True) -> tuple[Any, dict[str, 
 
 
 def ptxas_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
-    """Registers per thread and spill-store bytes of a compiled kernel, from `ptxas -v` on its PTX
-    for sm_{arch}a (the ptxas Triton bundles)."""
-    import os
-    import re
-    import subprocess
-    import tempfile
+    """Registers per thread, spill-store bytes and shared memory of a compiled kernel, from `ptxas
+    -v` on its PTX for sm_{arch}a (compile_sm90.ptxas_report / ptxas_usage)."""
+    from mpsim.kernels import compile_sm90
 
-    import triton
-
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(compiled.asm["ptx"])
-    try:
-        out = subprocess.run([triton.knobs.nvidia.ptxas_blackwell.path, "-v", f"--gpu-name=sm_{arch}a",
-                              f.name, "-o", os.devnull], capture_output=True, text=True, check=True).stderr
-    finally:
-        os.unlink(f.name)
-    regs = re.search(r"Used (\d+) registers", out)
-    spills = re.search(r"(\d+) bytes spill stores", out)
-    if regs is None or spills is None:
-        raise ValueError(f"ptxas -v: no register / spill line in its output: {out[-500:]}")
-    return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)),
-            "shared_bytes": int(compiled.metadata.shared)}
+    usage = compile_sm90.ptxas_usage(compile_sm90.ptxas_report(compiled, arch))
+    return {**usage, "shared_bytes": int(compiled.metadata.shared)}
 
 
 def gemv_fp4_args(m: int, n: int, k: int, kind: str,

@@ -217,6 +217,17 @@ def ptxas_report(compiled: Any, arch: int = ARCH) -> str:
         os.unlink(f.name)
 
 
+def ptxas_usage(report: str) -> dict[str, int]:
+    """Registers per thread and spill-store bytes from ptxas_report's text."""
+    import re
+
+    regs = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    if regs is None or spills is None:
+        raise ValueError(f"ptxas -v: no register / spill line in its output: {report[-500:]}")
+    return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1))}
+
+
 def serialized_wgmma(report: str) -> str | None:
     """ptxas's note that it serialized a kernel's wgmma instructions (C7515 and its kind: every
     wgmma then waits for the one before it, so the warpgroup's other work stops overlapping the

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -47,7 +46,7 @@ FP_PREFIXES = ("gemm_fp8 ", "gemm_fp8b ", "gemv_nvfp4 ", "gemv_mxfp4 ")  # compi
 
 def _report(name: str, build: Callable[[], tuple[Any, dict[str, Any], Any]], arch: int) -> dict[str, Any]:
     """Compile one case for `arch` and read ptxas -v's report on its PTX (kernels/compile_sm90.py)."""
-    from mpsim.kernels.compile_sm90 import compile_sm90, ptxas_report, serialized_wgmma
+    from mpsim.kernels.compile_sm90 import compile_sm90, ptxas_report, ptxas_usage, serialized_wgmma
 
     row: dict[str, Any] = {"case": name, "arch": arch, "kernel": "", "config": "", "registers": None,
                            "spill_bytes": None, "serialized": "", "status": "ok"}
@@ -55,14 +54,11 @@ def _report(name: str, build: Callable[[], tuple[Any, dict[str, Any], Any]], arc
         kernel, args, cfg = build()
         row.update(kernel=cfg.kernel, config=cfg.name())
         report = ptxas_report(compile_sm90(kernel, args, cfg, arch), arch)
+        usage = ptxas_usage(report)
     except Exception as exc:  # the row says what failed; the step's exit status flags it
         row["status"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         return row
-    regs = re.search(r"Used (\d+) registers", report)
-    spills = re.search(r"(\d+) bytes spill stores", report)
-    row.update(registers=int(regs.group(1)) if regs else None,
-               spill_bytes=int(spills.group(1)) if spills else None,
-               serialized=serialized_wgmma(report) or "")
+    row.update(**usage, serialized=serialized_wgmma(report) or "")
     return row
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from typing import Any
@@ -75,7 +74,13 @@ def test_the_serialization_note_is_read_from_ptxas_report() -> None:
 
 
 def _compile_case(case: tuple[Any, ...], arch: int, asm: bool) -> dict[str, Any]:
-    from mpsim.kernels.compile_sm90 import compile_sm90, launch_args, ptxas_report, serialized_wgmma
+    from mpsim.kernels.compile_sm90 import (
+        compile_sm90,
+        launch_args,
+        ptxas_report,
+        ptxas_usage,
+        serialized_wgmma,
+    )
 
     kernel, args, cfg = launch_args(*case, gemv_bias=True, asm=asm)
     result: dict[str, Any] = {"case": case, "arch": arch, "kernel": cfg.kernel,
@@ -87,8 +92,7 @@ def _compile_case(case: tuple[Any, ...], arch: int, asm: bool) -> dict[str, Any]
         return result
     out = ptxas_report(compiled, arch)
     result["serialized"] = serialized_wgmma(out)
-    result["registers"] = int(re.search(r"Used (\d+) registers", out).group(1))  # type: ignore[union-attr]
-    result["spill_bytes"] = int(re.search(r"(\d+) bytes spill stores", out).group(1))  # type: ignore[union-attr]
+    result.update(ptxas_usage(out))
     result["shared_bytes"] = compiled.metadata.shared
     return result
 
