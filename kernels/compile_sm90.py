@@ -169,6 +169,9 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     if "PAIR_SWAP" in kernel.arg_names and "PAIR_SWAP" not in args:  # the launcher's choice
         from mpsim.kernels.gemv_group import pair_swap
         args = {**args, "PAIR_SWAP": pair_swap((arch // 10, arch % 10))}
+    if "UNIT3_HIGH" in kernel.arg_names and "UNIT3_HIGH" not in args:  # the launcher's choice
+        from mpsim.kernels.dot_tile import unit3_high
+        args = {**args, "UNIT3_HIGH": unit3_high((arch // 10, arch % 10))}
     if "DOT_PAIRS" in kernel.arg_names and "DOT_PAIRS" not in args:  # the launcher's choice
         from mpsim.kernels.anyprec_dequant import dot_pairs
         args = {**args, "DOT_PAIRS": dot_pairs((arch // 10, arch % 10))}

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from mpsim.kernels import runtime
+from mpsim.kernels.dot_tile import unit3_high
 from mpsim.kernels.gemm_common import (
     check_activations,
     check_bias,
@@ -70,15 +71,17 @@ def gemm_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr,
 def dequant_group_kernel(qw_ptr, s_ptr, z_ptr, sz_ptr, out_ptr,
                          N, K, KP, stride_qn, stride_sn, stride_on,
                          BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, SZ_WORDS: tl.constexpr, DOT: tl.constexpr):
+                         BLOCK_K: tl.constexpr, SZ_WORDS: tl.constexpr, DOT: tl.constexpr,
+                         UNIT3_HIGH: tl.constexpr):
     """The exact parts alone: W_hat tile (the GEMM's own tile helper) stored as fp16 (N, K); DOT:
-    the tile the tl.dot loops build (group_dequant._dot_w), else the one-row GEMV's."""
+    the tile the tl.dot loops build (dot_tile._dot_w; UNIT3_HIGH as dot_tile.unit3_high), else the
+    one-row GEMV's."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     offs_k = k0 + tl.arange(0, BLOCK_K)
     w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                       BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr, SZ_WORDS=SZ_WORDS,
-                      DOT=DOT)
+                      DOT=DOT, UNIT3_HIGH=UNIT3_HIGH)
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     tl.store(out_ptr + offs_n[:, None] * stride_on + offs_k[None, :], w, mask=mask)
 
@@ -161,11 +164,11 @@ def gemm_group(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zer
     def words() -> dict[str, Any]:
         return {"sz_ptr": sz if sz is not None else scale_zero_words(scales, zeros), "SZ_WORDS": True}
 
+    cap = torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None
     run_gemm(gemv_group_kernel, gemm_group_kernel, config, record, x.device, kp, check,
              k_unit=lambda c: gemv_k_unit("group", bits, group_size, c.block_m, c.block_k or 1),
              variant=(gemv_group_asm_kernel, asm, asm_args(k, kp)),
-             gemv_args=dict(PAIR_SWAP=pair_swap(
-                 torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None)),
+             gemv_args=dict(PAIR_SWAP=pair_swap(cap), UNIT3_HIGH=unit3_high(cap)),
              keyed_args={SZ_WORDS_KEY: words}, **args)
     return out
 
@@ -194,9 +197,12 @@ def _check_block_k(block_k: int | None, group_size: int) -> None:
 
 
 def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, *, k: int,
-                  bits: int, group_size: int, dot: bool = False) -> torch.Tensor:
+                  bits: int, group_size: int, dot: bool = False,
+                  unit3_high: bool = True) -> torch.Tensor:
     """W_hat fp16 (N, k), dequantized by the kernels' own tile code (for bit-exact tests): the
-    tl.dot loops' tile (2..16 rows, tiled GEMM) with `dot`, else the one-row W_hat loop's."""
+    tl.dot loops' tile (2..16 rows, tiled GEMM) with `dot`, else the one-row W_hat loop's;
+    `unit3_high`: the 2..16-row GEMVs' 3-bit tile on Hopper and later (dot_tile.unit3_high), False
+    the tiled GEMM's and Ampere's."""
     dev = runtime.device()
     kp = _check_group_weight(qweight, scales, zeros, k, bits, group_size, dev)
     n = qweight.shape[0]
@@ -215,6 +221,6 @@ def dequant_group(qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tens
         # constexprs
         BITS=bits, GROUP=group_size, BLOCK_N=block_n, BLOCK_K=block_k,
         SZ_WORDS=True,  # the tile the W_hat loops read (2-byte loads: the GEMM tests' configs)
-        DOT=dot,
+        DOT=dot, UNIT3_HIGH=dot and unit3_high,
     )
     return out

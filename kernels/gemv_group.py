@@ -90,7 +90,8 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
                       BITS: tl.constexpr, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       SPLIT_K: tl.constexpr, PAIR_SWAP: tl.constexpr = False,
-                      LOOP_STAGES: tl.constexpr = 0, sz_ptr=None, SZ_WORDS: tl.constexpr = False):
+                      LOOP_STAGES: tl.constexpr = 0, sz_ptr=None, SZ_WORDS: tl.constexpr = False,
+                      UNIT3_HIGH: tl.constexpr = True):
     """Few rows: program (n tile, K split) unpacks its BLOCK_N packed rows over its share of KP
     (K_PER_SPLIT a multiple of the group when K tiles are narrower: gemm_group's launcher).
     PAIR_SWAP (pair_swap: an sm_80 device): the partial sums with each code pair's halves and x's
@@ -99,7 +100,8 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
     lose as much: 4 bits 3.75 -> 4.76). LOOP_STAGES > 0 (the one-row GPU configs' loop_stages):
     the K loop's loads pipelined that deep (gemm_common.loop_stages), the same arithmetic.
     SZ_WORDS (the config's sz_words, kernels/sz_words.py): the W_hat loop (8 bits, or 2..16 rows)
-    reads its scales and zeros from sz_ptr's words, so every load of its trip is staged."""
+    reads its scales and zeros from sz_ptr's words, so every load of its trip is staged.
+    UNIT3_HIGH (dot_tile.unit3_high: Hopper and later): 2..16 rows at 3 bits gather unit 3 high."""
     pid_n, pid_k, offs_n, offs_m, k_lo, k_hi = gemv_program(K_PER_SPLIT, KP, BLOCK_N, BLOCK_M)
     T: tl.constexpr = partial_trips(BITS, GROUP, BLOCK_M, BLOCK_K)
     if T > 1:
@@ -111,7 +113,7 @@ def gemv_group_kernel(x_ptr, qw_ptr, s_ptr, z_ptr, bias_ptr, out_ptr, ws_ptr, cn
         for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=loop_stages(LOOP_STAGES)):
             w = _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                               BITS, GROUP, BLOCK_N, BLOCK_K, True, sz_ptr=sz_ptr,
-                              SZ_WORDS=SZ_WORDS, DOT=BLOCK_M > 1)
+                              SZ_WORDS=SZ_WORDS, DOT=BLOCK_M > 1, UNIT3_HIGH=UNIT3_HIGH)
             x = load_x_gemv(x_ptr, offs_m, k0, M, K, stride_xm, BLOCK_M, BLOCK_K)
             acc = mma_rows(w, x, acc, BLOCK_M)
     splitk_finish(gemv_total(acc, BLOCK_M), out_ptr, bias_ptr, ws_ptr, cnt_ptr, offs_m, offs_n,

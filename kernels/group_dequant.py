@@ -13,6 +13,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from mpsim.kernels.dot_tile import _dot_units, _dot_w
+from mpsim.kernels.group_units import _chunk_word, _group_units, _join4
+
 
 @triton.jit
 def _pair(units, j: tl.constexpr, BITS: tl.constexpr, E: tl.constexpr):
@@ -48,12 +51,6 @@ def _pairs_fp16(units, BITS: tl.constexpr, E: tl.constexpr, SWAP: tl.constexpr =
     lo = pair.to(tl.uint16).to(tl.float16, bitcast=True)
     hi = (pair >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
     return tl.join(hi, lo) if SWAP else tl.join(lo, hi)
-
-
-@triton.jit
-def _join4(a, b, c, d):
-    """(..., 4) in the order a, b, c, d (join(join(a, c), join(b, d)) flattens that way)."""
-    return tl.join(tl.join(a, c), tl.join(b, d))
 
 
 @triton.jit
@@ -149,58 +146,6 @@ def _dequant3(w0, w1, w2, zc, s, E: tl.constexpr, SWAP: tl.constexpr = False):
 
 
 @triton.jit
-def _chunk_word(base, i: tl.constexpr, mask, MASKED: tl.constexpr = True):
-    """Word i of every 32-code chunk of the tile, as uint32 (0 where masked; MASKED False: `base`
-    must address words inside the weight, as _group_w_at's and _group_codes' clamped rows do)."""
-    if MASKED:  # noqa: SIM108 (a static branch on a constexpr)
-        w = tl.load(base + i, mask=mask, other=0)
-    else:
-        w = tl.load(base + i)
-    return w.to(tl.uint32, bitcast=True)
-
-
-@triton.jit
-def _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, MASKED: tl.constexpr = True):
-    """The units of columns k0.. (k0 a multiple of 32; 0 outside N x KP) as (BLOCK_N, chunks, U)
-    uint32 (docs/formats.md: U = b words at b in {2, 4, 8}, 4 at 3 bits), with each chunk's first
-    column (a chunk never straddles a group: 32 divides G).
-
-    Every width loads the BITS words of a chunk as BITS tiles (word i of every chunk) and joins them
-    into the chunk's units (the words; at 3 bits unit 3 is gathered from the top nibbles of the
-    three). Loading a (BLOCK_N, words) tile instead let LLVM's vectorizer pair the low halves of
-    different words into one f16x2 register, two PRMTs per code pair (about 0.9 ALU lanes per
-    weight in the sm_90a SASS); with joined units each pair's halves stay in one register.
-    """
-    n_mask = offs_n < N
-    NC: tl.constexpr = BLOCK_K // 32
-    offs_c = k0 // 32 + tl.arange(0, NC)
-    mask = n_mask[:, None] & (offs_c[None, :] < KP // 32)
-    base = qw_ptr + offs_n[:, None] * stride_qn + BITS * offs_c[None, :]
-    if not MASKED:  # rows past N read row N - 1 (never stored); every chunk is inside KP
-        base = qw_ptr + tl.minimum(offs_n, N - 1)[:, None] * stride_qn + BITS * offs_c[None, :]
-    w0 = _chunk_word(base, 0, mask, MASKED)
-    w1 = _chunk_word(base, 1, mask, MASKED)
-    if BITS == 2:
-        units = tl.join(w0, w1)
-    else:
-        w2 = _chunk_word(base, 2, mask, MASKED)
-        if BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
-            w3 = ((w0 >> 12) & 0x000F000F) | ((w1 >> 8) & 0x00F000F0) | ((w2 >> 4) & 0x0F000F00)
-        else:
-            w3 = _chunk_word(base, 3, mask, MASKED)
-        if BITS == 8:  # three joins flatten (a, b, c) to 4a + 2b + c
-            units = tl.join(tl.join(tl.join(w0, _chunk_word(base, 4, mask)),
-                                    tl.join(w2, _chunk_word(base, 6, mask))),
-                            tl.join(tl.join(w1, _chunk_word(base, 5, mask)),
-                                    tl.join(w3, _chunk_word(base, 7, mask))))
-        else:  # join(join(a, c), join(b, d)) flattens to a, b, c, d
-            units = tl.join(tl.join(w0, w2), tl.join(w1, w3))
-    U: tl.constexpr = 4 if BITS == 3 else BITS
-    return tl.reshape(units, (BLOCK_N, NC, U)), offs_c * 32
-
-
-@triton.jit
 def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, E: tl.constexpr,
                  SWAP: tl.constexpr = False, MASKED: tl.constexpr = True):
@@ -213,62 +158,12 @@ def _group_codes(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr,
 
 
 @triton.jit
-def _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
-    """_group_units for _dot_w: at 2, 4 and 8 bits the units are the words, loaded as one
-    (BLOCK_N, chunks x b) tile (each thread then reads its words from shared memory in 16-byte
-    LDS.128, where b word tiles took one 4-byte LDS a word); at 3 bits _group_units' gather (one
-    tile of 4-word windows 3c..3c+2 read with LDS.128 cost as much: sm_90a, 16 rows, 64 x 128,
-    378 against 379 instructions a trip, the window masks' SEL and ISETP taking what LDS saved)."""
-    if BITS == 3:
-        units, _ = _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
-    else:
-        NW: tl.constexpr = BLOCK_K // 32 * BITS
-        offs_w = k0 // 32 * BITS + tl.arange(0, NW)
-        mask = (offs_n[:, None] < N) & (offs_w[None, :] < KP // 32 * BITS)
-        w = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask, other=0)
-        units = tl.reshape(w.to(tl.uint32, bitcast=True), (BLOCK_N, BLOCK_K // 32, BITS))
-    return units
-
-
-@triton.jit
-def _dot_w(units, zc, s, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat (BLOCK_N, BLOCK_K) fp16 = fp16((q - z) s) from units (BLOCK_N, NC, U) (_group_units),
-    built for a tl.dot operand. Pair j of a unit (codes 2j, 2j+1) is taken at its own bits k = b j
-    - pre of unit >> pre (pre = 8 (b j // 8), so k + b <= 10), with per-pair vectors for the shift,
-    the mask and the fp16 exponent of 2^(10-k) (each half then exactly 2^(10-k) + code), all
-    broadcast over j and written in column order: Triton's layout pass then carries the MMA
-    fragment's layout back to the loaded words, each thread (thread t of a quad holds columns 2t,
-    2t+1 of every 8) taking exactly its pairs, and no shared-memory round trip converts the tile
-    (the joined tile of _pairs_fp16 was stored to and reloaded from shared memory: STS + LDSM +
-    barriers every K tile). Minus c = 2^(10-k) + z (exact) that is q - z; times s rounded once, as
-    the reference. The subtract and the multiply are written on (high, low) and the halves swapped
-    back after, free in registers: ptxas, given those fp16 halves as scalars, pairs them into
-    HADD2/HMUL2 in the other order, so written (low, high) each pair was swapped twice (two PRMTs).
-    zc = 1024 + z and s: (BLOCK_N, NC or 1) fp16. The same bits as _pairs_fp16's tile."""
-    P: tl.constexpr = 8 if BITS == 3 else 32 // BITS
-    j = tl.arange(0, P // 2)
-    pre = 8 * (BITS * j // 8)  # pair j at bits k = b j - pre of unit >> pre, k + b <= 10
-    k = BITS * j - pre
-    mask = ((((1 << BITS) - 1) << k) * 0x10001).to(tl.uint32)
-    magic = (((25 - k) << 10) * 0x10001).to(tl.uint32)
-    p = ((units[:, :, :, None] >> pre[None, None, None, :]) & mask[None, None, None, :]) \
-        | magic[None, None, None, :]
-    lo = p.to(tl.uint16).to(tl.float16, bitcast=True)
-    hi = (p >> 16).to(tl.uint16).to(tl.float16, bitcast=True)
-    # c = 2^(10-k) + z: (1024 + z) + (2^(10-k) - 1024), exact (integers below 2048)
-    c = zc[:, :, None] + ((1 << (10 - k)) - 1024).to(tl.float16)[None, None, :]
-    w = (tl.join(hi, lo) - c[:, :, None, :, None]) * s[:, :, None, None, None]
-    hi, lo = tl.split(w)
-    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
-
-
-@triton.jit
 def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                   BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, AT_BITS: tl.constexpr, SCALED: tl.constexpr = True,
                   E: tl.constexpr = 0, k_group=None, SWAP: tl.constexpr = False, sz_ptr=None,
-                  SZ_WORDS: tl.constexpr = False, DOT: tl.constexpr = False):
+                  SZ_WORDS: tl.constexpr = False, DOT: tl.constexpr = False,
+                  UNIT3_HIGH: tl.constexpr = False):
     """W_hat[offs_n, k0:k0+BLOCK_K] fp16 = fp16(float32(q - z) * float32(s)), one (s, z) per group;
     unscaled (SCALED False): (q - z) 2^-E, exact (the one-row GEMV's partial sums, gemv_group.py).
 
@@ -288,18 +183,19 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
     order, column c holding weight k0 + (c ^ 1) (_pairs_fp16, _late). SZ_WORDS: s and z read from
     sz_ptr, one 32-bit word per row and group (_group_sz; kernels/sz_words.py). DOT (scaled, E = 0:
     the tile of a tl.dot, 2..16 rows and the tiled GEMM): every width's pairs in the dot operand's
-    layout (_dot_w), AT_BITS and SWAP not taken.
+    layout (_dot_w), AT_BITS and SWAP not taken; UNIT3_HIGH: dot_tile.unit3_high's 3-bit unit 3.
     """
     if DOT:
         tl.static_assert(SCALED and E == 0 and k_group is None, "DOT: the scaled W_hat tile")
-        units = _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+        units = _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K,
+                           UNIT3_HIGH)
         if BLOCK_K <= GROUP:  # one (s, z) per row
             offs_g = k0 // GROUP + tl.arange(0, 1)
         else:
             offs_g = (k0 + 32 * tl.arange(0, BLOCK_K // 32)) // GROUP
         s, z = _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn,
                          SZ_WORDS)
-        w = _dot_w(units, z + 1024.0, s, BITS, BLOCK_N, BLOCK_K)
+        w = _dot_w(units, z + 1024.0, s, BITS, BLOCK_N, BLOCK_K, UNIT3_HIGH)
     elif AT_BITS and BITS <= 3:
         w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
                         BITS, GROUP, BLOCK_N, BLOCK_K, SCALED, E, k_group, SWAP, sz_ptr, SZ_WORDS)

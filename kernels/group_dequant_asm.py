@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mpsim.kernels.group_dequant import _join4
+from mpsim.kernels.group_units import _join4
 
 
 @triton.constexpr_function

@@ -26,6 +26,7 @@ CASES = [
     ("int4-group", 4, 4096, 1, 11008, 4096),
     ("int8-group", 8, 128, 16, 4096, 11008),
     ("int4-group", 4, 128, 16, 11008, 4096),  # the dot-operand tile (ptxas serialized its wgmmas)
+    ("int3-group", 3, 128, 16, 4096, 11008),  # unit 3 gathered high on sm_90a, low on sm_80
     ("anyprec", 4, None, 16, 4096, 11008),
     ("anyprec", 2, None, 1, 32000, 4096),
     ("anyprec", 3, None, 1, 4096, 11008),  # the one-row pair-table path

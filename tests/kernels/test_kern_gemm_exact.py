@@ -27,14 +27,18 @@ def bits_of(a: np.ndarray | torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float16).view(np.uint16)
 
 
-def kernel_dequant_group(gw: GroupQuantWeight, dot: bool = False) -> torch.Tensor:
+def kernel_dequant_group(gw: GroupQuantWeight, tile: str = "gemv") -> torch.Tensor:
     t = [torch.from_numpy(a) for a in (gw.qweight, gw.scales, gw.zeros)]
-    return dequant_group(*t, k=gw.k, bits=gw.bits, group_size=gw.group_size, dot=dot)
+    return dequant_group(*t, k=gw.k, bits=gw.bits, group_size=gw.group_size, **TILE_ARGS[tile])
 
 
-# dot: the tile the tl.dot loops build (group_dequant._dot_w: pairs by a broadcast shift vector, each
-# taken at its own bits of unit >> 8 j // ..., the subtract and multiply written on (high, low))
-DOT = pytest.mark.parametrize("dot", (False, True), ids=("gemv-tile", "dot-tile"))
+# the tile the tl.dot loops build (dot_tile._dot_w: pairs by a broadcast shift vector, each taken at
+# its own bits of unit >> 8 j // ..., the subtract and multiply written on (high, low)), with 3-bit
+# unit 3 gathered high (dot_tile.unit3_high: the 2..16-row GEMVs on Hopper) or low (the tiled GEMM,
+# Ampere), or the one-row GEMV's tile
+TILE_ARGS = {"gemv": dict(dot=False), "dot": dict(dot=True, unit3_high=True),
+             "dot-unit3-low": dict(dot=True, unit3_high=False)}
+DOT = pytest.mark.parametrize("tile", tuple(TILE_ARGS))
 
 
 @DOT
@@ -44,35 +48,35 @@ DOT = pytest.mark.parametrize("dot", (False, True), ids=("gemv-tile", "dot-tile"
 ])
 @pytest.mark.parametrize("symmetric", (False, True))
 def test_dequant_group_equals_reference(bits: int, n: int, k: int, group: int,
-                                        symmetric: bool, dot: bool) -> None:
+                                        symmetric: bool, tile: str) -> None:
     w = np.random.default_rng(n * k + bits).standard_normal((n, k)).astype(np.float16)
     gw = quantize_group(w, bits, group, symmetric=symmetric)
-    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, dot)),
+    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, tile)),
                                   bits_of(dequantize_group(gw)))
 
 
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 40), k=st.integers(1, 200), bits=st.sampled_from((2, 3, 4, 8)),
        group=st.sampled_from((32, 64, 128, -1)), scale=st.floats(1e-3, 1e3),
-       seed=st.integers(0, 2**31), dot=st.booleans())
+       seed=st.integers(0, 2**31), tile=st.sampled_from(tuple(TILE_ARGS)))
 def test_dequant_group_equals_reference_property(n: int, k: int, bits: int, group: int,
-                                                 scale: float, seed: int, dot: bool) -> None:
+                                                 scale: float, seed: int, tile: str) -> None:
     w = (np.random.default_rng(seed).standard_normal((n, k)) * scale).astype(np.float16)
     gw = quantize_group(w, bits, group)
-    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, dot)),
+    np.testing.assert_array_equal(bits_of(kernel_dequant_group(gw, tile)),
                                   bits_of(dequantize_group(gw)))
 
 
 @DOT
 @pytest.mark.parametrize("bits", (8, 4, 3, 2))
-def test_group_unpacking_recovers_every_code_position(bits: int, dot: bool) -> None:
+def test_group_unpacking_recovers_every_code_position(bits: int, tile: str) -> None:
     """Scale 1 and zero 0 make W_hat the codes themselves: every slot of every word and 3-bit unit."""
     n, kp = 9, 96
     codes = np.random.default_rng(bits).integers(0, 1 << bits, (n, kp), dtype=np.uint8)
     codes[0] = (1 << bits) - 1  # all ones: a wrong mask or shift shows in every slot
     ones = torch.ones((n, 3), dtype=torch.float16)
     got = dequant_group(torch.from_numpy(pack_codes(codes, bits)), ones, torch.zeros_like(ones),
-                        k=kp, bits=bits, group_size=32, dot=dot)
+                        k=kp, bits=bits, group_size=32, **TILE_ARGS[tile])
     np.testing.assert_array_equal(got.numpy(), codes.astype(np.float16))
 
 
@@ -105,7 +109,7 @@ def test_anyprec_reads_the_top_planes_only(bits: int) -> None:
 
 @DOT
 @pytest.mark.parametrize("bits", (4, 3, 2))
-def test_every_code_at_every_position_against_every_zero(bits: int, dot: bool) -> None:
+def test_every_code_at_every_position_against_every_zero(bits: int, tile: str) -> None:
     """At 3 and 2 bits (and at 4 in the dot tile) most pairs are taken at their own bits with a
     per-bit magic constant and offset (group_dequant._at, _dot_w): every code value at every slot
     of a chunk, against every zero value and scales down to the subnormal outputs, equals
@@ -118,7 +122,7 @@ def test_every_code_at_every_position_against_every_zero(bits: int, dot: bool) -
     rng = np.random.default_rng(bits)
     scales = rng.choice(np.array([2.0**-24, 3.0 * 2**-20, 1e-3, 0.37, 5.5], np.float16), (n, 2))
     got = dequant_group(torch.from_numpy(pack_codes(codes, bits)), torch.from_numpy(scales),
-                        torch.from_numpy(zeros), k=kp, bits=bits, group_size=32, dot=dot)
+                        torch.from_numpy(zeros), k=kp, bits=bits, group_size=32, **TILE_ARGS[tile])
     q_minus_z = codes.astype(np.float32) - np.repeat(zeros, 32, axis=1).astype(np.float32)
     want = (q_minus_z * np.repeat(scales, 32, axis=1).astype(np.float32)).astype(np.float16)
     np.testing.assert_array_equal(bits_of(got), bits_of(want))

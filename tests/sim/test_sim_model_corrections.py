@@ -215,12 +215,13 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
 # 19.17 against 18.54 us (ALU 2.77 against 2.67 lanes per weight; docs/kernels.md). No pin is left.
 KNOWN_SLOWER_TUNED: dict[str, dict[tuple[int, int, int], set[tuple[str, int, int]]]] = {}
 # With 2..16 rows the group GEMVs build W_hat in the tensor-core dot operand's layout
-# (group_dequant._dot_w: no shared-memory round trip), and the 3-bit loop then issues more than the
-# 4-bit one: sm_90a, 16 rows, 64 x 128, 5.92 against 4.64 slots per weight (sm_80 4.91 against
-# 3.91). A 3-bit pair costs 3.5 integer ops to 4-bit's 2 (its fourth unit is gathered from the
-# three words' top nibbles, and the pair at bits 9..11 needs a shift), and both loops are
+# (dot_tile._dot_w: no shared-memory round trip), and the 3-bit loop then issues more than the
+# 4-bit one: sm_90a, 16 rows, 64 x 128, 5.55 against 4.77 slots per weight (sm_80 4.83 against
+# 3.97; 5.92 on sm_90a before unit 3 was gathered high, docs/kernels.md#unit-3-gathered-high). A
+# 3-bit pair costs about 3 integer ops to 4-bit's 2 (its fourth unit is gathered from the three
+# words' top nibbles, which load as 4-byte LDS where 4-bit's words load as LDS.128), and both loops are
 # issue-bound at 16 rows, so the 3-bit GEMV is 4-19% slower than the 4-bit one on h200-sxm,
-# h100-sxm, a100-sxm-80gb and b200-sxm (h200-sxm, 11008 x 4096, 16 rows: 12.49 against 10.52 us,
+# h100-sxm, a100-sxm-80gb and b200-sxm (h200-sxm, 11008 x 4096, 16 rows, stop 62: 12.49 against 10.52 us,
 # tuned and heuristic alike); l40s and rtx-4090 (less bandwidth per issue slot) keep the order.
 # Before, the 4-bit tile went through shared memory too (6.42 slots) and the two tied.
 KNOWN_SLOWER_MULTI_ROW = {("group", 4, 3)}
