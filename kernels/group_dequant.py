@@ -189,12 +189,12 @@ def _group_w_tile(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
         tl.static_assert(SCALED and E == 0 and k_group is None, "DOT: the scaled W_hat tile")
         units = _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K,
                            UNIT3_HIGH)
-        if BLOCK_K <= GROUP:  # one (s, z) per row
+        if BLOCK_K <= GROUP:  # one (s, z) per row; k0 < KP, so the group is inside the row
             offs_g = k0 // GROUP + tl.arange(0, 1)
-        else:
-            offs_g = (k0 + 32 * tl.arange(0, BLOCK_K // 32)) // GROUP
+        else:  # a tile past KP (its words read as 0, x as 0) reads the last group's (s, z)
+            offs_g = tl.minimum((k0 + 32 * tl.arange(0, BLOCK_K // 32)) // GROUP, KP // GROUP - 1)
         s, z = _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, KP // GROUP, stride_sn,
-                         SZ_WORDS)
+                         SZ_WORDS, G_MASKED=False)
         w = _dot_w(units, z + 1024.0, s, BITS, BLOCK_N, BLOCK_K, UNIT3_HIGH)
     elif AT_BITS and BITS <= 3:
         w = _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
@@ -252,13 +252,20 @@ def _group_w_at(qw_ptr, s_ptr, z_ptr, offs_n, k0, N, KP, stride_qn, stride_sn,
 
 
 @triton.jit
-def _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, NG, stride_sn, WORDS: tl.constexpr):
-    """(s, z) of rows offs_n at groups offs_g, each (BLOCK_N, len(offs_g)) fp16, 0 outside N x NG.
+def _group_sz(s_ptr, z_ptr, sz_ptr, offs_n, offs_g, N, NG, stride_sn, WORDS: tl.constexpr,
+              G_MASKED: tl.constexpr = True):
+    """(s, z) of rows offs_n at groups offs_g, each (BLOCK_N, len(offs_g)) fp16, 0 outside N x NG
+    (G_MASKED False: offs_g must be inside NG, only the rows are masked: a mask that changes with
+    the K tile costs the pipelined 2..16-row loop its predicate bookkeeping every trip, sm_90a int4
+    16 rows 64 x 128: 305 -> 281 instructions a trip).
     WORDS: both from one 32-bit word per row and group at sz_ptr (s the low half, z the high:
     kernels/sz_words.py), a 4-byte load that Triton's pipeliner stages with cp.async, its halves
     the register's two fp16 lanes; else two 2-byte loads, which stay register loads consumed in
     their own K trip (docs/kernels.md#staged-scales)."""
-    mask = (offs_n[:, None] < N) & (offs_g[None, :] < NG)
+    if G_MASKED:
+        mask = (offs_n[:, None] < N) & (offs_g[None, :] < NG)
+    else:
+        mask = (offs_n[:, None] < N) & (offs_g[None, :] >= 0)
     offs = offs_n[:, None] * stride_sn + offs_g[None, :]
     if WORDS:
         sz = tl.load(sz_ptr + offs, mask=mask, other=0).to(tl.uint32, bitcast=True)

@@ -146,7 +146,7 @@ def test_a_weight_only_gemm_is_never_faster_than_fp16_where_compute_bound(
     bq = simulate_gpu_launch(bestq.row, hw, DEFAULT_PARAMS, clock_hz=at).time_s
     # and fp16 at the quantized winner's own tile: the candidate sets differ (a quantized K tile is
     # fitted to the group, 32), and a tile fp16 runs too is no advantage of the format. Since the
-    # dot-operand tiles (group_dequant._dot_w) the group GEMMs' best tiles are tensor-bound like
+    # dot-operand tiles (dot_tile._dot_w) the group GEMMs' best tiles are tensor-bound like
     # fp16's, and at one tile the quantized one comes out 0.1-0.3% faster (h200, 4-bit, 128 x 256 x
     # 32: 202.29 against 202.82 us): its pipeline fills a W tile of a quarter of fp16's bytes, so
     # the first trips of each wave wait less. FILL bounds that (the old bug was 1-6%).
@@ -216,8 +216,8 @@ def test_fewer_bits_are_never_slower_as_the_kernels_are_tuned(hw_name: str) -> N
 KNOWN_SLOWER_TUNED: dict[str, dict[tuple[int, int, int], set[tuple[str, int, int]]]] = {}
 # With 2..16 rows the group GEMVs build W_hat in the tensor-core dot operand's layout
 # (dot_tile._dot_w: no shared-memory round trip), and the 3-bit loop then issues more than the
-# 4-bit one: sm_90a, 16 rows, 64 x 128, 5.55 against 4.77 slots per weight (sm_80 4.83 against
-# 3.97; 5.92 on sm_90a before unit 3 was gathered high, docs/kernels.md#unit-3-gathered-high). A
+# 4-bit one: sm_90a, 16 rows, 64 x 128, 5.53 against 4.42 slots per weight (sm_80 4.80 against
+# 3.88; 5.92 on sm_90a before unit 3 was gathered high, docs/kernels.md#unit-3-gathered-high). A
 # 3-bit pair costs about 3 integer ops to 4-bit's 2 (its fourth unit is gathered from the three
 # words' top nibbles, which load as 4-byte LDS where 4-bit's words load as LDS.128), and both loops are
 # issue-bound at 16 rows, so the 3-bit GEMV is 4-19% slower than the 4-bit one on h200-sxm,
