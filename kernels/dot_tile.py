@@ -10,12 +10,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mpsim.kernels.group_units import _chunk_word, _group_units, _join4
+from mpsim.kernels.group_units import _group_units
 
 
 def unit3_high(capability: tuple[int, int] | None) -> bool:
     """UNIT3_HIGH for a device of this compute capability (None: the interpreter): the 2..16-row
-    GEMVs at 3 bits gather unit 3 to bits 4..15 of each half (_dot_units3) on Hopper and later,
+    GEMVs at 3 bits gather unit 3 to bits 4..15 of each half (group_units._group_units) on Hopper and later,
     where it saves a shift and two register moves per chunk and row (sm_90a, 16 rows, 64 x 128:
     5.92 -> 5.55 issue slots per weight), and keep _group_units' gather to bits 0..11 on Ampere and
     Ada, whose mma.sync loop it made heavier (sm_80, 64 x 128: 4.91 -> 5.16). The interpreter takes
@@ -31,10 +31,9 @@ def _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N
     LDS.128, where b word tiles took one 4-byte LDS a word); at 3 bits _group_units' gather (one
     tile of 4-word windows 3c..3c+2 read with LDS.128 cost as much: sm_90a, 16 rows, 64 x 128,
     378 against 379 instructions a trip, the window masks' SEL and ISETP taking what LDS saved)."""
-    if BITS == 3 and UNIT3_HIGH:
-        units = _dot_units3(qw_ptr, offs_n, k0, N, KP, stride_qn, BLOCK_N, BLOCK_K)
-    elif BITS == 3:
-        units, _ = _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K)
+    if BITS == 3:
+        units, _ = _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS, BLOCK_N, BLOCK_K,
+                                UNIT3_HIGH=UNIT3_HIGH)
     else:
         NW: tl.constexpr = BLOCK_K // 32 * BITS
         offs_w = k0 // 32 * BITS + tl.arange(0, NW)
@@ -42,23 +41,6 @@ def _dot_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N
         w = tl.load(qw_ptr + offs_n[:, None] * stride_qn + offs_w[None, :], mask=mask, other=0)
         units = tl.reshape(w.to(tl.uint32, bitcast=True), (BLOCK_N, BLOCK_K // 32, BITS))
     return units
-
-
-@triton.jit
-def _dot_units3(qw_ptr, offs_n, k0, N, KP, stride_qn, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr):
-    """_dot_units at 3 bits: words 0..2 and unit 3 at bits 4..15 of each half (_dot_w: pair j of
-    unit 3 at bit 4 + 3 j): the top nibbles of w0, w1, w2 at bits 4, 8, 12, so w2's stays where it
-    is and two shifts gather the others (three took them to bits 0, 4, 8)."""
-    NC: tl.constexpr = BLOCK_K // 32
-    offs_c = k0 // 32 + tl.arange(0, NC)
-    mask = (offs_n[:, None] < N) & (offs_c[None, :] < KP // 32)
-    base = qw_ptr + offs_n[:, None] * stride_qn + 3 * offs_c[None, :]
-    w0 = _chunk_word(base, 0, mask)
-    w1 = _chunk_word(base, 1, mask)
-    w2 = _chunk_word(base, 2, mask)
-    w3 = ((w0 >> 8) & 0x00F000F0) | ((w1 >> 4) & 0x0F000F00) | (w2 & 0xF000F000)
-    return tl.reshape(_join4(w0, w1, w2, w3), (BLOCK_N, NC, 4))
 
 
 @triton.jit
@@ -77,10 +59,10 @@ def _dot_w(units, zc, s, BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.
     back after, free in registers: ptxas, given those fp16 halves as scalars, pairs them into
     HADD2/HMUL2 in the other order, so written (low, high) each pair was swapped twice (two PRMTs).
     zc = 1024 + z and s: (BLOCK_N, NC or 1) fp16. The same bits as _pairs_fp16's tile. UNIT3_HIGH
-    (unit3_high): at 3 bits unit 3 as _dot_units3 gathers it, its pair j at bits 4 + 3 j."""
+    (unit3_high): at 3 bits unit 3 gathered high (_group_units), its pair j at bits 4 + 3 j."""
     P: tl.constexpr = 8 if BITS == 3 else 32 // BITS
     j = tl.arange(0, P // 2)[None, :]
-    pos = BITS * j  # unit 3's pairs at bits 4 + 3 j with UNIT3_HIGH (_dot_units3)
+    pos = BITS * j  # unit 3's pairs at bits 4 + 3 j with UNIT3_HIGH (_group_units)
     if BITS == 3 and UNIT3_HIGH:
         pos = pos + 4 * (tl.arange(0, 4) == 3).to(tl.int32)[:, None]
     pre = 8 * (pos // 8)  # pair j at bits k = pos - pre of unit >> pre, k + b <= 10

@@ -30,7 +30,8 @@ def _chunk_word(base, i: tl.constexpr, mask, MASKED: tl.constexpr = True):
 
 @triton.jit
 def _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, MASKED: tl.constexpr = True):
+                 BLOCK_K: tl.constexpr, MASKED: tl.constexpr = True,
+                 UNIT3_HIGH: tl.constexpr = False):
     """The units of columns k0.. (k0 a multiple of 32; 0 outside N x KP) as (BLOCK_N, chunks, U)
     uint32 (docs/formats.md: U = b words at b in {2, 4, 8}, 4 at 3 bits), with each chunk's first
     column (a chunk never straddles a group: 32 divides G).
@@ -40,6 +41,8 @@ def _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK
     three). Loading a (BLOCK_N, words) tile instead let LLVM's vectorizer pair the low halves of
     different words into one f16x2 register, two PRMTs per code pair (about 0.9 ALU lanes per
     weight in the sm_90a SASS); with joined units each pair's halves stay in one register.
+    UNIT3_HIGH (the dot tile on Hopper, dot_tile.unit3_high): unit 3 at bits 4..15 of each half
+    instead of 0..11, w2's nibble where it is and two shifts for w0's and w1's (three otherwise).
     """
     n_mask = offs_n < N
     NC: tl.constexpr = BLOCK_K // 32
@@ -54,7 +57,9 @@ def _group_units(qw_ptr, offs_n, k0, N, KP, stride_qn, BITS: tl.constexpr, BLOCK
         units = tl.join(w0, w1)
     else:
         w2 = _chunk_word(base, 2, mask, MASKED)
-        if BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
+        if BITS == 3 and UNIT3_HIGH:  # unit 3's nibbles at bits 4, 8, 12 (dot_tile._dot_w)
+            w3 = ((w0 >> 8) & 0x00F000F0) | ((w1 >> 4) & 0x0F000F00) | (w2 & 0xF000F000)
+        elif BITS == 3:  # unit 3 from the three words' top nibbles (reference/packing.py)
             w3 = ((w0 >> 12) & 0x000F000F) | ((w1 >> 8) & 0x00F000F0) | ((w2 >> 4) & 0x0F000F00)
         else:
             w3 = _chunk_word(base, 3, mask, MASKED)
