@@ -27,34 +27,22 @@ def dot_pairs(capability: tuple[int, int] | None) -> bool:
 
 
 @triton.jit
-def _residue_term(p, j: tl.constexpr, s: tl.constexpr, BITS: tl.constexpr, PAIRS: tl.constexpr):
-    """Plane j's share of residue s: the nibble form's ((p >> s) & 0x11111111) << (BITS-1-j), or the
-    pair form's _pair_term."""
-    if PAIRS:  # noqa: SIM108 (a static branch on a constexpr)
-        out = _pair_term(p, j, s, BITS)
-    else:
-        out = ((p >> s) & 0x11111111) << (BITS - 1 - j)
-    return out
-
-
-@triton.jit
 def _transpose4(words, mask, stride_qp, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                NW: tl.constexpr, PAIRS: tl.constexpr = False):
+                NW: tl.constexpr):
     """Any-Precision LLM's word-wide bit transpose (its `dequant`), BITS <= 4: for residue r < 4,
     q_r = OR over planes j of ((p_j >> r) & 0x11111111) << (BITS-1-j) holds in nibble t the code of
-    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane). PAIRS
-    (BITS <= PAIR_MAX_BITS): byte t of q_s holds the pair-table index of pair 4t + s instead
-    (_pair_term)."""
+    weight 4t + r of its word (3 ops per plane and residue: 0.375 per weight and plane). The pair
+    table's form (byte t of q_s the index of pair 4t + s) is _pair_tile_of's."""
     q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
     for j in tl.static_range(BITS):
         p = tl.load(words + j * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
-        q0 |= _residue_term(p, j, 0, BITS, PAIRS)
-        q1 |= _residue_term(p, j, 1, BITS, PAIRS)
-        q2 |= _residue_term(p, j, 2, BITS, PAIRS)
-        q3 |= _residue_term(p, j, 3, BITS, PAIRS)
+        q0 |= ((p >> 0) & 0x11111111) << (BITS - 1 - j)
+        q1 |= ((p >> 1) & 0x11111111) << (BITS - 1 - j)
+        q2 |= ((p >> 2) & 0x11111111) << (BITS - 1 - j)
+        q3 |= ((p >> 3) & 0x11111111) << (BITS - 1 - j)
     return q0, q1, q2, q3
 
 
@@ -178,22 +166,63 @@ def _pair_halves(pw, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
-                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS):
-    pair i's index code_{2i} << BITS | code_{2i+1} (bit-interleaved) is assembled word-wide (byte t
-    of the word for residue s holds the index of pair 4t + s, _pair_term), then one 32-bit load per
-    two weights of pairs[n, index] = lut[code_{2i}] | lut[code_{2i+1}] << 16 (pair_ptr: the table's
-    int32 words), split into its fp16 halves."""
-    NW: tl.constexpr = BLOCK_K // 32
+def _pair_planes(qw_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, BITS: tl.constexpr,
+                 NW: tl.constexpr, k_end=0, BOUNDED: tl.constexpr = False):
+    """Planes 0..BITS-1 (BITS <= PAIR_MAX_BITS) of the tile's NW words a row from k0, (BLOCK_N, NW)
+    uint32 each (a plane past BITS repeats plane 0 and is never read). BOUNDED (a prefetch): a tile
+    at or past k_end (its program's split end) reads 0s, no memory."""
     words, mask, _ = _plane_words(qw_ptr, offs_n, k0, N, KP, stride_qn, NW)
-    q0, q1, q2, q3 = _transpose4(words, mask, stride_qp, BITS, BLOCK_N, NW, True)
+    if BOUNDED:  # broadcast so the interpreter's mask stays a block of booleans
+        mask = mask & ((tl.zeros((1, NW), dtype=tl.int32) + k0) < k_end)
+    p0 = tl.load(words, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    p1 = p0
+    p2 = p0
+    if BITS > 1:
+        p1 = tl.load(words + stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    if BITS > 2:
+        p2 = tl.load(words + 2 * stride_qp, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    return p0, p1, p2
+
+
+@triton.jit
+def _pair_tile_of(p0, p1, p2, pair_ptr, offs_n, N, stride_pn, BITS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat (BLOCK_N, BLOCK_K) fp16 of a tile from its planes (_pair_planes) and the per-row pair
+    table (BITS <= PAIR_MAX_BITS): pair i's index code_{2i} << BITS | code_{2i+1} (bit-interleaved)
+    is assembled word-wide (byte t of the word for residue s holds the index of pair 4t + s,
+    _pair_term), then one 32-bit load per two weights of pairs[n, index] = lut[code_{2i}] |
+    lut[code_{2i+1}] << 16 (pair_ptr: the table's int32 words), split into its fp16 halves."""
+    NW: tl.constexpr = BLOCK_K // 32
+    q0 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q1 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q2 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    q3 = tl.zeros((BLOCK_N, NW), dtype=tl.uint32)
+    for j in tl.static_range(BITS):
+        if j == 0:
+            p = p0
+        elif j == 1:
+            p = p1
+        else:
+            p = p2
+        q0 |= _pair_term(p, j, 0, BITS)
+        q1 |= _pair_term(p, j, 1, BITS)
+        q2 |= _pair_term(p, j, 2, BITS)
+        q3 |= _pair_term(p, j, 3, BITS)
     # rows past N read row N - 1 (their outputs are never stored), so the loads need no mask
     row_ptr = pair_ptr + (tl.minimum(offs_n, N - 1) * stride_pn)[:, None]
     # (..., t, s) flattens to pair 4t + s of the word: (BLOCK_N, NW, 16), pair 16w + 4t + s
     pw = tl.join(tl.join(_lookup4(q0, row_ptr), _lookup4(q2, row_ptr)),
                  tl.join(_lookup4(q1, row_ptr), _lookup4(q3, row_ptr)))
     return _pair_halves(tl.reshape(pw, (BLOCK_N, NW, 16)), BLOCK_N, BLOCK_K)
+
+
+@triton.jit
+def _anyprec_pair_tile(qw_ptr, pair_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, stride_pn,
+                       BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W_hat[offs_n, k0:k0+BLOCK_K] fp16 from the per-row pair table (BITS <= PAIR_MAX_BITS): the
+    tile's planes (_pair_planes) looked up by pairs (_pair_tile_of)."""
+    p0, p1, p2 = _pair_planes(qw_ptr, offs_n, k0, N, KP, stride_qp, stride_qn, BITS, BLOCK_K // 32)
+    return _pair_tile_of(p0, p1, p2, pair_ptr, offs_n, N, stride_pn, BITS, BLOCK_N, BLOCK_K)
 
 
 @triton.jit

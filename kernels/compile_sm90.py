@@ -175,6 +175,10 @@ def compile_sm90(kernel: Any, args: dict[str, Any], cfg: LaunchConfig, arch: int
     if "DOT_PAIRS" in kernel.arg_names and "DOT_PAIRS" not in args:  # the launcher's choice
         from mpsim.kernels.anyprec_dequant import dot_pairs
         args = {**args, "DOT_PAIRS": dot_pairs((arch // 10, arch % 10))}
+    if "REG_PREFETCH" in kernel.arg_names and "REG_PREFETCH" not in args:  # the launcher's choice
+        from mpsim.kernels.loop_stages import prefetched_in_registers
+        args = {**args, "REG_PREFETCH": prefetched_in_registers("anyprec", int(args.get("BITS", 0)),
+                                                                arch // 10)}
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}

@@ -39,6 +39,7 @@ from mpsim.kernels.launch_config import (
     LaunchConfig,
     cdiv,
     gemv_k_unit,
+    prefetched_in_registers,
 )
 from mpsim.kernels.table_rows import aligned_empty, check_rows_aligned
 from mpsim.reference.anyprec import scale_exp
@@ -201,15 +202,19 @@ def _check_anyprec_weight(qweight: torch.Tensor, lut: torch.Tensor, k: int, bits
     return kp
 
 
-def _partial_args(e: int | None, m: int, bits: int) -> dict[str, object]:
-    """The one-row GEMV's x scale arguments (kernels/gemv_anyprec.py): x_down 2^-E, x_up 2^E."""
+def _partial_args(e: int | None, m: int, bits: int,
+                  capability: tuple[int, int] | None) -> dict[str, object]:
+    """The one-row GEMV's x scale arguments (kernels/gemv_anyprec.py): x_down 2^-E, x_up 2^E, and
+    whether its pipelined loop prefetches in registers (REG_PREFETCH, by the device's capability)."""
     if m != 1 or bits > PAIR_MAX_BITS:
         return {}
     if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e <= MAX_PAIR_EXP:
         raise ValueError(f"pair_exp: one activation row at {bits} bits sums fp16 partial products "
                          f"of x 2^-E; expected E = pair_exp(pairs) (0..{MAX_PAIR_EXP}, computed when "
                          f"the weight is loaded), got {e!r}")
-    return dict(x_down=2.0**-e, x_up=2.0**e, X_SCALED=e > 0)
+    return dict(x_down=2.0**-e, x_up=2.0**e, X_SCALED=e > 0,
+                REG_PREFETCH=prefetched_in_registers("anyprec", bits,
+                                                     None if capability is None else capability[0]))
 
 
 def _check_block_k(block_k: int | None) -> None:
@@ -240,7 +245,8 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
     if pairs is None and bits <= PAIR_MAX_BITS:
         raise ValueError(f"pairs: at {bits} bits the GEMV and the GEMM read the pair table "
                          f"(pair_table(lut{bits}), built when the weight is loaded); got None")
-    gemv_args = _partial_args(pair_exp, m, bits)
+    capability = torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None
+    gemv_args = _partial_args(pair_exp, m, bits, capability)
     out = torch.empty((m, n), dtype=torch.float16, device=x.device)
     record = dict(m=m, n=n, k=k, w_format="anyprec", w_bits=bits, group_size=None,
                   a_dtype="fp16", out_dtype="fp16", bias=bias is not None)
@@ -256,7 +262,7 @@ def gemm_anyprec(x: torch.Tensor, qweight: torch.Tensor, lut: torch.Tensor, *, b
         stride_om=out.stride(0),
         # constexprs
         BITS=bits, HAS_BIAS=bias is not None, PAIR_BITS=PAIR_MAX_BITS,
-        DOT_PAIRS=dot_pairs(torch.cuda.get_device_capability(x.device) if runtime.on_gpu() else None),
+        DOT_PAIRS=dot_pairs(capability),
     )
 
     def check(cfg: LaunchConfig) -> None:

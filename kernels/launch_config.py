@@ -18,6 +18,7 @@ from mpsim.kernels.loop_stages import (  # noqa: F401 (re-exported: the launcher
     loop_stages_on,
     loop_stages_or_none,
     one_row_stages,
+    prefetched_in_registers,
 )
 from mpsim.kernels.lut_words import (  # noqa: F401 (re-exported: the launchers' one import)
     LUT_WORDS_KEY,

@@ -47,8 +47,20 @@ def loop_stages_or_none(stages: int) -> int | None:
 
 
 def one_row_stages(tag: str, bits: int) -> int:
-    """loop_stages of a one-row GPU GEMV: 3, but 2 for the any-precision partial sums (<= 3 bits:
+    """loop_stages of a one-row GPU GEMV: 3, but 2 for the any-precision partial sums (<= 3 bits):
     Triton stages every load of a pipelined trip in shared memory, the T tiles' pair-table words
     included, 4 B per two weights: 78 KB a CTA at 256 x 32 with 2 stages, 156 KB with 3, above an
-    Ada GPU's 99 KB per block and one CTA per SM on Hopper; the SASS issues the same slots)."""
+    Ada GPU's 99 KB per block and one CTA per SM on Hopper. On Hopper that loop prefetches in
+    registers instead (prefetched_in_registers): the next run, two stages as well."""
     return 2 if tag == "anyprec" and bits <= PAIR_MAX_BITS else 3
+
+
+def prefetched_in_registers(tag: str, bits: int, sm_major: int | None) -> bool:
+    """Whether a one-row GEMV asked for stages keeps its next run in registers rather than Triton's
+    shared-memory stages: the any-precision partial sums at <= PAIR_MAX_BITS (kernels/gemv_anyprec.py
+    _prefetched_pair_sums, the kernel's REG_PREFETCH) on Hopper and later (`sm_major` >= 9) and the
+    interpreter (None). Triton's stages hold the pair-table gathers too: sm_90a, 256 x 32, 5.55 ->
+    4.59 issue slots per weight at 3 bits, 5.24 -> 4.24 at 2. On sm_80 the prefetched loop issued
+    fewer slots (5.88 -> 5.24) but more integer ops (ALU lanes 2.94 -> 3.08 per weight, the pipe
+    that binds an A100 there), so Ampere and Ada keep Triton's stages."""
+    return tag == "anyprec" and bits <= PAIR_MAX_BITS and (sm_major is None or sm_major >= 9)

@@ -81,16 +81,18 @@ def test_group_one_row_pipelined_equals_the_plain_loop(bits: int, block_k: int) 
     assert np.array_equal(_bits(run(cfg)), _bits(run(_with_stages(cfg, 3))))
 
 
-@pytest.mark.parametrize("bits", (3, 4))
-def test_anyprec_one_row_pipelined_equals_the_plain_loop(bits: int) -> None:
-    """3 bits reads the pair table, 4 bits the LUT."""
-    rng = np.random.default_rng(10 + bits)
-    n, k = 36, 256
+@pytest.mark.parametrize(("bits", "k", "split"), [(3, 256, 2), (4, 256, 2), (3, 640, 2), (2, 480, 1)])
+def test_anyprec_one_row_pipelined_equals_the_plain_loop(bits: int, k: int, split: int) -> None:
+    """3 and 2 bits read the pair table (their pipelined loop prefetches the next run's plane words
+    in registers: 640 columns in 2 splits runs 3 + 2 runs of 128, 480 in one split ends inside its
+    fourth run), 4 bits the LUT."""
+    rng = np.random.default_rng(10 + bits + k)
+    n = 36
     apw = quantize_anyprec(rng.standard_normal((n, k)).astype(np.float16), 4, 2)
     qweight, lut = torch.from_numpy(apw.qweight), rows_aligned(torch.from_numpy(apw.luts[bits]))
-    pairs = pair_table(lut) if bits == 3 else None
+    pairs = pair_table(lut) if bits <= 3 else None
     x = torch.from_numpy(rng.standard_normal((1, k)).astype(np.float16))
-    cfg = LaunchConfig("gemv_anyprec_kernel", (cdiv(n, 32), 2), 1, 32, 32, 4, 1, 2)
+    cfg = LaunchConfig("gemv_anyprec_kernel", (cdiv(n, 32), split), 1, 32, 32, 4, 1, split)
     e = pair_exp(pairs) if pairs is not None else None
     plain = gemm_anyprec(x, qweight, lut, bits=bits, pairs=pairs, pair_exp=e, config=cfg)
     piped = gemm_anyprec(x, qweight, lut, bits=bits, pairs=pairs, pair_exp=e,

@@ -60,6 +60,11 @@ def candidate_family(hw: GpuSpec) -> CandidateFamily:
     return CANDIDATE_FAMILY[generation(hw)]
 
 
+def sm_major(arch: SassArch) -> int:
+    """The compute capability's major version of a SASS arch ("sm_90a" -> 9, "sm_80" -> 8)."""
+    return int(arch.removeprefix("sm_").rstrip("a")) // 10
+
+
 def sass_arch(hw: GpuSpec) -> SassArch:
     """Which rows of mpsim/sim/gpu/sass_table.py price mpsim's kernels on `hw` (see SASS_ARCH)."""
     return SASS_ARCH[generation(hw)]

@@ -34,8 +34,10 @@ from mpsim.kernels.launch_config import (
     cdiv,
     gemv_trips,
     lut_words_of,
+    prefetched_in_registers,
     sz_words_of,
 )
+from mpsim.sim.gpu.arch import sm_major
 from mpsim.sim.gpu.memory import gemm_dram_reads, residency_credit, usable_l2
 from mpsim.sim.gpu.occupancy import CtaResources, Occupancy, occupancy, registers_per_thread
 from mpsim.sim.gpu.rates import GpuRates
@@ -85,9 +87,10 @@ def stored_bytes(w_format: str, bits: int) -> float:
 def _staged_bytes(fmt: str, bits: int, block_m: int) -> float:
     """Shared memory per weight of a pipelined GEMV trip: the stored bits, and with one row at
     <= PAIR_MAX_BITS any-precision's pair-table words too (4 B per two weights: Triton stages the
-    gathers of a pipelined loop with cp.async like every other load). At 2..16 rows it stages them
-    one trip deep, not num_stages (sm_90a, Triton 3.9, 3 bits, 16 rows, 64 x 128, 3 stages: 31 744 B
-    compiled, about the codes' and x's three stages and one of the gathers); not counted there."""
+    gathers of a pipelined loop with cp.async like every other load; Hopper's loop prefetches in
+    registers and stages nothing). At 2..16 rows it stages them one trip deep, not num_stages
+    (sm_90a, Triton 3.9, 3 bits, 16 rows, 64 x 128, 3 stages: 31 744 B compiled, about the codes'
+    and x's three stages and one of the gathers); not counted there."""
     pairs = 2.0 if fmt == "anyprec" and block_m == 1 and bits <= PAIR_MAX_BITS else 0.0
     return stored_bytes(fmt, bits) + pairs
 
@@ -156,15 +159,23 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     # 2..16 rows of a quantized W whose trip has every load staged (trip_staged) run num_stages
     # trips in flight, as fp16's tl.dot loops do
     looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
+    # any-precision's partial sums (<= PAIR_MAX_BITS) on Hopper and later prefetch the next run in
+    # registers instead: two stages, nothing in shared memory (kernels/loop_stages.py
+    # prefetched_in_registers)
+    in_registers = looped > 0 and prefetched_in_registers(_format_tag(fmt), bits,
+                                                          sm_major(r.sass_arch))
+    looped = 2 if in_registers else looped
     unpipelined = looped == 0 and (one_row or (fmt != "fp16" and not trip_staged(fmt, bits, cfg)))
-    # a pipelined one-row loop holds loop_stages - 1 iterations of T tiles in shared memory (the
-    # compiled kernels' shared memory: fp16 64 x 64, int4 256 x 32 and any-precision 3-bit 256 x 32)
+    # a pipelined one-row loop holds loop_stages - 1 iterations of T tiles in flight, in shared memory
+    # (the compiled kernels' shared memory: fp16 64 x 64, int4 256 x 32) or in registers
     stages = max(1, looped - 1) * tiles if looped else (1 if unpipelined else cfg["num_stages"])
-    staged = not one_row or looped > 0  # the trip's tiles pass through shared memory
+    staged = not one_row or (looped > 0 and not in_registers)  # the tiles pass through shared memory
+    # the prefetched loop takes every register ptxas may give it (ptxas -v, sm_90a, 256 x 32 at 2 and
+    # 3 bits: 255): two CTAs an SM, as Triton's staged loop had by its 78 KB of shared memory
+    regs = r.max_regs_per_thread if in_registers else registers_per_thread(
+        bn * bm, bn * bk * (2 if one_row else 1), cfg["num_warps"] * 32, r.max_regs_per_thread)
     res = CtaResources(cfg["num_warps"], bn * bk * _staged_bytes(fmt, bits, bm) + bm * bk * FP16
-                       if staged else 0.0, 0.0, stages,
-                       registers_per_thread(bn * bm, bn * bk * (2 if one_row else 1),
-                                            cfg["num_warps"] * 32, r.max_regs_per_thread))
+                       if staged else 0.0, 0.0, stages, regs)
     occ = occupancy(res, r)
     trip = Trip(
         load_bytes=load_bytes, mma_flops=0.0 if one_row else 2.0 * bn * max(bm, MMA_MIN_COLS) * bk,
