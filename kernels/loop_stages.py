@@ -56,11 +56,18 @@ def one_row_stages(tag: str, bits: int) -> int:
 
 
 def prefetched_in_registers(tag: str, bits: int, sm_major: int | None) -> bool:
-    """Whether a one-row GEMV asked for stages keeps its next run in registers rather than Triton's
-    shared-memory stages: the any-precision partial sums at <= PAIR_MAX_BITS (kernels/gemv_anyprec.py
-    _prefetched_pair_sums, the kernel's REG_PREFETCH) on Hopper and later (`sm_major` >= 9) and the
-    interpreter (None). Triton's stages hold the pair-table gathers too: sm_90a, 256 x 32, 5.55 ->
-    4.59 issue slots per weight at 3 bits, 5.24 -> 4.24 at 2. On sm_80 the prefetched loop issued
-    fewer slots (5.88 -> 5.24) but more integer ops (ALU lanes 2.94 -> 3.08 per weight, the pipe
-    that binds an A100 there), so Ampere and Ada keep Triton's stages."""
+    """Whether a one-row GEMV's partial sums (T > 1 K tiles a run), asked for stages, keep their next
+    run in registers rather than Triton's shared-memory stages (a two-stage pipeline, whatever
+    loop_stages the config carries):
+    - the group partial sums at 2 and 3 bits (kernels/gemv_group.py _prefetched_at_sums), on every
+      GPU (sm_90a, 256 x 32: 3.80 -> 3.62 issue slots per weight at 3 bits, 3.58 -> 3.16 at 2; sm_80
+      4.04 -> 4.00, 3.81 -> 3.78, fewer integer ops as well);
+    - the any-precision partial sums at <= PAIR_MAX_BITS (kernels/gemv_anyprec.py
+      _prefetched_pair_sums, the kernel's REG_PREFETCH) on Hopper and later (`sm_major` >= 9) and
+      the interpreter (None): Triton's stages hold the pair-table gathers too (sm_90a, 256 x 32,
+      5.55 -> 4.59 at 3 bits, 5.24 -> 4.24 at 2). On sm_80 that loop issued fewer slots (5.88 ->
+      5.24) but more integer ops (ALU lanes 2.94 -> 3.08 per weight, the pipe that binds an A100
+      there), so Ampere and Ada keep Triton's stages."""
+    if tag == "group":
+        return 2 <= bits <= 3
     return tag == "anyprec" and bits <= PAIR_MAX_BITS and (sm_major is None or sm_major >= 9)

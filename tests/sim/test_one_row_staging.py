@@ -57,7 +57,8 @@ def test_hopper_prefetches_the_partial_sums_in_registers() -> None:
     registers ptxas gives the loop (255: two CTAs an SM)."""
     assert prefetched_in_registers("anyprec", 3, 9) and prefetched_in_registers("anyprec", 2, None)
     assert not prefetched_in_registers("anyprec", 3, 8)  # Ampere and Ada keep Triton's stages
-    assert not prefetched_in_registers("anyprec", 4, 9) and not prefetched_in_registers("group", 3, 9)
+    assert not prefetched_in_registers("anyprec", 4, 9) and not prefetched_in_registers("group", 4, 9)
+    assert prefetched_in_registers("group", 3, 8) and prefetched_in_registers("group", 2, 9)
     r = gpu_rates(load_hardware("h200-sxm"), DEFAULT_PARAMS)
     row = gemm_row(1, 4096, 11008, "anyprec", 3)
     grid = json.loads(str(row["grid"]))
@@ -67,3 +68,17 @@ def test_hopper_prefetches_the_partial_sums_in_registers() -> None:
         assert work.resources.stage_bytes == 0.0 and not occ.stages_clamped
         assert occ.stages == 4 and work.resources.regs_per_thread == r.max_regs_per_thread
         assert occ.ctas_per_sm == 2, occ
+
+
+@pytest.mark.parametrize(("hw_name", "ctas"), [("h200-sxm", 2), ("a100-sxm-80gb", 3)])
+def test_group_partial_sums_prefetch_in_registers_on_every_gpu(hw_name: str, ctas: int) -> None:
+    """2 and 3 bits (not 4): no shared memory, the compiled loop's registers (ptxas: 254 on sm_90a,
+    168 on sm_80), so two CTAs an SM on Hopper and three on an A100."""
+    r = gpu_rates(load_hardware(hw_name), DEFAULT_PARAMS)
+    for bits, prefetched in ((3, True), (2, True), (4, False)):
+        row = gemm_row(1, 4096, 11008, "group", bits)
+        cfg = json.loads(str(row["config"]))
+        work, occ = gemm_work(row, cfg, json.loads(str(row["grid"])), r, DEFAULT_PARAMS, 0.0)
+        assert (work.resources.stage_bytes == 0.0) == prefetched, (hw_name, bits)
+        if prefetched:
+            assert occ.stages == 4 and occ.ctas_per_sm == ctas, (hw_name, bits, occ)

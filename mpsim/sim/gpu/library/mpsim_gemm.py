@@ -49,6 +49,14 @@ if TYPE_CHECKING:  # annotations only: params.py imports the rooms (their params
     from mpsim.sim.params import SimParams
 
 MMA_MIN_COLS = 16  # tl.dot needs at least 16 along every dimension
+# registers of the one-row partial-sum loops at the launchers' 256 x 32 tile, by format and SASS arch
+# (ptxas -v, Triton 3.9, the most over 2..4 bits and the loop forms each arch ships, which differ by
+# a few: sm_90a group 255 / 255 / 254 staged, 254 / 246 prefetched, any-precision 255; sm_80 group
+# 160-168, any-precision 192-194): the per-thread estimate (registers_per_thread) gave 98, so the
+# model ran four CTAs an SM where the compiled loops fit two (three for sm_80's group loops)
+PARTIAL_SUM_REGISTERS = {("group", "sm_90a"): 255, ("group", "sm_80"): 168,
+                         ("anyprec", "sm_90a"): 255, ("anyprec", "sm_80"): 194}
+PARTIAL_SUM_TILE = (256, 32)
 FP32 = 4
 
 
@@ -159,21 +167,18 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
     # 2..16 rows of a quantized W whose trip has every load staged (trip_staged) run num_stages
     # trips in flight, as fp16's tl.dot loops do
     looped = int(cfg.get(LOOP_STAGES_KEY, 0)) if one_row else 0
-    # any-precision's partial sums (<= PAIR_MAX_BITS) on Hopper and later prefetch the next run in
-    # registers instead: two stages, nothing in shared memory (kernels/loop_stages.py
-    # prefetched_in_registers)
-    in_registers = looped > 0 and prefetched_in_registers(_format_tag(fmt), bits,
-                                                          sm_major(r.sass_arch))
+    # the group partial sums at 2 and 3 bits, and any-precision's (<= PAIR_MAX_BITS) on Hopper and
+    # later, prefetch the next run in registers instead: two stages, nothing in shared memory
+    # (kernels/loop_stages.py prefetched_in_registers)
+    in_registers = looped > 0 and tiles > 1 and prefetched_in_registers(
+        _format_tag(fmt), bits, sm_major(r.sass_arch))
     looped = 2 if in_registers else looped
     unpipelined = looped == 0 and (one_row or (fmt != "fp16" and not trip_staged(fmt, bits, cfg)))
     # a pipelined one-row loop holds loop_stages - 1 iterations of T tiles in flight, in shared memory
     # (the compiled kernels' shared memory: fp16 64 x 64, int4 256 x 32) or in registers
     stages = max(1, looped - 1) * tiles if looped else (1 if unpipelined else cfg["num_stages"])
     staged = not one_row or (looped > 0 and not in_registers)  # the tiles pass through shared memory
-    # the prefetched loop takes every register ptxas may give it (ptxas -v, sm_90a, 256 x 32 at 2 and
-    # 3 bits: 255): two CTAs an SM, as Triton's staged loop had by its 78 KB of shared memory
-    regs = r.max_regs_per_thread if in_registers else registers_per_thread(
-        bn * bm, bn * bk * (2 if one_row else 1), cfg["num_warps"] * 32, r.max_regs_per_thread)
+    regs = _gemv_registers(fmt, tiles, cfg, r)
     res = CtaResources(cfg["num_warps"], bn * bk * _staged_bytes(fmt, bits, bm) + bm * bk * FP16
                        if staged else 0.0, 0.0, stages, regs)
     occ = occupancy(res, r)
@@ -184,6 +189,17 @@ def _gemv(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: Gp
         if unpipelined else None, overlap_latency=unpipelined)
     reads = w_total + a_total - residency_credit(resident, a_total) + bias
     return KernelWork(trip, epi, iters, "outer", n_blocks, total, res, reads), occ
+
+
+def _gemv_registers(fmt: str, tiles: int, cfg: Mapping[str, int], r: GpuRates) -> int:
+    """Registers a thread of a GEMV CTA: what ptxas gives the one-row partial sums (T > 1 K tiles a
+    run) at their 256 x 32 tile (PARTIAL_SUM_REGISTERS), else the per-thread estimate."""
+    bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
+    compiled = PARTIAL_SUM_REGISTERS.get((_format_tag(fmt), r.sass_arch))
+    if bm == 1 and tiles > 1 and (bn, bk) == PARTIAL_SUM_TILE and compiled:
+        return min(compiled, r.max_regs_per_thread)
+    return registers_per_thread(bn * bm, bn * bk * (2 if bm == 1 else 1), cfg["num_warps"] * 32,
+                                r.max_regs_per_thread)
 
 
 def _tiled(row: Mapping[str, Any], cfg: Mapping[str, int], grid: list[int], r: GpuRates,
