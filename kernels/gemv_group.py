@@ -96,6 +96,20 @@ def _at_words(base, BITS: tl.constexpr):
 
 
 @triton.jit
+def _run_words(base, step: tl.constexpr, BITS: tl.constexpr, T: tl.constexpr):
+    """A run's code words, tile by tile (_at_words of base, base + step, ...; at T = 2 the last two
+    tiles repeat the first and are never read)."""
+    a0, a1, a2 = _at_words(base, BITS)
+    b0, b1, b2 = _at_words(base + step, BITS)
+    c0, c1, c2 = a0, a1, a2
+    d0, d1, d2 = a0, a1, a2
+    if T == 4:
+        c0, c1, c2 = _at_words(base + 2 * step, BITS)
+        d0, d1, d2 = _at_words(base + 3 * step, BITS)
+    return a0, a1, a2, b0, b1, b2, c0, c1, c2, d0, d1, d2
+
+
+@triton.jit
 def _at_fma(p, w0, w1, w2, zc, x_ptr, k, K, BITS: tl.constexpr, BLOCK_N: tl.constexpr,
             BLOCK_K: tl.constexpr, E: tl.constexpr, SWAP: tl.constexpr):
     """p + x (q - z) 2^-E for the K tile at k from its loaded words (_dequant2 / _dequant3)."""
@@ -134,26 +148,14 @@ def _prefetched_at_sums(x_ptr, qw_ptr, s_ptr, z_ptr, offs_n, k_lo, k_hi, N, K, K
     z_row = z_ptr + rows[:, None] * stride_sn + tl.arange(0, 1)[None, :]
     s_row = s_ptr + rows * stride_sn
     step: tl.constexpr = NC * BITS  # words a K tile
-    a0, a1, a2 = _at_words(base, BITS)
-    b0, b1, b2 = _at_words(base + step, BITS)
-    c0, c1, c2 = a0, a1, a2
-    d0, d1, d2 = a0, a1, a2
-    if T == 4:
-        c0, c1, c2 = _at_words(base + 2 * step, BITS)
-        d0, d1, d2 = _at_words(base + 3 * step, BITS)
+    a0, a1, a2, b0, b1, b2, c0, c1, c2, d0, d1, d2 = _run_words(base, step, BITS, T)
     z = tl.load(z_row + k_lo // GROUP)
     sc = tl.load(s_row + k_lo // GROUP)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, run):
         kn = tl.minimum(k0 + run, k_hi - run)  # the last run reloads itself
         nb = base + (kn - k_lo) // 32 * BITS
-        e0, e1, e2 = _at_words(nb, BITS)
-        f0, f1, f2 = _at_words(nb + step, BITS)
-        g0, g1, g2 = e0, e1, e2
-        h0, h1, h2 = e0, e1, e2
-        if T == 4:
-            g0, g1, g2 = _at_words(nb + 2 * step, BITS)
-            h0, h1, h2 = _at_words(nb + 3 * step, BITS)
+        e0, e1, e2, f0, f1, f2, g0, g1, g2, h0, h1, h2 = _run_words(nb, step, BITS, T)
         zn = tl.load(z_row + kn // GROUP)
         sn = tl.load(s_row + kn // GROUP)
         zc = (z + 1024.0) * (1.0 / (1 << E))

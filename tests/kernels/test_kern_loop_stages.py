@@ -65,31 +65,19 @@ def test_fp16_one_row_pipelined_equals_the_plain_loop(split: int) -> None:
     assert np.array_equal(_bits(plain), _bits(piped))
 
 
-@pytest.mark.parametrize(("bits", "block_k"), [(4, 32), (3, 32), (2, 32), (8, 64)])
-def test_group_one_row_pipelined_equals_the_plain_loop(bits: int, block_k: int) -> None:
-    """4, 3, 2 bits at 32-column tiles take the fp16 partial sums, 8 bits the exact-W_hat loop."""
-    rng = np.random.default_rng(bits)
-    n, k, group = 40, 512, 128
-    gw = quantize_group(rng.standard_normal((n, k)).astype(np.float16), bits, group)
-    x = torch.from_numpy(rng.standard_normal((1, k)).astype(np.float16))
-    cfg = LaunchConfig("gemv_group_kernel", (cdiv(n, 32), 2), 1, 32, block_k, 4, 1, 2)
-
-    def run(c: LaunchConfig) -> torch.Tensor:
-        return gemm_group(x, torch.from_numpy(gw.qweight), torch.from_numpy(gw.scales),
-                          torch.from_numpy(gw.zeros), bits=bits, group_size=group, config=c)
-
-    assert np.array_equal(_bits(run(cfg)), _bits(run(_with_stages(cfg, 3))))
-
-
-@pytest.mark.parametrize(("bits", "k", "split"), [(3, 384, 3), (2, 512, 1), (3, 448, 1), (2, 640, 2)])
-def test_group_prefetched_runs_equal_the_plain_loop(bits: int, k: int, split: int) -> None:
-    """The 2- and 3-bit partial sums prefetch the next run in registers: 1 run a split, 4 runs in
-    one, K = 448 padded to 512 (its last run's x masked), 3 + 2 runs (the last run reloads itself)."""
-    rng = np.random.default_rng(100 + bits + k)
+@pytest.mark.parametrize(("bits", "block_k", "k", "split"), [
+    (4, 32, 512, 2), (3, 32, 512, 2), (2, 32, 512, 2), (8, 64, 512, 2),
+    (3, 32, 384, 3), (2, 32, 512, 1), (3, 32, 448, 1), (2, 32, 640, 2)])
+def test_group_one_row_pipelined_equals_the_plain_loop(bits: int, block_k: int, k: int,
+                                                       split: int) -> None:
+    """4, 3, 2 bits at 32-column tiles take the fp16 partial sums, 8 bits the exact-W_hat loop; 3
+    and 2 bits prefetch the next run in registers: 2 runs a split, 1, 4, K = 448 padded to 512 (its
+    last run's x masked), 3 + 2 runs (the last run's prefetch reloads that run)."""
+    rng = np.random.default_rng(bits + k + split)
     n, group = 40, 128
     gw = quantize_group(rng.standard_normal((n, k)).astype(np.float16), bits, group)
     x = torch.from_numpy(rng.standard_normal((1, k)).astype(np.float16))
-    cfg = LaunchConfig("gemv_group_kernel", (cdiv(n, 32), split), 1, 32, 32, 4, 1, split)
+    cfg = LaunchConfig("gemv_group_kernel", (cdiv(n, 32), split), 1, 32, block_k, 4, 1, split)
 
     def run(c: LaunchConfig) -> torch.Tensor:
         return gemm_group(x, torch.from_numpy(gw.qweight), torch.from_numpy(gw.scales),
